@@ -1,0 +1,3 @@
+"""agentkeep: one careful custodian for every coding agent's sessions."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from agentkeep.cli import main
+
+main()

@@ -1,0 +1,366 @@
+"""The user's config file: what may be removed, when, and from where.
+
+Only this file decides what agentkeep removes; nothing in a workspace or an
+agent's settings does. It is read afresh for every scheduled prune. A missing
+file is not an error: it means no retention, so nothing is ever pruned. A file
+that cannot be read, does not parse, or holds an unknown key or a bad value is
+a `ConfigError` naming the key and the value; there is never a fall-back to a
+default, because a typo must not silently change what is removed.
+
+Rules beyond the contract's words (each one errs towards keeping):
+
+- A duration is a string: ASCII digits then one of `m h d w` (lowercase), no
+  sign, no spaces, no fraction, no exponent, at most 1000 years. A TOML
+  number (`retention = 30`, `trash = 0`) is refused: a duration is quoted.
+- Zero is spelled `"0"`; `"0d"` (any unit) means zero too. Both are accepted
+  for `trash` only; `prune_interval` and every retention must be more than 0.
+- `enabled` may be empty (stores only); a name listed twice counts once.
+- `max_removals` is a TOML integer >= 1; `true`, `1.0` and `"200"` are refused.
+- A store's name is 1-64 of `[A-Za-z0-9_.-]`, starting alphanumeric, not a
+  built-in agent's name, unique. Its root may start with `~` or `~/` (the
+  user's home); `~user` is not expanded and so refused as relative.
+- A store's root is refused when it is or contains `$HOME`, is or contains an
+  agent's root, or overlaps the state dir or another store (equal, or one
+  inside the other). A root strictly inside an agent's root is allowed: the
+  contract's own example (`~/.codex/session-stores/default`) is one.
+- Paths are compared component by component (`/a/bc` is not inside `/a/b`),
+  both as written (normalised) and with links resolved; an overlap either
+  way refuses the store.
+- A config path that is a link to nothing is an error, not a missing file.
+- Errors point into arrays zero-based: `stores[0].depth` is the first store.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentkeep.adapters import AGENTS
+
+MIN_RETENTION: float = 86400.0
+DEFAULT_PRUNE_INTERVAL: float = 6 * 3600.0
+DEFAULT_MAX_REMOVALS: int = 200
+DEFAULT_TRASH: float = 7 * 86400.0
+# A cap keeps `now - retention` a representable date (year >= 1) everywhere.
+MAX_DURATION: float = 1000 * 365 * 86400.0
+
+_UNITS: dict[str, int] = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# [0-9], not \d: \d also takes other scripts' digits ("３０d").
+_DURATION = re.compile(r"([0-9]+)([mhdw])")
+_GRAMMAR = "a whole number followed by m, h, d or w"
+_STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_TOP_KEYS = ("retention", "prune_interval", "max_removals", "trash", "enabled", "agents", "stores")
+_AGENT_KEYS = ("retention",)
+_STORE_KEYS = ("name", "root", "depth")
+
+
+class ConfigError(Exception):
+    """A config that must not be used. `str()` names the file, key and value:
+    `<path>: retention = '30x': not a duration (...)`. `value` is None when
+    there is none to show (TOML has no null, so None never is a real value)."""
+
+    def __init__(
+        self, message: str, key: str | None = None, value: object = None, path: Path | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.key = key
+        self.value = value
+        self.path = path
+
+    def __str__(self) -> str:
+        where = f"{self.path}: " if self.path is not None else ""
+        if self.key is None:
+            return f"{where}{self.message}"
+        shown = "" if self.value is None else f" = {self.value!r}"
+        return f"{where}{self.key}{shown}: {self.message}"
+
+
+def parse_duration(text: object, key: str, *, allow_zero: bool = False) -> float:
+    """Seconds in a duration string (`90m`, `720h`, `30d`, `4w`; `"0"` too
+    when `allow_zero`). Anything else is a ConfigError naming key and value."""
+    if not isinstance(text, str):
+        raise ConfigError(
+            f'not a duration (write it as a string: {_GRAMMAR}, e.g. "30d")', key, text
+        )
+    if allow_zero and text == "0":
+        return 0.0
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        zero = ', or "0"' if allow_zero else ""
+        raise ConfigError(f"not a duration ({_GRAMMAR}{zero})", key, text)
+    digits, unit = match.groups()
+    # Length first: int() of thousands of digits raises, and such a number is too long anyway.
+    if len(digits) > 15 or int(digits) * _UNITS[unit] > MAX_DURATION:
+        raise ConfigError("too long (at most 1000 years)", key, text)
+    seconds = float(int(digits) * _UNITS[unit])
+    if seconds == 0 and not allow_zero:
+        raise ConfigError("must be longer than zero", key, text)
+    return seconds
+
+
+def check_retention(seconds: float, key: str, *, value: object = None) -> None:
+    """Refuse a retention under 24 hours (invariant 1: nothing updated in the
+    last day is ever pruned). `value` is what to show, default the seconds."""
+    # Written as "not >=" so that NaN is refused too; inf has no cutoff date.
+    if not (math.isfinite(seconds) and seconds >= MIN_RETENTION):
+        raise ConfigError(
+            "refused: nothing updated in the last 24 hours is ever pruned "
+            "(a retention must be at least 1d)",
+            key,
+            seconds if value is None else value,
+        )
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """A `[[stores]]` entry: every directory exactly `depth` below `root` is a session."""
+
+    name: str
+    root: Path
+    depth: int
+
+
+@dataclass(frozen=True)
+class Config:
+    """A loaded config. Durations are seconds; `*_text` keep them as written."""
+
+    path: Path
+    exists: bool
+    retention: float | None
+    retention_text: str | None
+    agent_retention: dict[str, float]
+    agent_retention_text: dict[str, str]
+    prune_interval: float
+    max_removals: int
+    trash: float
+    enabled: tuple[str, ...]
+    stores: tuple[StoreConfig, ...]
+
+    def retention_for(self, agent: str) -> float | None:
+        """An agent's own retention overrides the global one, even when there is no global one."""
+        return self.agent_retention.get(agent, self.retention)
+
+    def has_retention(self) -> bool:
+        return self.retention is not None or bool(self.agent_retention)
+
+
+def load_config(
+    path: Path, *, home: Path, state_dir: Path, agent_roots: Mapping[str, list[Path]]
+) -> Config:
+    """Read and check the config at `path` (and nothing else). A missing file
+    gives `exists=False` and no retention; every problem is a ConfigError."""
+    try:
+        data = _read(path)
+        return _config(path, data or {}, data is not None, home, state_dir, agent_roots)
+    except ConfigError as exc:
+        exc.path = path
+        raise
+
+
+def _read(path: Path) -> dict[str, object] | None:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        # A link to nothing is a mistake to show, not a file to ignore.
+        if os.path.islink(path):
+            raise ConfigError("is a link to nothing") from None
+        return None
+    except OSError as exc:
+        raise ConfigError(f"cannot be read: {exc.strerror or exc}") from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}") from None
+
+
+def _config(
+    path: Path,
+    data: Mapping[str, object],
+    exists: bool,
+    home: Path,
+    state_dir: Path,
+    agent_roots: Mapping[str, list[Path]],
+) -> Config:
+    _no_unknown(data, _TOP_KEYS, "")
+    text = data.get("retention")
+    agent_retention, agent_text = _agents(data.get("agents", {}))
+    return Config(
+        path=path,
+        exists=exists,
+        retention=None if text is None else _retention(text, "retention"),
+        retention_text=None if text is None else str(text),
+        agent_retention=agent_retention,
+        agent_retention_text=agent_text,
+        prune_interval=_duration(data, "prune_interval", DEFAULT_PRUNE_INTERVAL),
+        max_removals=_max_removals(data.get("max_removals", DEFAULT_MAX_REMOVALS)),
+        trash=_duration(data, "trash", DEFAULT_TRASH, allow_zero=True),
+        enabled=_enabled(data.get("enabled", list(AGENTS))),
+        stores=_stores(data.get("stores", []), home, state_dir, agent_roots),
+    )
+
+
+def _no_unknown(table: Mapping[str, object], known: tuple[str, ...], prefix: str) -> None:
+    """A typo must never fall back silently: every key is one we know."""
+    for key, value in table.items():
+        if key not in known:
+            raise ConfigError(f"unknown key (known: {', '.join(known)})", prefix + key, value)
+
+
+def _retention(text: object, key: str) -> float:
+    seconds = parse_duration(text, key)
+    check_retention(seconds, key, value=text)
+    return seconds
+
+
+def _duration(
+    data: Mapping[str, object], key: str, default: float, *, allow_zero: bool = False
+) -> float:
+    return parse_duration(data[key], key, allow_zero=allow_zero) if key in data else default
+
+
+def _agents(table: object) -> tuple[dict[str, float], dict[str, str]]:
+    if not isinstance(table, dict):
+        raise ConfigError("must be a table of [agents.<name>]", "agents", table)
+    seconds: dict[str, float] = {}
+    texts: dict[str, str] = {}
+    for agent, entry in table.items():
+        key = f"agents.{agent}"
+        if agent not in AGENTS:
+            raise ConfigError(f"unknown agent (one of {', '.join(AGENTS)})", key)
+        if not isinstance(entry, dict):
+            raise ConfigError("must be a table", key, entry)
+        _no_unknown(entry, _AGENT_KEYS, key + ".")
+        if "retention" in entry:
+            seconds[agent] = _retention(entry["retention"], key + ".retention")
+            texts[agent] = str(entry["retention"])
+    return seconds, texts
+
+
+def _max_removals(value: object) -> int:
+    # bool is a subclass of int in Python; `true` is not a count.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError("must be a whole number of at least 1", "max_removals", value)
+    return value
+
+
+def _enabled(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError("must be a list of agent names", "enabled", value)
+    for agent in value:
+        if agent not in AGENTS:
+            raise ConfigError(
+                f"unknown agent {agent!r} (one of {', '.join(AGENTS)})", "enabled", value
+            )
+    return tuple(dict.fromkeys(value))
+
+
+def _stores(
+    value: object, home: Path, state_dir: Path, agent_roots: Mapping[str, list[Path]]
+) -> tuple[StoreConfig, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise ConfigError("must be an array of tables ([[stores]])", "stores", value)
+    stores: list[StoreConfig] = []
+    for index, table in enumerate(value):
+        key = f"stores[{index}]"
+        store = _store(table, key, home)
+        if store.name in (s.name for s in stores):
+            raise ConfigError(
+                "a store of this name is already configured", key + ".name", store.name
+            )
+        problem = _root_problem(store.root, home, state_dir, agent_roots, stores)
+        if problem:
+            raise ConfigError(problem, key + ".root", table["root"])
+        stores.append(store)
+    return tuple(stores)
+
+
+def _store(table: Mapping[str, object], key: str, home: Path) -> StoreConfig:
+    _no_unknown(table, _STORE_KEYS, key + ".")
+    for field in _STORE_KEYS:
+        if field not in table:
+            raise ConfigError("missing (every store needs name, root and depth)", f"{key}.{field}")
+    return StoreConfig(
+        name=_store_name(table["name"], key + ".name"),
+        root=_store_root(table["root"], key + ".root", home),
+        depth=_store_depth(table["depth"], key + ".depth"),
+    )
+
+
+def _store_name(value: object, key: str) -> str:
+    if not isinstance(value, str) or not _STORE_NAME.fullmatch(value):
+        raise ConfigError(
+            "must be 1-64 of A-Z a-z 0-9 _ . -, starting with a letter or digit", key, value
+        )
+    if value in AGENTS:
+        raise ConfigError("is a built-in agent's name", key, value)
+    return value
+
+
+def _store_root(value: object, key: str, home: Path) -> Path:
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ConfigError("must be a path", key, value)
+    # Only the given home, never os.path.expanduser: the caller's environment decides.
+    text = str(home) + value[1:] if value == "~" or value.startswith("~/") else value
+    if not os.path.isabs(text):
+        raise ConfigError("must be an absolute path (or start with ~/)", key, value)
+    return Path(_normal(text))
+
+
+def _store_depth(value: object, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError("must be a whole number of at least 1", key, value)
+    return value
+
+
+def _root_problem(
+    root: Path,
+    home: Path,
+    state_dir: Path,
+    agent_roots: Mapping[str, list[Path]],
+    earlier: list[StoreConfig],
+) -> str | None:
+    """Why a store may not have this root: a store removes whole directories
+    below its root, so it must never reach the home, an agent's tree (its
+    sessions have their own rules), agentkeep's state, or another store."""
+    if _contains(root, home):
+        return f"is or contains $HOME ({home})"
+    for agent, paths in agent_roots.items():
+        for path in paths:
+            if _contains(root, path):
+                return f"is or contains {agent}'s root {path}"
+    if _overlaps(root, state_dir):
+        return f"overlaps agentkeep's state dir {state_dir}"
+    for store in earlier:
+        if _overlaps(root, store.root):
+            return f"overlaps store {store.name!r} ({store.root})"
+    return None
+
+
+def _normal(path: str) -> str:
+    # normpath keeps a leading "//" (POSIX leaves its meaning open; Linux and
+    # macOS read it as "/"): fold it, or "//home/u" and "/home/u" would differ
+    # component-wise and a store's root would be kept in two spellings.
+    normal = os.path.normpath(path)
+    return "/" + normal.lstrip("/") if normal.startswith("//") else normal
+
+
+def _forms(path: Path) -> tuple[Path, Path]:
+    """The path as written (normalised) and with every existing link resolved."""
+    return Path(_normal(os.path.abspath(path))), Path(os.path.realpath(path))
+
+
+def _contains(outer: Path, inner: Path) -> bool:
+    """`inner` is `outer` or below it, compared by components, in any form."""
+    return any(i.is_relative_to(o) for o in _forms(outer) for i in _forms(inner))
+
+
+def _overlaps(a: Path, b: Path) -> bool:
+    return _contains(a, b) or _contains(b, a)

@@ -1,0 +1,237 @@
+"""Reading the disk without changing it: artifact sizes, times and root safety.
+
+Every read here uses lstat and never follows a link below the path it was
+given, so a scan cannot be led out of an agent's root; the one way to read a
+file's data is open_quietly, which moves no atime (invariant 10).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from agentkeep.model import Artifact
+
+
+@dataclass(frozen=True)
+class Tree:
+    """What a walk of one path found: bytes (each inode once), the newest
+    mtime, and whether every entry could be read."""
+
+    bytes: int
+    mtime: float | None
+    complete: bool
+    is_dir: bool
+
+
+def measure(path: str | os.PathLike[str], seen: set[tuple[int, int]] | None = None) -> Tree | None:
+    """Measure `path` without following links; None when it does not exist.
+
+    A link is measured as the link itself. Directories are walked
+    iteratively (no recursion limit), newest mtime taken over every entry
+    including the directories themselves. `seen` collects (dev, ino) of
+    multiply-linked files so that a session counts each inode once.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return Tree(0, None, False, False)
+    if seen is None:
+        seen = set()
+    if not stat.S_ISDIR(st.st_mode):
+        return Tree(_size(st, seen), st.st_mtime, True, False)
+    total, newest, complete = 0, st.st_mtime, True
+    stack = [os.fspath(path)]
+    while stack:
+        current = stack.pop()
+        try:
+            with scandir(current) as entries:
+                for entry in entries:
+                    try:
+                        est = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    except OSError:
+                        complete = False
+                        continue
+                    if est.st_mtime > newest:
+                        newest = est.st_mtime
+                    if stat.S_ISDIR(est.st_mode):
+                        stack.append(os.path.join(current, entry.name))
+                    else:
+                        total += _size(est, seen)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            complete = False
+    return Tree(total, newest, complete, True)
+
+
+_NOATIME = getattr(os, "O_NOATIME", 0)
+
+
+def open_noatime(path: str | os.PathLike[str], flags: int) -> int:
+    """os.open with O_NOATIME where the kernel allows it (the caller owns the
+    file, or is privileged), plainly otherwise: with relatime, even listing a
+    directory moves its atime, and reading must not change what it reads."""
+    if _NOATIME:
+        try:
+            return os.open(path, flags | _NOATIME | os.O_CLOEXEC)
+        except PermissionError:
+            pass  # EPERM: not ours to read without atime; EACCES fails again below
+    return os.open(path, flags | os.O_CLOEXEC)
+
+
+@contextmanager
+def scandir(
+    path: str | os.PathLike[str], *, follow: bool = False
+) -> Iterator[Iterator[os.DirEntry[str]]]:
+    """os.scandir without moving the directory's atime. Entries' `path` is
+    only their name (the listing is relative to a descriptor): join it to
+    `path` yourself. With follow=False a link at `path` fails (ELOOP) rather
+    than being listed through. Entries must be used inside the block."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | (0 if follow else os.O_NOFOLLOW)
+    fd = open_noatime(path, flags)
+    try:
+        with os.scandir(fd) as entries:
+            yield entries
+    finally:
+        os.close(fd)
+
+
+def _size(st: os.stat_result, seen: set[tuple[int, int]]) -> int:
+    if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            return 0
+        seen.add(key)
+    return st.st_size
+
+
+def artifact(
+    path: str | os.PathLike[str],
+    kind: str,
+    root: str | os.PathLike[str] | None,
+    *,
+    primary: bool = False,
+    linked: bool = False,
+    seen: set[tuple[int, int]] | None = None,
+) -> Artifact | None:
+    """Measure `path` into an Artifact; None when it does not exist.
+
+    A tree that could not be read completely gets mtime None, which makes the
+    session undated: a time we could not read must never let it look idle.
+    """
+    tree = measure(path, seen)
+    if tree is None:
+        return None
+    return Artifact(
+        path=os.fspath(path),
+        kind=kind,
+        bytes=tree.bytes,
+        mtime=tree.mtime if tree.complete else None,
+        root=os.fspath(root) if root is not None else None,
+        primary=primary,
+        linked=linked,
+        is_dir=tree.is_dir,
+    )
+
+
+def _trusted_owner(st: os.stat_result, uid: int) -> bool:
+    return st.st_uid in (uid, 0)
+
+
+def _others_can_write(st: os.stat_result, uid: int) -> bool:
+    if st.st_mode & stat.S_IWOTH:
+        return True
+    if st.st_mode & stat.S_IWGRP:
+        return not _private_group(st.st_gid, uid)
+    return False
+
+
+def _private_group(gid: int, uid: int) -> bool:
+    """A group-writable dir is still private on user-private-group systems:
+    the group is the user's own and has no other members."""
+    try:
+        import grp
+        import pwd
+
+        group = grp.getgrgid(gid)
+        user = pwd.getpwuid(uid)
+    except (KeyError, ImportError):
+        return False
+    return group.gr_gid == user.pw_gid and set(group.gr_mem) <= {user.pw_name}
+
+
+def root_problem(path: str | os.PathLike[str], uid: int | None = None) -> str | None:
+    """Why `path` must not be used as an agent root, or None when it is safe.
+
+    A root is used only when it belongs to the user and no other user can
+    write to it, and every link on the way to it belongs to the user (or
+    root): otherwise another local user could plant it (a `/tmp/claude-<uid>`
+    made by someone else). Ancestors that others can write to are accepted
+    only with the sticky bit (like /tmp), where nobody can rename our entry.
+    """
+    uid = os.getuid() if uid is None else uid
+    path = os.path.abspath(os.fspath(path))
+    parts = Path(path).parts
+    current = parts[0]
+    for depth, part in enumerate(parts[1:], start=1):
+        current = os.path.join(current, part)
+        try:
+            st = os.lstat(current)
+        except OSError as exc:
+            return f"{current}: {exc.strerror}"
+        if stat.S_ISLNK(st.st_mode):
+            if not _trusted_owner(st, uid):
+                return f"{current} is a link owned by uid {st.st_uid}"
+            try:
+                st = os.stat(current)
+            except OSError as exc:
+                return f"{current}: {exc.strerror}"
+        last = depth == len(parts) - 1
+        if last:
+            if st.st_uid != uid:
+                return f"{path} belongs to uid {st.st_uid}, not {uid}"
+            if _others_can_write(st, uid):
+                return f"{path} can be written by other users (mode {st.st_mode & 0o7777:o})"
+        elif (
+            stat.S_ISDIR(st.st_mode)
+            and _others_can_write(st, uid)
+            and not st.st_mode & stat.S_ISVTX
+        ):
+            return f"{current} can be written by other users"
+    return None
+
+
+def is_link(path: str | os.PathLike[str]) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def open_quietly(path: str | os.PathLike[str]) -> BinaryIO | None:
+    """Open a regular file for reading without moving its atime; None when it
+    is missing, a link, not a regular file, or cannot be opened. O_NOFOLLOW
+    and O_NONBLOCK keep a planted link or FIFO from leading the read
+    elsewhere or blocking it."""
+    try:
+        fd = open_noatime(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")

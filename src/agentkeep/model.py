@@ -1,0 +1,135 @@
+"""The words agentkeep speaks in: sessions, artifacts, holders, reasons.
+
+These types cross every module boundary (adapters -> index -> prune -> cli),
+so they are plain dataclasses and enums, never dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+
+
+class State(StrEnum):
+    """A session's state in `ls`: the first of live, held, pinned that applies."""
+
+    IDLE = "idle"
+    LIVE = "live"
+    HELD = "held"
+    PINNED = "pinned"
+
+
+class Reason(StrEnum):
+    """Why a session old enough to go stayed (the prune report's `reason`)."""
+
+    LIVE = "live"
+    HELD = "held"
+    PINNED = "pinned"
+    ANCESTOR = "ancestor"
+    UPDATED = "updated"
+    UNDATED = "undated"
+    UNSAFE = "unsafe"
+    CAPPED = "capped"
+
+
+class HolderKind(StrEnum):
+    PROCESS = "process"
+    REGISTRY = "registry"
+    LEASE = "lease"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Evidence that something has a session open. pid is None when unknown."""
+
+    pid: int | None
+    kind: HolderKind
+    detail: str = ""
+
+    def describe(self) -> str:
+        if self.pid is None:
+            return self.detail or self.kind.value
+        return f"pid {self.pid}" + (f" ({self.detail})" if self.detail else "")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One thing on disk (or one database row set) that belongs to a session.
+
+    `root` is the agent root the path lies under: removal opens that root once
+    and works relative to its descriptor, so `path` must lie below `root`.
+    `linked` marks an artifact reached through a symbolic link or lying on a
+    root another user can write to: it is never removed, only reported as
+    residual. `primary` marks the record the agent lists the session by; it is
+    removed first, and a linked primary makes the whole session `unsafe`.
+    Directory artifacts carry the summed size and newest mtime of their tree.
+    `mtime` None means a time in it could not be read (the session is undated).
+    """
+
+    path: str
+    kind: str
+    bytes: int
+    mtime: float | None
+    root: str | None = None
+    primary: bool = False
+    linked: bool = False
+    is_dir: bool = False
+
+
+@dataclass
+class Session:
+    """A session as listed from the disk by its adapter."""
+
+    agent: str
+    id: str
+    workspace: str | None = None
+    parent: str | None = None
+    artifacts: list[Artifact] = field(default_factory=list)
+    # The agent's own update time (a database column, a metadata field).
+    updated: float | None = None
+    # True when some time that counts toward activity could not be read.
+    undated: bool = False
+    # Sum of st_size over the session's files, each inode counted once.
+    bytes: int = 0
+    # Things that name the session but are not the prune's to remove.
+    residual: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.agent, self.id)
+
+    @property
+    def primary(self) -> list[Artifact]:
+        return [a for a in self.artifacts if a.primary]
+
+    @property
+    def unsafe(self) -> str | None:
+        """Why the session must be kept `unsafe`, or None."""
+        for artifact in self.artifacts:
+            if artifact.primary and artifact.linked:
+                return f"{artifact.path} lies behind a link or on an unsafe root"
+        return None
+
+    def last_activity(self, restored_at: float | None = None) -> float | None:
+        """Newest of every artifact's mtime, the agent's update time and the
+        last restore; None (undated) when any of them could not be read."""
+        if self.undated or any(a.mtime is None for a in self.artifacts):
+            return None
+        times = [a.mtime for a in self.artifacts if a.mtime is not None]
+        if self.updated is not None:
+            times.append(self.updated)
+        if restored_at is not None:
+            times.append(restored_at)
+        return max(times) if times else None
+
+
+def rfc3339(ts: float | None) -> str | None:
+    """A POSIX time as RFC 3339 in UTC, e.g. 2026-10-01T12:00:00Z."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

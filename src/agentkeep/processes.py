@@ -1,0 +1,134 @@
+"""A snapshot of the user's own processes: who names a session, who is alive.
+
+Only the user's own processes count, and agentkeep's own never do (its
+command lines name the sessions it is asked about). A process of the user's
+that cannot be read counts as holding everything asked about (invariant 2:
+a check that cannot be made means in use).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import psutil
+
+from agentkeep.model import Holder, HolderKind
+
+# Ids of every agent are made of these characters; anything else ends a token,
+# so `--resume=<id>` and `<dir>/<id>.jsonl` name the id and `<id>x` does not.
+_TOKEN_SPLIT = re.compile(r"[^A-Za-z0-9_-]+")
+_UNREADABLE = object()
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    create_time: float
+    cmdline: tuple[str, ...]
+
+
+def is_agentkeep(cmdline: tuple[str, ...] | list[str]) -> bool:
+    """True for agentkeep's own processes (the CLI, the daemon)."""
+    head = [os.path.basename(arg) for arg in cmdline[:2]]
+    if "agentkeep" in head:
+        return True
+    return any(
+        cmdline[i] == "-m" and cmdline[i + 1] == "agentkeep"
+        for i in range(min(len(cmdline) - 1, 3))
+    )
+
+
+@dataclass
+class ProcessTable:
+    """The user's processes at one moment, with a token index of command lines."""
+
+    procs: dict[int, Proc] = field(default_factory=dict)
+    unreadable: list[int] = field(default_factory=list)
+    failed: str | None = None
+    _tokens: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    _open_files: dict[str, list[tuple[int, str]]] | None = None
+
+    @classmethod
+    def snapshot(cls, uid: int | None = None) -> ProcessTable:
+        uid = os.getuid() if uid is None else uid
+        table = cls()
+        me = os.getpid()
+        try:
+            it = psutil.process_iter(["uids", "cmdline", "create_time"], ad_value=_UNREADABLE)
+            for proc in it:
+                info = proc.info
+                uids = info.get("uids")
+                if uids is _UNREADABLE or uids is None:
+                    continue
+                if uids.real != uid or proc.pid == me:
+                    continue
+                cmdline = info.get("cmdline")
+                created = info.get("create_time")
+                if cmdline is _UNREADABLE or created is _UNREADABLE:
+                    table.unreadable.append(proc.pid)
+                    continue
+                cmdline = tuple(cmdline or ())
+                if is_agentkeep(cmdline):
+                    continue
+                table.add(Proc(proc.pid, float(created or 0.0), cmdline))
+        except (psutil.Error, OSError) as exc:  # the process table itself could not be read
+            table.failed = f"cannot read the process table: {exc}"
+        return table
+
+    def add(self, proc: Proc) -> None:
+        self.procs[proc.pid] = proc
+        for arg in proc.cmdline:
+            for token in _TOKEN_SPLIT.split(arg):
+                if token:
+                    self._tokens[token.lower()].add(proc.pid)
+
+    def naming(self, *tokens: str) -> list[Holder]:
+        """Processes whose command line holds one of `tokens` as a whole token
+        (case-insensitively), plus every process that could not be read."""
+        pids: set[int] = set()
+        for token in tokens:
+            pids |= self._tokens.get(token.lower(), set())
+        holders = [
+            Holder(pid, HolderKind.PROCESS, "command line names the session")
+            for pid in sorted(pids)
+        ]
+        return holders + self.doubtful()
+
+    def doubtful(self) -> list[Holder]:
+        """Holders standing for checks that could not be made."""
+        holders = [
+            Holder(pid, HolderKind.PROCESS, "process cannot be read") for pid in self.unreadable
+        ]
+        if self.failed:
+            holders.append(Holder(None, HolderKind.PROCESS, self.failed))
+        return holders
+
+    def alive(self, pid: int) -> Proc | None:
+        return self.procs.get(pid)
+
+    def holding_open(self, path: str) -> list[tuple[int, str]]:
+        """(pid, mode) of the user's processes that have `path` open.
+
+        Listing open files is expensive, so it is done once per snapshot and
+        only when an adapter asks. A process whose files cannot be listed is
+        reported with mode "?" (it may hold the file: in use).
+        """
+        if self._open_files is None:
+            self._open_files = defaultdict(list)
+            for pid in list(self.procs):
+                try:
+                    for f in psutil.Process(pid).open_files():
+                        self._open_files[f.path].append((pid, getattr(f, "mode", "?")))
+                except psutil.NoSuchProcess:
+                    continue
+                except (psutil.AccessDenied, OSError):
+                    self._open_files["?"].append((pid, "?"))
+        keys = {path, os.path.realpath(path)}
+        return [hit for key in keys for hit in self._open_files.get(key, [])]
+
+    def unknown_open_files(self) -> list[int]:
+        """Pids whose open files could not be listed (after holding_open ran)."""
+        return [pid for pid, _ in (self._open_files or {}).get("?", [])]
