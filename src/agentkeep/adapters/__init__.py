@@ -1,0 +1,41 @@
+"""Adapters, one module per agent, and the set the user's config enables."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentkeep.adapters.base import Adapter, RemovalError, Remover, Root
+from agentkeep.paths import Env
+
+if TYPE_CHECKING:
+    from agentkeep.config import Config
+
+AGENTS: tuple[str, ...] = ("claude", "codex", "opencode", "gemini", "grok", "zero")
+
+__all__ = ["AGENTS", "Adapter", "RemovalError", "Remover", "Root", "agent_roots", "build"]
+
+
+def _adapter_class(agent: str) -> type[Adapter]:
+    module = importlib.import_module(f"agentkeep.adapters.{agent}")
+    cls: type[Adapter] = module.ADAPTER
+    return cls
+
+
+def agent_roots(env: Env) -> dict[str, list[Path]]:
+    """Every built-in agent's roots, enabled or not (config checks use them)."""
+    return {agent: [r.path for r in _adapter_class(agent)(env).roots()] for agent in AGENTS}
+
+
+def build(env: Env, config: Config) -> dict[str, Adapter]:
+    """The adapters the config enables, then one per configured store."""
+    from agentkeep.adapters.stores import StoreAdapter
+
+    adapters: dict[str, Adapter] = {}
+    for agent in AGENTS:
+        if agent in config.enabled:
+            adapters[agent] = _adapter_class(agent)(env)
+    for store in config.stores:
+        adapters[store.name] = StoreAdapter(env, store)
+    return adapters

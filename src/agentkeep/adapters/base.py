@@ -1,0 +1,347 @@
+"""The adapter interface: what agentkeep must know of each agent.
+
+An adapter reads one agent's layout: where its roots are, every session with
+every artifact, which session a single path belongs to (for the watcher), a
+session's workspace, parent and activity, the evidence that a process has it
+open, and how to remove it. Adapters only read; removal goes through the
+`Remover` they are handed, which owns link safety, the trash and dry runs.
+Adapters treat every file as possibly absent, malformed or of a newer
+version, and never guess in the direction of deleting.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import stat
+import subprocess
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.model import Artifact, Holder, Session
+from agentkeep.paths import Env
+from agentkeep.processes import ProcessTable
+
+log = structlog.get_logger("agentkeep.adapters")
+
+
+@dataclass(frozen=True)
+class Root:
+    """A directory an agent keeps sessions under. `problem` says why it must
+    not be trusted (another user can write to it, or a link on the way to it
+    is not the user's); artifacts under such a root are never removed."""
+
+    path: Path
+    kind: str
+    problem: str | None = None
+
+    @classmethod
+    def check(cls, path: Path, kind: str, uid: int) -> Root:
+        return cls(path, kind, disk.root_problem(path, uid) if path.exists() else None)
+
+
+class RemovalError(Exception):
+    """A removal step failed; the session is reported `failed` and retried."""
+
+
+class Remover(Protocol):
+    """What an adapter may do to the disk, through the removal engine."""
+
+    dry_run: bool
+
+    def remove_path(self, artifact: Artifact) -> None:
+        """Remove (or move to the trash) one file-system artifact, link-safely,
+        relative to its root's descriptor. Raises RemovalError."""
+
+    def removed_at_once(self, what: str) -> None:
+        """Record that `what` (database rows, an agent command's work) was
+        removed outside the trash: the trash entry becomes partial."""
+
+    def residual(self, path: str) -> None:
+        """Report something that still names the session and is not ours."""
+
+
+class Adapter(ABC):
+    """One agent. Instances are cheap; roots are resolved from `env`."""
+
+    name: ClassVar[str]
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+
+    # -- where ----------------------------------------------------------
+    @abstractmethod
+    def roots(self) -> list[Root]:
+        """Every root this agent reads, whether or not it exists yet."""
+
+    @abstractmethod
+    def watch_dirs(self) -> list[Path]:
+        """The directories whose entries name sessions (watched, not whole trees)."""
+
+    # -- what -----------------------------------------------------------
+    @abstractmethod
+    def canonical_id(self, raw: str) -> str | None:
+        """The canonical form of a session id, or None when `raw` is not one.
+        Everything a user or a file names goes through here first."""
+
+    @abstractmethod
+    def scan(self) -> Iterator[Session]:
+        """Every session on disk, each with every artifact. Malformed entries
+        are skipped with a log line, never raised."""
+
+    @abstractmethod
+    def load(self, session_id: str) -> Session | None:
+        """List one session again from the disk (never from the index); None
+        when nothing of it is left."""
+
+    @abstractmethod
+    def session_for_path(self, path: str) -> str | None:
+        """Which session a path (as a watcher reports it) belongs to."""
+
+    # -- in use ---------------------------------------------------------
+    def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
+        """Evidence that a process has the session open. The default: any of
+        the user's processes whose command line holds the id as a token."""
+        return procs.naming(session.id)
+
+    def lock_files(self, session: Session) -> list[Path]:
+        """The agent's own lock files the pruner must hold exclusively too."""
+        return []
+
+    # -- removal --------------------------------------------------------
+    def remove(self, session: Session, remover: Remover) -> None:
+        """Remove the session: the record the agent lists it by first, so a
+        removal that stops half way never leaves something that looks like a
+        session (invariant 5), then everything else. Linked artifacts are
+        reported, never removed (invariant 6)."""
+        for artifact in sorted(session.artifacts, key=lambda a: not a.primary):
+            if artifact.linked:
+                remover.residual(artifact.path)
+            else:
+                remover.remove_path(artifact)
+        for path in session.residual:
+            remover.residual(path)
+
+    # -- helpers for subclasses -----------------------------------------
+    def root_problem(self, path: Path) -> str | None:
+        return disk.root_problem(path, self.env.uid) if os.path.lexists(path) else None
+
+    def agent_binary(self, name: str) -> str | None:
+        """The agent's own command on the caller's PATH (the Env's, not ours)."""
+        return shutil.which(name, path=self.env.get("PATH") or os.defpath)
+
+    def run_agent(self, argv: list[str], timeout: float) -> AgentRun:
+        """Run an agent's own command in the caller's environment. stdin is
+        /dev/null so a confirmation prompt cannot wait forever, and the
+        command is killed after `timeout` seconds."""
+        try:
+            proc = subprocess.run(
+                argv,
+                env=dict(self.env.environ),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            return AgentRun("", f"timed out after {timeout:g} s")
+        except OSError as exc:
+            return AgentRun("", str(exc))
+        if proc.returncode != 0:
+            return AgentRun(proc.stdout, f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        return AgentRun(proc.stdout, None)
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """What an agent's own command printed; `failure` is None when it exited 0."""
+
+    stdout: str
+    failure: str | None
+
+
+def valid_name(name: str) -> bool:
+    """A single path component that cannot walk anywhere."""
+    return bool(name) and name not in (".", "..") and "/" not in name and "\0" not in name
+
+
+# -- shared helpers for adapters whose sessions are directories -------------
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One directory entry: `link` when the entry itself is a symbolic link,
+    `dir` when it is a directory or a link to one."""
+
+    name: str
+    path: str
+    link: bool
+    dir: bool
+
+
+def entries(directory: str | os.PathLike[str]) -> list[Entry]:
+    """The entries of `directory`, sorted by name, listed without moving its
+    atime (a link at `directory` itself is listed through, so what lies behind
+    it can be reported as linked). A missing directory has none; one that
+    cannot be listed is logged and has none. Names that are not UTF-8 cannot
+    be stored or reported: they are logged and left out."""
+    directory = os.fspath(directory)
+    found: list[Entry] = []
+    try:
+        with disk.scandir(directory, follow=True) as listing:
+            names = [entry.name for entry in listing]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        log.info("cannot list directory", path=directory, error=str(exc))
+        return []
+    for name in sorted(names):
+        path = os.path.join(directory, name)
+        if not utf8_name(name):
+            log.info("skipped a name that is not UTF-8", directory=directory, name=ascii(name))
+            continue
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue  # vanished while listed
+        link, is_dir = stat.S_ISLNK(st.st_mode), stat.S_ISDIR(st.st_mode)
+        if link:
+            try:
+                is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+            except OSError:
+                is_dir = False  # a dangling link
+        found.append(Entry(name, path, link, is_dir))
+    return found
+
+
+def utf8_name(name: str) -> bool:
+    """A name that can be stored and reported (no undecodable bytes)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def directory_artifacts(
+    directory: str,
+    root: str,
+    *,
+    primary: str,
+    kinds: Mapping[str, str],
+    linked: bool,
+    seen: set[tuple[int, int]],
+    container: str = "session-dir",
+) -> list[Artifact]:
+    """A session directory, entry by entry: the entry named `primary` (the
+    record the agent lists the session by) first, every other entry next, and
+    the directory itself last, as the container of whatever was not listed.
+
+    Listing entries rather than measuring the whole tree keeps the primary's
+    bytes from being counted twice while it is still removed before the rest
+    (invariant 5). Entries reached through a link at `directory` are linked
+    (never removed); the link itself is the container, removed as the link
+    alone. A name that is not UTF-8 cannot be stored, so it is measured into
+    the container, which takes it along. Empty when `directory` is gone.
+    """
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        log.info("cannot read session directory", path=directory, error=str(exc))
+        return [Artifact(directory, container, 0, None, root, linked=linked, is_dir=True)]
+    through = linked or stat.S_ISLNK(st.st_mode)
+    found: list[Artifact] = []
+    leftover, newest, complete = 0, st.st_mtime, True
+    try:
+        with disk.scandir(directory, follow=True) as listing:
+            names = sorted(entry.name for entry in listing)
+    except FileNotFoundError:
+        names = []
+    except OSError as exc:
+        log.info("cannot list session directory", path=directory, error=str(exc))
+        names, complete = [], False
+    for name in names:
+        path = os.path.join(directory, name)
+        if utf8_name(name):
+            kind, is_primary = kinds.get(name, "data"), name == primary
+            item = disk.artifact(path, kind, root, primary=is_primary, linked=through, seen=seen)
+            if item is not None:
+                found.append(item)
+            continue
+        tree = disk.measure(path, seen)
+        if tree is not None:
+            leftover += tree.bytes
+            newest = max(newest, tree.mtime or newest)
+            complete = complete and tree.complete
+    found.sort(key=lambda a: not a.primary)
+    found.append(
+        Artifact(
+            path=directory,
+            kind=container,
+            bytes=leftover,
+            mtime=newest if complete else None,
+            root=root,
+            linked=linked,
+            is_dir=True,
+        )
+    )
+    return found
+
+
+def parts_below(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> list[str] | None:
+    """The components of `path` below `root`, compared component by component
+    (never as strings: a root /x/ab does not contain /x/abc/...); [] for root
+    itself. None when `path` is not absolute, not below `root`, or holds a
+    `..` component (which could walk anywhere)."""
+    text = os.fspath(path)
+    if not os.path.isabs(text) or "\0" in text:
+        return None
+    parts = [p for p in text.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        return None
+    base = [p for p in os.fspath(root).split("/") if p not in ("", ".")]
+    if parts[: len(base)] != base:
+        return None
+    return parts[len(base) :]
+
+
+# Epoch numbers are told apart by magnitude: 1e11 s is the year 5138, so a
+# larger number is in milliseconds, microseconds or nanoseconds.
+_EPOCH_SCALES = ((1e11, 1.0), (1e14, 1e3), (1e17, 1e6), (math.inf, 1e9))
+
+
+def parse_agent_time(value: object) -> float | None:
+    """An agent's own time field as a POSIX time: RFC 3339 text (with an
+    offset: a local time without one is ambiguous) or a number since the epoch
+    in s, ms, us or ns. None when it cannot be read (a bool, NaN, zero or
+    less, no offset, anything else): the caller treats that as undated."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip().upper())
+        except ValueError:
+            return None
+        return parsed.timestamp() if parsed.tzinfo is not None else None
+    if isinstance(value, int | float):
+        try:
+            number = float(value)
+        except OverflowError:
+            return None
+        if not math.isfinite(number) or number <= 0:
+            return None
+        for limit, scale in _EPOCH_SCALES:
+            if number < limit:
+                return number / scale
+    return None

@@ -1,0 +1,594 @@
+"""Codex CLI: rollouts, the `threads` rows Codex lists sessions by, and the
+rest of what names a session under `$CODEX_HOME` (FIELD-NOTES "Codex CLI").
+
+A session is any id that a rollout, a `threads` row, `thread_items` rows or
+a TUI reference names (the last two alone are what a removal stopped half
+way leaves; they are listed so that it can be finished). Rollouts live in
+`sessions/YYYY/MM/DD/` (the date is the start, never the activity) and
+`archived_sessions/`, plain or `.jsonl.zst`; Codex compresses and
+decompresses them under a watcher, so every listing looks for both names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import structlog
+import zstandard
+
+from agentkeep import disk
+from agentkeep.adapters import sqlite
+from agentkeep.adapters.base import Adapter, RemovalError, Remover, Root, entries
+from agentkeep.model import Artifact, Holder, HolderKind, Session
+from agentkeep.processes import ProcessTable
+
+log = structlog.get_logger("agentkeep.adapters.codex")
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# The id is the last 36 characters before the extension; the timestamp in
+# front of it is Codex's business and is not parsed.
+_ROLLOUT = re.compile(r"rollout-.+-(?P<id>[0-9A-Za-z-]{36})\.jsonl(?:\.zst)?")
+_STATE_DB = re.compile(r"state_\d+\.sqlite")
+_HISTORY_DB = re.compile(r"thread_history_\d+\.sqlite")
+_TUI_REFS = "tui-thread-reference-capabilities"
+_INDEX = "session_index.jsonl"
+# session_meta carries the base instructions: tens of KiB is normal.
+_META_LIMIT = 4 << 20
+_CHUNK = 64 << 10
+_INDEX_LINE_LIMIT = 1 << 20
+# `codex delete` exists from 0.141 on; an older codex would take "delete" as
+# a prompt and start a session, so its version is checked first.
+_DELETE_SINCE = (0, 141)
+_VERSION_RE = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+_DELETE_TIMEOUT_S = 60.0
+_VERSION_TIMEOUT_S = 10.0
+
+KIND_ROLLOUT = "rollout"
+KIND_ARCHIVED = "archived-rollout"
+KIND_TUI_REF = "tui-reference"
+KIND_ROW = "row"
+_ROLLOUT_KINDS = (KIND_ROLLOUT, KIND_ARCHIVED)
+THREADS = "threads"
+THREAD_ITEMS = "thread_items"
+
+
+@dataclass(frozen=True)
+class _Meta:
+    """What a rollout's session_meta line says of its session."""
+
+    cwd: str | None
+    parent: str | None
+
+
+@dataclass(frozen=True)
+class _File:
+    path: Path
+    kind: str
+    linked: bool
+
+
+@dataclass(frozen=True)
+class _Thread:
+    db: Path
+    updated: float | None
+    cwd: str | None
+    parent: str | None
+
+
+@dataclass
+class _Found:
+    """Everything one listing found for one id."""
+
+    files: list[_File] = field(default_factory=list)
+    threads: list[_Thread] = field(default_factory=list)
+    item_dbs: list[Path] = field(default_factory=list)
+    in_index: bool = False
+
+
+@dataclass
+class _Listing:
+    found: dict[str, _Found] = field(default_factory=dict)
+    # A state database or a rollout dir could not be read: a newer update
+    # time or another record of any session may hide there.
+    incomplete: bool = False
+    linked_root: bool = False
+
+
+class CodexAdapter(Adapter):
+    name = "codex"
+
+    @property
+    def root(self) -> Path:
+        value = self.env.get("CODEX_HOME")
+        # A relative CODEX_HOME would depend on the daemon's cwd: ignored.
+        if value and os.path.isabs(value):
+            return Path(value)
+        return self.env.home / ".codex"
+
+    # -- where ----------------------------------------------------------
+    def roots(self) -> list[Root]:
+        return [Root.check(self.root, self.name, self.env.uid)]
+
+    def watch_dirs(self) -> list[Path]:
+        root = self.root
+        dirs = [root, root / "sessions", root / "archived_sessions"]
+        for year in _real_dirs(root / "sessions"):
+            dirs.append(year)
+            for month in _real_dirs(year):
+                dirs.append(month)
+                dirs.extend(_real_dirs(month))
+        return dirs
+
+    # -- what -----------------------------------------------------------
+    def canonical_id(self, raw: str) -> str | None:
+        if not isinstance(raw, str):
+            return None
+        lowered = raw.lower()
+        return lowered if _UUID.fullmatch(lowered) else None
+
+    def scan(self) -> Iterator[Session]:
+        listing = self._list(None)
+        for sid in sorted(listing.found):
+            session = self._session(sid, listing)
+            if session is not None:
+                yield session
+
+    def load(self, session_id: str) -> Session | None:
+        sid = self.canonical_id(session_id)
+        if sid is None:
+            return None
+        return self._session(sid, self._list(sid))
+
+    def session_for_path(self, path: str) -> str | None:
+        try:
+            rel = Path(path).relative_to(self.root)
+        except ValueError:
+            return None
+        parts = rel.parts
+        if len(parts) >= 2 and parts[0] in ("sessions", "archived_sessions"):
+            return _id_from_name(parts[-1])
+        if len(parts) == 2 and parts[0] == _TUI_REFS:
+            return parts[1] if _UUID.fullmatch(parts[1]) else None
+        return None
+
+    # -- in use ---------------------------------------------------------
+    def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
+        """A command line naming the id, or a process with a rollout open
+        (Codex keeps the rollout open while it appends to it)."""
+        found = list(procs.naming(session.id))
+        for artifact in session.artifacts:
+            if artifact.kind in _ROLLOUT_KINDS:
+                for pid, _mode in procs.holding_open(artifact.path):
+                    name = os.path.basename(artifact.path)
+                    found.append(Holder(pid, HolderKind.PROCESS, f"has {name} open"))
+        return list(dict.fromkeys(found))
+
+    # -- removal --------------------------------------------------------
+    def remove(self, session: Session, remover: Remover) -> None:
+        """`codex delete` when Codex is installed (it knows its own layout),
+        then whatever it left; else the `threads` row first, the files next,
+        the `thread_items` rows last (invariant 5)."""
+        if session.unsafe:
+            raise RemovalError(session.unsafe)
+        # Checked before any change, on every path: a state database we cannot
+        # read may hold this session's row, and the check after `codex delete`
+        # could not see it either.
+        self._ensure_state_readable()
+        binary = self.agent_binary("codex")
+        if binary is not None and remover.dry_run:
+            # A dry run calls no binary, not even for its version: it reports
+            # what a real run hands to `codex delete`.
+            remover.removed_at_once(f"codex delete {session.id}")
+            _report_linked(session, remover)
+            return
+        if binary is not None and self._can_delete(binary):
+            self._remove_with_binary(session, remover, binary)
+        else:
+            self._remove_directly(session, remover)
+
+    def _can_delete(self, binary: str) -> bool:
+        run = self.run_agent([binary, "--version"], _VERSION_TIMEOUT_S)
+        match = _VERSION_RE.search(run.stdout)
+        if run.failure or match is None:
+            log.warning("cannot tell the codex version; removing without it", error=run.failure)
+            return False
+        version = (int(match[1]), int(match[2]))
+        if version < _DELETE_SINCE:
+            log.info("codex has no delete command; removing without it", version=match[0])
+            return False
+        return True
+
+    def _remove_with_binary(self, session: Session, remover: Remover, binary: str) -> None:
+        run = self.run_agent([binary, "delete", session.id], _DELETE_TIMEOUT_S)
+        # `codex delete` is not transactional (#39919): list again from disk.
+        left = self.load(session.id)
+        if not run.failure or _changed(session, left):
+            remover.removed_at_once(f"codex delete {session.id}")
+        if left is None:
+            return
+        listed = [a for a in left.artifacts if _table(a) == THREADS]
+        if run.failure and listed:
+            raise RemovalError(f"codex delete failed ({run.failure}); the session is still listed")
+        if run.failure:
+            log.warning("codex delete failed half way; finishing", id=session.id, error=run.failure)
+        for artifact in sorted(left.artifacts, key=lambda a: not a.primary):
+            if artifact.kind == KIND_ROW or artifact.linked:
+                # Rows Codex left are its own to explain: never written here.
+                remover.residual(artifact.path)
+            else:
+                remover.remove_path(artifact)
+        for path in left.residual:
+            remover.residual(path)
+
+    def _remove_directly(self, session: Session, remover: Remover) -> None:
+        rows = [a for a in session.artifacts if a.kind == KIND_ROW and not a.linked]
+        threads = [a for a in rows if _table(a) == THREADS]
+        items = [a for a in rows if _table(a) == THREAD_ITEMS]
+        # Every check comes before the first change, so a refused removal
+        # leaves the session whole (never a file without its row).
+        if rows:
+            sqlite.ensure_alone({_db(a) for a in rows}, ProcessTable.snapshot(self.env.uid))
+        for artifact in threads:
+            if not remover.dry_run:
+                sqlite.delete_rows(_db(artifact), [(THREADS, "id", session.id)])
+            remover.removed_at_once(artifact.path)
+        files = [a for a in session.artifacts if a.kind != KIND_ROW]
+        for artifact in sorted(files, key=lambda a: not a.primary):
+            if artifact.linked:
+                remover.residual(artifact.path)
+            else:
+                remover.remove_path(artifact)
+        for artifact in items:
+            if not remover.dry_run:
+                sqlite.delete_rows(_db(artifact), [(THREAD_ITEMS, "thread_id", session.id)])
+            remover.removed_at_once(artifact.path)
+        for artifact in session.artifacts:
+            if artifact.kind == KIND_ROW and artifact.linked:
+                remover.residual(artifact.path)
+        for path in session.residual:
+            remover.residual(path)
+
+    def _ensure_state_readable(self) -> None:
+        for db in self._databases(_STATE_DB):
+            try:
+                with sqlite.reading(db):
+                    pass
+            except sqlite3.Error as exc:
+                raise RemovalError(f"cannot read {db}: {exc}") from exc
+
+    # -- listing ----------------------------------------------------------
+    def _list(self, only: str | None) -> _Listing:
+        """Everything under the root that names a session (`only`: one id)."""
+        root = self.root
+        listing = _Listing(linked_root=self.root_problem(root) is not None)
+        for sid, file in self._rollouts(only, listing):
+            listing.found.setdefault(sid, _Found()).files.append(file)
+        for db in self._databases(_STATE_DB):
+            try:
+                threads = self._threads(db, only)
+            except sqlite3.Error as exc:
+                log.warning(
+                    "state database unreadable; codex sessions undated", db=str(db), error=str(exc)
+                )
+                listing.incomplete = True
+                continue
+            for sid, thread in threads:
+                listing.found.setdefault(sid, _Found()).threads.append(thread)
+        # What `codex delete` or a removal stopped half way leaves (thread
+        # items, a TUI reference) still names the session: it is listed, so
+        # the next removal finds and finishes it.
+        for db in self._databases(_HISTORY_DB):
+            try:
+                ids = self._item_ids(db, only)
+            except sqlite3.Error as exc:
+                log.warning(
+                    "thread history unreadable; its rows not attributed", db=str(db), error=str(exc)
+                )
+                continue
+            for sid in ids:
+                listing.found.setdefault(sid, _Found()).item_dbs.append(db)
+        for entry in entries(root / _TUI_REFS):
+            if _UUID.fullmatch(entry.name) and only in (None, entry.name):
+                file = _File(Path(entry.path), KIND_TUI_REF, listing.linked_root)
+                listing.found.setdefault(entry.name, _Found()).files.append(file)
+        # session_index.jsonl only ever names: it never makes a session.
+        for sid in self._index_ids(only):
+            if sid in listing.found:
+                listing.found[sid].in_index = True
+        return listing
+
+    def _rollouts(self, only: str | None, listing: _Listing) -> Iterator[tuple[str, _File]]:
+        root = self.root
+        top = listing.linked_root
+        sessions = root / "sessions"
+        for year, y_link in _dirs(sessions, top or disk.is_link(sessions), listing):
+            for month, m_link in _dirs(year, y_link, listing):
+                for day, d_link in _dirs(month, m_link, listing):
+                    yield from _rollouts_in(day, KIND_ROLLOUT, only, d_link)
+        archived = root / "archived_sessions"
+        yield from _rollouts_in(archived, KIND_ARCHIVED, only, top or disk.is_link(archived))
+
+    def _databases(self, pattern: re.Pattern[str]) -> list[Path]:
+        return [Path(e.path) for e in entries(self.root) if pattern.fullmatch(e.name) and not e.dir]
+
+    def _threads(self, db: Path, only: str | None) -> list[tuple[str, _Thread]]:
+        with sqlite.reading(db) as conn:
+            cols = sqlite.columns(conn, THREADS)
+            if "id" not in cols:
+                return []
+            wanted = [
+                c for c in ("updated_at", "updated_at_ms", "cwd", "parent_thread_id") if c in cols
+            ]
+            sql = f"SELECT {', '.join(['id', *wanted])} FROM {THREADS}"
+            rows = conn.execute(sql + " WHERE id = ?", (only,)) if only else conn.execute(sql)
+            records = [dict(zip(["id", *wanted], row, strict=True)) for row in rows]
+        found = []
+        for record in records:
+            sid = record["id"]
+            if not isinstance(sid, str) or not _UUID.fullmatch(sid):
+                log.warning(
+                    "threads row id is not a canonical UUID; skipped", db=str(db), id=repr(sid)[:80]
+                )
+                continue
+            cwd = record.get("cwd")
+            cwd = cwd if isinstance(cwd, str) else None
+            parent = record.get("parent_thread_id")
+            parent = parent if isinstance(parent, str) and _UUID.fullmatch(parent) else None
+            found.append((sid, _Thread(db, _thread_time(record), cwd, parent)))
+        return found
+
+    def _item_ids(self, db: Path, only: str | None) -> set[str]:
+        with sqlite.reading(db) as conn:
+            if "thread_id" not in sqlite.columns(conn, THREAD_ITEMS):
+                return set()
+            if only:
+                sql = f"SELECT thread_id FROM {THREAD_ITEMS} WHERE thread_id = ? LIMIT 1"
+                rows = conn.execute(sql, (only,)).fetchall()
+            else:
+                rows = conn.execute(f"SELECT DISTINCT thread_id FROM {THREAD_ITEMS}").fetchall()
+        return {r[0] for r in rows if isinstance(r[0], str) and _UUID.fullmatch(r[0])}
+
+    def _index_ids(self, only: str | None) -> set[str]:
+        """Ids session_index.jsonl names: reported as residual, never edited
+        (it is Codex's own list of names, shared by every session)."""
+        handle = disk.open_quietly(self.root / _INDEX)
+        if handle is None:
+            return set()
+        ids: set[str] = set()
+        with handle:
+            while line := handle.readline(_INDEX_LINE_LIMIT):
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                sid = record.get("id") if isinstance(record, dict) else None
+                if isinstance(sid, str) and _UUID.fullmatch(sid) and only in (None, sid):
+                    ids.add(sid)
+        return ids
+
+    # -- building a session ---------------------------------------------
+    def _session(self, sid: str, listing: _Listing) -> Session | None:
+        found = listing.found.get(sid)
+        if found is None:
+            return None
+        root = str(self.root)
+        seen: set[tuple[int, int]] = set()
+        artifacts: list[Artifact] = []
+        meta: _Meta | None = None
+        for file in sorted(found.files, key=lambda f: str(f.path)):
+            is_rollout = file.kind in _ROLLOUT_KINDS
+            item = disk.artifact(
+                file.path, file.kind, root, primary=is_rollout, linked=file.linked, seen=seen
+            )
+            if item is None:
+                continue  # gone since it was listed
+            artifacts.append(item)
+            if meta is None and is_rollout and not file.linked:
+                meta = _read_meta(file.path, sid)
+        times = [t.updated for t in found.threads if t.updated is not None]
+        updated = max(times) if times else None
+        file_times = [a.mtime for a in artifacts if a.mtime is not None]
+        # thread_items has no time of its own: it is as old as the session
+        # (rows left with nothing else are undated: kept until purged).
+        own_time = updated if updated is not None else max(file_times, default=None)
+        for thread in found.threads:
+            artifacts.append(self._row(thread.db, THREADS, thread.updated, True, listing))
+        for db in found.item_dbs:
+            artifacts.append(self._row(db, THREAD_ITEMS, own_time, False, listing))
+        if not artifacts:
+            return None
+        parent = meta.parent if meta else None
+        workspace = meta.cwd if meta else None
+        for thread in found.threads:
+            parent = parent or (thread.parent if thread.parent != sid else None)
+            workspace = workspace or thread.cwd
+        return Session(
+            agent=self.name,
+            id=sid,
+            workspace=workspace,
+            parent=parent,
+            artifacts=artifacts,
+            updated=updated,
+            undated=listing.incomplete,
+            bytes=sum(a.bytes for a in artifacts),
+            residual=[str(self.root / _INDEX)] if found.in_index else [],
+        )
+
+    def _row(
+        self, db: Path, table: str, mtime: float | None, primary: bool, listing: _Listing
+    ) -> Artifact:
+        return Artifact(
+            path=f"{db}#{table}",
+            kind=KIND_ROW,
+            bytes=0,
+            mtime=mtime,
+            root=None,
+            primary=primary,
+            linked=listing.linked_root or disk.is_link(db),
+        )
+
+
+ADAPTER = CodexAdapter
+
+
+# -- helpers ------------------------------------------------------------------
+
+
+def _id_from_name(name: str) -> str | None:
+    """The session id a rollout file name ends with; None unless it is a
+    canonical lowercase UUID (Codex writes no other)."""
+    match = _ROLLOUT.fullmatch(name)
+    if match is None or not _UUID.fullmatch(match["id"]):
+        return None
+    return match["id"]
+
+
+def _dirs(path: Path, linked: bool, listing: _Listing) -> Iterator[tuple[Path, bool]]:
+    """Subdirectories of `path`; one reached through a link is walked (its
+    files are reported as linked, never removed)."""
+    if not os.path.isdir(path):
+        return
+    if not os.access(path, os.R_OK | os.X_OK):
+        log.warning("rollout directory cannot be listed; codex sessions undated", path=str(path))
+        listing.incomplete = True
+        return
+    for entry in entries(path):
+        if entry.dir:
+            yield Path(entry.path), linked or entry.link
+
+
+def _real_dirs(path: Path) -> list[Path]:
+    return [Path(e.path) for e in entries(path) if e.dir and not e.link]
+
+
+def _rollouts_in(
+    directory: Path, kind: str, only: str | None, linked: bool
+) -> Iterator[tuple[str, _File]]:
+    for entry in entries(directory):
+        if not entry.name.startswith("rollout-"):
+            continue
+        sid = _id_from_name(entry.name)
+        if sid is None:
+            log.warning("rollout name without a session id; skipped", path=entry.path)
+            continue
+        if only is not None and sid != only:
+            continue
+        if entry.dir and not entry.link:
+            log.warning("a directory named like a rollout; skipped", path=entry.path)
+            continue
+        yield sid, _File(Path(entry.path), kind, linked)
+
+
+def _thread_time(record: dict[str, object]) -> float | None:
+    """The newest of updated_at and updated_at_ms (Codex keeps seconds in one
+    and, since migration 25, milliseconds in the other). A value present but
+    unreadable, or no value at all, makes the row undated."""
+    values = [record[c] for c in ("updated_at", "updated_at_ms") if record.get(c) is not None]
+    times = [sqlite.column_time(v) for v in values]
+    if not times or any(t is None for t in times):
+        return None
+    return max(t for t in times if t is not None)
+
+
+def _read_meta(path: Path, sid: str) -> _Meta | None:
+    """Workspace and parent from the rollout's first line; None (logged)
+    when it cannot be read. The id comes from the file name either way."""
+    line = _first_line(path)
+    if line is None:
+        return None
+    try:
+        record = json.loads(line)
+    except ValueError:
+        log.warning("rollout first line is not JSON; parent and workspace unknown", path=str(path))
+        return None
+    payload = (
+        record.get("payload")
+        if isinstance(record, dict) and record.get("type") == "session_meta"
+        else None
+    )
+    if not isinstance(payload, dict):
+        log.warning("rollout does not start with session_meta", path=str(path))
+        return None
+    if payload.get("id") != sid:
+        log.warning(
+            "session_meta names another id; ignored",
+            path=str(path),
+            id=repr(payload.get("id"))[:80],
+        )
+        return None
+    cwd = payload.get("cwd")
+    return _Meta(cwd if isinstance(cwd, str) else None, _meta_parent(payload, sid))
+
+
+def _meta_parent(payload: dict[str, object], sid: str) -> str | None:
+    """A fork's source (its history may not be copied) before a subagent's
+    spawning thread; both must stay while this session stays."""
+    source = payload.get("source")
+    subagent = source.get("subagent") if isinstance(source, dict) else None
+    spawn = subagent.get("thread_spawn") if isinstance(subagent, dict) else None
+    candidates = [payload.get("forked_from_id")]
+    if isinstance(spawn, dict):
+        candidates.append(spawn.get("parent_thread_id"))
+    for candidate in candidates:
+        if isinstance(candidate, str) and _UUID.fullmatch(candidate) and candidate != sid:
+            return candidate
+    return None
+
+
+def _first_line(path: Path) -> bytes | None:
+    handle = disk.open_quietly(path)
+    if handle is None:
+        log.warning("rollout cannot be opened", path=str(path))
+        return None
+    try:
+        with handle:
+            if path.name.endswith(".zst"):
+                with zstandard.ZstdDecompressor().stream_reader(handle, closefd=False) as stream:
+                    return _read_line(stream, path)
+            return _read_line(handle, path)
+    except (OSError, zstandard.ZstdError) as exc:
+        log.warning("rollout cannot be read", path=str(path), error=str(exc))
+        return None
+
+
+def _read_line(stream: IO[bytes], path: Path) -> bytes | None:
+    """The first line, read in chunks and never more than _META_LIMIT."""
+    buffer = bytearray()
+    while len(buffer) < _META_LIMIT:
+        chunk = stream.read(_CHUNK)
+        if not chunk:
+            return bytes(buffer)
+        newline = chunk.find(b"\n")
+        if newline >= 0:
+            buffer += chunk[:newline]
+            return bytes(buffer)
+        buffer += chunk
+    log.warning("rollout first line too long; parent and workspace unknown", path=str(path))
+    return None
+
+
+def _table(artifact: Artifact) -> str | None:
+    return artifact.path.rpartition("#")[2] if artifact.kind == KIND_ROW else None
+
+
+def _db(artifact: Artifact) -> Path:
+    return Path(artifact.path.rpartition("#")[0])
+
+
+def _changed(before: Session, after: Session | None) -> bool:
+    """Whether anything of the session went (an agent command that failed may
+    still have removed part of it)."""
+    return after is None or {a.path for a in before.artifacts} != {a.path for a in after.artifacts}
+
+
+def _report_linked(session: Session, remover: Remover) -> None:
+    for artifact in session.artifacts:
+        if artifact.linked:
+            remover.residual(artifact.path)

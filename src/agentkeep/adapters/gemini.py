@@ -1,0 +1,396 @@
+"""Gemini CLI: sessions under `$GEMINI_CLI_HOME/.gemini/tmp/<project>/`.
+
+Per session, in a project's temp dir (Gemini CLI's own session deletion,
+`utils/sessionOperations.ts`, removes the same set):
+- `chats/session-<time>-<id[:8]>.json` or `.jsonl`: the chat, naming
+  `sessionId` in its first record; what `gemini --resume` lists (primary).
+  A resumed legacy `.json` leaves a `.jsonl` beside it: both are primary.
+- `chats/<id>/`: the session's subagents' chats (`<subagent id>.jsonl`);
+- `logs/session-<id>.jsonl` and `tool-outputs/session-<id>/`;
+- `<id>/`: the per-session dir (plans, tasks).
+A subagent's own log, tool outputs and dir belong to its parent session.
+
+The workspace is what Gemini wrote in `tmp/<project>/.project_root` (the
+chat's projectHash cannot be reversed), else a `projectRoot`/`cwd` field of
+the chat, else unknown.
+
+Shared, never attributed: `history/<project>/` (checkpoints shared by every
+session of the project; it does not name a session, so it is not even
+residual), `tmp/<project>/logs.json`, `shell_history`, `checkpoints/`,
+`.project_root`, `tmp/bin/`, `projects.json`, settings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from json.decoder import scanstring
+from pathlib import Path
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.adapters.base import Adapter, Root, entries, parse_agent_time, parts_below
+from agentkeep.model import Artifact, Session
+
+log = structlog.get_logger("agentkeep.adapters.gemini")
+
+ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+CHAT_FILE = re.compile(r"session-.+\.jsonl?")
+LOG_FILE = re.compile(r"session-(?P<id>.+)\.jsonl")
+TOOL_OUTPUTS = re.compile(r"session-(?P<id>.+)")
+SUBAGENT_CHAT = re.compile(r"(?P<id>.+)\.jsonl?")
+# Directories of a project's temp dir that are Gemini's own, never a session's.
+SHARED_DIRS = frozenset(
+    {"chats", "logs", "tool-outputs", "checkpoints", "plans", "tasks", "tracker"}
+)
+# The chat's first record holds sessionId, projectHash, startTime and
+# lastUpdated, ahead of any message; a first look of 4 KiB finds them in
+# practice, and no more than 64 KiB is ever read. A chat whose sessionId is
+# not within that is skipped (logged): never attributed by a guess.
+CHAT_FIRST_LOOK = 4 * 1024
+CHAT_HEAD = 64 * 1024
+PROJECT_ROOT_FILE = ".project_root"
+SMALL_FILE = 4 * 1024
+# Fields a chat may carry its workspace in, when .project_root is missing.
+WORKSPACE_FIELDS = ("projectRoot", "cwd")
+
+CHAT = "chat"
+SUBAGENTS = "subagents"
+LOG = "log"
+TOOL_OUTPUT = "tool-outputs"
+SESSION_DIR = "session-dir"
+
+
+@dataclass
+class _Facts:
+    """What one chat file's head says."""
+
+    sid: str | None = None
+    updated: float | None = None
+    undated: bool = False
+    workspace: str | None = None
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One thing in a project temp dir that names a session, not yet measured."""
+
+    sid: str
+    path: str
+    kind: str
+    facts: _Facts | None = None
+
+
+@dataclass
+class _Found:
+    """One session's share of one project, before it becomes a Session."""
+
+    artifacts: list[Artifact] = field(default_factory=list)
+    updated: float | None = None
+    undated: bool = False
+    workspace: str | None = None
+
+
+class GeminiAdapter(Adapter):
+    name = "gemini"
+
+    @property
+    def root(self) -> Path:
+        # Gemini CLI resolves a relative GEMINI_CLI_HOME against its own cwd,
+        # which a daemon cannot know: such a value is ignored, like XDG's.
+        base = self.env.get("GEMINI_CLI_HOME")
+        return (Path(base) if base and os.path.isabs(base) else self.env.home) / ".gemini"
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    def roots(self) -> list[Root]:
+        return [Root.check(self.root, "config", self.env.uid)]
+
+    def watch_dirs(self) -> list[Path]:
+        if not self.tmp.is_dir():
+            return []
+        dirs = [self.tmp]
+        for project in self._projects():
+            dirs.append(project)
+            dirs += [
+                project / d for d in ("chats", "logs", "tool-outputs") if (project / d).is_dir()
+            ]
+        return dirs
+
+    def canonical_id(self, raw: str) -> str | None:
+        if not isinstance(raw, str) or not ID.fullmatch(raw):
+            return None
+        # UUIDs are compared lowercased: case-folding file systems and older
+        # writers may spell the same id in capitals.
+        return raw.lower() if UUID.fullmatch(raw) else raw
+
+    def scan(self) -> Iterator[Session]:
+        merged = self._collect(None)
+        for sid in sorted(merged):
+            yield self._session(sid, merged[sid])
+
+    def load(self, session_id: str) -> Session | None:
+        sid = self.canonical_id(session_id)
+        if sid is None:
+            return None
+        found = self._collect(sid).get(sid)
+        return self._session(sid, found) if found else None
+
+    def session_for_path(self, path: str) -> str | None:
+        parts = parts_below(path, self.tmp)
+        if not parts or len(parts) < 2 or parts[0] == "bin":
+            return None
+        project = self.tmp / parts[0]
+        first, rest = parts[1], parts[2:]
+        if first == "chats":
+            if len(rest) == 1 and CHAT_FILE.fullmatch(rest[0]):
+                return self._chat_facts(project / "chats" / rest[0]).sid
+            return self.canonical_id(rest[0]) if rest else None  # chats/<id>/: subagents
+        named = self._named(first, rest)
+        if named is None:
+            return None
+        owners = self._subagent_owners(project)
+        if first in ("logs", "tool-outputs") or named in owners or UUID.fullmatch(named):
+            return owners.get(named, named)
+        # Any other dir is a session's only when the project names it.
+        target = str(project / first)
+        return next((i.sid for i in self._layout(project) if i.path == target), None)
+
+    # -- reading ----------------------------------------------------------
+    def _projects(self) -> list[Path]:
+        """Every project temp dir (a linked one included, to be reported)."""
+        return [
+            Path(e.path)
+            for e in entries(self.tmp)
+            if e.dir and e.name != "bin"  # tmp/bin holds Gemini's tools
+        ]
+
+    def _collect(self, only: str | None) -> dict[str, list[_Found]]:
+        """Every session's artifacts by id (one id when `only`), measured."""
+        problem = self.root_problem(self.root)
+        linked_tmp = disk.is_link(self.tmp)
+        merged: dict[str, list[_Found]] = defaultdict(list)
+        for project in self._projects():
+            items = [i for i in self._layout(project) if only is None or i.sid == only]
+            if not items:
+                continue
+            # Invariant 6: through a linked tmp/ or project dir, or on a root
+            # others can write to, nothing is removed.
+            linked = problem is not None or linked_tmp or disk.is_link(project)
+            found: dict[str, _Found] = defaultdict(_Found)
+            seen: set[tuple[int, int]] = set()
+            for item in items:
+                primary = item.kind == CHAT
+                measured = disk.artifact(
+                    item.path, item.kind, self.root, primary=primary, linked=linked, seen=seen
+                )
+                if measured is not None:
+                    found[item.sid].artifacts.append(measured)
+                if item.facts is not None:
+                    _merge(found[item.sid], item.facts)
+            workspace = _project_root(project)
+            for sid, share in found.items():
+                share.workspace = workspace or share.workspace
+                if share.artifacts:  # all of it may have vanished since listed
+                    merged[sid].append(share)
+        return merged
+
+    def _layout(self, project: Path) -> list[_Item]:
+        """Everything in one project temp dir that names a session."""
+        owners = self._subagent_owners(project)
+        items: list[_Item] = []
+        for entry in entries(project / "chats"):
+            if entry.dir:
+                sid = self.canonical_id(entry.name)
+                if sid is not None:
+                    items.append(_Item(sid, entry.path, SUBAGENTS))
+            elif CHAT_FILE.fullmatch(entry.name):
+                facts = self._chat_facts(Path(entry.path))
+                if facts.sid is not None:
+                    items.append(_Item(facts.sid, entry.path, CHAT, facts))
+        for area, pattern, kind in (
+            ("logs", LOG_FILE, LOG),
+            ("tool-outputs", TOOL_OUTPUTS, TOOL_OUTPUT),
+        ):
+            for entry in entries(project / area):
+                match = pattern.fullmatch(entry.name)
+                sid = self.canonical_id(match["id"]) if match else None
+                if sid is not None:
+                    items.append(_Item(owners.get(sid, sid), entry.path, kind))
+        known = {i.sid for i in items} | set(owners)
+        for entry in entries(project):
+            sid = self.canonical_id(entry.name)
+            if not entry.dir or entry.name in SHARED_DIRS or sid is None:
+                continue
+            # Only a dir that a session of this project names, or one named by
+            # a UUID (what Gemini's ids are), is a session's: a shared dir a
+            # newer Gemini adds must never be taken for one.
+            if sid in known or UUID.fullmatch(sid):
+                items.append(_Item(owners.get(sid, sid), entry.path, SESSION_DIR))
+            else:
+                log.info("skipped a dir that no session names", path=entry.path)
+        return items
+
+    def _named(self, first: str, rest: list[str]) -> str | None:
+        """The id a path in a project temp dir names by its name alone."""
+        if first in ("logs", "tool-outputs"):
+            pattern = LOG_FILE if first == "logs" else TOOL_OUTPUTS
+            match = pattern.fullmatch(rest[0]) if rest else None
+            return self.canonical_id(match["id"]) if match else None
+        return None if first in SHARED_DIRS else self.canonical_id(first)
+
+    def _subagent_owners(self, project: Path) -> dict[str, str]:
+        """Subagent id -> parent session id, from `chats/<parent>/<sub>.jsonl`."""
+        owners: dict[str, str] = {}
+        for parent in entries(project / "chats"):
+            pid = self.canonical_id(parent.name) if parent.dir else None
+            if pid is None:
+                continue
+            for chat in entries(parent.path):
+                match = SUBAGENT_CHAT.fullmatch(chat.name)
+                sub = self.canonical_id(match["id"]) if match and not chat.dir else None
+                if sub is not None and sub != pid:
+                    owners[sub] = pid
+        return owners
+
+    def _chat_facts(self, path: Path) -> _Facts:
+        """sessionId (and lastUpdated, a workspace field) from a chat's head,
+        read without following a link or moving its atime. A chat whose id
+        cannot be read is skipped with a log line, never attributed."""
+        if not os.path.lexists(path):
+            return _Facts()  # removed meanwhile (a watcher's deletion event)
+        record: dict[str, object] = {}
+        for limit in (CHAT_FIRST_LOOK, CHAT_HEAD):
+            handle = disk.open_quietly(path)
+            if handle is None:
+                log.info("skipped a chat that is a link or unreadable", path=str(path))
+                return _Facts()
+            with handle:
+                head = handle.read(limit)
+            record = _first_record(head, whole=len(head) < limit, jsonl=path.suffix == ".jsonl")
+            if "sessionId" in record or len(head) < limit:
+                break
+        raw = record.get("sessionId")
+        sid = self.canonical_id(raw) if isinstance(raw, str) else None
+        if sid is None:
+            log.info(
+                "skipped a chat without a valid sessionId", path=str(path), value=str(raw)[:200]
+            )
+            return _Facts()
+        facts = _Facts(sid=sid, workspace=_workspace(record))
+        if record.get("lastUpdated") is not None:
+            facts.updated = parse_agent_time(record["lastUpdated"])
+            if facts.updated is None:
+                log.info("unreadable lastUpdated: the session is undated", path=str(path))
+                facts.undated = True
+        return facts
+
+    def _session(self, sid: str, shares: list[_Found]) -> Session:
+        artifacts = [a for share in shares for a in share.artifacts]
+        artifacts.sort(key=lambda a: not a.primary)  # invariant 5: chats first
+        updated = [s.updated for s in shares if s.updated is not None]
+        return Session(
+            agent=self.name,
+            id=sid,
+            workspace=next((s.workspace for s in shares if s.workspace), None),
+            artifacts=artifacts,
+            updated=max(updated) if updated else None,
+            undated=any(s.undated for s in shares),
+            bytes=sum(a.bytes for a in artifacts),
+        )
+
+
+def _merge(found: _Found, facts: _Facts) -> None:
+    if facts.updated is not None:
+        found.updated = max(found.updated or facts.updated, facts.updated)
+    found.undated = found.undated or facts.undated
+    found.workspace = found.workspace or facts.workspace
+
+
+def _first_record(head: bytes, *, whole: bool, jsonl: bool) -> dict[str, object]:
+    """The chat's metadata: for .jsonl, the first complete line holding a
+    sessionId; for .json, the top-level fields decoded before the head ends
+    (a large chat is cut inside `messages`, after its metadata)."""
+    text = head.decode("utf-8", errors="replace")
+    if jsonl:
+        lines = text.split("\n")
+        if not whole:
+            lines.pop()  # cut by our limit, not by Gemini
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(record, dict) and "sessionId" in record:
+                return record
+        return {}
+    return _top_level_fields(text)
+
+
+def _top_level_fields(text: str) -> dict[str, object]:
+    """The members of a JSON object decoded in order until the text ends or
+    stops being well formed (a truncated head yields what came before)."""
+    decoder = json.JSONDecoder()
+    fields: dict[str, object] = {}
+    pos = _skip(text, 0)
+    if not text.startswith("{", pos):
+        return fields
+    pos += 1
+    try:
+        while True:
+            pos = _skip(text, pos)
+            if not text.startswith('"', pos):
+                return fields
+            key, pos = scanstring(text, pos + 1)
+            pos = _skip(text, pos)
+            if not text.startswith(":", pos):
+                return fields
+            value, pos = decoder.raw_decode(text, _skip(text, pos + 1))
+            fields[key] = value
+            pos = _skip(text, pos)
+            if not text.startswith(",", pos):
+                return fields
+            pos += 1
+    except (ValueError, RecursionError):
+        return fields
+
+
+def _skip(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _workspace(record: dict[str, object]) -> str | None:
+    for name in WORKSPACE_FIELDS:
+        value = record.get(name)
+        if isinstance(value, str) and os.path.isabs(value) and "\0" not in value:
+            return value
+    return None
+
+
+def _project_root(project: Path) -> str | None:
+    """The workspace Gemini recorded for a project dir (`.project_root`)."""
+    handle = disk.open_quietly(project / PROJECT_ROOT_FILE)
+    if handle is None:
+        return None
+    with handle:
+        data = handle.read(SMALL_FILE + 1)
+    try:
+        text = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return None
+    if len(data) > SMALL_FILE or not os.path.isabs(text) or "\0" in text or "\n" in text:
+        return None
+    return text
+
+
+ADAPTER = GeminiAdapter

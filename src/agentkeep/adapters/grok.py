@@ -1,0 +1,215 @@
+"""grok: one directory per session under `~/.grok/sessions/<workspace>/`.
+
+`<workspace>` is the real workspace path percent-encoded (decoding it is
+exact); `<id>/chat_history.jsonl` is what grok lists the session by and names
+`session_id`. Memory observations
+`~/.grok/memory-v2/workspaces/*/observations/_inbox/<id>__*.md` are the
+user's memory: they name a session but are never its artifacts; they are
+reported as residual and never removed (FIELD-NOTES.md "grok").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.parse
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.adapters.base import (
+    Adapter,
+    Root,
+    directory_artifacts,
+    entries,
+    parts_below,
+    valid_name,
+)
+from agentkeep.model import Artifact, Session
+
+log = structlog.get_logger("agentkeep.adapters.grok")
+
+ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+CHAT = "chat_history.jsonl"
+KINDS = {CHAT: "chat-history"}
+# Only the first record is read, to check the id it names.
+CHAT_HEAD = 64 * 1024
+# Percent-encoding leaves only these characters in a workspace dir's name.
+_ENCODED = re.compile(r"[A-Za-z0-9%._~!$&'()*+,;=:@-]+")
+
+
+class GrokAdapter(Adapter):
+    name = "grok"
+
+    @property
+    def root(self) -> Path:
+        return self.env.home / ".grok"
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.root / "sessions"
+
+    @property
+    def memory_dir(self) -> Path:
+        return self.root / "memory-v2" / "workspaces"
+
+    def roots(self) -> list[Root]:
+        return [Root.check(self.root, "config", self.env.uid)]
+
+    def watch_dirs(self) -> list[Path]:
+        if not self.sessions_dir.is_dir():
+            return []
+        workspaces = [Path(e.path) for e in entries(self.sessions_dir) if e.dir and not e.link]
+        return [self.sessions_dir, *workspaces]
+
+    def canonical_id(self, raw: str) -> str | None:
+        return raw if isinstance(raw, str) and ID.fullmatch(raw) else None
+
+    def scan(self) -> Iterator[Session]:
+        problem = self.root_problem(self.root)
+        found: dict[str, list[tuple[str, Path]]] = defaultdict(list)
+        for workspace, entry in self._workspace_dirs():
+            for item in entries(entry):
+                sid = self.canonical_id(item.name)
+                if sid is None:
+                    log.info("skipped: not a grok session id", path=item.path)
+                    continue
+                found[sid].append((workspace, Path(item.path)))
+        memory = self._memory()
+        for sid in sorted(found):
+            session = self._session(sid, found[sid], problem, memory.get(sid, []))
+            if session is not None:
+                yield session
+
+    def load(self, session_id: str) -> Session | None:
+        sid = self.canonical_id(session_id)
+        if sid is None:
+            return None
+        places = [
+            (workspace, entry / sid)
+            for workspace, entry in self._workspace_dirs()
+            if os.path.lexists(entry / sid)
+        ]
+        memory = self._memory(sid).get(sid, [])
+        return self._session(sid, places, self.root_problem(self.root), memory)
+
+    def session_for_path(self, path: str) -> str | None:
+        parts = parts_below(path, self.sessions_dir)
+        if not parts or len(parts) < 2 or not valid_name(parts[0]):
+            return None
+        return self.canonical_id(parts[1])
+
+    # -- reading ----------------------------------------------------------
+    def _workspace_dirs(self) -> Iterator[tuple[str | None, Path]]:
+        """(decoded workspace, directory) for every workspace dir. A linked
+        one is listed through, so its sessions are reported as linked."""
+        for entry in entries(self.sessions_dir):
+            if entry.dir:
+                yield _decode(entry.name), Path(entry.path)
+            else:
+                log.info("skipped: not a workspace directory", path=entry.path)
+
+    def _session(
+        self,
+        sid: str,
+        places: list[tuple[str | None, Path]],
+        problem: str | None,
+        memory: list[str],
+    ) -> Session | None:
+        sessions_linked = disk.is_link(self.sessions_dir)
+        seen: set[tuple[int, int]] = set()
+        artifacts: list[Artifact] = []
+        workspace: str | None = None
+        undated = False
+        for decoded, directory in places:
+            if not directory.is_dir():
+                log.info("skipped: not a session directory", path=str(directory))
+                continue
+            # Invariant 6: through a linked sessions/ or workspace dir, or on a
+            # root others can write to, nothing is removed.
+            linked = problem is not None or sessions_linked or disk.is_link(directory.parent)
+            artifacts += directory_artifacts(
+                str(directory), str(self.root), primary=CHAT, kinds=KINDS, linked=linked, seen=seen
+            )
+            workspace = workspace or decoded
+            undated = undated or not _names_session(directory / CHAT, sid)
+        if not artifacts:
+            return None
+        # Primary records first across workspaces too (invariant 5).
+        artifacts.sort(key=lambda a: not a.primary)
+        return Session(
+            agent=self.name,
+            id=sid,
+            workspace=workspace,
+            artifacts=artifacts,
+            undated=undated,
+            bytes=sum(a.bytes for a in artifacts),
+            residual=memory,
+        )
+
+    def _memory(self, only: str | None = None) -> dict[str, list[str]]:
+        """Memory observations by the session they name: `<id>__*.md` in each
+        workspace's `_inbox`. An id may hold `__` itself, so every prefix
+        ending before a `__` is a candidate (they are only ever reported)."""
+        named: dict[str, list[str]] = defaultdict(list)
+        for workspace in entries(self.memory_dir):
+            if not workspace.dir or workspace.link:
+                continue
+            inbox = Path(workspace.path) / "observations" / "_inbox"
+            for note in entries(inbox):
+                if note.dir or not note.name.endswith(".md"):
+                    continue
+                stem = note.name[: -len(".md")]
+                for cut in (m.start() for m in re.finditer("__", stem)):
+                    sid = self.canonical_id(stem[:cut])
+                    if sid is not None and (only is None or sid == only):
+                        named[sid].append(note.path)
+        return named
+
+
+def _decode(name: str) -> str | None:
+    """The workspace a dir name encodes: exact percent-decoding of an
+    absolute path; None for anything else (logged, its sessions still count)."""
+    if not _ENCODED.fullmatch(name):
+        log.info("workspace dir name is not percent-encoded", name=name)
+        return None
+    try:
+        path = urllib.parse.unquote(name, errors="strict")
+    except UnicodeDecodeError:
+        log.info("workspace dir name does not decode to UTF-8", name=name)
+        return None
+    if not os.path.isabs(path) or "\0" in path:
+        log.info("workspace dir name is not an absolute path", name=name)
+        return None
+    return path
+
+
+def _names_session(chat: Path, sid: str) -> bool:
+    """False when the first record of chat_history.jsonl names another
+    session: then the directory is not what it seems, and the session is kept
+    undated. A missing, unreadable or malformed head names nothing (the id
+    comes from the directory, which is how grok finds it)."""
+    handle = disk.open_quietly(chat)
+    if handle is None:
+        return True
+    with handle:
+        head = handle.read(CHAT_HEAD)
+    line = head.split(b"\n", 1)[0]
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        if line.strip():
+            log.info("malformed first record in chat history", path=str(chat))
+        return True
+    named = record.get("session_id") if isinstance(record, dict) else None
+    if named is None or named == sid:
+        return True
+    log.info("chat history names another session", path=str(chat), names=str(named)[:200])
+    return False
+
+
+ADAPTER = GrokAdapter

@@ -1,0 +1,547 @@
+"""opencode: the 1.x JSON storage and the rows of `opencode.db` (the 1.2+
+tables and the 2.x `session_v2` and events) that name a session
+(FIELD-NOTES "opencode").
+
+A session is any id with a `storage/session/<project>/<id>.json` file or a
+`session` / `session_v2` row (the records opencode lists by), or only with
+what those leave behind when a removal stops half way (message dirs, todo
+and diff files, session-keyed rows), so that it can be finished. Children
+are sessions of their own (linked by `parentID` / `parent_id`); this adapter
+removes exactly one session, and the pruner removes children before parents.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.adapters import sqlite
+from agentkeep.adapters.base import (
+    Adapter,
+    RemovalError,
+    Remover,
+    Root,
+    entries,
+    parts_below,
+)
+from agentkeep.model import Artifact, Holder, HolderKind, Session
+from agentkeep.processes import ProcessTable
+
+log = structlog.get_logger("agentkeep.adapters.opencode")
+
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+_DB = "opencode.db"
+_JSON_LIMIT = 4 << 20
+_COMMAND_TIMEOUT_S = 60.0
+_PATHS_TIMEOUT_S = 10.0
+
+KIND_SESSION = "session-info"
+KIND_MESSAGES = "messages"
+KIND_PARTS = "parts"
+KIND_TODO = "todo"
+KIND_DIFF = "session-diff"
+KIND_ROW = "row"
+
+# (table, key column), in the order rows are deleted: the records opencode
+# lists sessions by come first (invariant 5).
+_ROW_TABLES: tuple[tuple[str, str], ...] = (
+    ("session", "id"),
+    ("session_v2", "id"),
+    ("message", "session_id"),
+    ("part", "session_id"),
+    ("todo", "session_id"),
+    ("session_share", "session_id"),
+    ("event", "aggregate_id"),
+    ("event_sequence", "aggregate_id"),
+)
+_LISTING_TABLES = ("session", "session_v2")
+# What `opencode session delete` removes (2.x); it leaves the legacy rows (#50260).
+_V2_TABLES = ("session_v2", "event", "event_sequence")
+_EVENT_TABLES = ("event", "event_sequence")
+_ORDER = [table for table, _key in _ROW_TABLES]
+
+
+@dataclass(frozen=True)
+class _Record:
+    """What a session file or listing row says of its session."""
+
+    updated: float | None
+    parent: str | None
+    directory: str | None
+
+
+@dataclass(frozen=True)
+class _File:
+    path: Path
+    kind: str
+    linked: bool
+    primary: bool = False
+
+
+@dataclass
+class _Found:
+    files: list[_File] = field(default_factory=list)
+    records: list[_Record] = field(default_factory=list)
+    # table -> the row's own update time (listing tables) or None
+    rows: dict[str, float | None] = field(default_factory=dict)
+    undated: bool = False
+
+
+@dataclass
+class _Listing:
+    found: dict[str, _Found] = field(default_factory=dict)
+    # opencode.db could not be read: any session may have rows (and a newer
+    # update time) there.
+    incomplete: bool = False
+    linked_root: bool = False
+
+
+class OpencodeAdapter(Adapter):
+    name = "opencode"
+
+    @property
+    def data_dir(self) -> Path:
+        """`$XDG_DATA_HOME/opencode` when XDG_DATA_HOME lies inside the
+        caller's own home, else `~/.local/share/opencode`: a data home set
+        elsewhere (another user's, a shared mount) is not this user's store."""
+        value = self.env.get("XDG_DATA_HOME")
+        if value and parts_below(value, self.env.home) is not None:
+            return Path(value) / "opencode"
+        return self.env.home / ".local" / "share" / "opencode"
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / _DB
+
+    # -- where ----------------------------------------------------------
+    def roots(self) -> list[Root]:
+        return [Root.check(self.data_dir, self.name, self.env.uid)]
+
+    def watch_dirs(self) -> list[Path]:
+        storage = self.data_dir / "storage"
+        dirs = [self.data_dir, storage / "session", storage / "message"]
+        dirs.extend(Path(e.path) for e in entries(storage / "session") if e.dir and not e.link)
+        return dirs
+
+    # -- what -----------------------------------------------------------
+    def canonical_id(self, raw: str) -> str | None:
+        return raw if isinstance(raw, str) and _ID.fullmatch(raw) else None
+
+    def scan(self) -> Iterator[Session]:
+        listing = self._list(None)
+        for sid in sorted(listing.found):
+            session = self._session(sid, listing)
+            if session is not None:
+                yield session
+
+    def load(self, session_id: str) -> Session | None:
+        sid = self.canonical_id(session_id)
+        if sid is None:
+            return None
+        return self._session(sid, self._list(sid))
+
+    def session_for_path(self, path: str) -> str | None:
+        parts = parts_below(path, self.data_dir)
+        if parts is None or len(parts) < 3 or parts[0] != "storage":
+            return None
+        kind, rest = parts[1], parts[2:]
+        if kind == "session" and len(rest) == 2 and rest[1].endswith(".json"):
+            return self.canonical_id(rest[1].removesuffix(".json"))
+        if kind == "message":
+            return self.canonical_id(rest[0])
+        if kind in ("todo", "session_diff") and len(rest) == 1 and rest[0].endswith(".json"):
+            return self.canonical_id(rest[0].removesuffix(".json"))
+        return None
+
+    # -- in use ---------------------------------------------------------
+    def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
+        """A command line naming the id, or any opencode process with the
+        database open, except the per-user service (`opencode serve
+        --service`), which holds it for every session whether used or not."""
+        found = list(procs.naming(session.id))
+        for suffix in ("", "-wal"):
+            for pid, _mode in procs.holding_open(f"{self.db_path}{suffix}"):
+                proc = procs.alive(pid)
+                if proc is not None and _is_service(proc.cmdline):
+                    continue
+                found.append(Holder(pid, HolderKind.PROCESS, f"has {_DB} open"))
+        return list(dict.fromkeys(found))
+
+    # -- removal --------------------------------------------------------
+    def remove(self, session: Session, remover: Remover) -> None:
+        """`opencode session delete` when opencode is installed and uses our
+        data dir (it removes the 2.x rows), then the legacy rows and the JSON
+        storage ourselves; without it, every row (listing rows first), then
+        the files."""
+        if session.unsafe:
+            raise RemovalError(session.unsafe)
+        self._ensure_db_readable()
+        binary = self.agent_binary("opencode")
+        # A dry run calls no binary: it assumes an installed opencode shares
+        # our data dir and reports what a real run would hand to it.
+        if binary is not None and not remover.dry_run and not self._same_data_dir(binary):
+            binary = None
+        if binary is None:
+            self._finish(session, remover, handled=())
+            return
+        legacy = [a for a in _rows(session) if _table(a) not in _V2_TABLES]
+        if legacy:
+            # Checked before the binary runs, so a refusal leaves the session whole.
+            sqlite.ensure_alone({_db(a) for a in legacy}, ProcessTable.snapshot(self.env.uid))
+        if remover.dry_run:
+            remover.removed_at_once(f"opencode session delete {session.id}")
+            self._finish(session, remover, handled=_V2_TABLES)
+            return
+        run = self.run_agent([binary, "session", "delete", session.id], _COMMAND_TIMEOUT_S)
+        left = self.load(session.id)
+        if not run.failure or left is None or _paths(left) != _paths(session):
+            remover.removed_at_once(f"opencode session delete {session.id}")
+        if left is None:
+            return
+        if run.failure and any(_table(a) == "session_v2" for a in left.artifacts):
+            raise RemovalError(
+                f"opencode session delete failed ({run.failure}); the session is still listed"
+            )
+        if run.failure:
+            log.warning(
+                "opencode session delete failed; finishing", id=session.id, error=run.failure
+            )
+        self._finish(left, remover, handled=_V2_TABLES)
+
+    def _ensure_db_readable(self) -> None:
+        """A database we cannot read may hold this session's rows: removing
+        the files alone would leave a session opencode still lists."""
+        if not os.path.lexists(self.db_path):
+            return
+        try:
+            with sqlite.reading(self.db_path):
+                pass
+        except sqlite3.Error as exc:
+            raise RemovalError(f"cannot read {self.db_path}: {exc}") from exc
+
+    def _same_data_dir(self, binary: str) -> bool:
+        """Whether the installed opencode reads our data dir (`opencode debug
+        paths` prints `data <dir>`); another one would delete elsewhere."""
+        run = self.run_agent([binary, "debug", "paths"], _PATHS_TIMEOUT_S)
+        data = None
+        for line in run.stdout.splitlines():
+            key, _, value = line.strip().partition(" ")
+            if key == "data" and value.strip():
+                data = value.strip()
+        if run.failure or data is None:
+            log.warning("cannot tell opencode's data dir; removing without it", error=run.failure)
+            return False
+        if os.path.realpath(data) != os.path.realpath(self.data_dir):
+            log.warning(
+                "opencode uses another data dir; removing without it",
+                its=data,
+                ours=str(self.data_dir),
+            )
+            return False
+        return True
+
+    def _finish(self, session: Session, remover: Remover, handled: tuple[str, ...]) -> None:
+        """Rows (listing rows first, one transaction), then files (the session
+        file first). Rows of `handled` tables are the binary's: any it left
+        are reported, never written."""
+        rows = [a for a in _rows(session) if _table(a) not in handled]
+        if rows:
+            sqlite.ensure_alone({_db(a) for a in rows}, ProcessTable.snapshot(self.env.uid))
+            rows.sort(key=lambda a: _ORDER.index(_table(a)))
+            if not remover.dry_run:
+                keys = dict(_ROW_TABLES)
+                for db in dict.fromkeys(_db(a) for a in rows):
+                    deletions = [
+                        (_table(a), keys[_table(a)], session.id) for a in rows if _db(a) == db
+                    ]
+                    sqlite.delete_rows(db, deletions)
+            for artifact in rows:
+                remover.removed_at_once(artifact.path)
+        files = [a for a in session.artifacts if a.kind != KIND_ROW]
+        for artifact in sorted(files, key=lambda a: not a.primary):
+            if artifact.linked:
+                remover.residual(artifact.path)
+            else:
+                remover.remove_path(artifact)
+        for artifact in session.artifacts:
+            if artifact.kind != KIND_ROW:
+                continue
+            # In a dry run the binary has not run: its rows are not left over.
+            left_by_binary = _table(artifact) in handled and not remover.dry_run
+            if artifact.linked or left_by_binary:
+                remover.residual(artifact.path)
+        for path in session.residual:
+            remover.residual(path)
+
+    # -- listing ----------------------------------------------------------
+    def _list(self, only: str | None) -> _Listing:
+        """Everything in the data dir that names a session (`only`: one id)."""
+        listing = _Listing(linked_root=self.root_problem(self.data_dir) is not None)
+        storage = self.data_dir / "storage"
+        self._list_json(only, listing)
+        self._list_leftovers(only, storage, listing)
+        self._list_rows(only, listing)
+        base = listing.linked_root or disk.is_link(storage)
+        for sid, found in listing.found.items():
+            found.files.extend(self._storage_files(sid, storage, base))
+        return listing
+
+    def _list_json(self, only: str | None, listing: _Listing) -> None:
+        sessions = self.data_dir / "storage" / "session"
+        linked = listing.linked_root or disk.is_link(sessions.parent) or disk.is_link(sessions)
+        for project in entries(sessions):
+            if not project.dir:
+                continue
+            for entry in entries(project.path):
+                if not entry.name.endswith(".json") or entry.dir:
+                    continue
+                sid = self.canonical_id(entry.name.removesuffix(".json"))
+                if sid is None:
+                    log.warning("session file name is not a session id; skipped", path=entry.path)
+                    continue
+                if only is not None and sid != only:
+                    continue
+                found = listing.found.setdefault(sid, _Found())
+                found.files.append(
+                    _File(Path(entry.path), KIND_SESSION, linked or project.link, True)
+                )
+                record = None if entry.link else _read_info(Path(entry.path), sid)
+                if record is None or record.updated is None:
+                    found.undated = True
+                if record is not None:
+                    found.records.append(record)
+
+    def _list_rows(self, only: str | None, listing: _Listing) -> None:
+        db = self.db_path
+        if not os.path.lexists(db):
+            return
+        try:
+            with sqlite.reading(db) as conn:
+                listed = [
+                    (t, *row) for t in _LISTING_TABLES for row in self._listing_rows(conn, t, only)
+                ]
+                keyed = [
+                    (table, _keyed_ids(conn, table, key, only))
+                    for table, key in _ROW_TABLES
+                    if table not in _LISTING_TABLES
+                ]
+        except sqlite3.Error as exc:
+            log.warning(
+                "opencode database unreadable; opencode sessions undated",
+                db=str(db),
+                error=str(exc),
+            )
+            listing.incomplete = True
+            return
+        for table, sid, record in listed:
+            found = listing.found.setdefault(sid, _Found())
+            found.records.append(record)
+            found.rows[table] = record.updated
+        for table, ids in keyed:
+            # Event aggregates need not be sessions: their rows only attach
+            # to a session something else names.
+            if table in _EVENT_TABLES:
+                ids &= listing.found.keys()
+            for sid in ids:
+                if self.canonical_id(sid) is not None:
+                    listing.found.setdefault(sid, _Found()).rows[table] = None
+
+    def _list_leftovers(self, only: str | None, storage: Path, listing: _Listing) -> None:
+        """Message dirs, todo and diff files name their session too: what a
+        removal stopped half way (or `opencode session delete`) leaves is
+        listed, so that the next removal finds and finishes it."""
+        names: list[str] = []
+        for folder, suffix in (("message", ""), ("todo", ".json"), ("session_diff", ".json")):
+            if only is not None:
+                if os.path.lexists(storage / folder / f"{only}{suffix}"):
+                    names.append(only)
+                continue
+            names.extend(
+                e.name.removesuffix(suffix)
+                for e in entries(storage / folder)
+                if e.name.endswith(suffix) and e.dir == (suffix == "")
+            )
+        for name in names:
+            sid = self.canonical_id(name)
+            if sid is not None:
+                listing.found.setdefault(sid, _Found())
+
+    def _listing_rows(
+        self, conn: sqlite3.Connection, table: str, only: str | None
+    ) -> list[tuple[str, _Record]]:
+        cols = sqlite.columns(conn, table)
+        if "id" not in cols:
+            return []
+        time_col = next((c for c in ("time_updated", "updated_at") if c in cols), None)
+        wanted = [c for c in ("parent_id", time_col, "directory") if c is not None and c in cols]
+        sql = f"SELECT {', '.join(['id', *wanted])} FROM {table}"
+        rows = conn.execute(sql + " WHERE id = ?", (only,)) if only else conn.execute(sql)
+        found = []
+        for row in rows:
+            record = dict(zip(["id", *wanted], row, strict=True))
+            sid = record["id"]
+            if not isinstance(sid, str) or self.canonical_id(sid) is None:
+                log.warning(
+                    "session row id is not a session id; skipped", table=table, id=repr(sid)[:80]
+                )
+                continue
+            updated = sqlite.column_time(record.get(time_col)) if time_col else None
+            directory = record.get("directory")
+            directory = directory if isinstance(directory, str) else None
+            parent = self._parent(record.get("parent_id"), sid)
+            found.append((sid, _Record(updated, parent, directory)))
+        return found
+
+    def _storage_files(self, sid: str, storage: Path, base_linked: bool) -> Iterator[_File]:
+        """The session's message dir, the part dir of each of its messages
+        (named by the message file names), its todo and diff files."""
+        messages = storage / "message" / sid
+        m_linked = base_linked or disk.is_link(messages.parent)
+        if os.path.lexists(messages):
+            yield _File(messages, KIND_MESSAGES, m_linked)
+            # Message names read through a link could name anyone's parts.
+            if not (m_linked or disk.is_link(messages)):
+                yield from _part_dirs(messages, storage / "part", base_linked)
+        for folder, kind in (("todo", KIND_TODO), ("session_diff", KIND_DIFF)):
+            path = storage / folder / f"{sid}.json"
+            if os.path.lexists(path):
+                yield _File(path, kind, base_linked or disk.is_link(path.parent))
+
+    def _parent(self, value: object, sid: str) -> str | None:
+        if isinstance(value, str) and value != sid and self.canonical_id(value):
+            return value
+        return None
+
+    # -- building a session ---------------------------------------------
+    def _session(self, sid: str, listing: _Listing) -> Session | None:
+        found = listing.found.get(sid)
+        if found is None:
+            return None
+        root = str(self.data_dir)
+        seen: set[tuple[int, int]] = set()
+        artifacts: list[Artifact] = []
+        for file in found.files:
+            item = disk.artifact(
+                file.path, file.kind, root, primary=file.primary, linked=file.linked, seen=seen
+            )
+            if item is not None:
+                artifacts.append(item)
+        times = [r.updated for r in found.records if r.updated is not None]
+        updated = max(times) if times else None
+        # Message, part and event rows carry no time that says more than the
+        # session's own: they are as old as the session.
+        file_times = [a.mtime for a in artifacts if a.mtime is not None]
+        own_time = updated if updated is not None else max(file_times, default=None)
+        linked = listing.linked_root or disk.is_link(self.db_path)
+        for table in sorted(found.rows, key=_ORDER.index):
+            primary = table in _LISTING_TABLES
+            mtime = found.rows[table] if primary else own_time
+            artifacts.append(
+                Artifact(f"{self.db_path}#{table}", KIND_ROW, 0, mtime, None, primary, linked)
+            )
+        if not artifacts:
+            return None
+        parent = next((r.parent for r in found.records if r.parent), None)
+        workspace = next((r.directory for r in found.records if r.directory), None)
+        return Session(
+            agent=self.name,
+            id=sid,
+            workspace=workspace,
+            parent=parent,
+            artifacts=artifacts,
+            updated=updated,
+            undated=found.undated or listing.incomplete,
+            bytes=sum(a.bytes for a in artifacts),
+        )
+
+
+ADAPTER = OpencodeAdapter
+
+
+# -- helpers ------------------------------------------------------------------
+
+
+def _part_dirs(messages: Path, parts: Path, base_linked: bool) -> Iterator[_File]:
+    linked = base_linked or disk.is_link(parts)
+    for entry in entries(messages):
+        msgid = entry.name.removesuffix(".json")
+        if entry.dir or not entry.name.endswith(".json") or not _ID.fullmatch(msgid):
+            continue
+        if os.path.lexists(parts / msgid):
+            yield _File(parts / msgid, KIND_PARTS, linked)
+
+
+def _is_service(cmdline: tuple[str, ...]) -> bool:
+    return "serve" in cmdline and "--service" in cmdline
+
+
+def _keyed_ids(conn: sqlite3.Connection, table: str, key: str, only: str | None) -> set[str]:
+    """Ids with rows in `table` (a table missing in this version has none)."""
+    if key not in sqlite.columns(conn, table):
+        return set()
+    if only:
+        rows = conn.execute(
+            f"SELECT {key} FROM {table} WHERE {key} = ? LIMIT 1", (only,)
+        ).fetchall()
+    else:
+        rows = conn.execute(f"SELECT DISTINCT {key} FROM {table}").fetchall()
+    return {r[0] for r in rows if isinstance(r[0], str)}
+
+
+def _read_info(path: Path, sid: str) -> _Record | None:
+    """Parent, update time and workspace from a 1.x session file; None
+    (logged) when it cannot be read (the session is then undated)."""
+    handle = disk.open_quietly(path)
+    if handle is None:
+        log.warning("session file cannot be opened", path=str(path))
+        return None
+    try:
+        with handle:
+            data = handle.read(_JSON_LIMIT + 1)
+    except OSError as exc:
+        log.warning("session file cannot be read", path=str(path), error=str(exc))
+        return None
+    if len(data) > _JSON_LIMIT:
+        log.warning("session file too large; undated", path=str(path))
+        return None
+    try:
+        info = json.loads(data)
+    except ValueError:
+        log.warning("session file is not JSON (truncated?); undated", path=str(path))
+        return None
+    if not isinstance(info, dict) or info.get("id", sid) != sid:
+        log.warning("session file names another session; undated", path=str(path))
+        return None
+    times = info.get("time")
+    updated = sqlite.column_time(times.get("updated")) if isinstance(times, dict) else None
+    parent = info.get("parentID")
+    directory = info.get("directory")
+    return _Record(
+        updated,
+        parent if isinstance(parent, str) and parent != sid and _ID.fullmatch(parent) else None,
+        directory if isinstance(directory, str) else None,
+    )
+
+
+def _paths(session: Session) -> set[str]:
+    return {a.path for a in session.artifacts}
+
+
+def _rows(session: Session) -> list[Artifact]:
+    return [a for a in session.artifacts if a.kind == KIND_ROW and not a.linked]
+
+
+def _table(artifact: Artifact) -> str:
+    return artifact.path.rpartition("#")[2]
+
+
+def _db(artifact: Artifact) -> Path:
+    return Path(artifact.path.rpartition("#")[0])

@@ -1,0 +1,129 @@
+"""Agents' SQLite databases: read without changing them, write only when alone.
+
+Scans open a database read-only (`mode=ro`, `query_only`), which never
+creates the database and never writes it; SQLite may create the `-wal` and
+`-shm` files beside it, the one exception the contract allows. The only
+write agentkeep ever makes is deleting one session's rows, and only after
+checking that no other process has the database open (an agent writing it
+at the same time could resurrect or corrupt what we delete).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import urllib.parse
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import structlog
+
+from agentkeep.adapters.base import RemovalError, parse_agent_time
+from agentkeep.processes import ProcessTable
+
+log = structlog.get_logger("agentkeep.adapters.sqlite")
+
+# How long a read waits for a writer's lock before the database counts as
+# unreadable for this scan (its sessions are then undated, i.e. kept).
+READ_TIMEOUT_S = 2.0
+WRITE_TIMEOUT_S = 5.0
+_SIDE_FILES = ("", "-wal", "-shm")
+
+
+def _uri(path: str | os.PathLike[str], mode: str) -> str:
+    return f"file:{urllib.parse.quote(os.fspath(path))}?mode={mode}"
+
+
+def is_database_file(path: str | os.PathLike[str]) -> bool:
+    """A regular file (a FIFO planted under the name would block the open)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+@contextmanager
+def reading(path: str | os.PathLike[str]) -> Iterator[sqlite3.Connection]:
+    """A read-only connection; raises sqlite3.Error when the file is missing,
+    not a database, corrupt or locked past READ_TIMEOUT_S."""
+    if not is_database_file(path):
+        raise sqlite3.OperationalError(f"{os.fspath(path)} is not a regular file")
+    conn = sqlite3.connect(_uri(path, "ro"), uri=True, timeout=READ_TIMEOUT_S)
+    try:
+        conn.execute("PRAGMA query_only = ON")
+        # The first real read is where "file is not a database" shows.
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        yield conn
+    finally:
+        conn.close()
+
+
+def columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    """The columns of `table`; empty when the table does not exist (agents
+    add tables over versions: a missing one is normal, never an error).
+    `table` is always one of the adapters' own constants."""
+    return {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+
+
+def column_time(value: object) -> float | None:
+    """A time column as POSIX seconds, or None when it cannot be read.
+
+    SQLite hands back whatever the agent stored: a number (seconds or
+    milliseconds, told apart by magnitude), text holding such a number, or
+    RFC 3339 text; base.parse_agent_time decides each. NULL and anything it
+    cannot read give None, which the caller treats as undated (kept).
+    """
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        try:
+            return parse_agent_time(float(value))
+        except (ValueError, OverflowError):
+            return parse_agent_time(value)
+    return parse_agent_time(value)
+
+
+def ensure_alone(databases: Iterable[Path], procs: ProcessTable) -> None:
+    """Raise RemovalError when another process has one of `databases` (or its
+    -wal/-shm) open, or when that cannot be checked.
+
+    Callers check every database a removal will write before removing
+    anything, so a refused removal leaves the session whole. agentkeep's
+    own process is not in the table, so its read connections do not count.
+    """
+    if procs.failed:
+        raise RemovalError(procs.failed)
+    for db in databases:
+        for suffix in _SIDE_FILES:
+            hits = procs.holding_open(os.fspath(db) + suffix)
+            if hits:
+                raise RemovalError(f"database {db} in use by pid {hits[0][0]}")
+
+
+def delete_rows(db: Path, deletions: Sequence[tuple[str, str, str]]) -> None:
+    """Delete rows in one transaction, in the order given: each deletion is
+    (table, key column, value). Table and column names are the adapters' own
+    constants. Raises RemovalError and changes nothing when any step fails."""
+    try:
+        conn = sqlite3.connect(
+            _uri(db, "rw"), uri=True, timeout=WRITE_TIMEOUT_S, isolation_level=None
+        )
+    except sqlite3.Error as exc:
+        raise RemovalError(f"{db}: {exc}") from exc
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for table, column, value in deletions:
+            conn.execute(f'DELETE FROM "{table}" WHERE "{column}" = ?', (value,))
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # closing the connection rolls back what is left
+        raise RemovalError(f"{db}: {exc}") from exc
+    finally:
+        conn.close()
+    log.info("rows deleted", db=os.fspath(db), tables=[d[0] for d in deletions])

@@ -1,0 +1,171 @@
+"""Stores named in the user's config (`[[stores]]`): one directory, one session.
+
+Every directory exactly `depth` levels below a store's root is one session;
+its id is its path relative to that root ('/'-separated), its activity the
+newest mtime in its tree, and the whole directory is its one artifact. A store
+reaches only its own root: ids are relative to it, and a path belongs to it
+only when it lies below that root component by component (a store at /x/ab
+never claims /x/abc/...). No link is followed: a linked directory above the
+session level is skipped, a linked session directory is reported (its
+artifact is linked, so the session is kept `unsafe` and never removed).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.adapters.base import (
+    Adapter,
+    Entry,
+    Root,
+    entries,
+    parts_below,
+    utf8_name,
+    valid_name,
+)
+from agentkeep.model import Holder, HolderKind, Session
+from agentkeep.paths import Env
+from agentkeep.processes import ProcessTable
+
+log = structlog.get_logger("agentkeep.adapters.stores")
+
+STORE_DIR = "store-dir"
+
+
+class StoreSpec(Protocol):
+    """What a configured store gives (config.StoreConfig has these fields)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def depth(self) -> int: ...
+
+
+class StoreAdapter(Adapter):
+    """One configured store; `name` is the store's name, per instance."""
+
+    def __init__(self, env: Env, store: StoreSpec) -> None:
+        super().__init__(env)
+        self.name = store.name  # type: ignore[misc]  # per store, not per class
+        self.root = Path(store.root)
+        self.depth = int(store.depth)
+
+    def roots(self) -> list[Root]:
+        return [Root.check(self.root, "store", self.env.uid)]
+
+    def watch_dirs(self) -> list[Path]:
+        """The root and every directory above the session level (what names
+        sessions); never through a link."""
+        if not self.root.is_dir():
+            return []
+        found: list[Path] = []
+        level = [self.root]
+        for _ in range(self.depth):
+            found += level
+            level = [Path(e.path) for d in level for e in entries(d) if e.dir and not e.link]
+        return found
+
+    def canonical_id(self, raw: str) -> str | None:
+        """`a/b` for depth 2: exactly `depth` plain components."""
+        if not isinstance(raw, str):
+            return None
+        parts = raw.split("/")
+        if len(parts) != self.depth:
+            return None
+        if not all(valid_name(p) and utf8_name(p) for p in parts):
+            return None
+        return raw
+
+    def scan(self) -> Iterator[Session]:
+        problem = self.root_problem(self.root)
+        level: list[tuple[str, ...]] = [()]
+        for _ in range(self.depth - 1):
+            level = [parts + (e.name,) for parts in level for e in self._subdirs(parts)]
+        for parts in level:
+            for entry in self._children(parts):
+                if not entry.dir:
+                    continue
+                session = self._session("/".join(parts + (entry.name,)), problem)
+                if session is not None:
+                    yield session
+
+    def load(self, session_id: str) -> Session | None:
+        sid = self.canonical_id(session_id)
+        if sid is None:
+            return None
+        # No link on the way down: a linked level above the session is not
+        # this store's namespace.
+        current = self.root
+        for part in sid.split("/")[:-1]:
+            current = current / part
+            if disk.is_link(current) or not current.is_dir():
+                return None
+        return self._session(sid, self.root_problem(self.root))
+
+    def session_for_path(self, path: str) -> str | None:
+        parts = parts_below(path, self.root)
+        if parts is None or len(parts) < self.depth:
+            return None
+        return self.canonical_id("/".join(parts[: self.depth]))
+
+    def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
+        """Processes naming the id as a token (a depth-1 id), or naming the
+        session's directory or a path inside it on their command line."""
+        holders = procs.naming(session.id)
+        directory = self.root / session.id
+        for proc in procs.procs.values():
+            if any(_names_path(arg, directory) for arg in proc.cmdline):
+                holders.append(
+                    Holder(proc.pid, HolderKind.PROCESS, "command line names the store dir")
+                )
+        return holders
+
+    # -- reading ----------------------------------------------------------
+    def _children(self, parts: tuple[str, ...]) -> list[Entry]:
+        return [e for e in entries(self.root.joinpath(*parts)) if valid_name(e.name)]
+
+    def _subdirs(self, parts: tuple[str, ...]) -> list[Entry]:
+        subdirs = []
+        for entry in self._children(parts):
+            if entry.link:
+                log.info("skipped a linked directory in a store", store=self.name, path=entry.path)
+            elif entry.dir:
+                subdirs.append(entry)
+        return subdirs
+
+    def _session(self, sid: str, problem: str | None) -> Session | None:
+        path = self.root / sid
+        if not path.is_dir():
+            return None
+        # A linked session directory is measured as the link alone (never
+        # followed) and marked linked, so the session is kept unsafe (invariant 6).
+        through_link = disk.is_link(path)
+        if through_link:
+            log.info(
+                "store session is a link: kept, never removed", store=self.name, path=str(path)
+            )
+        artifact = disk.artifact(
+            path, STORE_DIR, self.root, primary=True, linked=problem is not None or through_link
+        )
+        if artifact is None:
+            return None
+        return Session(agent=self.name, id=sid, artifacts=[artifact], bytes=artifact.bytes)
+
+
+def _names_path(arg: str, directory: Path) -> bool:
+    """An argument (or the value of `--opt=value`) that is the directory or a
+    path inside it."""
+    candidates = [arg]
+    if "=" in arg:
+        candidates.append(arg.split("=", 1)[1])
+    return any(os.path.isabs(c) and parts_below(c, directory) is not None for c in candidates)

@@ -1,0 +1,184 @@
+"""zero: one directory per session under `$XDG_DATA_HOME/zero/sessions`.
+
+`<root>/<id>/` holds `metadata.json` (what zero lists sessions by:
+`sessionId`, `parentSessionId`, `updatedAt`), `events.jsonl`, checkpoints,
+`session.lock` and `lease.lock`. zero holds `lease.lock` with a shared flock
+while a process has the session open and its own pruner takes it
+exclusively; agentkeep honours the same lock (FIELD-NOTES.md "zero").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.adapters.base import (
+    Adapter,
+    Root,
+    directory_artifacts,
+    entries,
+    parse_agent_time,
+    parts_below,
+)
+from agentkeep.model import Session
+
+log = structlog.get_logger("agentkeep.adapters.zero")
+
+ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+METADATA = "metadata.json"
+LEASE = "lease.lock"
+KINDS = {
+    METADATA: "metadata",
+    "events.jsonl": "events",
+    "checkpoints": "checkpoints",
+    "session.lock": "session-lock",
+    LEASE: "lease-lock",
+}
+# metadata.json is a few hundred bytes; anything this big is not zero's.
+METADATA_LIMIT = 256 * 1024
+# Where zero might record the workspace; the first absolute path wins.
+WORKSPACE_FIELDS = ("workspace", "workspaceRoot", "cwd")
+
+
+@dataclass(frozen=True)
+class _Metadata:
+    parent: str | None = None
+    updated: float | None = None
+    workspace: str | None = None
+    # Set when metadata.json exists but cannot be trusted for a time.
+    undated: bool = False
+
+
+class ZeroAdapter(Adapter):
+    name = "zero"
+
+    @property
+    def root(self) -> Path:
+        return self.env.data_home / "zero" / "sessions"
+
+    def roots(self) -> list[Root]:
+        return [Root.check(self.root, "sessions", self.env.uid)]
+
+    def watch_dirs(self) -> list[Path]:
+        return [self.root] if self.root.is_dir() else []
+
+    def canonical_id(self, raw: str) -> str | None:
+        return raw if isinstance(raw, str) and ID.fullmatch(raw) else None
+
+    def scan(self) -> Iterator[Session]:
+        problem = self.root_problem(self.root)
+        for entry in entries(self.root):
+            sid = self.canonical_id(entry.name)
+            if sid is None:
+                log.info("skipped: not a zero session id", path=entry.path)
+                continue
+            session = self._session(sid, problem)
+            if session is not None:
+                yield session
+
+    def load(self, session_id: str) -> Session | None:
+        sid = self.canonical_id(session_id)
+        if sid is None:
+            return None
+        return self._session(sid, self.root_problem(self.root))
+
+    def session_for_path(self, path: str) -> str | None:
+        parts = parts_below(path, self.root)
+        return self.canonical_id(parts[0]) if parts else None
+
+    def lock_files(self, session: Session) -> list[Path]:
+        sid = self.canonical_id(session.id)
+        return [self.root / sid / LEASE] if sid is not None else []
+
+    # -- reading ----------------------------------------------------------
+    def _session(self, sid: str, problem: str | None) -> Session | None:
+        directory = self.root / sid
+        if not directory.is_dir():  # follows a link: a linked session dir is reported
+            if os.path.lexists(directory):
+                log.info("skipped: not a session directory", path=str(directory))
+            return None
+        # Invariant 6: what lies behind a link (or on a root others can
+        # write to) is never removed; a linked metadata.json makes it unsafe.
+        seen: set[tuple[int, int]] = set()
+        artifacts = directory_artifacts(
+            str(directory),
+            str(self.root),
+            primary=METADATA,
+            kinds=KINDS,
+            linked=problem is not None,
+            seen=seen,
+        )
+        if not artifacts:
+            return None
+        meta = self._metadata(sid, directory / METADATA)
+        return Session(
+            agent=self.name,
+            id=sid,
+            workspace=meta.workspace,
+            parent=meta.parent,
+            artifacts=artifacts,
+            updated=meta.updated,
+            undated=meta.undated,
+            bytes=sum(a.bytes for a in artifacts),
+        )
+
+    def _metadata(self, sid: str, path: Path) -> _Metadata:
+        """What metadata.json says. Absent (a half-removed session) says
+        nothing; present but unreadable, malformed or naming another session
+        makes the session undated: a time we cannot read never makes it idle."""
+        if not os.path.lexists(path):
+            return _Metadata()
+        handle = disk.open_quietly(path)
+        if handle is None:
+            log.info("metadata unreadable (a link or not a file)", path=str(path))
+            return _Metadata(undated=True)
+        with handle:
+            data = handle.read(METADATA_LIMIT + 1)
+        try:
+            record = json.loads(data) if len(data) <= METADATA_LIMIT else None
+        except (ValueError, RecursionError):
+            record = None
+        if not isinstance(record, dict):
+            log.info("malformed metadata", path=str(path))
+            return _Metadata(undated=True)
+        named = record.get("sessionId")
+        if named is not None and named != sid:
+            log.info("metadata names another session", path=str(path), names=str(named)[:200])
+            return _Metadata(undated=True)
+        updated, undated = None, False
+        if record.get("updatedAt") is not None:
+            updated = parse_agent_time(record["updatedAt"])
+            if updated is None:
+                log.info(
+                    "unreadable updatedAt", path=str(path), value=str(record["updatedAt"])[:64]
+                )
+                undated = True
+        return _Metadata(_parent(record, sid, path), updated, _workspace(record), undated)
+
+
+def _parent(record: dict[str, object], sid: str, path: Path) -> str | None:
+    raw = record.get("parentSessionId")
+    if raw in (None, ""):
+        return None
+    if not isinstance(raw, str) or not ID.fullmatch(raw) or raw == sid:
+        log.info("ignored an invalid parentSessionId", path=str(path), value=str(raw)[:200])
+        return None
+    return raw
+
+
+def _workspace(record: dict[str, object]) -> str | None:
+    for field in WORKSPACE_FIELDS:
+        value = record.get(field)
+        if isinstance(value, str) and os.path.isabs(value) and "\0" not in value:
+            return value
+    return None
+
+
+ADAPTER = ZeroAdapter

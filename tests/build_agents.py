@@ -1,0 +1,240 @@
+"""Tree builders for the gemini, grok, zero and store adapters' tests.
+
+Each builder writes a session the way its agent lays it out on disk
+(FIELD-NOTES.md), inside a fake home, and returns where everything went, so a
+test can assert on exact paths. `age()` backdates a tree; `mtimes()` records
+every timestamp under a root so a test can prove a scan changed none.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DAY = 86400.0
+UNSET = object()
+_CHAT_MINUTE = itertools.count()
+
+
+def age(path: Path, days: float) -> float:
+    """Set the mtime (and atime) of `path` and everything below it, links
+    included but not followed, to `days` ago; return that time."""
+    when = time.time() - days * DAY
+    paths = [path]
+    if path.is_dir() and not path.is_symlink():
+        paths += list(path.rglob("*"))
+    for p in paths:
+        os.utime(p, (when, when), follow_symlinks=False)
+    return when
+
+
+def mtimes(root: Path) -> dict[str, tuple[int, int]]:
+    """(mtime_ns, atime_ns) of `root` and every entry below it, by lstat."""
+    found: dict[str, tuple[int, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames, ""]:
+            p = os.path.join(dirpath, name) if name else dirpath
+            st = os.lstat(p)
+            found[p] = (st.st_mtime_ns, st.st_atime_ns)
+    return found
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+# -- gemini ---------------------------------------------------------------
+
+
+def gemini_root(home: Path) -> Path:
+    return home / ".gemini"
+
+
+@dataclass
+class GeminiSession:
+    id: str
+    project: Path
+    chat: Path
+    artifacts: list[Path]
+    shared: list[Path]
+
+
+def make_gemini_session(
+    root: Path,
+    sid: str,
+    *,
+    project: str = "proj",
+    project_root: str | None = "/work/proj",
+    fmt: str = "jsonl",
+    subagents: tuple[str, ...] = (),
+    last_updated: object = UNSET,
+    days: float = 0.0,
+) -> GeminiSession:
+    """A Gemini CLI session in `root/tmp/<project>/`: its chat (`fmt` json or
+    jsonl), log, tool outputs and per-session dir, and each subagent's chat
+    (under chats/<sid>/), log, tool outputs and dir; plus the project's shared
+    files (checkpoint history, logs.json, shell_history), returned as `shared`."""
+    tmp = root / "tmp" / project
+    stamp = f"2026-01-02T03-{next(_CHAT_MINUTE) % 60:02d}"  # unique, like Gemini's
+    meta: dict[str, object] = {
+        "sessionId": sid,
+        "projectHash": "0" * 64,
+        "startTime": "2026-01-02T03:04:05.000Z",
+    }
+    if last_updated is not UNSET:
+        meta["lastUpdated"] = last_updated
+    message = {"id": "m1", "type": "user", "content": [{"text": "hi"}]}
+    chat = tmp / "chats" / f"session-{stamp}-{sid[:8]}.{fmt}"
+    if fmt == "jsonl":
+        write(chat, json.dumps(meta) + "\n" + json.dumps(message) + "\n")
+    else:
+        write(chat, json.dumps({**meta, "messages": [message]}, indent=2))
+    write(tmp / "logs" / f"session-{sid}.jsonl", '{"event": "start"}\n')
+    write(tmp / "tool-outputs" / f"session-{sid}" / "shell-1.txt", "output\n")
+    write(tmp / sid / "plans" / "plan.md", "# plan\n")
+    artifacts = [
+        chat,
+        tmp / "logs" / f"session-{sid}.jsonl",
+        tmp / "tool-outputs" / f"session-{sid}",
+    ]
+    artifacts.append(tmp / sid)
+    for sub in subagents:
+        sub_meta = {"sessionId": sub, "projectHash": "0" * 64, "kind": "subagent"}
+        write(tmp / "chats" / sid / f"{sub}.jsonl", json.dumps(sub_meta) + "\n")
+        write(tmp / "logs" / f"session-{sub}.jsonl", "{}\n")
+        write(tmp / "tool-outputs" / f"session-{sub}" / "out.txt", "x\n")
+        write(tmp / sub / "tasks" / "t.json", "{}\n")
+        artifacts += [
+            tmp / "logs" / f"session-{sub}.jsonl",
+            tmp / "tool-outputs" / f"session-{sub}",
+        ]
+        artifacts.append(tmp / sub)
+    if subagents:
+        artifacts.append(tmp / "chats" / sid)
+    if project_root is not None and not (tmp / ".project_root").exists():
+        write(tmp / ".project_root", project_root)
+    shared = [
+        write(root / "history" / project / "HEAD", "ref: refs/heads/main\n").parent,
+        write(tmp / "logs.json", json.dumps([{"sessionId": sid, "message": "hi"}])),
+        write(tmp / "shell_history", "ls\n"),
+        write(tmp / "checkpoints" / f"checkpoint-{sid}.json", "{}"),
+    ]
+    for p in artifacts:
+        age(p, days)
+    return GeminiSession(sid, tmp, chat, artifacts, shared)
+
+
+# -- grok -----------------------------------------------------------------
+
+
+def grok_root(home: Path) -> Path:
+    return home / ".grok"
+
+
+@dataclass
+class GrokSession:
+    id: str
+    dir: Path
+    chat: Path
+    memory: list[Path]
+    artifacts: list[Path]
+
+
+def make_grok_session(
+    root: Path,
+    sid: str,
+    *,
+    workspace: str = "/work/proj",
+    memory: int = 1,
+    named: str | None = None,
+    days: float = 0.0,
+) -> GrokSession:
+    """A grok session: `sessions/<percent-encoded workspace>/<sid>/` with its
+    chat_history.jsonl (naming `named`, default `sid`) and a second file, and
+    `memory` observations naming it in the user's memory inbox."""
+    directory = root / "sessions" / urllib.parse.quote(workspace, safe="") / sid
+    record = {"session_id": named or sid, "role": "user", "content": "hi"}
+    chat = write(directory / "chat_history.jsonl", json.dumps(record) + "\n")
+    write(directory / "state.json", "{}")
+    inbox = root / "memory-v2" / "workspaces" / "w1" / "observations" / "_inbox"
+    notes = [write(inbox / f"{sid}__note{i}.md", "remember\n") for i in range(memory)]
+    age(directory, days)
+    return GrokSession(sid, directory, chat, notes, [chat, directory / "state.json", directory])
+
+
+# -- zero -----------------------------------------------------------------
+
+
+def zero_root(data_home: Path) -> Path:
+    return data_home / "zero" / "sessions"
+
+
+@dataclass
+class ZeroSession:
+    id: str
+    dir: Path
+    metadata: Path
+    artifacts: list[Path] = field(default_factory=list)
+
+
+def make_zero_session(
+    root: Path,
+    sid: str,
+    *,
+    parent: str | None = None,
+    updated_at: object = UNSET,
+    metadata: str | None = None,
+    lease: bool = True,
+    days: float = 0.0,
+) -> ZeroSession:
+    """A zero session `<root>/<sid>/`: metadata.json (or `metadata` verbatim),
+    events.jsonl, a checkpoint, session.lock and (when `lease`) lease.lock."""
+    directory = root / sid
+    meta: dict[str, object] = {"sessionId": sid, "parentSessionId": parent or ""}
+    if updated_at is not UNSET:
+        meta["updatedAt"] = updated_at
+    meta_path = write(
+        directory / "metadata.json", metadata if metadata is not None else json.dumps(meta)
+    )
+    write(directory / "checkpoints" / "0001.json", "{}")
+    files = [
+        meta_path,
+        write(directory / "events.jsonl", '{"type": "start"}\n'),
+        directory / "checkpoints",
+        write(directory / "session.lock", ""),
+    ]
+    if lease:
+        files.append(write(directory / "lease.lock", ""))
+    age(directory, days)
+    return ZeroSession(sid, directory, meta_path, [*files, directory])
+
+
+# -- stores ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Store:
+    """Stands in for config.StoreConfig (the adapter duck-types it)."""
+
+    name: str
+    root: Path
+    depth: int
+
+
+def make_store_session(root: Path, rel: str, *, days: float = 0.0) -> Path:
+    """A store session directory `root/rel` with a file and a nested file."""
+    directory = root / rel
+    write(directory / "issue.md", "# issue\n")
+    write(directory / "work" / "notes.txt", "notes\n")
+    age(directory, days)
+    return directory

@@ -1,0 +1,232 @@
+"""The Gemini CLI adapter against real session trees in a fake home."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from agentkeep.adapters.gemini import CHAT_HEAD, GeminiAdapter
+from agentkeep.model import Session
+from agentkeep.paths import Env
+from agentkeep.processes import ProcessTable
+from agentkeep.removal import SessionRemoval
+from build_agents import DAY, gemini_root, make_gemini_session, mtimes, write
+from conftest import FakeHome
+
+A = "0b7c1d2e-1111-4aaa-8bbb-000000000001"
+B = "0b7c1d2e-1111-4aaa-8bbb-000000000002"  # shares A's 8-char file-name prefix
+SUB = "0b7c1d2e-2222-4aaa-8bbb-000000000003"
+BAD_IDS = ["", ".", "..", "a/b", "../x", "-lead", "a.b", "x" * 129]
+
+
+@pytest.fixture
+def adapter(fake_home: FakeHome) -> GeminiAdapter:
+    return GeminiAdapter(Env.from_environ(fake_home.environ))
+
+
+@pytest.fixture
+def root(fake_home: FakeHome) -> Path:
+    return gemini_root(fake_home.home)
+
+
+def scan(adapter: GeminiAdapter) -> dict[str, Session]:
+    return {s.id: s for s in adapter.scan()}
+
+
+def remover(sid: str) -> SessionRemoval:
+    return SessionRemoval("gemini", sid, dry_run=False, trash=None)
+
+
+def test_root_follows_gemini_cli_home(fake_home: FakeHome, tmp_path: Path) -> None:
+    environ = dict(fake_home.environ, GEMINI_CLI_HOME=str(tmp_path / "gh"))
+    assert GeminiAdapter(Env.from_environ(environ)).root == tmp_path / "gh" / ".gemini"
+    environ["GEMINI_CLI_HOME"] = "relative"
+    assert GeminiAdapter(Env.from_environ(environ)).root == fake_home.home / ".gemini"
+
+
+def test_idle_session_every_artifact_found_and_nothing_shared(
+    adapter: GeminiAdapter, root: Path
+) -> None:
+    idle = make_gemini_session(root, A, subagents=(SUB,), days=40)
+    other = make_gemini_session(root, B, days=1)
+    sessions = scan(adapter)
+    assert set(sessions) == {A, B}  # the subagent belongs to its parent
+    s = sessions[A]
+    assert {a.path for a in s.artifacts} == {str(p) for p in idle.artifacts}
+    assert [a.path for a in s.primary] == [str(idle.chat)]
+    assert s.artifacts[0].primary
+    assert {a.path for a in sessions[B].artifacts} == {str(p) for p in other.artifacts}
+    # Project-wide files (checkpoint history, logs.json, shell history) are
+    # never a session's, not even residual.
+    every = {a.path for x in sessions.values() for a in x.artifacts} | set(s.residual)
+    for shared in idle.shared:
+        assert not any(p == str(shared) or p.startswith(str(shared) + "/") for p in every)
+    assert s.workspace == "/work/proj"
+    last = s.last_activity()
+    assert last is not None and abs(last - (time.time() - 40 * DAY)) < 60
+    assert s.bytes == sum(a.bytes for a in s.artifacts) > 0
+    assert adapter.load(A) == s
+    watched = adapter.watch_dirs()
+    for d in ("tmp", "tmp/proj", "tmp/proj/chats", "tmp/proj/logs", "tmp/proj/tool-outputs"):
+        assert root / d in watched, d
+
+
+def test_legacy_json_chat_beyond_the_head_and_last_updated(
+    adapter: GeminiAdapter, root: Path
+) -> None:
+    g = make_gemini_session(root, A, fmt="json", last_updated="2026-01-01T00:00:00Z", days=3000)
+    record = json.loads(g.chat.read_text())
+    record["messages"] = [{"id": f"m{i}", "content": "x" * 1000} for i in range(200)]
+    g.chat.write_text(json.dumps(record))
+    assert g.chat.stat().st_size > 2 * CHAT_HEAD
+    os.utime(g.chat, (time.time() - 3000 * DAY,) * 2)
+    s = adapter.load(A)
+    assert s is not None and [a.path for a in s.primary] == [str(g.chat)]
+    # lastUpdated is Gemini's own update time: it counts toward activity.
+    assert s.updated == 1767225600.0 and s.last_activity() == 1767225600.0
+
+
+def test_unreadable_last_updated_makes_the_session_undated(
+    adapter: GeminiAdapter, root: Path
+) -> None:
+    make_gemini_session(root, A, last_updated="last tuesday", days=3000)
+    s = adapter.load(A)
+    assert s is not None and s.undated and s.last_activity() is None
+
+
+def test_uuid_ids_are_lowercased_everywhere(adapter: GeminiAdapter, root: Path) -> None:
+    upper = A.upper()
+    g = make_gemini_session(root, upper)
+    assert adapter.canonical_id(upper) == A
+    s = adapter.load(upper)
+    assert s is not None and s.id == A
+    assert {a.path for a in s.artifacts} == {str(p) for p in g.artifacts}
+    assert adapter.session_for_path(str(g.project / upper / "plans" / "plan.md")) == A
+
+
+def test_bad_ids_reach_nothing(adapter: GeminiAdapter, root: Path) -> None:
+    g = make_gemini_session(root, A, subagents=(SUB,))
+    for raw in BAD_IDS:
+        assert adapter.canonical_id(raw) is None, raw
+        assert adapter.load(raw) is None, raw
+    p = g.project
+    assert adapter.session_for_path(str(g.chat)) == A
+    assert adapter.session_for_path(str(p / "logs" / f"session-{SUB}.jsonl")) == A
+    assert adapter.session_for_path(str(p / "tool-outputs" / f"session-{A}" / "x")) == A
+    assert adapter.session_for_path(str(p / SUB / "tasks" / "t.json")) == A
+    assert adapter.session_for_path(str(p / "chats" / A / f"{SUB}.jsonl")) == A
+    for path in (
+        p / "logs.json",
+        p / "shell_history",
+        p / "checkpoints" / f"checkpoint-{A}.json",
+        p / "chats",
+        p / ".." / "proj" / A,
+        root / "history" / "proj" / "HEAD",
+        root / "tmp" / "bin" / A,
+        root / "tmp",
+    ):
+        assert adapter.session_for_path(str(path)) is None, path
+
+
+def test_malformed_chats_are_skipped_with_a_log_line(
+    adapter: GeminiAdapter, root: Path, fake_home: FakeHome
+) -> None:
+    make_gemini_session(root, A)
+    chats = root / "tmp" / "proj" / "chats"
+    write(chats / "session-x-trunc.jsonl", '{"sessionId": "0b7c1d2e-1111-4aaa-8bbb-00000000')
+    write(chats / "session-x-walk.jsonl", json.dumps({"sessionId": "../x"}) + "\n")
+    write(chats / "session-x-slash.json", json.dumps({"sessionId": "a/b", "messages": []}))
+    write(chats / "session-x-none.json", "[]")
+    os.close(os.open(os.fsencode(chats) + b"/session-\xff.jsonl", os.O_CREAT | os.O_WRONLY))
+    target = write(fake_home.root / "outside.jsonl", json.dumps({"sessionId": B}) + "\n")
+    (chats / "session-x-link.jsonl").symlink_to(target)
+    # A dir no session names, with an id-like name, is a newer Gemini's, not ours.
+    write(root / "tmp" / "proj" / "newshared" / "f", "")
+    with capture_logs() as logs:
+        sessions = scan(adapter)
+    assert set(sessions) == {A}
+    assert not any("newshared" in a.path for a in sessions[A].artifacts)
+    events = [(e["event"], e.get("path", "") + e.get("name", "")) for e in logs]
+    for name in ("trunc", "walk", "slash", "none", "link", "newshared"):
+        assert any(name in where for _, where in events), name
+    assert any("UTF-8" in e["event"] and e["directory"] == str(chats) for e in logs)
+
+
+def test_removal_takes_the_chat_first_and_leaves_shared_files(
+    adapter: GeminiAdapter, root: Path
+) -> None:
+    g = make_gemini_session(root, A, subagents=(SUB,), days=40)
+    other = make_gemini_session(root, B, days=40)
+    s = adapter.load(A)
+    assert s is not None
+    r = remover(A)
+    adapter.remove(s, r)
+    assert r.removed[0] == str(g.chat)
+    assert set(r.removed) == {str(p) for p in g.artifacts}
+    assert not any(p.exists() for p in g.artifacts)
+    assert all(p.exists() for p in g.shared) and r.residuals == []
+    assert all(p.exists() for p in other.artifacts)
+    assert adapter.load(A) is None and set(scan(adapter)) == {B}
+
+
+def test_half_removed_session_is_finishable(adapter: GeminiAdapter, root: Path) -> None:
+    g = make_gemini_session(root, A, days=40)
+    g.chat.unlink()
+    s = adapter.load(A)
+    assert s is not None and s.primary == []
+    assert {a.path for a in s.artifacts} == {str(p) for p in g.artifacts[1:]}
+    adapter.remove(s, remover(A))
+    assert adapter.load(A) is None
+
+
+def test_linked_project_dir_is_not_followed(
+    adapter: GeminiAdapter, root: Path, fake_home: FakeHome
+) -> None:
+    elsewhere = make_gemini_session(fake_home.root / "elsewhere", A, days=40)
+    (root / "tmp").mkdir(parents=True)
+    (root / "tmp" / "linked").symlink_to(elsewhere.project)
+    s = scan(adapter)[A]
+    assert s.unsafe is not None and all(a.linked for a in s.artifacts)
+    r = remover(A)
+    adapter.remove(s, r)
+    assert all(p.exists() for p in elsewhere.artifacts)
+    assert len(r.residuals) == len(elsewhere.artifacts)
+
+
+def test_a_process_naming_the_id_is_a_holder(
+    adapter: GeminiAdapter, root: Path, fake_home: FakeHome
+) -> None:
+    make_gemini_session(root, A)
+    make_gemini_session(root, B)
+    code = "import time; print('ready', flush=True); time.sleep(60)"
+    argv = [sys.executable, "-c", code, "--resume", A.upper()]
+    proc = subprocess.Popen(argv, env=fake_home.environ, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        procs = ProcessTable.snapshot()
+        named, other = adapter.load(A), adapter.load(B)
+        assert named is not None and other is not None
+        assert proc.pid in [h.pid for h in adapter.holders(named, procs)]
+        assert proc.pid not in [h.pid for h in adapter.holders(other, procs)]
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_scans_change_no_timestamp(adapter: GeminiAdapter, root: Path) -> None:
+    make_gemini_session(root, A, subagents=(SUB,), days=40)
+    make_gemini_session(root, B, project="other", fmt="json", days=50)
+    before = mtimes(root)
+    for s in scan(adapter).values():
+        adapter.load(s.id)
+        for a in s.artifacts:
+            adapter.session_for_path(a.path)
+    adapter.watch_dirs()
+    assert mtimes(root) == before

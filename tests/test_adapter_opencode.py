@@ -1,0 +1,507 @@
+"""The opencode adapter against real opencode-shaped data dirs: JSON storage,
+a real opencode.db, real processes, the real removal engine, and a fake
+`opencode` binary (a real one would migrate the database)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from agentkeep import removal
+from agentkeep.adapters.base import RemovalError
+from agentkeep.adapters.opencode import OpencodeAdapter
+from agentkeep.model import Session
+from agentkeep.paths import Env
+from agentkeep.processes import ProcessTable
+from agentkeep.removal import SessionRemoval
+from build_codex import HOLD_OPEN, HOLD_WRITE_LOCK, calls, without
+from build_opencode import (
+    UPDATED_MS,
+    OpencodeTree,
+    build_opencode,
+    install_fake_opencode,
+    new_id,
+)
+from conftest import FakeHome
+
+ROW_TABLES = [
+    "session",
+    "session_v2",
+    "message",
+    "part",
+    "todo",
+    "session_share",
+    "event",
+    "event_sequence",
+]
+
+
+@pytest.fixture
+def tree(fake_home: FakeHome) -> OpencodeTree:
+    # No real opencode is ever run: PATH keeps no directory that has one.
+    fake_home.environ["PATH"] = without(fake_home, "opencode")
+    return build_opencode(fake_home)
+
+
+@pytest.fixture
+def spawn(fake_home: FakeHome) -> Iterator[object]:
+    """Start a real process in the fake user's environment and wait until it
+    prints a line; every one is killed at teardown."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*argv: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, *argv], env=fake_home.environ, stdout=subprocess.PIPE, text=True
+        )
+        started.append(proc)
+        assert proc.stdout is not None
+        assert proc.stdout.readline(), "SETUP INVALID: helper process died before it was ready"
+        return proc
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait()
+
+
+def adapter(fake_home: FakeHome) -> OpencodeAdapter:
+    return OpencodeAdapter(Env.from_environ(fake_home.environ))
+
+
+def by_id(fake_home: FakeHome) -> dict[str, Session]:
+    return {s.id: s for s in adapter(fake_home).scan()}
+
+
+def paths(session: Session) -> set[str]:
+    return {a.path for a in session.artifacts}
+
+
+def files_under(*roots: Path) -> int:
+    total = 0
+    for root in roots:
+        if root.is_file():
+            total += root.stat().st_size
+        for dirpath, _dirs, names in os.walk(root):
+            total += sum(os.lstat(os.path.join(dirpath, n)).st_size for n in names)
+    return total
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under root with (size, mtime_ns), SQLite's -wal/-shm aside."""
+    found = {}
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            if not name.endswith(("-wal", "-shm")):
+                st = os.lstat(os.path.join(dirpath, name))
+                found[os.path.join(dirpath, name)] = (st.st_size, st.st_mtime_ns)
+    return found
+
+
+def storage_of(tree: OpencodeTree, sid: str) -> list[Path]:
+    """The session's JSON storage: session file, message dir, part dirs, todo, diff."""
+    messages = tree.storage / "message" / sid
+    parts = [tree.storage / "part" / m.stem for m in sorted(messages.glob("*.json"))]
+    return [
+        tree.storage / "session" / "global" / f"{sid}.json",
+        messages,
+        *parts,
+        tree.storage / "todo" / f"{sid}.json",
+        tree.storage / "session_diff" / f"{sid}.json",
+    ]
+
+
+def remover(sid: str, *, dry_run: bool = False) -> SessionRemoval:
+    return SessionRemoval("opencode", sid, dry_run=dry_run, trash=None)
+
+
+# -- finding and attributing -------------------------------------------------------
+
+
+def test_scan_attributes_every_artifact_to_its_session(
+    fake_home: FakeHome, tree: OpencodeTree
+) -> None:
+    sid, other = tree.full_session(), tree.full_session()
+    files = storage_of(tree, sid)
+    assert len(files) == 6
+
+    sessions = by_id(fake_home)
+
+    assert set(sessions) == {sid, other}
+    s = sessions[sid]
+    assert paths(s) == {str(p) for p in files} | {f"{tree.db}#{t}" for t in ROW_TABLES}
+    assert {a.path for a in s.primary} == {
+        str(files[0]),
+        f"{tree.db}#session",
+        f"{tree.db}#session_v2",
+    }
+    assert s.workspace == "/home/u/proj"
+    assert s.updated == UPDATED_MS / 1000
+    assert s.bytes == files_under(*files)
+    assert not {p for p in paths(s) & paths(sessions[other]) if "#" not in p}
+    assert adapter(fake_home).load(sid) == s
+
+
+def test_parents_down_to_depth_three(fake_home: FakeHome, tree: OpencodeTree) -> None:
+    root, child, grandchild, great = new_id(), new_id(), new_id(), new_id()
+    tree.full_session(root)
+    tree.session_json(child, parent=root)  # 1.x: parentID
+    tree.session_rows(grandchild, parent=child, v2=False)  # 1.2: session.parent_id
+    tree.session_rows(great, parent=grandchild, legacy=False)  # 2.x: session_v2.parent_id
+    sessions = by_id(fake_home)
+    assert [sessions[s].parent for s in (root, child, grandchild, great)] == [
+        None,
+        root,
+        child,
+        grandchild,
+    ]
+
+
+def test_an_older_database_without_the_new_tables(fake_home: FakeHome, tree: OpencodeTree) -> None:
+    tree.create_db(v2=False)
+    sid = new_id()
+    tree.session_rows(sid, v2=False)
+    s = adapter(fake_home).load(sid)
+    assert s is not None
+    assert paths(s) == {f"{tree.db}#{t}" for t in ROW_TABLES[:1] + ROW_TABLES[2:6]}
+    # A first 1.2 database: only a session table, with another time column.
+    tree.db.unlink()
+    conn = sqlite3.connect(tree.db)
+    with conn:
+        conn.execute("CREATE TABLE session (id TEXT PRIMARY KEY, updated_at INTEGER)")
+        conn.execute("INSERT INTO session VALUES (?, ?)", (sid, UPDATED_MS))
+    conn.close()
+    s = adapter(fake_home).load(sid)
+    assert s is not None and s.updated == UPDATED_MS / 1000
+    assert paths(s) == {f"{tree.db}#session"}
+
+
+def test_data_dir_follows_xdg_only_inside_the_home(fake_home: FakeHome) -> None:
+    inside = fake_home.home / "data"
+    fake_home.environ["XDG_DATA_HOME"] = str(inside)
+    assert adapter(fake_home).data_dir == inside / "opencode"
+    for elsewhere in (str(fake_home.root / "shared"), "relative/data", f"{fake_home.home}/../x"):
+        fake_home.environ["XDG_DATA_HOME"] = elsewhere
+        assert adapter(fake_home).data_dir == fake_home.home / ".local" / "share" / "opencode"
+
+
+def test_leftovers_of_a_half_removal_are_listed(fake_home: FakeHome, tree: OpencodeTree) -> None:
+    sid = tree.full_session()
+    files = storage_of(tree, sid)
+    files[0].unlink()
+    conn = sqlite3.connect(tree.db)
+    with conn:
+        conn.execute("DELETE FROM session WHERE id = ?", (sid,))
+        conn.execute("DELETE FROM session_v2 WHERE id = ?", (sid,))
+    conn.close()
+    s = adapter(fake_home).load(sid)
+    assert s is not None and s.primary == []
+    assert paths(s) == {str(p) for p in files[1:]} | {f"{tree.db}#{t}" for t in ROW_TABLES[2:]}
+    assert sid in by_id(fake_home)
+
+
+# -- bad input ---------------------------------------------------------------------
+
+
+def test_malformed_entries_are_skipped_with_a_log_line(
+    fake_home: FakeHome, tree: OpencodeTree
+) -> None:
+    good = tree.full_session()
+    truncated, liar = new_id(), new_id()
+    tree.session_json(truncated, raw='{"id": "' + truncated + '", "time": {"upd', parent=good)
+    tree.session_json(liar, raw=json.dumps({"id": good, "parentID": good}))
+    folder = tree.storage / "session" / "global"
+    (folder / "bad id!.json").write_text("{}")
+    (folder / ".json").write_text("{}")
+    (tree.storage / "message" / good / "not a msg!.json").write_text("{}")
+    (tree.storage / "part" / "not a msg!").mkdir()
+    conn = sqlite3.connect(tree.db)
+    with conn:
+        for bad in ("../evil", "a/b", ""):
+            conn.execute(
+                "INSERT INTO session (id, project_id, slug, directory, title, version,"
+                " time_created, time_updated) VALUES (?, 'global', 's', '/', 't', '1', 1, 1)",
+                (bad,),
+            )
+            conn.execute("INSERT INTO message VALUES (?, ?, 1, 1, '{}')", (new_id("msg"), bad))
+    conn.close()
+
+    with capture_logs() as logs:
+        sessions = by_id(fake_home)
+
+    assert set(sessions) == {good, truncated, liar}
+    for odd in (truncated, liar):  # named by the file, but nothing read from it
+        assert sessions[odd].undated and sessions[odd].parent is None
+        assert paths(sessions[odd]) == {str(folder / f"{odd}.json")}
+    attributed = set().union(*(paths(s) for s in sessions.values()))
+    assert not any("evil" in p or "bad id" in p or "not a msg" in p for p in attributed)
+    events = {e["event"] for e in logs}
+    assert "session file is not JSON (truncated?); undated" in events
+    assert "session file names another session; undated" in events
+    assert "session file name is not a session id; skipped" in events
+    assert "session row id is not a session id; skipped" in events
+    assert adapter(fake_home).load("../evil") is None
+
+
+@pytest.mark.parametrize("damage", ["not-a-database", "corrupt"])
+def test_an_unreadable_database_makes_sessions_undated_and_blocks_removal(
+    fake_home: FakeHome, tree: OpencodeTree, damage: str
+) -> None:
+    sid = tree.full_session()
+    if damage == "not-a-database":
+        for side in ("-wal", "-shm"):
+            Path(f"{tree.db}{side}").unlink(missing_ok=True)
+        tree.db.write_text("SQLite format 2\n" * 300)
+    else:
+        with tree.db.open("r+b") as f:
+            f.seek(100)
+            f.write(os.urandom(3000))
+    with capture_logs() as logs:
+        s = adapter(fake_home).load(sid)
+    assert s is not None and s.undated and s.last_activity() is None
+    assert not any(a.kind == "row" for a in s.artifacts)
+    assert "opencode database unreadable; opencode sessions undated" in {e["event"] for e in logs}
+    with pytest.raises(RemovalError, match="cannot read"):
+        adapter(fake_home).remove(s, remover(sid))
+    assert all(p.exists() for p in storage_of(tree, sid))
+
+
+def test_ids_and_paths(fake_home: FakeHome, tree: OpencodeTree) -> None:
+    a = adapter(fake_home)
+    sid = new_id()
+    assert a.canonical_id(sid) == sid
+    for bad in ("../x", "a/b", "", "-lead", "x" * 129, "a b", "ses.1"):
+        assert a.canonical_id(bad) is None
+    s = tree.storage
+    assert a.session_for_path(str(s / "session" / "global" / f"{sid}.json")) == sid
+    assert a.session_for_path(str(s / "message" / sid / "msg_1.json")) == sid
+    assert a.session_for_path(str(s / "todo" / f"{sid}.json")) == sid
+    assert a.session_for_path(str(s / "part" / "msg_1" / "prt_1.json")) is None
+    assert a.session_for_path(str(tree.db)) is None
+    assert a.session_for_path(f"/elsewhere/storage/message/{sid}") is None
+    tree.session_json(sid, project="p1")
+    assert set(a.watch_dirs()) == {
+        tree.data,
+        s / "session",
+        s / "message",
+        s / "session" / "p1",
+    }
+
+
+def test_scanning_changes_no_time_and_writes_no_row(
+    fake_home: FakeHome, tree: OpencodeTree
+) -> None:
+    sid = tree.full_session()
+    info = storage_of(tree, sid)[0]
+    os.utime(info, (1_600_000_000, 1_700_000_000))
+    control = tree.data / "control"
+    control.write_text("x")
+    os.utime(control, (1_600_000_000, 1_700_000_000))
+    control.read_text()
+    atimes_tracked = control.stat().st_atime != 1_600_000_000
+    before = snapshot(tree.data)
+    db_before = hashlib.sha256(tree.db.read_bytes()).hexdigest()
+    rows_before = tree.row_counts(sid)
+
+    list(adapter(fake_home).scan())
+    adapter(fake_home).load(sid)
+
+    assert snapshot(tree.data) == before
+    assert hashlib.sha256(tree.db.read_bytes()).hexdigest() == db_before
+    assert tree.row_counts(sid) == rows_before
+    if atimes_tracked:
+        assert info.stat().st_atime == 1_600_000_000
+
+
+# -- in use ------------------------------------------------------------------------
+
+
+def test_in_use_by_a_command_line_naming_the_id(
+    fake_home: FakeHome, tree: OpencodeTree, spawn
+) -> None:
+    sid, other = tree.full_session(), tree.full_session()
+    proc = spawn("-c", "import time; print('up', flush=True); time.sleep(60)", "-s", sid)
+    a, procs = adapter(fake_home), ProcessTable.snapshot()
+    assert proc.pid in {h.pid for h in a.holders(a.load(sid), procs)}  # type: ignore[arg-type]
+    assert proc.pid not in {h.pid for h in a.holders(a.load(other), procs)}  # type: ignore[arg-type]
+
+
+def test_in_use_by_a_process_with_the_database_open_but_not_the_service(
+    fake_home: FakeHome, tree: OpencodeTree, spawn
+) -> None:
+    sid = tree.full_session()
+    service = spawn("-c", HOLD_OPEN, str(tree.db), "serve", "--service")
+    tui = spawn("-c", HOLD_OPEN, str(tree.db))
+    for proc in (service, tui):
+        fds = [
+            os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")
+        ]
+        assert str(tree.db) in fds, "SETUP INVALID: the helper does not hold the database"
+    a = adapter(fake_home)
+    holders = a.holders(a.load(sid), ProcessTable.snapshot())  # type: ignore[arg-type]
+    assert [(h.pid, h.detail) for h in holders] == [(tui.pid, "has opencode.db open")]
+
+
+# -- removal -----------------------------------------------------------------------
+
+
+def test_remove_without_opencode_takes_the_session_rows_first(
+    fake_home: FakeHome, tree: OpencodeTree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid, other = tree.full_session(), tree.full_session()
+    files = storage_of(tree, sid)
+    rows_when_file_removed: list[dict[str, int]] = []
+
+    def before_leaf(path: str) -> None:
+        if path == str(files[0]):
+            rows_when_file_removed.append(tree.row_counts(sid))
+
+    monkeypatch.setattr(removal, "_before_leaf", before_leaf)
+    a, r = adapter(fake_home), remover(sid)
+    a.remove(a.load(sid), r)  # type: ignore[arg-type]
+
+    assert rows_when_file_removed, "SETUP INVALID: the session file was never removed"
+    assert rows_when_file_removed[0]["session"] == rows_when_file_removed[0]["session_v2"] == 0
+    assert r.removed == [f"{tree.db}#{t}" for t in ROW_TABLES] + [str(p) for p in files]
+    assert r.residuals == []
+    assert set(tree.row_counts(sid).values()) == {0}
+    assert not any(p.exists() for p in files)
+    assert a.load(sid) is None
+    assert set(tree.row_counts(other).values()) != {0}
+    assert all(p.exists() for p in storage_of(tree, other))
+
+
+def test_remove_with_opencode_then_the_legacy_rows_and_files(
+    fake_home: FakeHome, tree: OpencodeTree
+) -> None:
+    sid = tree.full_session()
+    child = tree.full_session(parent=sid)
+    log = install_fake_opencode(fake_home)
+    files = storage_of(tree, sid)
+    a, r = adapter(fake_home), remover(sid)
+
+    a.remove(a.load(sid), r)  # type: ignore[arg-type]
+
+    assert calls(log) == [["debug", "paths"], ["session", "delete", sid]]
+    assert r.removed == [f"opencode session delete {sid}"] + [
+        f"{tree.db}#{t}" for t in ("session", "message", "part", "todo", "session_share")
+    ] + [str(p) for p in files]
+    assert set(tree.row_counts(sid).values()) == {0}
+    assert not any(p.exists() for p in files)
+    assert a.load(sid) is None
+    # Exactly one session: the child stays whole, still naming its parent.
+    kept = a.load(child)
+    assert kept is not None and kept.parent == sid
+    assert set(tree.row_counts(child).values()) == {1, 2}
+
+
+def test_opencode_on_another_data_dir_is_not_asked_to_delete(
+    fake_home: FakeHome, tree: OpencodeTree
+) -> None:
+    sid = tree.full_session()
+    log = install_fake_opencode(fake_home, data_dir=fake_home.root / "other-opencode")
+    a, r = adapter(fake_home), remover(sid)
+    a.remove(a.load(sid), r)  # type: ignore[arg-type]
+    assert calls(log) == [["debug", "paths"]]
+    assert r.removed[:2] == [f"{tree.db}#session", f"{tree.db}#session_v2"]
+    assert a.load(sid) is None
+
+
+def test_a_failing_opencode_leaves_the_session_and_fails(
+    fake_home: FakeHome, tree: OpencodeTree
+) -> None:
+    sid = tree.full_session()
+    rows = tree.row_counts(sid)
+    log = install_fake_opencode(fake_home, fail=True)
+    a = adapter(fake_home)
+    r = remover(sid)
+    with pytest.raises(RemovalError, match="opencode session delete failed .*still listed"):
+        a.remove(a.load(sid), r)  # type: ignore[arg-type]
+    assert r.removed == []  # it did nothing: nothing is reported removed
+    assert calls(log) == [["debug", "paths"], ["session", "delete", sid]]
+    assert tree.row_counts(sid) == rows and all(p.exists() for p in storage_of(tree, sid))
+
+
+def test_opencode_failing_on_a_legacy_only_session_is_finished_by_us(
+    fake_home: FakeHome, tree: OpencodeTree
+) -> None:
+    sid = new_id()
+    tree.session_json(sid)
+    tree.messages_json(sid)
+    tree.session_rows(sid, v2=False)
+    log = install_fake_opencode(fake_home)
+    a = adapter(fake_home)
+    a.remove(a.load(sid), remover(sid))  # type: ignore[arg-type]
+    assert calls(log) == [["debug", "paths"], ["session", "delete", sid]]  # "not found": exit 1
+    assert a.load(sid) is None and set(tree.row_counts(sid).values()) == {0}
+
+
+@pytest.mark.parametrize("with_binary", [False, True])
+def test_a_database_held_for_writing_refuses_before_anything_is_removed(
+    fake_home: FakeHome, tree: OpencodeTree, spawn, with_binary: bool
+) -> None:
+    sid = tree.full_session()
+    log = install_fake_opencode(fake_home) if with_binary else None
+    before, rows = snapshot(tree.data), tree.row_counts(sid)
+    holder = spawn("-c", HOLD_WRITE_LOCK, str(tree.db))
+    probe = sqlite3.connect(tree.db, timeout=0)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        probe.execute("BEGIN IMMEDIATE")  # SETUP: the write lock is really held
+    probe.close()
+    a, r = adapter(fake_home), remover(sid)
+
+    with pytest.raises(RemovalError, match=f"database .*opencode.db in use by pid {holder.pid}"):
+        a.remove(a.load(sid), r)  # type: ignore[arg-type]
+
+    if log is not None:
+        assert calls(log) == [["debug", "paths"]]  # never asked to delete
+    assert r.removed == [] and snapshot(tree.data) == before
+    holder.kill()
+    holder.wait()
+    assert tree.row_counts(sid) == rows
+
+
+def test_the_service_holding_the_database_keeps_rows_unwritten(
+    fake_home: FakeHome, tree: OpencodeTree, spawn
+) -> None:
+    # The service is no evidence of use, but nothing writes under an open database.
+    sid = tree.full_session()
+    service = spawn("-c", HOLD_OPEN, str(tree.db), "serve", "--service")
+    a = adapter(fake_home)
+    s = a.load(sid)
+    assert s is not None and a.holders(s, ProcessTable.snapshot()) == []
+    with pytest.raises(RemovalError, match=f"in use by pid {service.pid}"):
+        a.remove(s, remover(sid))
+    assert all(p.exists() for p in storage_of(tree, sid))
+
+
+def test_dry_run_decides_the_same_and_changes_nothing(
+    fake_home: FakeHome, tree: OpencodeTree
+) -> None:
+    sid = tree.full_session()
+    files = storage_of(tree, sid)
+    before, rows = snapshot(tree.data), tree.row_counts(sid)
+    a, r = adapter(fake_home), remover(sid, dry_run=True)
+
+    a.remove(a.load(sid), r)  # type: ignore[arg-type]
+
+    assert r.removed == [f"{tree.db}#{t}" for t in ROW_TABLES] + [str(p) for p in files]
+    assert snapshot(tree.data) == before and tree.row_counts(sid) == rows
+
+    log = install_fake_opencode(fake_home)
+    r = remover(sid, dry_run=True)
+    adapter(fake_home).remove(a.load(sid), r)  # type: ignore[arg-type]
+    assert calls(log) == []  # a dry run runs no binary
+    assert r.removed == [f"opencode session delete {sid}"] + [
+        f"{tree.db}#{t}" for t in ("session", "message", "part", "todo", "session_share")
+    ] + [str(p) for p in files]
+    assert r.residuals == []
+    assert snapshot(tree.data) == before and tree.row_counts(sid) == rows
