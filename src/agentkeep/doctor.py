@@ -1,0 +1,366 @@
+"""`agentkeep doctor`: what stands in the way, each problem with its fix.
+
+Every check only reads: the config, the inotify budget, the service
+manager's view, the daemon's `status` answer, the state dir's pause file,
+and the agents' own settings files. Nothing here creates the state dir or
+the index. A check that cannot be made says so instead of raising.
+
+`AGENTKEEP_INOTIFY_MAX` replaces the kernel's max_user_watches in the
+watch-budget check (a seam for tests, and a way to ask "would N be enough?").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agentkeep import adapters, client, service
+from agentkeep.adapters.claude import ClaudeAdapter
+from agentkeep.adapters.gemini import GeminiAdapter
+from agentkeep.config import (
+    DEFAULT_MAX_REMOVALS,
+    DEFAULT_PRUNE_INTERVAL,
+    DEFAULT_TRASH,
+    Config,
+    ConfigError,
+    load_config,
+)
+from agentkeep.daemon import watch
+from agentkeep.paths import Env
+from agentkeep.statefiles import read_json
+
+log = structlog.get_logger("agentkeep.doctor")
+
+DAY = 86400.0
+# Claude Code's sweep when settings.json does not set cleanupPeriodDays.
+CLAUDE_DEFAULT_DAYS = 30
+SOCKET_TIMEOUT = 5.0
+
+
+@dataclass
+class Check:
+    """One thing looked at: `ok`, what was found, and (when not ok) the fix."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+
+# -- inputs --------------------------------------------------------------
+
+
+def _load(env: Env) -> tuple[Config, ConfigError | None]:
+    """The user's config, or (when it is bad) the defaults with the error:
+    the other checks still need to know which agents there are."""
+    roots = adapters.agent_roots(env)
+    try:
+        config = load_config(
+            env.config_path, home=env.home, state_dir=env.state_dir, agent_roots=roots
+        )
+    except ConfigError as exc:
+        defaults = Config(
+            path=env.config_path,
+            exists=False,
+            retention=None,
+            retention_text=None,
+            agent_retention={},
+            agent_retention_text={},
+            prune_interval=DEFAULT_PRUNE_INTERVAL,
+            max_removals=DEFAULT_MAX_REMOVALS,
+            trash=DEFAULT_TRASH,
+            enabled=adapters.AGENTS,
+            stores=(),
+        )
+        return defaults, exc
+    return config, None
+
+
+def _daemon(env: Env) -> dict[str, Any] | str:
+    """The daemon's own `status`, or why none could be had."""
+    try:
+        answer = client.call(env, "status", {}, timeout=SOCKET_TIMEOUT)
+    except client.NoDaemon as exc:
+        return str(exc)
+    except client.RemoteError as exc:
+        return f"the daemon answered with an error: {exc.message}"
+    return answer if isinstance(answer, dict) else f"unexpected answer: {answer!r}"
+
+
+def _settings(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """An agent's settings.json: (data, None), (None, None) when absent,
+    (None, why) when it cannot be read as a JSON object."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as exc:
+        log.warning("agent settings unreadable", path=str(path), error=str(exc))
+        return None, f"{path} cannot be read: {exc}"
+    if not isinstance(data, dict):
+        return None, f"{path} is not a JSON object"
+    return data, None
+
+
+def _text(seconds: float) -> str:
+    if seconds % DAY == 0:
+        return f"{int(seconds // DAY)}d"
+    return f"{int(seconds // 3600)}h"
+
+
+def _retention_text(config: Config, agent: str) -> str | None:
+    text = config.agent_retention_text.get(agent, config.retention_text)
+    seconds = config.retention_for(agent)
+    return text if text is not None else (None if seconds is None else _text(seconds))
+
+
+# -- checks --------------------------------------------------------------
+
+
+def check_config(env: Env, config: Config, error: ConfigError | None) -> Check:
+    path = env.config_path
+    if error is not None:
+        return Check(
+            "config",
+            False,
+            f"{error}; until it is fixed the daemon prunes nothing",
+            f"correct {error.key or 'the file'} in {path}",
+        )
+    turn_on = f'One line in {path} turns pruning on: retention = "30d"'
+    if not config.exists:
+        return Check("config", True, f"no config file: nothing is ever pruned. {turn_on}")
+    if not config.has_retention():
+        return Check("config", True, f"{path} sets no retention: nothing is ever pruned. {turn_on}")
+    per_agent = ", ".join(f"{a} {t}" for a, t in sorted(config.agent_retention_text.items()))
+    retention = config.retention_text or "none"
+    return Check(
+        "config",
+        True,
+        f"{path}: retention {retention}" + (f" ({per_agent})" if per_agent else ""),
+    )
+
+
+def _watch_targets(env: Env, config: Config) -> set[Path]:
+    """The directories the daemon would watch, counted as it counts them."""
+    targets: set[Path] = set()
+    for agent, adapter in adapters.build(env, config).items():
+        try:
+            for group in watch.group_by_root(agent, adapter):
+                targets |= group.targets
+        except Exception as exc:
+            log.warning("watch dirs unavailable", agent=agent, error=str(exc))
+    return targets
+
+
+def _budget(env: Env) -> tuple[int, int] | None:
+    """(max_user_watches, in use), with AGENTKEEP_INOTIFY_MAX in place of the limit."""
+    budget = watch.inotify_budget()
+    forced = env.get("AGENTKEEP_INOTIFY_MAX")
+    if forced is None:
+        return budget
+    try:
+        limit = int(forced)
+    except ValueError:
+        log.warning("AGENTKEEP_INOTIFY_MAX is not a number; ignored", value=forced)
+        return budget
+    return limit, budget[1] if budget else 0
+
+
+_SYSCTL_FIX = (
+    "raise the limit: echo fs.inotify.max_user_watches=524288 | "
+    "sudo tee /etc/sysctl.d/90-agentkeep.conf && sudo sysctl --system "
+    "(then restart the daemon). Without it agentkeep still works, by periodic rescans."
+)
+
+
+def check_watches(env: Env, config: Config, daemon: dict[str, Any] | str) -> Check:
+    budget = _budget(env)
+    if budget is None:
+        return Check("watches", True, "no inotify here: the platform's file events are used")
+    limit, used = budget
+    need = len(_watch_targets(env, config))
+    watching = daemon.get("watch") if isinstance(daemon, dict) else None
+    mode = watching.get("mode") if isinstance(watching, dict) else None
+    if env.get("AGENTKEEP_INOTIFY_MAX") is None and mode is not None:
+        # The running daemon's watches are already in `used`: its word counts.
+        if mode == watch.INOTIFY:
+            return Check("watches", True, f"the daemon watches every directory (limit {limit})")
+        return Check(
+            "watches",
+            False,
+            f"the daemon could not watch everything (watch mode {mode}); "
+            f"{need} directories to watch, {used} of {limit} inotify watches in use",
+            _SYSCTL_FIX,
+        )
+    # The daemon never takes the last tenth of the budget (editors need watches too).
+    free = limit - used - int(limit * watch.RESERVE_FRACTION)
+    detail = f"{need} directories to watch; {used} of {limit} inotify watches in use"
+    if need <= free:
+        return Check("watches", True, f"{detail}, {free} free for agentkeep")
+    return Check(
+        "watches",
+        False,
+        f"{detail}: only {max(free, 0)} free for agentkeep, so it falls back to rescans",
+        _SYSCTL_FIX,
+    )
+
+
+def check_service(env: Env) -> Check:
+    try:
+        state = service.status(env)
+    except service.ServiceError as exc:
+        return Check("service", False, str(exc), "unset AGENTKEEP_SERVICE_KIND")
+    path, kind = state["unit_path"], state["kind"]
+    if not state["installed"]:
+        return Check(
+            "service", False, f"not installed ({path} does not exist)", "agentkeep service install"
+        )
+    if state["active"] is None:
+        return Check(
+            "service",
+            False,
+            f"installed at {path}, but the service manager cannot be asked whether it runs",
+            "run `agentkeep doctor` from your own login session (systemctl --user needs it)",
+        )
+    if not state["active"]:
+        if kind == "launchd":
+            target = f"gui/{env.uid}/{service.LABEL}"
+            fix = f"launchctl kickstart {target}; its logs: {service.log_dir(env)}"
+        else:
+            fix = (
+                f"systemctl --user start {service.UNIT_NAME}; "
+                f"why it stopped: journalctl --user -u {service.UNIT_NAME}"
+            )
+        return Check("service", False, f"installed at {path}, but not running", fix)
+    detail = f"installed at {path} and running"
+    if state["linger"] is False:
+        user = service.user_name(env)
+        detail += (
+            f"; it stops when you log out (lingering is off: "
+            f"`loginctl enable-linger {user}` keeps it running)"
+        )
+    return Check("service", True, detail)
+
+
+def check_socket(env: Env, daemon: dict[str, Any] | str) -> Check:
+    if isinstance(daemon, str):
+        return Check(
+            "socket",
+            False,
+            daemon,
+            "start the daemon: agentkeep service install (or run `agentkeep serve`)",
+        )
+    return Check("socket", True, f"daemon pid {daemon.get('pid')} answers on {env.socket_path}")
+
+
+def check_pause(env: Env) -> Check:
+    pause = read_json(env.state_dir / "pause.json", None)
+    if not isinstance(pause, dict):
+        return Check("pause", True, "the scheduled prune is not paused")
+    return Check(
+        "pause",
+        False,
+        f"the scheduled prune paused itself: {pause.get('reason', 'no reason recorded')}",
+        "check `agentkeep prune --dry-run`, then run `agentkeep prune` once to lift the pause",
+    )
+
+
+def _claude_settings(env: Env) -> Path:
+    config_dir = next(r.path for r in ClaudeAdapter(env).roots() if r.kind == "config")
+    return config_dir / "settings.json"
+
+
+def _claude_days(data: dict[str, Any] | None) -> tuple[float, str]:
+    value = (data or {}).get("cleanupPeriodDays")
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value), f"cleanupPeriodDays is {value:g}"
+    return CLAUDE_DEFAULT_DAYS, f"cleanupPeriodDays is not set (default {CLAUDE_DEFAULT_DAYS})"
+
+
+def check_claude(env: Env, config: Config) -> Check:
+    path = _claude_settings(env)
+    data, unreadable = _settings(path)
+    days, setting = _claude_days(data)
+    if unreadable:
+        setting = f"{unreadable}; assuming the default {CLAUDE_DEFAULT_DAYS} days"
+    sweep = f"Claude Code deletes sessions idle over {days:g} days when it starts ({setting})"
+    if "claude" not in config.enabled:
+        return Check("claude", True, f"{sweep}; agentkeep does not manage Claude (not in enabled)")
+    retention = config.retention_for("claude")
+    if retention is None:
+        return Check(
+            "claude",
+            True,
+            f"{sweep}; it is the only clean-up of Claude sessions (agentkeep has no retention)",
+        )
+    text = _retention_text(config, "claude")
+    if days * DAY < retention:
+        needed = math.ceil(retention / DAY)
+        return Check(
+            "claude",
+            False,
+            f"{sweep}: Claude deletes first, before agentkeep's {text} retention, "
+            "live and resumable sessions included",
+            f'set "cleanupPeriodDays": {needed} (or more) in {path}, so agentkeep decides',
+        )
+    return Check("claude", True, f"{sweep}, after agentkeep's {text} retention")
+
+
+def check_gemini(env: Env, config: Config) -> Check:
+    path = GeminiAdapter(env).root / "settings.json"
+    data, unreadable = _settings(path)
+    if unreadable:
+        return Check("gemini", True, f"{unreadable}; cannot tell whether its own clean-up is on")
+    general = (data or {}).get("general")
+    policy = general.get("sessionRetention") if isinstance(general, dict) else None
+    if not (isinstance(policy, dict) and policy.get("enabled") is True):
+        return Check("gemini", True, "Gemini CLI's own session clean-up is off")
+    if "gemini" not in config.enabled:
+        return Check(
+            "gemini", True, "Gemini CLI's own clean-up is on; agentkeep does not manage Gemini"
+        )
+    age = policy.get("maxAge")
+    fix = f"set general.sessionRetention.enabled to false in {path}, so agentkeep decides"
+    if config.retention_for("gemini") is None:
+        fix += f' (and give agentkeep a retention: retention = "30d" in {env.config_path})'
+    return Check(
+        "gemini",
+        False,
+        "Gemini CLI's own clean-up is on (general.sessionRetention"
+        + (f", maxAge {age}" if isinstance(age, str) else "")
+        + "): it has deleted resumed sessions, and knows nothing of agentkeep's leases",
+        fix,
+    )
+
+
+def run_checks(env: Env) -> list[Check]:
+    config, error = _load(env)
+    daemon = _daemon(env)
+    return [
+        check_config(env, config, error),
+        check_watches(env, config, daemon),
+        check_service(env),
+        check_socket(env, daemon),
+        check_pause(env),
+        check_claude(env, config),
+        check_gemini(env, config),
+    ]
+
+
+def exit_code(checks: list[Check]) -> int:
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def render(checks: list[Check], out: Callable[[str], None]) -> None:
+    for check in checks:
+        out(f"{'ok' if check.ok else 'PROBLEM':<8} {check.name}: {check.detail}")
+        if check.fix and not check.ok:
+            out(f"{'':<8} fix: {check.fix}")
+    problems = sum(not c.ok for c in checks)
+    out("all is well" if not problems else f"{problems} problem{'s' * (problems > 1)} found")
