@@ -1,0 +1,296 @@
+"""Session leases: shared flock(2) for users of a session, exclusive for a pruner.
+
+A lease is an open file description with a flock on it (CONTRACT.md, "Lease
+protocol"). flock, never lockf/fcntl record locks: record locks belong to a
+process, so two holders in one process (the daemon's threads) would not
+conflict, and closing any descriptor of the file would drop them. Every Lease
+opens its own description, so two holders in one process conflict exactly
+like two processes. A lease file that nobody has locked holds nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import re
+import sys
+import warnings
+from pathlib import Path
+from types import TracebackType
+from typing import NoReturn
+
+import structlog
+
+from agentkeep.adapters.base import valid_name
+from agentkeep.paths import ensure_private_dir
+
+log = structlog.get_logger("agentkeep.leases")
+
+# Characters kept as they are in a file name; everything else is %XX (UTF-8).
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+# Encoded names longer than this are cut and completed with a digest, so that
+# a long store id still fits a file name (255 bytes). The cut form holds "%%",
+# which no plain encoding can hold, so it never collides with one.
+_MAX_NAME = 200
+# A lock file replaced between our open and our flock is opened again; a path
+# that keeps changing this often is treated as an error (in use).
+_REOPENS = 8
+
+
+class LeaseError(Exception):
+    """A lease could not be checked or taken; callers treat it as in use."""
+
+
+class LeaseHeld(LeaseError):
+    """The lease is held by someone else and the caller asked not to wait."""
+
+
+def encode_id(session_id: str) -> str:
+    """One file name for a session id: characters outside [A-Za-z0-9_.-]
+    (store ids hold '/') are percent-encoded, so the name cannot walk."""
+    if not session_id:
+        raise ValueError("empty session id")
+    encoded = _UNSAFE.sub(
+        lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8", "surrogateescape")),
+        session_id,
+    )
+    if encoded in (".", ".."):
+        encoded = encoded.replace(".", "%2E")
+    if len(encoded) > _MAX_NAME:
+        digest = hashlib.sha256(session_id.encode("utf-8", "surrogateescape")).hexdigest()
+        encoded = encoded[: _MAX_NAME - len(digest) - 2] + "%%" + digest
+    return encoded
+
+
+def lease_path(state_dir: Path, agent: str, session_id: str) -> Path:
+    """`<state>/leases/<agent>/<id>.lock`. Creates nothing: the directory is
+    made when a lock is taken."""
+    if not valid_name(agent):
+        raise ValueError(f"invalid agent name {agent!r}")
+    return state_dir / "leases" / agent / f"{encode_id(session_id)}.lock"
+
+
+class Lease:
+    """A held flock on its own open file description. Closing the descriptor
+    is what releases it, so release() is idempotent and safe in any order."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+
+    @property
+    def held(self) -> bool:
+        return self.fd >= 0
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        # A lease dropped without release() would hold its session until the
+        # daemon exits; release it, loudly, like an unclosed file.
+        if getattr(self, "fd", -1) >= 0:
+            warnings.warn(f"lease {self.path} was never released", ResourceWarning, stacklevel=1)
+            self.release()
+
+    def __repr__(self) -> str:
+        return f"Lease({str(self.path)!r}, fd={self.fd})"
+
+
+def _make_dirs(directory: Path) -> None:
+    """Create `directory` and its missing ancestors, each 0700."""
+    missing: list[Path] = []
+    current = directory
+    while not current.is_dir() and current != current.parent:
+        missing.append(current)
+        current = current.parent
+    for path in reversed(missing):
+        ensure_private_dir(path)
+
+
+def _open(path: Path, *, create_dirs: bool, inheritable: bool = False) -> int:
+    if create_dirs:
+        _make_dirs(path.parent)
+    # O_NOFOLLOW: a link planted at the lock's name must not make us create or
+    # lock a file somewhere else.
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, 0o600)
+    if inheritable:
+        # os.open makes every descriptor close-on-exec (PEP 446).
+        os.set_inheritable(fd, True)
+    return fd
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    fst = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (fst.st_dev, fst.st_ino)
+
+
+def _lock(
+    path: Path, operation: int, *, create_dirs: bool = True, inheritable: bool = False
+) -> int:
+    """Open `path` and flock it; the descriptor. Raises BlockingIOError when
+    LOCK_NB was asked and someone holds it, OSError otherwise.
+
+    A lock taken on a file that was unlinked or replaced meanwhile locks
+    nothing anybody else will look at, so after locking we check that the
+    path still names our file, and start again when it does not: whoever
+    removes a lease file while holding it can never hand out a dead lease.
+    """
+    for _ in range(_REOPENS):
+        fd = _open(path, create_dirs=create_dirs, inheritable=inheritable)
+        try:
+            fcntl.flock(fd, operation)
+            if _same_file(fd, path):
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    raise OSError(errno.EAGAIN, "lock file keeps being replaced", str(path))
+
+
+def try_exclusive(path: Path, *, create_dirs: bool = True) -> Lease | None:
+    """Take `path` exclusively without waiting; None when anyone holds it.
+
+    Any other failure raises LeaseError: the caller treats the session as in
+    use (invariant 2). Pass create_dirs=False for a lock file inside an
+    agent's own directory (zero's `lease.lock`): a session directory that
+    vanished must not be recreated by locking it.
+    """
+    try:
+        return Lease(path, _lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB, create_dirs=create_dirs))
+    except BlockingIOError:
+        return None
+    except OSError as exc:
+        log.warning("lease cannot be taken", path=str(path), error=str(exc))
+        raise LeaseError(f"{path}: {exc}") from exc
+
+
+def hold_exclusive(path: Path) -> Lease:
+    """Take `path` exclusively, waiting for every other holder."""
+    try:
+        return Lease(path, _lock(path, fcntl.LOCK_EX))
+    except OSError as exc:
+        raise LeaseError(f"{path}: {exc}") from exc
+
+
+def hold_shared(path: Path, *, wait: bool = True, create_dirs: bool = True) -> Lease:
+    """Hold `path` shared (a user of the session). Without `wait`, raises
+    LeaseHeld when someone holds it exclusively."""
+    operation = fcntl.LOCK_SH if wait else fcntl.LOCK_SH | fcntl.LOCK_NB
+    try:
+        return Lease(path, _lock(path, operation, create_dirs=create_dirs))
+    except BlockingIOError as exc:
+        raise LeaseHeld(f"{path} is held exclusively") from exc
+    except OSError as exc:
+        raise LeaseError(f"{path}: {exc}") from exc
+
+
+def is_held(path: Path) -> bool:
+    """True when anyone other than this probe holds `path` (including other
+    Lease objects of this process). A missing file holds nothing; a probe that
+    fails counts as held (a check that cannot be made means in use)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        log.warning("lease cannot be probed", path=str(path), error=str(exc))
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError as exc:
+        log.warning("lease cannot be probed", path=str(path), error=str(exc))
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def hold_and_exec(path: Path, argv: list[str]) -> NoReturn:
+    """Hold `path` shared on an inherited descriptor and exec `argv`.
+
+    The descriptor passes to the command through exec, so the lease lasts
+    exactly as long as the command (and whatever it hands the descriptor to),
+    and the command's exit status is ours. When the command cannot be run,
+    exit 127 like a shell.
+    """
+    if not argv:
+        raise ValueError("no command to run")
+    try:
+        _lock(path, fcntl.LOCK_SH, inheritable=True)
+    except OSError as exc:
+        raise LeaseError(f"{path}: {exc}") from exc
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        sys.stderr.write(f"agentkeep: cannot run {argv[0]}: {exc.strerror or exc}\n")
+        sys.stderr.flush()
+    os._exit(127)
+
+
+class PrunerLock:
+    """`<state>/prune.lock`: one prune at a time per user, whoever runs it
+    (the daemon's schedule, a socket request, the CLI in-process)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.path = state_dir / "prune.lock"
+        self._lease: Lease | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._lease is not None and self._lease.held
+
+    def acquire(self, *, wait: bool) -> bool:
+        """Take the lock; False when another prune holds it and `wait` is
+        False. Raises LeaseError when the lock cannot be taken at all."""
+        if self.held:
+            return True
+        operation = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
+        try:
+            self._lease = Lease(self.path, _lock(self.path, operation))
+        except BlockingIOError:
+            return False
+        except OSError as exc:
+            raise LeaseError(f"{self.path}: {exc}") from exc
+        return True
+
+    def release(self) -> None:
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+
+    def __enter__(self) -> PrunerLock:
+        self.acquire(wait=True)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()

@@ -1,0 +1,598 @@
+"""The trash: pruned sessions wait here, restorable, until they expire.
+
+An entry is `<state>/trash/<agent>/<encoded id>/` holding `entry.json` and
+`roots/<n>/<path relative to root n>`: what was on the state dir's file
+system is renamed in (nothing copied), the rest is removed at once and the
+entry is marked partial. Restore never overwrites: it checks every
+destination first, then moves files back by link-then-unlink and recreates
+directories by mkdir, each of which fails rather than replace what appeared
+meanwhile. Restore and expiry take the session's lease exclusively, so they
+never act on a session someone holds, nor race a prune of it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import structlog
+
+from agentkeep.adapters.base import RemovalError, valid_name
+from agentkeep.leases import Lease, LeaseError, encode_id, hold_exclusive, lease_path, try_exclusive
+from agentkeep.paths import ensure_private_dir
+from agentkeep.removal import DirCursor, remove_tree_at
+
+log = structlog.get_logger("agentkeep.trash")
+
+_ENTRY = "entry.json"
+_ROOTS = "roots"
+_RESTORED = "restored.json"
+# Entries being discarded are renamed to "~...": '~' never occurs in an
+# encoded id, so such a name is never an entry, and a discard that stopped
+# half way is finished by the next expire.
+_ASIDE = "~"
+
+
+class TrashError(Exception):
+    """The trash's own state cannot be read or written."""
+
+
+class RestoreConflict(TrashError):
+    """Restoring would overwrite something; nothing (more) was moved."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__("would overwrite: " + ", ".join(paths))
+        self.paths = paths
+
+
+class RestoreRefused(TrashError):
+    """The session's lease is held (or cannot be checked): it is in use."""
+
+
+class NoSuchEntry(TrashError):
+    """No trash entry for this session."""
+
+
+@dataclass(frozen=True)
+class TrashItem:
+    root: int
+    rel: str
+
+
+@dataclass
+class TrashEntry:
+    agent: str
+    id: str
+    parent: str | None
+    trashed_at: float
+    expires_at: float
+    bytes: int
+    partial: bool
+    roots: dict[int, str]
+    items: list[TrashItem]
+    last_activity: float | None
+    path: Path
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "id": self.id,
+            "parent": self.parent,
+            "trashed_at": self.trashed_at,
+            "expires_at": self.expires_at,
+            "bytes": self.bytes,
+            "partial": self.partial,
+            "roots": {str(n): root for n, root in self.roots.items()},
+            "items": [{"root": i.root, "rel": i.rel} for i in self.items],
+            "last_activity": self.last_activity,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, path: Path) -> TrashEntry:
+        """Raises ValueError (or TypeError, KeyError) for anything malformed."""
+        roots = {int(n): _text(root) for n, root in dict(data["roots"]).items()}
+        if any(n < 0 or not os.path.isabs(root) for n, root in roots.items()):
+            raise ValueError("roots must be absolute paths")
+        items = [TrashItem(int(i["root"]), _text(i["rel"])) for i in data["items"]]
+        if any(i.root not in roots for i in items):
+            raise ValueError("an item names an unknown root")
+        parent = data.get("parent")
+        last = data.get("last_activity")
+        return cls(
+            agent=_text(data["agent"]),
+            id=_text(data["id"]),
+            parent=None if parent is None else _text(parent),
+            trashed_at=_number(data["trashed_at"]),
+            expires_at=_number(data["expires_at"]),
+            bytes=int(data["bytes"]),
+            partial=bool(data["partial"]),
+            roots=roots,
+            items=items,
+            last_activity=None if last is None else _number(last),
+            path=path,
+        )
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+@dataclass
+class RestoreResult:
+    """The entries put back (the session first, then its ancestors) and the
+    bytes moved."""
+
+    entries: list[TrashEntry]
+    bytes: int = 0
+    paths: list[str] = field(default_factory=list)
+
+
+def trash_dir(state_dir: Path) -> Path:
+    return state_dir / "trash"
+
+
+def entry_dir(state_dir: Path, agent: str, session_id: str) -> Path:
+    if not valid_name(agent):
+        raise ValueError(f"invalid agent name {agent!r}")
+    return trash_dir(state_dir) / agent / encode_id(session_id)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Replace `path` atomically and durably: a reader sees the old file or
+    the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _read_entry(path: Path) -> TrashEntry | None:
+    """The entry in directory `path`; None (logged) when it is missing,
+    unreadable, malformed or does not match the directory it lies in."""
+    try:
+        with open(path / _ENTRY, encoding="utf-8") as f:
+            entry = TrashEntry.from_json(json.load(f), path)
+    except FileNotFoundError:
+        log.warning("trash entry without entry.json skipped", path=str(path))
+        return None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        log.warning("trash entry unreadable, skipped", path=str(path), error=str(exc))
+        return None
+    if entry.agent != path.parent.name or encode_id(entry.id) != path.name:
+        log.warning("trash entry does not match its directory, skipped", path=str(path))
+        return None
+    return entry
+
+
+class TrashWriter:
+    """One entry being written by a prune. entry.json is rewritten (atomically)
+    when a root is first used, before anything is moved under it, and after
+    every move, so a prune that stops half way leaves an entry that restore
+    understands."""
+
+    def __init__(self, entry: TrashEntry) -> None:
+        self.entry = entry
+        self.path = entry.path
+
+    def _save(self) -> None:
+        _write_json(self.path / _ENTRY, self.entry.to_json())
+
+    def root_number(self, root: str) -> int:
+        for n, known in self.entry.roots.items():
+            if known == root:
+                return n
+        n = max(self.entry.roots, default=-1) + 1
+        self.entry.roots[n] = root
+        self._save()
+        return n
+
+    def destination(self, n: int, chain: list[tuple[str, int]]) -> int:
+        """A descriptor of `roots/<n>/<chain...>`, creating the directories
+        (with the modes of the ones they stand for, and always writable by
+        us); the caller closes it."""
+        roots = ensure_private_dir(self.path / _ROOTS)
+        ensure_private_dir(roots / str(n))
+        cursor = DirCursor.open(roots / str(n))
+        try:
+            for name, mode in chain:
+                try:
+                    os.mkdir(name, 0o700, dir_fd=cursor.fd)
+                    created = True
+                except FileExistsError:
+                    created = False
+                cursor.down(name)
+                if created:
+                    os.fchmod(cursor.fd, mode | stat.S_IRWXU)
+        except BaseException:
+            cursor.close()
+            raise
+        fd, cursor.fd = cursor.fd, -1
+        return fd
+
+    def moved(self, n: int, rel: str, nbytes: int) -> None:
+        self.entry.items.append(TrashItem(n, rel))
+        self.entry.bytes += nbytes
+        self._save()
+
+    def mark_partial(self, what: str) -> None:
+        if not self.entry.partial:
+            log.info("trash entry partial", agent=self.entry.agent, id=self.entry.id, what=what)
+            self.entry.partial = True
+            self._save()
+
+    def close(self) -> None:
+        self._save()
+
+    def __enter__(self) -> TrashWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def open_entry(
+    state_dir: Path,
+    agent: str,
+    session_id: str,
+    *,
+    parent: str | None,
+    keep_for: float,
+    now: float,
+    last_activity: float | None = None,
+) -> TrashWriter:
+    """Start (or continue: a journal's retry, a session trashed again) the
+    entry of one session, kept for `keep_for` seconds from `now`. Call it
+    under the session's exclusive lease, like the removal it serves. Raises
+    TrashError when an existing entry cannot be read (it is never replaced
+    blindly), OSError when the entry cannot be written."""
+    path = entry_dir(state_dir, agent, session_id)
+    for directory in (state_dir, trash_dir(state_dir), path.parent, path):
+        ensure_private_dir(directory)
+    if os.path.lexists(path / _ENTRY):
+        entry = _read_entry(path)
+        if entry is None:
+            raise TrashError(f"{path / _ENTRY} cannot be read; move it away to trash this session")
+        entry.parent = parent if parent is not None else entry.parent
+    else:
+        entry = TrashEntry(agent, session_id, parent, now, now, 0, False, {}, [], None, path)
+    entry.trashed_at = now
+    entry.expires_at = now + keep_for
+    entry.last_activity = last_activity if last_activity is not None else entry.last_activity
+    writer = TrashWriter(entry)
+    writer._save()
+    return writer
+
+
+def _agent_dirs(state_dir: Path) -> list[Path]:
+    try:
+        children = sorted(trash_dir(state_dir).iterdir())
+    except FileNotFoundError:
+        return []
+    return [p for p in children if valid_name(p.name) and p.is_dir() and not p.is_symlink()]
+
+
+def _entry_dirs(state_dir: Path) -> Iterator[Path]:
+    for agent_dir in _agent_dirs(state_dir):
+        for path in sorted(agent_dir.iterdir()):
+            if not path.name.startswith(_ASIDE) and path.is_dir() and not path.is_symlink():
+                yield path
+
+
+def list_entries(state_dir: Path) -> list[TrashEntry]:
+    """Every readable entry, oldest first; unreadable ones are logged and skipped."""
+    entries = [e for e in map(_read_entry, _entry_dirs(state_dir)) if e is not None]
+    return sorted(entries, key=lambda e: (e.trashed_at, e.agent, e.id))
+
+
+def _discard(path: Path) -> None:
+    """Remove an entry directory: renamed aside first, so it stops being an
+    entry at once, then removed link-safely; leftovers go next expire."""
+    aside = f"{_ASIDE}{path.name}~{os.getpid()}~{time.time_ns()}"
+    os.rename(path, path.parent / aside)
+    _remove_aside(path.parent, aside)
+
+
+def _remove_aside(agent_dir: Path, name: str) -> None:
+    try:
+        residual = remove_tree_at(agent_dir, name)
+    except RemovalError as exc:
+        log.warning("trash entry not fully removed", path=str(agent_dir / name), error=str(exc))
+        return
+    if residual:
+        log.warning("trash entry left residue", path=str(agent_dir / name), residual=residual)
+
+
+def expire(state_dir: Path, *, now: float) -> list[TrashEntry]:
+    """Remove every entry whose time is up, each under its session's lease
+    held exclusively (a held session's entry waits for the next run)."""
+    expired: list[TrashEntry] = []
+    for entry in list_entries(state_dir):
+        if entry.expires_at > now:
+            continue
+        try:
+            lease = try_exclusive(lease_path(state_dir, entry.agent, entry.id))
+        except LeaseError:
+            continue
+        if lease is None:
+            log.info("expired trash entry held, kept", agent=entry.agent, id=entry.id)
+            continue
+        with lease:
+            # Read again under the lease: a restore may have taken it meanwhile.
+            current = _read_entry(entry.path) if entry.path.is_dir() else None
+            if current is None or current.expires_at > now:
+                continue
+            try:
+                _discard(current.path)
+            except OSError as exc:
+                log.warning("trash entry cannot be removed", path=str(current.path), error=str(exc))
+                continue
+            expired.append(current)
+    for agent_dir in _agent_dirs(state_dir):
+        for path in agent_dir.iterdir():
+            if path.name.startswith(_ASIDE):
+                _remove_aside(agent_dir, path.name)
+    return expired
+
+
+# -- restore -----------------------------------------------------------------
+
+
+@dataclass
+class _Level:
+    name: str
+    pending: list[str]
+    # The destination cursor stands in this level's destination.
+    dst: bool
+    # The trash directory's stat when restore created its destination: its
+    # mode and times are put back once everything is inside.
+    created: os.stat_result | None = None
+
+
+def _restore_tree(src_root: Path, dst_root: str, *, act: bool) -> tuple[list[str], int]:
+    """Check (act=False) or move back (act=True) the tree `src_root` into
+    `dst_root`. Returns the conflicting destinations and the bytes moved.
+
+    The destination is walked like a removal (invariant 6): a link on the way
+    is a conflict, never followed. Directories that exist are merged into;
+    a destination file that exists in any form is a conflict.
+    """
+    if not src_root.is_dir():
+        return [], 0
+    if act:
+        os.makedirs(dst_root, mode=0o700, exist_ok=True)
+    try:
+        dst: DirCursor | None = DirCursor.open(dst_root)
+    except FileNotFoundError:
+        dst = None
+    except NotADirectoryError:
+        return [dst_root], 0
+    conflicts: list[str] = []
+    nbytes = 0
+    try:
+        with DirCursor.open(src_root) as src:
+            levels = [_Level("", os.listdir(src.fd), dst=dst is not None)]
+            while levels:
+                level = levels[-1]
+                if level.pending:
+                    nbytes += _restore_entry(src, dst, level, levels, conflicts, act=act)
+                    continue
+                levels.pop()
+                if not levels:
+                    break
+                if level.dst and dst is not None:
+                    if level.created is not None:
+                        os.fchmod(dst.fd, stat.S_IMODE(level.created.st_mode))
+                        os.utime(dst.fd, ns=(level.created.st_atime_ns, level.created.st_mtime_ns))
+                    dst.up()
+                src.up()
+                if act:
+                    os.rmdir(level.name, dir_fd=src.fd)
+    finally:
+        if dst is not None:
+            dst.close()
+    return conflicts, nbytes
+
+
+def _restore_entry(
+    src: DirCursor,
+    dst: DirCursor | None,
+    level: _Level,
+    levels: list[_Level],
+    conflicts: list[str],
+    *,
+    act: bool,
+) -> int:
+    name = level.pending.pop()
+    st = os.stat(name, dir_fd=src.fd, follow_symlinks=False)
+    dst_st: os.stat_result | None = None
+    if level.dst and dst is not None:
+        try:
+            dst_st = os.stat(name, dir_fd=dst.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            pass
+    here = dst.path(name) if dst is not None else name
+    if stat.S_ISDIR(st.st_mode):
+        if dst_st is not None and not stat.S_ISDIR(dst_st.st_mode):
+            conflicts.append(here)
+            return 0
+        if not act and dst_st is None:
+            return 0  # nothing there: nothing below can be overwritten
+        assert dst is not None
+        created = None
+        if dst_st is None:
+            _no_overwrite(here, lambda: os.mkdir(name, 0o700, dir_fd=dst.fd))
+            dst_st = os.stat(name, dir_fd=dst.fd, follow_symlinks=False)
+            created = st
+        dst.down(name, (dst_st.st_dev, dst_st.st_ino))
+        src.down(name, (st.st_dev, st.st_ino))
+        if act and st.st_mode & stat.S_IRWXU != stat.S_IRWXU:
+            # Its own mode goes to the destination; the trash copy must let
+            # us take its entries out.
+            os.fchmod(src.fd, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)
+        levels.append(_Level(name, os.listdir(src.fd), dst=True, created=created))
+        return 0
+    if dst_st is not None:
+        conflicts.append(here)
+        return 0
+    if act:
+        assert dst is not None
+        # link fails when the name exists: nothing is ever replaced, even if
+        # it appeared after the check. follow_symlinks=False links a link.
+        _no_overwrite(
+            here,
+            lambda: os.link(
+                name, name, src_dir_fd=src.fd, dst_dir_fd=dst.fd, follow_symlinks=False
+            ),
+        )
+        os.unlink(name, dir_fd=src.fd)
+        return st.st_size
+    return 0
+
+
+def _no_overwrite(path: str, step: Any) -> None:
+    try:
+        step()
+    except FileExistsError as exc:
+        raise RestoreConflict([path]) from exc
+
+
+def _chain(state_dir: Path, agent: str, session_id: str) -> list[TrashEntry]:
+    """The session's entry, then each ancestor's still in the trash."""
+    entries = {(e.agent, e.id): e for e in list_entries(state_dir)}
+    entry = entries.get((agent, session_id))
+    if entry is None:
+        raise NoSuchEntry(f"no {agent} session {session_id} in the trash")
+    chain = [entry]
+    seen = {entry.id}
+    while (
+        entry.parent is not None and entry.parent not in seen and (agent, entry.parent) in entries
+    ):
+        entry = entries[(agent, entry.parent)]
+        seen.add(entry.id)
+        chain.append(entry)
+    return chain
+
+
+def _lease_all(state_dir: Path, chain: list[TrashEntry]) -> list[Lease]:
+    leases: list[Lease] = []
+    try:
+        for entry in chain:
+            try:
+                lease = try_exclusive(lease_path(state_dir, entry.agent, entry.id))
+            except LeaseError as exc:
+                raise RestoreRefused(f"{entry.agent} {entry.id}: {exc}") from exc
+            if lease is None:
+                raise RestoreRefused(f"{entry.agent} {entry.id} is held")
+            leases.append(lease)
+    except BaseException:
+        for lease in leases:
+            lease.release()
+        raise
+    return leases
+
+
+def restore(state_dir: Path, agent: str, session_id: str, *, now: float) -> RestoreResult:
+    """Put a session, and its ancestors still in the trash, back where they
+    were. Every destination is checked first: RestoreConflict (nothing moved)
+    when anything would be overwritten. RestoreRefused when a lease is held,
+    NoSuchEntry when the session is not in the trash."""
+    chain = _chain(state_dir, agent, session_id)
+    leases = _lease_all(state_dir, chain)
+    try:
+        # Read again under the leases: an expire may have removed one meanwhile.
+        current = [e for e in (_read_entry(e.path) for e in chain if e.path.is_dir()) if e]
+        if not current or current[0].id != session_id:
+            raise NoSuchEntry(f"no {agent} session {session_id} in the trash")
+        conflicts: list[str] = []
+        for entry in current:
+            for n, root in sorted(entry.roots.items()):
+                conflicts += _restore_tree(entry.path / _ROOTS / str(n), root, act=False)[0]
+        if conflicts:
+            raise RestoreConflict(conflicts)
+        # Recorded before anything moves: a restored session must never look
+        # idle, even when the restore stops half way.
+        _record_restored(state_dir, [(e.agent, e.id) for e in current], now)
+        result = RestoreResult(entries=current)
+        for entry in reversed(current):
+            for n, root in sorted(entry.roots.items()):
+                result.bytes += _restore_tree(entry.path / _ROOTS / str(n), root, act=True)[1]
+            result.paths += [os.path.join(entry.roots[i.root], i.rel) for i in entry.items]
+            _discard(entry.path)
+            log.info("restored from the trash", agent=entry.agent, id=entry.id)
+        return result
+    finally:
+        for lease in leases:
+            lease.release()
+
+
+def _read_restored(path: Path) -> dict[str, float]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        return {_text(key): _number(value) for key, value in data.items()}
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.error("restore times unreadable", path=str(path), error=str(exc))
+        raise TrashError(f"{path} cannot be read: {exc}") from exc
+
+
+def _record_restored(state_dir: Path, keys: list[tuple[str, str]], now: float) -> None:
+    path = state_dir / _RESTORED
+    with hold_exclusive(state_dir / f"{_RESTORED}.lock"):
+        times = _read_restored(path)
+        times.update({f"{agent}/{session_id}": now for agent, session_id in keys})
+        _write_json(path, times)
+
+
+def restored_at(state_dir: Path) -> dict[tuple[str, str], float]:
+    """When each restored session was last restored (activity for its prune).
+
+    Raises TrashError when the record cannot be read: the caller must not
+    prune then, since a restored session would look idle (never guess in the
+    direction of deleting).
+    """
+    times: dict[tuple[str, str], float] = {}
+    for key, value in _read_restored(state_dir / _RESTORED).items():
+        agent, sep, session_id = key.partition("/")
+        if sep and session_id:
+            times[(agent, session_id)] = value
+    return times

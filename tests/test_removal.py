@@ -1,0 +1,464 @@
+"""Link-safe removal on real trees: links, swaps, mounts, depth, odd names."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import resource
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from agentkeep import removal
+from agentkeep.adapters.base import RemovalError
+from agentkeep.model import Artifact
+from agentkeep.removal import SessionRemoval, remove_tree_at
+
+
+@pytest.fixture
+def root(fake_home) -> Path:
+    path = fake_home.claude / "projects" / "-home-u-proj"
+    path.mkdir(parents=True)
+    return path
+
+
+@pytest.fixture
+def outside(fake_home) -> Path:
+    """Something that is not the session's: it must survive every test."""
+    path = fake_home.root / "outside"
+    (path / "victim").mkdir(parents=True)
+    (path / "victim" / "keep.txt").write_text("precious\n")
+    (path / "file.txt").write_text("also precious\n")
+    return path
+
+
+def art(root: Path | str, rel: str | bytes) -> Artifact:
+    rel_text = os.fsdecode(rel)
+    return Artifact(
+        path=os.path.join(os.fspath(root), rel_text), kind="t", bytes=0, mtime=0.0, root=str(root)
+    )
+
+
+def remover(dry_run: bool = False) -> SessionRemoval:
+    return SessionRemoval("claude", "s", dry_run=dry_run, trash=None)
+
+
+def snapshot(path: Path) -> dict[str, tuple[int, int, int, str]]:
+    """(mode, size, mtime_ns, content hash or link target) of every entry."""
+    result = {}
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                content = "-> " + os.readlink(full)
+            elif stat.S_ISREG(st.st_mode):
+                content = hashlib.sha256(Path(full).read_bytes()).hexdigest()
+            else:
+                content = ""
+            result[os.path.relpath(full, path)] = (st.st_mode, st.st_size, st.st_mtime_ns, content)
+    return result
+
+
+def make_tree(base: Path) -> int:
+    """A session directory with files and subdirectories; its byte count."""
+    (base / "sub" / "deeper").mkdir(parents=True)
+    (base / "a.jsonl").write_text("x" * 100)
+    (base / "sub" / "b.txt").write_text("y" * 20)
+    (base / "sub" / "deeper" / "c.bin").write_bytes(b"\0" * 7)
+    (base / "empty").mkdir()
+    return 127
+
+
+def test_files_and_directories_are_removed(root: Path) -> None:
+    nbytes = make_tree(root / "sess")
+    (root / "sess.jsonl").write_text("12345")
+    r = remover()
+    r.remove_path(art(root, "sess.jsonl"))
+    r.remove_path(art(root, "sess"))
+    assert not (root / "sess").exists() and not (root / "sess.jsonl").exists()
+    assert r.removed == [str(root / "sess.jsonl"), str(root / "sess")]
+    assert r.bytes == nbytes + 5
+    assert r.residuals == [] and not r.partial
+    assert root.is_dir(), "the root itself stays"
+
+
+def test_a_missing_leaf_is_already_gone(root: Path) -> None:
+    r = remover()
+    r.remove_path(art(root, "never-was"))
+    r.remove_path(art(root / "no-such-root", "x"))
+    assert r.removed == [] and r.residuals == [] and r.bytes == 0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Artifact("/x/y", "t", 0, 0.0, root=None),
+        Artifact("/elsewhere/f", "t", 0, 0.0, root="/x"),
+        Artifact("/x/a/../../etc/passwd", "t", 0, 0.0, root="/x"),
+        Artifact("/x", "t", 0, 0.0, root="/x"),
+        Artifact("/xy/f", "t", 0, 0.0, root="/x"),
+    ],
+)
+def test_artifacts_not_below_their_root_are_refused(bad: Artifact) -> None:
+    with pytest.raises(RemovalError):
+        remover().remove_path(bad)
+
+
+def test_a_linked_artifact_is_reported_not_removed(root: Path, outside: Path) -> None:
+    os.symlink(outside / "victim", root / "sess")
+    r = remover()
+    r.remove_path(Artifact(str(root / "sess"), "t", 0, 0.0, root=str(root), linked=True))
+    assert (root / "sess").is_symlink()
+    assert r.residuals == [str(root / "sess")]
+
+
+def test_a_link_leaf_is_removed_as_the_link_alone(root: Path, outside: Path) -> None:
+    before = snapshot(outside)
+    os.symlink(outside / "file.txt", root / "file-link")
+    os.symlink(outside / "victim", root / "dir-link")
+    r = remover()
+    r.remove_path(art(root, "file-link"))
+    r.remove_path(art(root, "dir-link"))
+    assert not os.path.lexists(root / "file-link") and not os.path.lexists(root / "dir-link")
+    assert snapshot(outside) == before, "a link's target was changed"
+    assert r.removed == [str(root / "file-link"), str(root / "dir-link")]
+
+
+def test_links_inside_a_tree_are_unlinked_never_followed(root: Path, outside: Path) -> None:
+    before = snapshot(outside)
+    make_tree(root / "sess")
+    os.symlink(outside / "victim", root / "sess" / "sub" / "to-dir")
+    os.symlink(outside / "file.txt", root / "sess" / "to-file")
+    os.symlink("/", root / "sess" / "to-slash")
+    remover().remove_path(art(root, "sess"))
+    assert not (root / "sess").exists()
+    assert snapshot(outside) == before
+
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_a_link_on_the_way_makes_the_artifact_residual(
+    root: Path, outside: Path, level: int
+) -> None:
+    # root/a/b/c/target.jsonl with component `level` replaced by a link to a
+    # directory outside that holds the rest of the path.
+    components = ["a", "b", "c"]
+    real = outside / "behind"
+    real.joinpath(*components[level + 1 :]).mkdir(parents=True)
+    real.joinpath(*components[level + 1 :], "target.jsonl").write_text("not ours")
+    link_parent = root.joinpath(*components[:level])
+    link_parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(real, link_parent / components[level])
+    before = snapshot(outside)
+
+    path = "a/b/c/target.jsonl"
+    assert (root / path).read_text() == "not ours", "SETUP INVALID: the link does not lead there"
+    r = remover()
+    r.remove_path(art(root, path))
+    assert r.residuals == [str(root / path)]
+    assert r.removed == [] and r.bytes == 0
+    assert snapshot(outside) == before
+    assert (link_parent / components[level]).is_symlink()
+    assert remove_tree_at(root, path) == [str(root / path)]
+    assert snapshot(outside) == before
+
+
+@pytest.mark.parametrize("which", ["sess", "sess/sub"])
+def test_a_directory_swapped_for_a_link_mid_removal_is_not_followed(
+    root: Path, outside: Path, fake_home, monkeypatch: pytest.MonkeyPatch, which: str
+) -> None:
+    make_tree(root / "sess")
+    before = snapshot(outside)
+    target = root / which
+    moved_away = fake_home.root / "moved-away"
+    swaps: list[str] = []
+
+    def swap(path: str) -> None:
+        # Between the removal's look at the directory and its open: the
+        # directory is renamed away and a link to a victim takes its place.
+        if path == str(target) and not swaps:
+            os.rename(target, moved_away)
+            os.symlink(outside / "victim", target)
+            swaps.append(path)
+
+    monkeypatch.setattr(removal, "_before_leaf", swap)
+    r = remover()
+    r.remove_path(art(root, "sess"))
+    assert swaps, "SETUP INVALID: the swap never happened"
+    assert snapshot(outside) == before, "the removal followed the swapped-in link"
+    assert not os.path.lexists(target), "the link should go as a link"
+    assert (moved_away / "b.txt").exists() or (moved_away / "a.jsonl").exists()
+
+
+def test_a_directory_replaced_by_another_mid_removal_is_left_for_next_run(
+    root: Path, fake_home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_tree(root / "sess")
+    target = root / "sess" / "sub"
+    swaps: list[str] = []
+
+    def replace(path: str) -> None:
+        if path == str(target) and not swaps:
+            os.rename(target, fake_home.root / "moved-away")
+            target.mkdir()
+            (target / "appeared.txt").write_text("not what was looked at")
+            swaps.append(path)
+
+    monkeypatch.setattr(removal, "_before_leaf", replace)
+    with pytest.raises(RemovalError, match="replaced while being removed"):
+        remover().remove_path(art(root, "sess"))
+    assert swaps, "SETUP INVALID: the swap never happened"
+    assert (target / "appeared.txt").exists()
+    assert sorted(os.listdir(root / "sess")) == ["sub"]
+
+
+def test_a_directory_moved_away_mid_walk_stops_the_way_back_up(
+    root: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_tree(root / "sess")
+    before = snapshot(outside)
+    moved: list[str] = []
+
+    def move_ancestor(path: str) -> None:
+        # Deep inside, the directory above is moved out of the root: going
+        # back up by ".." now leads elsewhere, and the walk must stop.
+        if path == str(root / "sess" / "sub" / "deeper" / "c.bin") and not moved:
+            os.rename(root / "sess" / "sub", outside / "sub")
+            moved.append(path)
+
+    monkeypatch.setattr(removal, "_before_leaf", move_ancestor)
+    with pytest.raises(RemovalError, match="moved while being removed"):
+        remover().remove_path(art(root, "sess"))
+    assert moved, "SETUP INVALID: nothing was moved"
+    assert (root / "sess").is_dir()
+    after = snapshot(outside)
+    assert {k: v for k, v in after.items() if not k.startswith("sub")} == before
+
+
+def test_a_directory_on_another_file_system_is_left_and_reported(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_tree(root / "sess")
+    mount = root / "sess" / "sub"
+    faked: list[str] = []
+
+    def fake_dev(path: str, st: os.stat_result) -> int:
+        if path == str(mount) or path.startswith(str(mount) + "/"):
+            faked.append(path)
+            return st.st_dev + 1
+        return st.st_dev
+
+    monkeypatch.setattr(removal, "_st_dev_override", fake_dev)
+    r = remover()
+    r.remove_path(art(root, "sess"))
+    assert faked, "SETUP INVALID: the mount was never looked at"
+    assert r.residuals == [str(mount)]
+    assert (mount / "b.txt").read_text() == "y" * 20 and (mount / "deeper" / "c.bin").exists()
+    assert not (root / "sess" / "a.jsonl").exists(), "the rest of the session goes"
+    assert str(root / "sess") not in r.removed
+
+    # On the way to a leaf, another file system also means residual.
+    r2 = remover()
+    r2.remove_path(art(root, "sess/sub/b.txt"))
+    assert r2.residuals == [str(mount / "b.txt")]
+    assert (mount / "b.txt").exists()
+
+
+def test_a_ten_thousand_deep_tree_with_bounded_descriptors(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    depth = 10_000
+    (root / "deep").mkdir()
+    fd = os.open(root / "deep", os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    leaf = os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+    os.write(leaf, b"12345")
+    os.close(leaf)
+    os.close(fd)
+
+    baseline = len(os.listdir("/proc/self/fd"))
+    counts: list[int] = []
+
+    def count_fds(path: str) -> None:
+        counts.append(len(os.listdir("/proc/self/fd")))
+
+    monkeypatch.setattr(removal, "_before_leaf", count_fds)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # With one descriptor per level this would run out long before the bottom.
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(baseline + 64, hard), hard))
+    try:
+        r = remover()
+        r.remove_path(art(root, "deep"))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(counts) >= depth, "SETUP INVALID: the walk did not visit every level"
+    assert not (root / "deep").exists()
+    assert r.bytes == 5
+    assert max(counts) - baseline <= 8, f"{max(counts) - baseline} descriptors open at once"
+
+
+def test_a_hard_link_to_an_outside_file_leaves_that_file_alone(root: Path, outside: Path) -> None:
+    (root / "sess").mkdir()
+    os.link(outside / "file.txt", root / "sess" / "hard")
+    before = snapshot(outside)
+    assert os.stat(outside / "file.txt").st_nlink == 2
+    remover().remove_path(art(root, "sess"))
+    assert not (root / "sess").exists()
+    assert os.stat(outside / "file.txt").st_nlink == 1
+    assert snapshot(outside) == before
+
+
+def test_names_with_newlines_and_invalid_utf8(root: Path) -> None:
+    broot = os.fsencode(root)
+    odd_dir = b"sess\n\xff\xfe"
+    os.mkdir(broot + b"/" + odd_dir)
+    for name in (b"new\nline", b"bad\xff\xfe.jsonl", b"-rf", b" lead"):
+        with open(broot + b"/" + odd_dir + b"/" + name, "wb") as f:
+            f.write(b"abc")
+    os.mkdir(broot + b"/" + odd_dir + b"/\xc3(")
+    with open(broot + b"/odd\xfffile\n", "wb") as f:
+        f.write(b"z")
+    r = remover()
+    r.remove_path(art(root, odd_dir))
+    r.remove_path(art(root, b"odd\xfffile\n"))
+    assert os.listdir(broot) == []
+    assert r.bytes == 13
+    assert [os.fsencode(p) for p in r.removed] == [
+        broot + b"/" + odd_dir,
+        broot + b"/odd\xfffile\n",
+    ]
+
+
+def test_a_failure_half_way_removes_the_rest_and_a_second_run_finishes(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_tree(root / "sess")
+    blocked = root / "sess" / "sub" / "b.txt"
+    hits: list[str] = []
+
+    def deny(path: str) -> None:
+        if path == str(blocked):
+            hits.append(path)
+            # Root is not stopped by modes, so the refusal is forced here.
+            raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(removal, "_before_leaf", deny)
+    r = remover()
+    with pytest.raises(RemovalError) as raised:
+        r.remove_path(art(root, "sess"))
+    assert hits, "SETUP INVALID: the refused path was never reached"
+    assert str(blocked) in str(raised.value) and "PermissionError" in str(raised.value)
+    assert blocked.exists()
+    left = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    assert left == ["sess", "sess/sub", "sess/sub/b.txt"], "everything else should be gone"
+    assert r.removed == []
+
+    monkeypatch.setattr(removal, "_before_leaf", None)
+    again = remover()
+    again.remove_path(art(root, "sess"))
+    assert not (root / "sess").exists()
+    assert again.removed == [str(root / "sess")]
+
+
+def test_a_dry_run_changes_nothing_and_counts_bytes(root: Path) -> None:
+    nbytes = make_tree(root / "sess")
+    os.link(root / "sess" / "a.jsonl", root / "sess" / "sub" / "same-inode")
+    os.symlink("/etc/passwd", root / "sess" / "link")
+    (root / "sess" / "ro").mkdir(mode=0o500)
+    before = snapshot(root)
+    r = remover(dry_run=True)
+    r.remove_path(art(root, "sess"))
+    assert snapshot(root) == before
+    assert r.bytes == nbytes + len("/etc/passwd"), "each inode once, a link as its own size"
+    assert r.removed == [str(root / "sess")]
+
+
+def remove_as(user: int | None, root: Path, leaf: Path) -> str:
+    """Remove `leaf` in a forked child running as `user` (the interpreter
+    cannot be exec'd as another user here: it lies under /root)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        status = 1
+        try:
+            os.close(read)
+            if user is not None:
+                os.setgroups([])
+                os.setgid(user)
+                os.setuid(user)
+            r = SessionRemoval("claude", "s", dry_run=False, trash=None)
+            try:
+                r.remove_path(art(root, leaf.name))
+                message = "removed"
+            except RemovalError as exc:
+                message = f"RemovalError: {exc}"
+            os.write(write, message.encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        out = f.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return out
+
+
+def test_modes_as_an_ordinary_user(fake_home) -> None:
+    """As an ordinary user (nobody, when the tests run as root, since modes
+    do not stop root): a read-only directory of the user's own is emptied; a
+    directory of another user's stops the removal with a real PermissionError
+    after everything else went."""
+    as_root = os.geteuid() == 0
+    user = 65534 if as_root else None
+    base = Path(tempfile.mkdtemp(prefix="ak-modes-", dir="/tmp"))
+    try:
+        readonly = base / "ro-sess"
+        (readonly / "sub").mkdir(parents=True)
+        (readonly / "sub" / "f").write_text("x")
+        (readonly / "g").write_text("y")
+        mixed = base / "mixed-sess"
+        (mixed / "theirs").mkdir(parents=True)
+        (mixed / "theirs" / "t").write_text("not yours")
+        (mixed / "a.txt").write_text("a")
+        (mixed / "z.txt").write_text("z")
+        if as_root:
+            for dirpath, dirnames, filenames in os.walk(base):
+                for name in [*dirnames, *filenames, ""]:
+                    path = os.path.join(dirpath, name)
+                    if "theirs" not in path:
+                        os.chown(path, 65534, 65534)
+        else:
+            (mixed / "theirs").chmod(0o500)
+        (readonly / "sub").chmod(0o500)
+        readonly.chmod(0o555)
+
+        assert remove_as(user, base, readonly) == "removed"
+        assert not readonly.exists()
+        out = remove_as(user, base, mixed)
+        assert out.startswith("RemovalError:") and "PermissionError" in out, out
+        assert str(mixed / "theirs" / "t") in out
+        assert (mixed / "theirs" / "t").read_text() == "not yours"
+        assert sorted(os.listdir(mixed)) == ["theirs"]
+    finally:
+        if (base / "mixed-sess" / "theirs").exists():
+            (base / "mixed-sess" / "theirs").chmod(0o700)
+        shutil.rmtree(base)
+
+
+def test_remove_tree_at(root: Path, outside: Path) -> None:
+    make_tree(root / "sess")
+    os.symlink(outside / "victim", root / "sess" / "link")
+    before = snapshot(outside)
+    assert remove_tree_at(root, "sess") == []
+    assert not (root / "sess").exists()
+    assert snapshot(outside) == before
+    with pytest.raises(RemovalError):
+        remove_tree_at(root, "../outside")
