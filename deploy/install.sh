@@ -5,9 +5,11 @@
 # is a link, and `agentkeep service install` is itself idempotent (it
 # restarts a running service, so the upgraded code runs).
 #
-#   deploy/install.sh [--no-service] [--dry-run]
+#   deploy/install.sh [--no-service] [--run] [--dry-run]
 #
 #   --no-service  install the command only; do not install or start the service
+#   --run         then run the main job: scan and list this user's agent
+#                 sessions, or, when no agent home exists, a demo home
 #   --dry-run     print what would be done, do nothing
 #
 # Environment:
@@ -27,10 +29,12 @@ usage() {
 }
 
 no_service=0
+run_job=0
 dry_run=0
 for arg in "$@"; do
     case $arg in
         --no-service) no_service=1 ;;
+        --run) run_job=1 ;;
         --dry-run) dry_run=1 ;;
         -h | --help) usage; exit 0 ;;
         *) echo "install.sh: unknown option: $arg" >&2; usage >&2; exit 2 ;;
@@ -104,8 +108,32 @@ case ":${PATH:-}:" in
     *) say "note: $bin_dir is not on your PATH; add it, or run $link" ;;
 esac
 
-# 4. The service (itself idempotent; it says when lingering is needed).
+# 4. The service (itself idempotent; it says when lingering is needed). A
+# machine without a user service manager (a container) still gets the command.
 if [ "$no_service" -eq 0 ]; then
-    run "$venv/bin/agentkeep" service install
+    run "$venv/bin/agentkeep" service install ||
+        say "note: the service could not be installed here; run 'agentkeep serve' yourself"
 fi
 say "agentkeep is installed: $link"
+
+# 5. The main job, on this user's real agent homes, or a demo home without any.
+has_agent_home() {
+    for d in "${CLAUDE_CONFIG_DIR:-$HOME/.claude}" "${CODEX_HOME:-$HOME/.codex}" \
+        "${XDG_DATA_HOME:-$HOME/.local/share}/opencode" "${GEMINI_CLI_HOME:-$HOME}/.gemini" \
+        "$HOME/.grok" "${XDG_DATA_HOME:-$HOME/.local/share}/zero/sessions"; do
+        [ -d "$d" ] && return 0
+    done
+    return 1
+}
+if [ "$run_job" -eq 1 ]; then
+    if has_agent_home; then
+        run "$venv/bin/agentkeep" scan
+        run "$venv/bin/agentkeep" ls
+    else
+        say "no agent home found in $HOME; showing a demo home instead"
+        AGENTKEEP="$venv/bin/agentkeep"
+        export AGENTKEEP
+        run "$venv/bin/python" "$repo/deploy/demo.py" \
+            "$HOME/.local/share/agentkeep/demo"
+    fi
+fi

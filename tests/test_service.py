@@ -474,9 +474,14 @@ def test_install_sh_installs_and_is_safe_to_rerun(fake_home: FakeHome) -> None:
     assert first.returncode == 0, first.stderr
     assert os.readlink(link) == f"{venv}/bin/agentkeep"
     cfg = (venv / "pyvenv.cfg").stat()
-    second = _install_sh(fake_home, "--no-service")
+    # The README's first command: with no agent home, --run shows a demo home.
+    second = _install_sh(fake_home, "--no-service", "--run")
     assert second.returncode == 0, second.stderr
     assert f"reusing {venv}" in second.stdout
+    demo = fake_home.home / ".local" / "share" / "agentkeep" / "demo"
+    assert "showing a demo home" in second.stdout
+    assert "would remove" in second.stdout and "ancestor" in second.stdout, second.stdout
+    assert (demo / "home" / ".claude" / "projects").is_dir()
     assert (venv / "pyvenv.cfg").stat().st_ino == cfg.st_ino, "the venv was rebuilt"
     probe = subprocess.run(
         [str(venv / "bin" / "python"), "-c", "import agentkeep.service, sys; print(sys.prefix)"],

@@ -1,0 +1,114 @@
+"""A whole fake user in a tmp dir, for tests, the benchmark and the demo.
+
+`environ` sets HOME, XDG_*, TMPDIR, TMP, TEMP, AGENTKEEP_SYSTEM_TMP,
+CLAUDE_CONFIG_DIR and CODEX_HOME inside the fake user's tree, and removes
+every variable that could point at real data.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+# Variables that could point a test at real data: always replaced or removed.
+SCRUB = (
+    "AGENTKEEP_CONFIG",
+    "AGENTKEEP_SOCKET",
+    "CLAUDE_PROJECT_DIR",
+    "CLAUDE_CODE_TMPDIR",
+    "GEMINI_CLI_HOME",
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+)
+
+
+@dataclass
+class FakeHome:
+    root: Path
+    home: Path
+    environ: dict[str, str]
+
+    @property
+    def claude(self) -> Path:
+        return Path(self.environ["CLAUDE_CONFIG_DIR"])
+
+    @property
+    def codex(self) -> Path:
+        return Path(self.environ["CODEX_HOME"])
+
+    @property
+    def system_tmp(self) -> Path:
+        return Path(self.environ["AGENTKEEP_SYSTEM_TMP"])
+
+    @property
+    def state(self) -> Path:
+        return Path(self.environ["XDG_STATE_HOME"]) / "agentkeep"
+
+    @property
+    def data(self) -> Path:
+        return Path(self.environ["XDG_DATA_HOME"])
+
+    @property
+    def config_path(self) -> Path:
+        return Path(self.environ["XDG_CONFIG_HOME"]) / "agentkeep" / "config.toml"
+
+    @property
+    def socket(self) -> Path:
+        return Path(self.environ["XDG_RUNTIME_DIR"]) / "agentkeep" / "agentkeep.sock"
+
+    def write_config(self, text: str) -> Path:
+        self.config_path.parent.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(text)
+        return self.config_path
+
+    def cli(
+        self, *args: str, check: bool = False, timeout: float = 60, **kw: object
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the real CLI as a subprocess in this fake user's environment."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentkeep", *args],
+            env=self.environ,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            **kw,  # type: ignore[arg-type]
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"agentkeep {' '.join(args)} exited {proc.returncode}\n"
+                f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+            )
+        return proc
+
+
+def make_fake_home(root: Path) -> FakeHome:
+    home = root / "home"
+    home.mkdir(parents=True)
+    tmp = root / "tmp"
+    systmp = root / "systmp"
+    for d in (tmp, systmp):
+        d.mkdir(mode=0o700)
+    # Unix socket paths are limited to ~104 bytes: keep the runtime dir short.
+    runtime = Path(tempfile.mkdtemp(prefix="akrt-", dir="/tmp"))
+    os.chmod(runtime, 0o700)
+    environ = {k: v for k, v in os.environ.items() if k not in SCRUB}
+    environ.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_STATE_HOME=str(home / ".local" / "state"),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_RUNTIME_DIR=str(runtime),
+        TMPDIR=str(tmp),
+        TMP=str(tmp),
+        TEMP=str(tmp),
+        AGENTKEEP_SYSTEM_TMP=str(systmp),
+        CLAUDE_CONFIG_DIR=str(home / ".claude"),
+        CODEX_HOME=str(home / ".codex"),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    return FakeHome(root=root, home=home, environ=environ)
