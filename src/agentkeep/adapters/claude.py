@@ -1,0 +1,646 @@
+"""Claude Code: sessions under its config root, its projects dir and its tmp roots.
+
+Layout (FIELD-NOTES.md "Claude Code"): per session id, `projects/<key>/<id>.jsonl`
+(the transcript, what `claude --resume` lists: primary), `projects/<key>/<id>/`,
+`file-history/<id>/`, `session-env/<id>/`, `todos/<id>-agent-*.json`,
+`debug/<id>.txt`, `jobs/<id[:8]>/` (when its state.json names the id), the
+registry `sessions/<pid>.json` naming the id with its `sessions/<pid>.<hex>.key`,
+and `<tmp>/claude-<uid>/<key>/<id>/`. Everything else there is shared.
+
+A scan lists each directory once and groups what it finds by id; `load` probes
+one id's paths directly. Listings and reads go through descriptors opened
+without moving atimes, and only the head of a transcript is ever read. A link
+is followed only where a key dir, an area or a job dir is itself a link, to
+report what lies behind it (following a link moves the link's own atime).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.adapters.base import Adapter, Root, valid_name
+from agentkeep.model import Holder, HolderKind, Session
+from agentkeep.processes import Proc, ProcessTable
+
+log = structlog.get_logger("agentkeep.adapters.claude")
+
+TRANSCRIPT = "transcript"
+SESSION_DIR = "session-dir"
+FILE_HISTORY = "file-history"
+SESSION_ENV = "session-env"
+TODOS = "todos"
+DEBUG_LOG = "debug-log"
+JOB = "job"
+REGISTRY = "registry"
+REGISTRY_KEY = "registry-key"
+TMP = "tmp"
+
+# How much of a transcript is read for `cwd` and `forkedFrom`. Claude writes
+# both on the first message records (a fork's copied records carry
+# `forkedFrom`), so the head suffices; a fork record that first appears later
+# than this is not seen, and the session then has no parent. Reading whole
+# transcripts (hundreds of MB) on every scan is not an option.
+TRANSCRIPT_HEAD = 64 * 1024
+# state.json and registry files are a few hundred bytes; anything bigger is
+# not what we think it is.
+SMALL_JSON = 64 * 1024
+# psutil's start time moves with clock steps: a registry file is stale only
+# when it claims a start this much before the process's.
+START_SLACK_S = 5.0
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_TODO = re.compile(r"(?P<id>[0-9a-fA-F-]{36})-agent-.+\.json")
+_JOB = re.compile(r"[0-9a-fA-F]{8}")
+_REGISTRY = re.compile(r"(?P<pid>[0-9]{1,10})\.json")
+_REGISTRY_KEY = re.compile(r"(?P<pid>[0-9]{1,10})\.[0-9a-fA-F]+\.key")
+_CONFIG_AREAS = ("file-history", "session-env", "todos", "debug", "jobs", "sessions")
+
+
+def canonical(raw: object) -> str | None:
+    """A canonical Claude session id (a lowercased 8-4-4-4-12 hex UUID) or None."""
+    if isinstance(raw, str) and _UUID.fullmatch(raw):
+        return raw.lower()
+    return None
+
+
+@dataclass(slots=True)
+class _Entry:
+    """One directory entry: `link` when the entry itself is a symbolic link,
+    `dir` when it is a directory (never for a link: finding out where a link
+    leads follows it, and following a link moves the link's atime)."""
+
+    name: str
+    path: str
+    link: bool
+    dir: bool
+
+
+@dataclass(slots=True)
+class _Found:
+    """An artifact found by name, before it is measured."""
+
+    path: str
+    kind: str
+    root: Root
+    linked: bool
+    primary: bool = False
+
+
+@dataclass(frozen=True)
+class _Paths:
+    """The roots' paths as the environment names them."""
+
+    config: Path
+    projects: Path
+    projects_inside_config: bool
+    tmp: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    config: Root
+    projects: Root
+    # The projects dir is inside the config root unless $CLAUDE_PROJECT_DIR
+    # moves it; then a link there is a linked directory below a root.
+    projects_inside_config: bool
+    tmp: tuple[Root, ...]
+
+
+class _Grouped:
+    """What one pass found, grouped by session id (one id when `only`)."""
+
+    def __init__(self, only: str | None) -> None:
+        self.only = only
+        self.found: dict[str, dict[str, _Found]] = defaultdict(dict)
+        self.job_parents: dict[str, str] = {}
+
+    def add(self, sid: str | None, found: _Found) -> None:
+        if sid is None or (self.only is not None and sid != self.only):
+            return
+        self.found[sid].setdefault(found.path, found)
+
+
+def _list(directory: str, probe: Sequence[str] | None) -> list[_Entry]:
+    """The entries of `directory` (following a link at `directory` itself, so
+    a linked directory can be reported), or only those named in `probe`."""
+    if probe is not None:
+        return [e for e in (_probe(directory, name) for name in dict.fromkeys(probe)) if e]
+    entries: list[_Entry] = []
+    prefix = directory.rstrip("/") + "/"
+    try:
+        with disk.scandir(directory, follow=True) as it:
+            for entry in it:
+                path = prefix + entry.name
+                try:
+                    link, is_dir = entry.is_symlink(), entry.is_dir(follow_symlinks=False)
+                    entries.append(_Entry(entry.name, path, link, is_dir))
+                except OSError:
+                    continue  # vanished while listed
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.info("cannot list directory", path=directory, error=str(exc))
+    return entries
+
+
+def _probe(directory: str, name: str) -> _Entry | None:
+    path = os.path.join(directory, name)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return _Entry(name, path, stat.S_ISLNK(st.st_mode), stat.S_ISDIR(st.st_mode))
+
+
+def _listable(entry: _Entry) -> bool:
+    """A key directory to list: a directory, or a link to one (followed, so
+    that what lies behind it can be reported)."""
+    if entry.link:
+        return os.path.isdir(entry.path)
+    return entry.dir and valid_name(entry.name)
+
+
+def _spellings(sid: str | None) -> list[str] | None:
+    """The names an id may have on disk: as written and uppercase (macOS file
+    systems fold case, and Claude has written both)."""
+    return None if sid is None else [sid, sid.upper()]
+
+
+def _read_head(path: str, limit: int) -> bytes | None:
+    """Up to `limit` bytes from the start of a regular file, without following a
+    link at `path`, blocking on a FIFO, or moving its atime. None if unreadable."""
+    try:
+        fd = disk.open_noatime(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read_json(path: str) -> object:
+    """A small JSON file's value; None when missing, unreadable or malformed."""
+    data = _read_head(path, SMALL_JSON + 1)
+    if data is None or len(data) > SMALL_JSON:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        log.info("malformed json skipped", path=path)
+        return None
+
+
+def _transcript_facts(sid: str, data: bytes) -> tuple[str | None, str | None]:
+    """(cwd, forkedFrom.sessionId) from a transcript's head. Malformed lines
+    are skipped, and so is the line the read limit cut (a cut JSON object
+    never parses); a forkedFrom naming the session itself is ignored."""
+    lines = data.split(b"\n")
+    cwd: str | None = None
+    fork: str | None = None
+    want_fork = b'"forkedFrom"' in data
+    for line in lines:
+        if not ((cwd is None and b'"cwd"' in line) or (want_fork and b'"forkedFrom"' in line)):
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(record, dict):
+            continue
+        value = record.get("cwd")
+        if cwd is None and isinstance(value, str) and value and "\0" not in value:
+            cwd = value
+        forked = record.get("forkedFrom")
+        if want_fork and isinstance(forked, dict):
+            parent = canonical(forked.get("sessionId"))
+            if parent is not None and parent != sid:
+                fork, want_fork = parent, False
+        if cwd is not None and not want_fork:
+            break
+    return cwd, fork
+
+
+def _started_seconds(value: object) -> float | None:
+    """A registry `startedAt` (ms) as seconds, or None for "cannot tell"."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = value / 1000
+    except OverflowError:
+        return None
+    if not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return seconds
+
+
+def _proc_start_ticks(pid: int) -> str | None:
+    """The process's start time as /proc/<pid>/stat gives it (field 22, clock
+    ticks since boot): what newer Claude versions write as `procStart`."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read(4096)
+    except OSError:
+        return None
+    fields = raw.rpartition(b")")[2].split()
+    # Fields after the command name start at field 3 (state).
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def _same_process(record: dict[str, object], proc: Proc) -> bool | None:
+    """Whether the registry file was written by the live process with its
+    pid: True, False (a reused pid), None (cannot tell: counts as in use).
+
+    procStart can only confirm: its format is not promised, and reading it
+    wrongly must not make a live session look stale, so a mismatch falls
+    through to startedAt, which alone can call a registry file stale.
+    """
+    proc_start = record.get("procStart")
+    if isinstance(proc_start, str | int) and not isinstance(proc_start, bool):
+        actual = _proc_start_ticks(proc.pid)
+        if actual is not None and str(proc_start).strip() == actual:
+            return True
+    started = _started_seconds(record.get("startedAt"))
+    if started is None:
+        return None
+    return started >= proc.create_time - START_SLACK_S
+
+
+class ClaudeAdapter(Adapter):
+    name = "claude"
+
+    # -- where ----------------------------------------------------------
+    def _dir_var(self, var: str) -> Path | None:
+        value = self.env.get(var)
+        if value is None:
+            return None
+        if value == "~" or value.startswith("~/"):
+            value = str(self.env.home) + value[1:]
+        path = Path(value)
+        if not path.is_absolute():
+            log.warning("relative directory ignored", variable=var, value=value)
+            return None
+        return path
+
+    def _config_dir(self) -> Path:
+        return self._dir_var("CLAUDE_CONFIG_DIR") or self.env.home / ".claude"
+
+    def _projects_dir(self) -> tuple[Path, bool]:
+        explicit = self._dir_var("CLAUDE_PROJECT_DIR")
+        return (explicit, False) if explicit else (self._config_dir() / "projects", True)
+
+    def _tmp_dirs(self) -> list[Path]:
+        """`claude-<uid>` under each tmp dir, first spelling of each real path."""
+        per_uid = f"claude-{self.env.uid}"
+        candidates: list[Path] = []
+        code_tmp = self._dir_var("CLAUDE_CODE_TMPDIR")
+        if code_tmp is not None:
+            candidates.append(code_tmp if code_tmp.name == per_uid else code_tmp / per_uid)
+        for var in ("TMPDIR", "TMP", "TEMP"):
+            base = self._dir_var(var)
+            if base is not None:
+                candidates.append(base / per_uid)
+        candidates.append(self.env.system_tmp / per_uid)
+        unique: dict[str, Path] = {}
+        for path in candidates:
+            unique.setdefault(os.path.realpath(path), path)
+        return list(unique.values())
+
+    @cached_property
+    def _paths(self) -> _Paths:
+        # Env never changes, so neither do the paths; root problems do, and
+        # are checked afresh by every _layout().
+        projects, inside = self._projects_dir()
+        return _Paths(self._config_dir(), projects, inside, tuple(self._tmp_dirs()))
+
+    def _layout(self, check: bool = True) -> _Layout:
+        """Every root; `check` computes each root's problem (path lookups,
+        which only map names, skip it)."""
+
+        def root(path: Path, kind: str) -> Root:
+            return Root(path, kind, self.root_problem(path) if check else None)
+
+        paths = self._paths
+        return _Layout(
+            config=root(paths.config, "config"),
+            projects=root(paths.projects, "projects"),
+            projects_inside_config=paths.projects_inside_config,
+            tmp=tuple(root(path, "tmp") for path in paths.tmp),
+        )
+
+    def roots(self) -> list[Root]:
+        layout = self._layout()
+        return [layout.config, layout.projects, *layout.tmp]
+
+    def watch_dirs(self) -> list[Path]:
+        layout = self._layout(check=False)
+        config, projects = layout.config.path, layout.projects.path
+        dirs = [config, projects]
+        dirs += [Path(e.path) for e in _list(str(projects), None) if _listable(e)]
+        dirs += [config / area for area in _CONFIG_AREAS]
+        for root in layout.tmp:
+            dirs.append(root.path)
+            dirs += [Path(e.path) for e in _list(str(root.path), None) if _listable(e)]
+        return [d for d in dict.fromkeys(dirs) if d.is_dir()]
+
+    # -- what -----------------------------------------------------------
+    def canonical_id(self, raw: str) -> str | None:
+        return canonical(raw)
+
+    def scan(self) -> Iterator[Session]:
+        found = self._find(self._layout(), None)
+        for sid in sorted(found.found):
+            session = self._session(sid, found)
+            if session is not None:
+                yield session
+
+    def load(self, session_id: str) -> Session | None:
+        sid = canonical(session_id)
+        if sid is None:
+            return None
+        return self._session(sid, self._find(self._layout(), sid))
+
+    def _find(self, layout: _Layout, only: str | None) -> _Grouped:
+        found = _Grouped(only)
+        self._find_projects(layout, found)
+        self._find_config(layout, found)
+        self._find_jobs(layout, found)
+        self._find_registry(layout, found)
+        self._find_tmp(layout, found)
+        return found
+
+    def _find_projects(self, layout: _Layout, found: _Grouped) -> None:
+        root = layout.projects
+        base_linked = bool(root.problem) or (
+            layout.projects_inside_config and disk.is_link(root.path)
+        )
+        spellings = _spellings(found.only)
+        probe = None if spellings is None else [s + ".jsonl" for s in spellings] + spellings
+        for key in _list(str(root.path), None):
+            # A linked key is listed only to report what is behind it.
+            if not _listable(key):
+                continue
+            for entry in _list(key.path, probe):
+                linked = base_linked or key.link
+                if entry.name.endswith(".jsonl"):
+                    sid = canonical(entry.name[: -len(".jsonl")])
+                    found.add(sid, _Found(entry.path, TRANSCRIPT, root, linked, primary=True))
+                else:
+                    linked = linked or entry.link
+                    found.add(canonical(entry.name), _Found(entry.path, SESSION_DIR, root, linked))
+
+    def _find_config(self, layout: _Layout, found: _Grouped) -> None:
+        spellings = _spellings(found.only)
+        debug_probe = None if spellings is None else [s + ".txt" for s in spellings]
+        areas: list[tuple[str, str, Callable[[str], str | None], list[str] | None, bool]] = [
+            ("file-history", FILE_HISTORY, canonical, spellings, True),
+            ("session-env", SESSION_ENV, canonical, spellings, True),
+            ("todos", TODOS, _todo_id, None, False),
+            ("debug", DEBUG_LOG, _debug_id, debug_probe, False),
+        ]
+        for area, kind, identify, probe, holds_dirs in areas:
+            for entry, linked in self._config_entries(layout, area, probe):
+                linked = linked or (holds_dirs and entry.link)
+                found.add(identify(entry.name), _Found(entry.path, kind, layout.config, linked))
+
+    def _config_entries(
+        self, layout: _Layout, area: str, probe: Sequence[str] | None
+    ) -> Iterator[tuple[_Entry, bool]]:
+        """Entries of `<config>/<area>`, each with whether it lies behind a
+        link (the area itself is one) or on an unsafe root."""
+        directory = layout.config.path / area
+        linked = bool(layout.config.problem) or disk.is_link(directory)
+        for entry in _list(str(directory), probe):
+            yield entry, linked
+
+    def _find_jobs(self, layout: _Layout, found: _Grouped) -> None:
+        spellings = _spellings(found.only)
+        probe = None if spellings is None else [s[:8] for s in spellings]
+        for entry, linked in self._config_entries(layout, "jobs", probe):
+            if not (entry.dir or entry.link) or not _JOB.fullmatch(entry.name):
+                continue
+            state = _read_json(os.path.join(entry.path, "state.json"))
+            if not isinstance(state, dict):
+                log.debug("job without a readable state.json", path=entry.path)
+                continue
+            sid = canonical(state.get("sessionId"))
+            # Another session can share the 8-char prefix: only state.json decides.
+            if sid is None or sid[:8] != entry.name.lower():
+                log.debug("job not named by its state.json", path=entry.path)
+                continue
+            found.add(sid, _Found(entry.path, JOB, layout.config, linked or entry.link))
+            parent = canonical(state.get("forkParentSessionId"))
+            if parent is not None and parent != sid:
+                found.job_parents.setdefault(sid, parent)
+
+    def _find_registry(self, layout: _Layout, found: _Grouped) -> None:
+        by_pid: dict[str, str] = {}
+        keys: list[tuple[_Entry, bool, str]] = []
+        for entry, linked in self._config_entries(layout, "sessions", None):
+            if match := _REGISTRY.fullmatch(entry.name):
+                sid = _registry_id(_read_json(entry.path))
+                if sid is not None:
+                    by_pid[match["pid"]] = sid
+                    found.add(sid, _Found(entry.path, REGISTRY, layout.config, linked))
+            elif match := _REGISTRY_KEY.fullmatch(entry.name):
+                keys.append((entry, linked, match["pid"]))
+        for entry, linked, pid in keys:
+            found.add(by_pid.get(pid), _Found(entry.path, REGISTRY_KEY, layout.config, linked))
+
+    def _find_tmp(self, layout: _Layout, found: _Grouped) -> None:
+        probe = _spellings(found.only)
+        for root in layout.tmp:
+            for key in _list(str(root.path), None):
+                if not _listable(key):
+                    continue
+                for entry in _list(key.path, probe):
+                    linked = bool(root.problem) or key.link or entry.link
+                    found.add(canonical(entry.name), _Found(entry.path, TMP, root, linked))
+
+    def _session(self, sid: str, found: _Grouped) -> Session | None:
+        """Measure what was found for `sid` into a Session; None when all of
+        it vanished meanwhile."""
+        seen: set[tuple[int, int]] = set()
+        items = sorted(found.found.get(sid, {}).values(), key=lambda f: (not f.primary, f.path))
+        artifacts = []
+        for item in items:
+            artifact = disk.artifact(
+                item.path,
+                item.kind,
+                item.root.path,
+                primary=item.primary,
+                linked=item.linked,
+                seen=seen,
+            )
+            if artifact is not None:
+                artifacts.append(artifact)
+        if not artifacts:
+            return None
+        workspace, parent = self._lineage(sid, [i.path for i in items if i.primary])
+        return Session(
+            agent=self.name,
+            id=sid,
+            workspace=workspace,
+            parent=parent or found.job_parents.get(sid),
+            artifacts=artifacts,
+            bytes=sum(a.bytes for a in artifacts),
+        )
+
+    def _lineage(self, sid: str, transcripts: list[str]) -> tuple[str | None, str | None]:
+        """The workspace (the records' cwd, never the lossy key) and the
+        parent a fork names, from the heads of the session's transcripts."""
+        workspace: str | None = None
+        parent: str | None = None
+        for path in transcripts:
+            data = _read_head(path, TRANSCRIPT_HEAD)
+            if data is None:
+                continue
+            cwd, fork = _transcript_facts(sid, data)
+            workspace = workspace or cwd
+            parent = parent or fork
+            if workspace and parent:
+                break
+        return workspace, parent
+
+    def session_for_path(self, path: str) -> str | None:
+        path = os.path.abspath(path)
+        layout = self._layout(check=False)
+        parts = _below(path, layout.projects.path)
+        if parts is not None:
+            return _project_path_id(parts)
+        parts = _below(path, layout.config.path)
+        if parts is not None:
+            return self._config_path_id(layout, parts)
+        for root in layout.tmp:
+            parts = _below(path, root.path)
+            if parts is not None:
+                return canonical(parts[1]) if len(parts) >= 2 else None
+        return None
+
+    def _config_path_id(self, layout: _Layout, parts: list[str]) -> str | None:
+        if len(parts) < 2:
+            return None
+        area, name = parts[0], parts[1]
+        if area in ("file-history", "session-env"):
+            return canonical(name)
+        if area == "todos" and len(parts) == 2:
+            return _todo_id(name)
+        if area == "debug" and len(parts) == 2:
+            return _debug_id(name)
+        if area == "jobs" and _JOB.fullmatch(name):
+            state = _read_json(str(layout.config.path / "jobs" / name / "state.json"))
+            sid = canonical(state.get("sessionId")) if isinstance(state, dict) else None
+            return sid if sid is not None and sid[:8] == name.lower() else None
+        if area == "sessions" and len(parts) == 2:
+            match = _REGISTRY.fullmatch(name) or _REGISTRY_KEY.fullmatch(name)
+            if match:
+                registry = layout.config.path / "sessions" / f"{match['pid']}.json"
+                return _registry_id(_read_json(str(registry)))
+        return None
+
+    # -- in use ---------------------------------------------------------
+    def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
+        """Command lines naming the id in either spelling, and registry files
+        naming the session whose process is alive and not a reused pid. The
+        registry is evidence of use, never of disuse (/clear and --continue
+        leave it naming the wrong id)."""
+        holders = procs.naming(session.id, session.id.upper())
+        for artifact in session.artifacts:
+            if artifact.kind == REGISTRY:
+                holders += _registry_holders(artifact.path, session.id, procs)
+        return holders
+
+
+def _registry_holders(path: str, sid: str, procs: ProcessTable) -> list[Holder]:
+    """Holders from one `sessions/<pid>.json`, read afresh. A file that is gone
+    holds nothing; one that now names another session holds nothing; one that
+    cannot be parsed still points at its file-name pid (cannot tell: in use)."""
+    if not os.path.lexists(path):
+        return []
+    record = _read_json(path)
+    if not isinstance(record, dict):
+        record = {}
+    elif _registry_id(record) not in (None, sid):
+        return []
+    pids: set[int] = set()
+    if named := _REGISTRY.fullmatch(os.path.basename(path)):
+        pids.add(int(named["pid"]))
+    recorded = record.get("pid")
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0:
+        pids.add(recorded)
+    name = f"sessions/{os.path.basename(path)}"
+    holders: list[Holder] = []
+    for pid in sorted(pids):
+        if pid in procs.unreadable:
+            holders.append(Holder(pid, HolderKind.REGISTRY, f"{name}: process cannot be read"))
+            continue
+        proc = procs.alive(pid)
+        if proc is None:
+            continue
+        same = _same_process(record, proc)
+        if same is None:
+            holders.append(Holder(pid, HolderKind.REGISTRY, f"{name}: start time cannot be told"))
+        elif same:
+            holders.append(Holder(pid, HolderKind.REGISTRY, name))
+    return holders
+
+
+def _registry_id(record: object) -> str | None:
+    return canonical(record.get("sessionId")) if isinstance(record, dict) else None
+
+
+def _todo_id(name: str) -> str | None:
+    match = _TODO.fullmatch(name)
+    return canonical(match["id"]) if match else None
+
+
+def _debug_id(name: str) -> str | None:
+    return canonical(name[: -len(".txt")]) if name.endswith(".txt") else None
+
+
+def _project_path_id(parts: list[str]) -> str | None:
+    """`<key>/<id>.jsonl` or anything under `<key>/<id>/`; memory and the rest
+    are shared."""
+    if len(parts) < 2 or not valid_name(parts[0]):
+        return None
+    name = parts[1]
+    if len(parts) == 2 and name.endswith(".jsonl"):
+        return canonical(name[: -len(".jsonl")])
+    return canonical(name)
+
+
+def _below(path: str, root: Path) -> list[str] | None:
+    """The components of `path` below `root` (as given or resolved), or None."""
+    for base in dict.fromkeys((os.fspath(root), os.path.realpath(root))):
+        if path == base:
+            return []
+        if path.startswith(base.rstrip("/") + "/"):
+            return path[len(base.rstrip("/")) + 1 :].split("/")
+    return None
+
+
+ADAPTER = ClaudeAdapter
