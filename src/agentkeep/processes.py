@@ -57,13 +57,18 @@ class ProcessTable:
         table = cls()
         me = os.getpid()
         try:
-            it = psutil.process_iter(["uids", "cmdline", "create_time"], ad_value=_UNREADABLE)
+            attrs = ["uids", "cmdline", "create_time", "status"]
+            it = psutil.process_iter(attrs, ad_value=_UNREADABLE)
             for proc in it:
                 info = proc.info
                 uids = info.get("uids")
                 if uids is _UNREADABLE or uids is None:
                     continue
                 if uids.real != uid or proc.pid == me:
+                    continue
+                if info.get("status") == psutil.STATUS_ZOMBIE:
+                    # A zombie has exited: it holds no file open and uses no
+                    # session; its unreadable command line proves nothing.
                     continue
                 cmdline = info.get("cmdline")
                 created = info.get("create_time")
