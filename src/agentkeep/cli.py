@@ -1,0 +1,423 @@
+"""The `agentkeep` command: parse, ask (the daemon or the core), render.
+
+Every command that the socket serves is first asked of the running daemon,
+with the config path, state dir and roots this process resolved; when no
+daemon answers, or it sees another user's view (-32001), the same core
+function runs in-process. The output is the same either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+
+from agentkeep import __version__, client, core, render, trash
+from agentkeep.logs import configure
+from agentkeep.model import rfc3339
+from agentkeep.paths import Env
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_NO_SUCH = 0, 1, 2, 4, 5
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=False)
+
+
+def _fail(exit_code: int, message: str) -> NoReturn:
+    click.echo(f"agentkeep: {message}", err=True)
+    sys.exit(exit_code)
+
+
+def _emit_json(doc: Any) -> None:
+    click.echo(json.dumps(doc, indent=2, sort_keys=False))
+
+
+class Runner:
+    """Answers one command through the daemon, or in-process."""
+
+    def __init__(self) -> None:
+        self.env = Env.from_environ()
+        self._ctx: core.Context | None = None
+
+    @property
+    def ctx(self) -> core.Context:
+        if self._ctx is None:
+            self._ctx = core.Context.open(self.env)
+        return self._ctx
+
+    def ask(self, method: str, params: dict[str, Any], local: Callable[[core.Context], Any]) -> Any:
+        try:
+            return client.request_with_env(self.env, self.ctx.fingerprint(), method, params)
+        except client.NoDaemon:
+            pass
+        except client.RemoteError as exc:
+            if exc.code != -32001:
+                data = exc.data if isinstance(exc.data, dict) else {}
+                if isinstance(data.get("report"), dict):
+                    raise core.Failure(
+                        int(data.get("exit", 1)), exc.message, report=data["report"]
+                    ) from None
+                raise core.Failure(int(data.get("exit", 1)), exc.message) from None
+        return local(self.ctx)
+
+    def run(self, body: Callable[[], int | None], as_json: bool = False) -> NoReturn:
+        try:
+            code = body() or 0
+        except core.Failure as exc:
+            if exc.report is not None:  # a refused purge still says what it kept
+                _emit_json(exc.report) if as_json else render.report(_console(), exc.report)
+            _fail(exc.exit, exc.message)
+        sys.exit(code)
+
+
+def _json_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(f)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="agentkeep")
+def main() -> None:
+    """Keep coding agents' sessions, prune what has been idle past your retention."""
+    # A person at the CLI sees results, not the log; the daemon logs every
+    # removal and kept session (AGENTKEEP_LOG_LEVEL overrides both).
+    configure(level=os.environ.get("AGENTKEEP_LOG_LEVEL", "warning"))
+
+
+@main.command()
+@_json_option
+def scan(as_json: bool) -> None:
+    """Rebuild the index from disk now."""
+    r = Runner()
+
+    def body() -> int:
+        doc = r.ask("scan", {}, core.scan)
+        _emit_json(doc) if as_json else render.scan(_console(), doc)
+        return EXIT_OK
+
+    r.run(body)
+
+
+@main.command("ls")
+@click.option("--agent", default=None, help="Only this agent's sessions.")
+@click.option(
+    "--idle-over",
+    default=None,
+    metavar="AGE",
+    help="Only sessions idle longer than AGE (30d, 12h).",
+)
+@_json_option
+def ls_cmd(agent: str | None, idle_over: str | None, as_json: bool) -> None:
+    """The sessions in the index, oldest activity first."""
+    r = Runner()
+
+    def body() -> int:
+        params = {"agent": agent, "idle_over": idle_over}
+        rows = r.ask("ls", params, lambda c: core.ls(c, agent, idle_over))
+        if as_json:
+            _emit_json(rows)
+        else:
+            render.sessions(_console(), rows, core.reclaim_hint(r.ctx))
+        return EXIT_OK
+
+    r.run(body)
+
+
+@main.command()
+@click.argument("agent")
+@click.argument("session_id", metavar="ID")
+@_json_option
+def show(agent: str, session_id: str, as_json: bool) -> None:
+    """One session: its artifacts, holders, parent and children."""
+    r = Runner()
+
+    def body() -> int:
+        doc = r.ask(
+            "show", {"agent": agent, "id": session_id}, lambda c: core.show(c, agent, session_id)
+        )
+        _emit_json(doc) if as_json else render.show(_console(), doc)
+        return EXIT_OK
+
+    r.run(body)
+
+
+@main.command()
+@click.option("--by", type=click.Choice(["agent", "workspace"]), default="agent", show_default=True)
+@_json_option
+def du(by: str, as_json: bool) -> None:
+    """Where the disk went, largest first, with what is reclaimable now."""
+    r = Runner()
+
+    def body() -> int:
+        doc = r.ask("du", {"by": by}, lambda c: core.du(c, by))
+        _emit_json(doc) if as_json else render.du(_console(), doc, core.reclaim_hint(r.ctx))
+        return EXIT_OK
+
+    r.run(body)
+
+
+def _print_report(doc: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        _emit_json(doc)
+    else:
+        render.report(_console(), doc)
+    return EXIT_FAILED if doc["failed"] else EXIT_OK
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Decide everything, remove nothing.")
+@click.option(
+    "--older-than",
+    default=None,
+    metavar="AGE",
+    help="The cutoff (at least 1d); default: the config's retention.",
+)
+@click.option("--agent", default=None, help="Only this agent's sessions.")
+@_json_option
+def prune(dry_run: bool, older_than: str | None, agent: str | None, as_json: bool) -> None:
+    """Remove sessions idle past the cutoff."""
+    r = Runner()
+
+    def body() -> int:
+        params = {"dry_run": dry_run, "older_than": older_than, "agent": agent}
+        doc = r.ask(
+            "prune",
+            params,
+            lambda c: core.prune(c, dry_run=dry_run, older_than=older_than, agent=agent),
+        )
+        return _print_report(doc, as_json)
+
+    r.run(body)
+
+
+@main.command()
+@click.argument("agent")
+@click.argument("session_id", metavar="ID")
+@click.option("--dry-run", is_flag=True, help="Decide everything, remove nothing.")
+@click.option("--cascade", is_flag=True, help="Remove the session's descendants first.")
+@_json_option
+def purge(agent: str, session_id: str, dry_run: bool, cascade: bool, as_json: bool) -> None:
+    """Remove one session now, whatever its age."""
+    r = Runner()
+
+    def body() -> int:
+        params = {"agent": agent, "id": session_id, "dry_run": dry_run, "cascade": cascade}
+        doc = r.ask(
+            "purge",
+            params,
+            lambda c: core.purge(c, agent=agent, id=session_id, dry_run=dry_run, cascade=cascade),
+        )
+        return _print_report(doc, as_json)
+
+    r.run(body, as_json)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("agent")
+@click.argument("session_id", metavar="ID")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def hold(agent: str, session_id: str, command: tuple[str, ...]) -> None:
+    """Hold a session's lease for as long as COMMAND runs: hold AGENT ID -- CMD [ARG...]."""
+    from agentkeep import leases
+
+    r = Runner()
+    argv = list(command[1:] if command and command[0] == "--" else command)
+    if not argv:
+        _fail(EXIT_USAGE, "hold needs a command after --")
+    try:
+        sid = r.ctx.session_id(agent, session_id)
+    except core.Failure as exc:
+        _fail(exc.exit, exc.message)
+    leases.hold_and_exec(leases.lease_path(r.ctx.state_dir, agent, sid), argv)
+
+
+def _pin(agent: str, session_id: str, pinned: bool, as_json: bool) -> None:
+    r = Runner()
+    method = "pin" if pinned else "unpin"
+
+    def body() -> int:
+        doc = r.ask(
+            method,
+            {"agent": agent, "id": session_id},
+            lambda c: core.pin(c, agent, session_id, pinned),
+        )
+        if as_json:
+            _emit_json(doc)
+        else:
+            click.echo(f"{'pinned' if pinned else 'unpinned'} {doc['agent']} {doc['id']}")
+        return EXIT_OK
+
+    r.run(body)
+
+
+@main.command()
+@click.argument("agent")
+@click.argument("session_id", metavar="ID")
+@_json_option
+def pin(agent: str, session_id: str, as_json: bool) -> None:
+    """Never prune this session."""
+    _pin(agent, session_id, True, as_json)
+
+
+@main.command()
+@click.argument("agent")
+@click.argument("session_id", metavar="ID")
+@_json_option
+def unpin(agent: str, session_id: str, as_json: bool) -> None:
+    """Let this session be pruned again."""
+    _pin(agent, session_id, False, as_json)
+
+
+def _trash_json(e: trash.TrashEntry) -> dict[str, Any]:
+    return {
+        "agent": e.agent,
+        "id": e.id,
+        "parent": e.parent,
+        "bytes": e.bytes,
+        "partial": e.partial,
+        "trashed_at": rfc3339(e.trashed_at),
+        "expires_at": rfc3339(e.expires_at),
+        "last_activity": rfc3339(e.last_activity),
+    }
+
+
+@main.command("trash")
+@_json_option
+def trash_cmd(as_json: bool) -> None:
+    """List the trash."""
+    env = Env.from_environ()
+    entries = [_trash_json(e) for e in trash.list_entries(env.state_dir)]
+    if as_json:
+        _emit_json({"entries": entries})
+    else:
+        render.trash_entries(_console(), entries)
+
+
+@main.command()
+@click.argument("agent")
+@click.argument("session_id", metavar="ID")
+@_json_option
+def restore(agent: str, session_id: str, as_json: bool) -> None:
+    """Put a pruned session back where it was (with its trashed ancestors)."""
+    r = Runner()
+
+    def body() -> int:
+        sid = r.ctx.session_id(agent, session_id)
+        try:
+            result = trash.restore(r.ctx.state_dir, agent, sid, now=time.time())
+        except trash.NoSuchEntry as exc:
+            raise core.Failure(EXIT_NO_SUCH, str(exc)) from None
+        except (trash.TrashError, OSError) as exc:
+            raise core.Failure(EXIT_FAILED, str(exc)) from None
+        for entry in result.entries:
+            core.refresh(r.ctx, entry.agent, entry.id)
+        doc = {
+            "restored": [{"agent": e.agent, "id": e.id} for e in result.entries],
+            "bytes": result.bytes,
+            "paths": result.paths,
+        }
+        if as_json:
+            _emit_json(doc)
+        else:
+            for e in result.entries:
+                click.echo(f"restored {e.agent} {e.id} ({render.size(e.bytes)})")
+        return EXIT_OK
+
+    r.run(body)
+
+
+@main.command()
+def serve() -> None:
+    """Run the daemon in the foreground (what the service runs)."""
+    from agentkeep.daemon.main import serve as run_daemon
+
+    configure(level=os.environ.get("AGENTKEEP_LOG_LEVEL", "info"))
+    sys.exit(run_daemon(Env.from_environ()))
+
+
+@main.command()
+@_json_option
+def status(as_json: bool) -> None:
+    """The daemon: pid, uptime, sessions, watch mode, config, prunes."""
+    r = Runner()
+    try:
+        doc = client.call(r.env, "status", {})
+        code = EXIT_OK
+    except (client.NoDaemon, client.RemoteError):
+        doc = {"pid": None, "version": __version__, "uptime_s": None, **core.status_fields(r.ctx)}
+        doc.update(watch=None, next_prune=None)
+        code = EXIT_FAILED
+    if not as_json:
+        doc["reclaim_hint"] = core.reclaim_hint(r.ctx)
+        render.status(_console(), doc)
+    else:
+        _emit_json(doc)
+    sys.exit(code)
+
+
+@main.group()
+def service() -> None:
+    """The systemd user unit or launchd agent of this user."""
+
+
+def _service_plan(install: bool, dry_run: bool) -> NoReturn:
+    from agentkeep import service as svc
+
+    env = Env.from_environ()
+    try:
+        plan = svc.install_plan(env) if install else svc.uninstall_plan(env)
+        sys.exit(svc.apply(plan, dry_run=dry_run, out=click.echo, env=env))
+    except svc.ServiceError as exc:
+        _fail(EXIT_USAGE, str(exc))
+
+
+@service.command("install")
+@click.option("--dry-run", is_flag=True, help="Print what would be written and run.")
+def service_install(dry_run: bool) -> None:
+    """Write the unit (or plist) for this installation and start it."""
+    _service_plan(True, dry_run)
+
+
+@service.command("uninstall")
+@click.option("--dry-run", is_flag=True, help="Print what would be removed and run.")
+def service_uninstall(dry_run: bool) -> None:
+    """Stop the service and remove exactly what install wrote."""
+    _service_plan(False, dry_run)
+
+
+@service.command("status")
+@_json_option
+def service_status(as_json: bool) -> None:
+    """Whether the service is installed, running, and lingering."""
+    from agentkeep import service as svc
+
+    try:
+        doc = svc.status(Env.from_environ())
+    except svc.ServiceError as exc:
+        _fail(EXIT_USAGE, str(exc))
+    if as_json:
+        _emit_json(doc)
+    else:
+        for key, value in doc.items():
+            click.echo(f"{key:<10} {value}")
+    sys.exit(EXIT_OK if doc.get("installed") else EXIT_FAILED)
+
+
+@main.command()
+@_json_option
+def doctor(as_json: bool) -> None:
+    """What stands in the way: watch limits, config, service, agents' own clean-ups."""
+    from agentkeep import doctor as doc_mod
+
+    checks = doc_mod.run_checks(Env.from_environ())
+    if as_json:
+        _emit_json([c.__dict__ for c in checks])
+    else:
+        doc_mod.render(checks, click.echo)
+    sys.exit(EXIT_OK if all(c.ok for c in checks) else EXIT_FAILED)

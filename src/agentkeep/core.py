@@ -1,0 +1,660 @@
+"""The functions the CLI and the daemon both call.
+
+Each takes a Context (one user's config, adapters, index and state dir) and
+plain parameters, and returns the contract's JSON shapes. The daemon adds
+only watching, scheduling and serving around these; the CLI only parsing and
+rendering.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agentkeep import __version__, adapters, leases, trash
+from agentkeep.adapters.base import Adapter
+from agentkeep.config import Config, ConfigError, load_config, parse_duration
+from agentkeep.index import Index, IndexedSession
+from agentkeep.model import Artifact, Holder, HolderKind, Session, State, rfc3339
+from agentkeep.paths import Env, ensure_private_dir
+from agentkeep.processes import ProcessTable
+from agentkeep.prune import (
+    PruneOptions,
+    Pruner,
+    PruneRefused,
+    PruneReport,
+    lift_pause,
+    record_last_prune,
+)
+from agentkeep.statefiles import Pins, read_json
+
+log = structlog.get_logger("agentkeep.core")
+
+SUGGESTED_RETENTION = "30d"
+SUGGESTED_SECONDS = 30 * 86400.0
+
+
+class Failure(Exception):
+    """A request that cannot be answered: exit code, message, JSON-RPC code."""
+
+    def __init__(
+        self, exit: int, message: str, code: int = -32000, report: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.exit = exit
+        self.message = message
+        self.code = code
+        # A refused purge still has a report worth printing.
+        self.report = report
+
+
+def _load(env: Env, state_dir: Path) -> tuple[Config, str | None]:
+    roots = adapters.agent_roots(env)
+    try:
+        return load_config(
+            env.config_path, home=env.home, state_dir=state_dir, agent_roots=roots
+        ), None
+    except ConfigError as exc:
+        fallback = load_config(
+            env.state_dir / "no-such-config.toml",
+            home=env.home,
+            state_dir=state_dir,
+            agent_roots=roots,
+        )
+        return fallback, str(exc)
+
+
+@dataclass
+class Context:
+    """Everything one user's view needs. A bad config is recorded, not
+    raised: the daemon keeps serving and prunes nothing until it is fixed."""
+
+    env: Env
+    state_dir: Path
+    config: Config
+    config_error: str | None
+    adapters: dict[str, Adapter]
+    index: Index
+    prune_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def open(cls, env: Env) -> Context:
+        state_dir = ensure_private_dir(env.state_dir)
+        os.chmod(state_dir, 0o700)
+        config, error = _load(env, state_dir)
+        index = Index(state_dir / "index.sqlite")
+        ctx = cls(env, state_dir, config, error, adapters.build(env, config), index)
+        index.forget_agents(ctx.adapters)
+        return ctx
+
+    def reload(self) -> None:
+        self.config, self.config_error = _load(self.env, self.state_dir)
+        self.adapters = adapters.build(self.env, self.config)
+        self.index.forget_agents(self.adapters)
+        if self.config_error:
+            log.error("config invalid: pruning stops until it is fixed", error=self.config_error)
+
+    def require_config(self) -> Config:
+        if self.config_error:
+            raise Failure(2, self.config_error)
+        return self.config
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {
+            "config": str(self.env.config_path),
+            "state": str(self.state_dir),
+            "roots": {
+                name: sorted(str(r.path) for r in a.roots())
+                for name, a in sorted(self.adapters.items())
+            },
+        }
+
+    def adapter(self, agent: str) -> Adapter:
+        try:
+            return self.adapters[agent]
+        except KeyError:
+            known = ", ".join(sorted(self.adapters)) or "none"
+            raise Failure(
+                2, f"unknown or disabled agent {agent!r} (enabled: {known})", -32602
+            ) from None
+
+    def session_id(self, agent: str, raw: str) -> str:
+        sid = self.adapter(agent).canonical_id(str(raw))
+        if sid is None:
+            raise Failure(5, f"no such session: {agent} {raw!r} is not a valid {agent} session id")
+        return sid
+
+
+# -- indexing ------------------------------------------------------------------
+def scan(ctx: Context) -> dict[str, Any]:
+    started = time.monotonic()
+    restored = _restored(ctx)
+    counts: dict[str, int] = {}
+    artifacts = total = 0
+    for name, adapter in ctx.adapters.items():
+        n, a, b = ctx.index.replace_agent(name, adapter.scan(), restored)
+        ctx.index.set_dir_signatures(name, _dir_signatures(adapter))
+        counts[name], artifacts, total = n, artifacts + a, total + b
+    return {
+        "sessions": counts,
+        "artifacts": artifacts,
+        "bytes": total,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+
+
+def _restored(ctx: Context) -> dict[tuple[str, str], float]:
+    """When sessions were last restored. An unreadable record only costs the
+    index its restore times (prune itself refuses to run without them)."""
+    try:
+        return trash.restored_at(ctx.state_dir)
+    except trash.TrashError as exc:
+        log.error("restore times unreadable", error=str(exc))
+        return {}
+
+
+def _dir_signatures(adapter: Adapter) -> dict[str, int | None]:
+    sigs: dict[str, int | None] = {}
+    for d in adapter.watch_dirs():
+        try:
+            sigs[os.fspath(d)] = os.stat(d).st_mtime_ns
+        except OSError:
+            sigs[os.fspath(d)] = None
+    return sigs
+
+
+def refresh(ctx: Context, agent: str, session_id: str) -> None:
+    """List one session again from the disk into the index (watch events)."""
+    adapter = ctx.adapters.get(agent)
+    if adapter is None:
+        return
+    session = adapter.load(session_id)
+    if session is None:
+        ctx.index.delete(agent, session_id)
+    else:
+        ctx.index.put(session, _restored(ctx).get(session.key))
+
+
+def reconcile(ctx: Context) -> int:
+    """Bring the index up to date cheaply: re-list only sessions whose
+    indexed artifacts changed on disk, and the entries of directories whose
+    mtime changed. Returns how many sessions were re-listed."""
+    touched: set[tuple[str, str]] = set()
+    for name, adapter in ctx.adapters.items():
+        old = ctx.index.dir_signatures(name)
+        if not old:
+            n, _, _ = ctx.index.replace_agent(name, adapter.scan(), _restored(ctx))
+            ctx.index.set_dir_signatures(name, _dir_signatures(adapter))
+            touched.update((name, s.id) for s in ctx.index.sessions(name))
+            continue
+        new = _dir_signatures(adapter)
+        for d, sig in new.items():
+            if old.get(d) != sig:
+                touched.update((name, sid) for sid in _named_in(adapter, d))
+        touched.update((name, sid) for sid in _changed_sessions(ctx, name))
+        for d in set(old) - set(new):
+            touched.update((name, sid) for sid in _sessions_under(ctx, name, d))
+        ctx.index.set_dir_signatures(name, new)
+    for agent, sid in touched:
+        refresh(ctx, agent, sid)
+    return len(touched)
+
+
+def _named_in(adapter: Adapter, directory: str) -> set[str]:
+    ids: set[str] = set()
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                sid = adapter.session_for_path(entry.path)
+                if sid:
+                    ids.add(sid)
+    except OSError:
+        pass
+    return ids
+
+
+def _changed_sessions(ctx: Context, agent: str) -> set[str]:
+    """Sessions with an indexed artifact that is gone or newer on disk (one
+    lstat per artifact; nothing is read)."""
+    changed: set[str] = set()
+    for (_, sid), arts in ctx.index.all_artifacts(agent).items():
+        for art in arts:
+            if art.root is None:
+                continue
+            try:
+                st = os.lstat(art.path)
+            except OSError:
+                changed.add(sid)
+                break
+            if art.mtime is None or st.st_mtime > art.mtime:
+                changed.add(sid)
+                break
+    return changed
+
+
+def _sessions_under(ctx: Context, agent: str, directory: str) -> set[str]:
+    prefix = directory.rstrip("/") + "/"
+    return {
+        sid
+        for (_, sid), arts in ctx.index.all_artifacts(agent).items()
+        if any(a.path.startswith(prefix) for a in arts)
+    }
+
+
+# -- reading -------------------------------------------------------------------
+@dataclass
+class Evidence:
+    """Who holds which sessions right now."""
+
+    procs: ProcessTable
+    pins: set[tuple[str, str]]
+
+
+def _evidence(ctx: Context) -> Evidence:
+    return Evidence(ProcessTable.snapshot(ctx.env.uid), Pins(ctx.state_dir).all())
+
+
+def _as_session(ctx: Context, s: IndexedSession, arts: list[Artifact] | None = None) -> Session:
+    """An indexed session with its artifacts (adapters read their evidence of
+    use, such as Claude's registry files, from them)."""
+    if arts is None:
+        arts = ctx.index.artifacts(s.agent, s.id)
+    return Session(s.agent, s.id, s.workspace, s.parent, arts, bytes=s.bytes)
+
+
+def _holders(ctx: Context, s: Session, ev: Evidence) -> list[Holder]:
+    adapter = ctx.adapters[s.agent]
+    holders = list(adapter.holders(s, ev.procs))
+    for path in [leases.lease_path(ctx.state_dir, s.agent, s.id), *adapter.lock_files(s)]:
+        if leases.is_held(path):
+            holders.append(Holder(None, HolderKind.LEASE, str(path)))
+    return holders
+
+
+def _state(holders: list[Holder], pinned: bool) -> State:
+    if any(h.kind != HolderKind.LEASE for h in holders):
+        return State.LIVE
+    if holders:
+        return State.HELD
+    return State.PINNED if pinned else State.IDLE
+
+
+def session_json(s: IndexedSession, state: State) -> dict[str, Any]:
+    return {
+        "agent": s.agent,
+        "id": s.id,
+        "workspace": s.workspace,
+        "parent": s.parent,
+        "last_activity": rfc3339(s.last_activity),
+        "bytes": s.bytes,
+        "artifacts": s.artifacts,
+        "state": state.value,
+    }
+
+
+def _parse_age(text: Any, key: str) -> float:
+    try:
+        return parse_duration(text, key)
+    except ConfigError as exc:
+        raise Failure(2, str(exc), -32602) from None
+
+
+def ls(
+    ctx: Context, agent: str | None = None, idle_over: str | None = None
+) -> list[dict[str, Any]]:
+    if agent is not None:
+        ctx.adapter(agent)
+    rows = ctx.index.sessions(agent)
+    if idle_over is not None:
+        cutoff = time.time() - _parse_age(idle_over, "--idle-over")
+        rows = [r for r in rows if r.last_activity is not None and r.last_activity < cutoff]
+    ev = _evidence(ctx)
+    arts = ctx.index.all_artifacts(agent)
+    out = []
+    for r in rows:
+        holders = _holders(ctx, _as_session(ctx, r, arts.get((r.agent, r.id), [])), ev)
+        out.append(session_json(r, _state(holders, (r.agent, r.id) in ev.pins)))
+    return out
+
+
+def _find(ctx: Context, agent: str, raw_id: str) -> IndexedSession:
+    sid = ctx.session_id(agent, raw_id)
+    found = ctx.index.get(agent, sid)
+    if found is None:
+        refresh(ctx, agent, sid)  # the index may be behind the disk
+        found = ctx.index.get(agent, sid)
+    if found is None:
+        raise Failure(5, f"no such session: {agent} {sid}")
+    return found
+
+
+def show(ctx: Context, agent: str, id: str) -> dict[str, Any]:
+    found = _find(ctx, agent, id)
+    ev = _evidence(ctx)
+    session = _as_session(ctx, found)
+    holders = _holders(ctx, session, ev)
+    doc = session_json(found, _state(holders, (agent, found.id) in ev.pins))
+    doc["artifacts"] = [
+        {"path": a.path, "kind": a.kind, "bytes": a.bytes}
+        | (
+            {"linked": True, "note": "behind a link or on an unsafe root: never removed"}
+            if a.linked
+            else {}
+        )
+        for a in session.artifacts
+    ]
+    doc["holders"] = [
+        {"pid": h.pid, "kind": h.kind.value} | ({"detail": h.detail} if h.detail else {})
+        for h in holders
+    ]
+    doc["children"] = ctx.index.children(agent, found.id)
+    doc["unsafe"] = found.unsafe
+    doc["pinned"] = (agent, found.id) in ev.pins
+    return doc
+
+
+def du(ctx: Context, by: str = "agent") -> dict[str, Any]:
+    if by not in ("agent", "workspace"):
+        raise Failure(2, f"--by must be agent or workspace, not {by!r}", -32602)
+    reclaim = reclaimable(ctx)
+    groups: dict[str, dict[str, Any]] = {}
+    for s in ctx.index.sessions():
+        key = s.agent if by == "agent" else (s.workspace or "(unknown)")
+        g = groups.setdefault(key, {"key": key, "bytes": 0, "sessions": 0, "reclaimable_bytes": 0})
+        g["bytes"] += s.bytes
+        g["sessions"] += 1
+        if (s.agent, s.id) in reclaim:
+            g["reclaimable_bytes"] += s.bytes
+    ordered = sorted(groups.values(), key=lambda g: (-g["bytes"], g["key"]))
+    return {"by": by, "groups": ordered}
+
+
+def reclaimable(ctx: Context, retention: float | None = None) -> set[tuple[str, str]]:
+    """Sessions a prune would remove now (ignoring max_removals): idle past
+    the cutoff, not held, pinned, undated or unsafe, and no ancestor of one
+    that stays. `retention` overrides the config's (for "what would 30 days
+    reclaim")."""
+    now = time.time()
+    cutoffs = _cutoffs(ctx, retention, None, now)
+    if not cutoffs:
+        return set()
+    ev = _evidence(ctx)
+    rows = ctx.index.sessions()
+    arts = ctx.index.all_artifacts()
+    by_key = {(r.agent, r.id): r for r in rows}
+    stay: set[tuple[str, str]] = set()
+    go: set[tuple[str, str]] = set()
+    for r in rows:
+        cutoff = cutoffs.get(r.agent)
+        old = cutoff is not None and r.last_activity is not None and r.last_activity < cutoff
+        if old and not r.unsafe and (r.agent, r.id) not in ev.pins:
+            holders = _holders(ctx, _as_session(ctx, r, arts.get((r.agent, r.id), [])), ev)
+            if not holders:
+                go.add((r.agent, r.id))
+                continue
+        stay.add((r.agent, r.id))
+    for agent, sid in stay:
+        seen = {sid}
+        parent = by_key[(agent, sid)].parent
+        while parent and parent not in seen and (agent, parent) in by_key:
+            seen.add(parent)
+            go.discard((agent, parent))
+            parent = by_key[(agent, parent)].parent
+    return go
+
+
+def reclaim_hint(ctx: Context) -> dict[str, Any] | None:
+    """With no retention configured: what a 30-day retention would reclaim."""
+    if ctx.config.has_retention():
+        return None
+    keys = reclaimable(ctx, SUGGESTED_SECONDS)
+    total = sum(s.bytes for s in ctx.index.sessions() if (s.agent, s.id) in keys)
+    return {
+        "retention": SUGGESTED_RETENTION,
+        "sessions": len(keys),
+        "bytes": total,
+        "config_line": f'retention = "{SUGGESTED_RETENTION}"',
+        "config_path": str(ctx.env.config_path),
+    }
+
+
+# -- pruning -------------------------------------------------------------------
+def _cutoffs(
+    ctx: Context, override: float | None, agent: str | None, now: float
+) -> dict[str, float]:
+    """Each agent's cutoff: exactly now minus its retention (no rounding)."""
+    agents = [agent] if agent else list(ctx.adapters)
+    out: dict[str, float] = {}
+    for name in agents:
+        retention = override if override is not None else ctx.config.retention_for(name)
+        if retention is not None:
+            out[name] = now - retention
+    return out
+
+
+def _pruner(ctx: Context) -> Pruner:
+    return Pruner(ctx.adapters, ctx.state_dir, index=ctx.index, pins=Pins(ctx.state_dir).all())
+
+
+def prune(
+    ctx: Context,
+    *,
+    dry_run: bool = False,
+    older_than: str | None = None,
+    agent: str | None = None,
+    scheduled: bool = False,
+) -> dict[str, Any] | None:
+    """Remove sessions idle past the cutoff. A scheduled prune re-reads the
+    config, skips its turn when another prune runs, and honours the pause;
+    any other prune that is not a dry run waits its turn and lifts the pause."""
+    if scheduled:
+        ctx.reload()
+        if ctx.config_error or not ctx.config.has_retention():
+            return None
+    config = ctx.require_config()
+    if agent is not None:
+        ctx.adapter(agent)
+    now = time.time()
+    override = _parse_age(older_than, "--older-than") if older_than is not None else None
+    cutoffs = _cutoffs(ctx, override, agent, now)
+    if not cutoffs:
+        raise Failure(
+            2,
+            "prune needs a cutoff: pass --older-than AGE or set a retention in "
+            f'{ctx.env.config_path} (for example: retention = "{SUGGESTED_RETENTION}")',
+            -32602,
+        )
+    opts = PruneOptions(
+        cutoffs=cutoffs,
+        now=now,
+        dry_run=dry_run,
+        max_removals=config.max_removals,
+        trash_for=config.trash,
+        scheduled=scheduled,
+    )
+    report = _run_locked(ctx, opts, wait=not scheduled)
+    if report is None:
+        return None
+    return report.to_json()
+
+
+def _run_locked(ctx: Context, opts: PruneOptions, *, wait: bool) -> PruneReport | None:
+    lock = leases.PrunerLock(ctx.state_dir)
+    if not lock.acquire(wait=wait):
+        log.info("a prune is already running; this turn is skipped")
+        return None
+    try:
+        try:
+            report = _pruner(ctx).run(opts)
+        except PruneRefused as exc:
+            raise Failure(exc.exit_code, str(exc), -32602) from None
+        except trash.TrashError as exc:
+            raise Failure(1, f"prune refused: {exc}") from None
+        if not opts.dry_run and not report.paused:
+            if not opts.scheduled:
+                lift_pause(ctx.state_dir)
+            record_last_prune(ctx.state_dir, report.summary(opts.now, opts.scheduled))
+        if report.paused:
+            record_last_prune(
+                ctx.state_dir, report.summary(opts.now, opts.scheduled) | _last_ts(ctx)
+            )
+        return report
+    finally:
+        lock.release()
+
+
+def _last_ts(ctx: Context) -> dict[str, Any]:
+    """A paused run does not move the recorded time of the last real prune."""
+    last = read_json(ctx.state_dir / "last_prune.json", {}) or {}
+    return {k: last[k] for k in ("ts", "time") if k in last}
+
+
+def purge(
+    ctx: Context, *, agent: str, id: str, dry_run: bool = False, cascade: bool = False
+) -> dict[str, Any]:
+    """Remove one named session now, whatever its age, and nothing else:
+    refused (exit 4) when live, held, pinned or the ancestor of a session that
+    stays; --cascade takes the descendants first under the same rules."""
+    ctx.require_config()
+    sid = ctx.session_id(agent, id)
+    adapter = ctx.adapter(agent)
+    if adapter.load(sid) is None:
+        raise Failure(5, f"no such session: {agent} {sid}")
+    targets = [(agent, sid)]
+    if cascade:
+        targets += [(agent, c) for c in _descendants(adapter, sid)]
+    opts = PruneOptions(
+        cutoffs={agent: time.time()},
+        now=time.time(),
+        dry_run=dry_run,
+        trash_for=ctx.config.trash,
+        purge=targets,
+    )
+    report = _run_locked(ctx, opts, wait=True)
+    assert report is not None
+    doc = report.to_json()
+    if any(k.agent == agent and k.id == sid for k in report.kept):
+        raise Failure(4, f"refused: {agent} {sid} stays ({_why(report, agent, sid)})", report=doc)
+    return doc
+
+
+def _why(report: PruneReport, agent: str, sid: str) -> str:
+    for k in report.kept:
+        if k.agent == agent and k.id == sid:
+            return f"{k.reason.value}: {k.detail}" if k.detail else k.reason.value
+    return "kept"
+
+
+def _descendants(adapter: Adapter, sid: str) -> list[str]:
+    sessions = list(adapter.scan())
+    children: dict[str, list[str]] = {}
+    for s in sessions:
+        if s.parent:
+            children.setdefault(s.parent, []).append(s.id)
+    out: list[str] = []
+    stack, seen = [sid], {sid}
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in seen:
+                seen.add(child)
+                out.append(child)
+                stack.append(child)
+    return out
+
+
+def pin(ctx: Context, agent: str, id: str, pinned: bool = True) -> dict[str, Any]:
+    found = _find(ctx, agent, id)
+    Pins(ctx.state_dir).set(agent, found.id, pinned)
+    return {"agent": agent, "id": found.id, "pinned": pinned}
+
+
+def expire_trash(ctx: Context) -> None:
+    trash.expire(ctx.state_dir, now=time.time())
+
+
+# -- status --------------------------------------------------------------------
+def status_fields(ctx: Context) -> dict[str, Any]:
+    last = read_json(ctx.state_dir / "last_prune.json", None)
+    if isinstance(last, dict):
+        last = {k: v for k, v in last.items() if k != "ts"}
+    pause = read_json(ctx.state_dir / "pause.json", None)
+    return {
+        "version": __version__,
+        "sessions": ctx.index.count(),
+        "config": {
+            "ok": ctx.config_error is None,
+            "error": ctx.config_error,
+            "retention": ctx.config.retention_text if not ctx.config_error else None,
+        },
+        "last_prune": last,
+        "paused": pause.get("reason") if isinstance(pause, dict) else None,
+    }
+
+
+# -- dispatch (the socket's methods that are the core's) -----------------------
+def _params(params: dict[str, Any], *names: str) -> dict[str, Any]:
+    unknown = set(params) - set(names) - {"env"}
+    if unknown:
+        raise Failure(2, f"unknown parameter(s): {', '.join(sorted(unknown))}", -32602)
+    return {k: v for k, v in params.items() if k != "env"}
+
+
+def _bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise Failure(2, f"{name} must be true or false", -32602)
+    return value
+
+
+def _str(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise Failure(2, f"{name} must be a string", -32602)
+    return value
+
+
+def dispatch(ctx: Context, method: str, params: dict[str, Any]) -> Any:
+    if not isinstance(params, dict):
+        raise Failure(2, "params must be an object", -32602)
+    if method == "scan":
+        _params(params)
+        return scan(ctx)
+    if method == "ls":
+        p = _params(params, "agent", "idle_over")
+        return ls(ctx, _opt_str(p, "agent"), _opt_str(p, "idle_over"))
+    if method == "show":
+        p = _params(params, "agent", "id")
+        return show(ctx, _str(p.get("agent"), "agent"), _str(p.get("id"), "id"))
+    if method == "du":
+        p = _params(params, "by")
+        return du(ctx, _opt_str(p, "by") or "agent")
+    if method == "prune":
+        p = _params(params, "dry_run", "older_than", "agent")
+        return prune(
+            ctx,
+            dry_run=_bool(p.get("dry_run", False), "dry_run"),
+            older_than=_opt_str(p, "older_than"),
+            agent=_opt_str(p, "agent"),
+        )
+    if method == "purge":
+        p = _params(params, "agent", "id", "dry_run", "cascade")
+        return purge(
+            ctx,
+            agent=_str(p.get("agent"), "agent"),
+            id=_str(p.get("id"), "id"),
+            dry_run=_bool(p.get("dry_run", False), "dry_run"),
+            cascade=_bool(p.get("cascade", False), "cascade"),
+        )
+    if method in ("pin", "unpin"):
+        p = _params(params, "agent", "id")
+        return pin(ctx, _str(p.get("agent"), "agent"), _str(p.get("id"), "id"), method == "pin")
+    raise Failure(2, f"unknown method {method!r}", -32601)
+
+
+def _opt_str(p: dict[str, Any], name: str) -> str | None:
+    value = p.get(name)
+    return None if value is None else _str(value, name)

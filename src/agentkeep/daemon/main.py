@@ -1,0 +1,487 @@
+"""`agentkeep serve`: wire the index, watcher, scheduler and socket together.
+
+Start-up takes the per-user daemon lock (a second daemon exits 1 naming the
+first), opens the context (a bad config is recorded, never fatal), claims
+the socket, starts watching, brings the index up to date, and only then
+accepts connections and tells systemd READY=1. Signals only write a byte to
+a wake-up socket; the main thread does the work: SIGHUP reloads, SIGTERM and
+SIGINT stop within STOP_DEADLINE (a prune in flight finishes the session it
+is removing and leaves the rest) and remove the socket file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import structlog
+
+from agentkeep import core, leases, prune
+from agentkeep.daemon import schedule, watch
+from agentkeep.daemon.notify import Notifier
+from agentkeep.daemon.schedule import Jobs, Schedule
+from agentkeep.daemon.server import (
+    ENV_MISMATCH,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    SERVER_ERROR,
+    AlreadyServing,
+    Connection,
+    RpcError,
+    Server,
+    ServerError,
+)
+from agentkeep.daemon.watch import Watcher
+from agentkeep.model import rfc3339
+from agentkeep.paths import Env, ensure_private_dir
+
+log = structlog.get_logger("agentkeep.daemon")
+
+STOP_DEADLINE = 4.5
+STATUS_EVERY = 5.0
+TICK_EVERY = 30.0
+METHODS = frozenset(
+    {
+        "status",
+        "ls",
+        "show",
+        "du",
+        "prune",
+        "purge",
+        "hold",
+        "release",
+        "pin",
+        "unpin",
+        "scan",
+        "reload",
+    }
+)
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def serve(env: Env) -> int:
+    """Run the daemon in the foreground until SIGTERM or SIGINT; the exit code."""
+    return Daemon(env).run()
+
+
+class Daemon:
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.notifier = Notifier(env.environ)
+        self.started = time.monotonic()
+        self.ctx: core.Context | None = None
+        self.server: Server | None = None
+        self.watcher: Watcher | None = None
+        self.schedule: Schedule | None = None
+        self.ready = threading.Event()
+        self._busy = 0
+        self._busy_lock = threading.Lock()
+        self._reconcile_lock = threading.Lock()
+        self._fingerprint: dict[str, Any] = {}
+        # Start-up (on its own thread) and stop must not cross: a stop during
+        # start-up keeps the server and the scheduler from starting at all.
+        self._lifecycle = threading.Lock()
+        self._stopping = False
+
+    # -- life -------------------------------------------------------------
+    def run(self) -> int:
+        wake_r, wake_w = socket.socketpair()
+        for end in (wake_r, wake_w):
+            end.setblocking(False)
+        old_wakeup = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
+        old_handlers = {s: signal.signal(s, _note) for s in (*_STOP_SIGNALS, signal.SIGHUP)}
+        lock_fd = None
+        try:
+            lock_fd = self._single_instance()
+            if lock_fd is None:
+                return 1
+            try:
+                started = self._start()
+            except Exception:
+                log.exception("start-up failed")
+                started = False
+            if not started:
+                self._stop()  # whatever did start (the socket) is taken down again
+                return 1
+            self._loop(wake_r)
+            return self._stop()
+        finally:
+            signal.set_wakeup_fd(old_wakeup)
+            for signum, handler in old_handlers.items():
+                signal.signal(signum, handler)
+            wake_r.close()
+            wake_w.close()
+            if lock_fd is not None:
+                os.close(lock_fd)
+
+    def _single_instance(self) -> int | None:
+        """The daemon lock in the state dir, held for the daemon's life; None
+        (after saying who has it) when another daemon of this user holds it."""
+        path = self.env.state_dir / "daemon.lock"
+        try:
+            ensure_private_dir(self.env.state_dir)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            log.error("cannot take the daemon lock", lock=str(path), error=str(exc))
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            log.error(
+                "another agentkeep daemon is already running for this user; not starting a second",
+                pid=other,
+                lock=str(path),
+                socket=str(self.env.socket_path),
+            )
+            return None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    def _start(self) -> bool:
+        try:
+            self.ctx = ctx = core.Context.open(self.env)
+        except Exception:
+            log.exception("cannot open the index")
+            return False
+        if ctx.config_error:
+            log.error("config invalid: serving, but pruning nothing", error=ctx.config_error)
+        self._fingerprint = ctx.fingerprint()
+        self.server = Server(self.env.socket_path, self._handle, self.env.uid)
+        try:
+            self.server.bind()
+        except AlreadyServing as exc:
+            log.error(f"{exc}; not starting a second daemon")
+            return False
+        except ServerError as exc:
+            log.error("cannot serve the socket", error=str(exc))
+            return False
+        self.notifier.status("starting: watching and indexing")
+        environ = self.env.environ
+        self.watcher = Watcher(
+            lambda: ctx.adapters, self._refresh, budget=lambda: watch.budget_for(environ)
+        )
+        self.watcher.start()
+        self.schedule = Schedule(
+            Jobs(self._prune_job, self._reconcile_job, self._poll_job, self._trash_job),
+            prune_interval=ctx.config.prune_interval,
+            first_prune_delay=schedule.first_prune_delay(self.env.environ),
+        )
+        threading.Thread(target=self._warm_up, name="agentkeep-startup", daemon=True).start()
+        return True
+
+    def _warm_up(self) -> None:
+        """Bring the index up to date, then serve (clients connecting before
+        this wait in the backlog rather than see a half-built index)."""
+        assert self.ctx is not None and self.server is not None and self.schedule is not None
+        started = time.monotonic()
+        try:
+            with self._reconcile_lock:
+                touched = core.reconcile(self.ctx)
+            log.info(
+                "index up to date", relisted=touched, seconds=round(time.monotonic() - started, 3)
+            )
+        except Exception:
+            log.exception("start-up reconcile failed; the periodic one will retry")
+        with self._lifecycle:
+            if self._stopping:
+                return  # told to stop while indexing: never start serving
+            self.server.start()
+            self.schedule.start()
+            self.ready.set()
+        self.notifier.ready(self._status_line())
+        log.info("serving", socket=str(self.env.socket_path), pid=os.getpid())
+
+    def _loop(self, wake: socket.socket) -> None:
+        last_status = last_tick = last_ping = time.monotonic()
+        ping_every = self.notifier.watchdog_interval()
+        while True:
+            timeout = min(1.0, ping_every or 1.0)
+            readable, _, _ = select.select([wake], [], [], timeout)
+            for signum in _drain(wake) if readable else []:
+                if signum in _STOP_SIGNALS:
+                    log.info("stopping", signal=signal.Signals(signum).name)
+                    return
+                if signum == signal.SIGHUP:
+                    self._reload("SIGHUP")
+            now = time.monotonic()
+            if ping_every is not None and now - last_ping >= ping_every:
+                self.notifier.ping()
+                last_ping = now
+            if self.ready.is_set() and now - last_status >= STATUS_EVERY:
+                self.notifier.status(self._status_line())
+                last_status = now
+            if self.schedule is not None and now - last_tick >= TICK_EVERY:
+                self.schedule.tick()
+                last_tick = now
+
+    def _stop(self) -> int:
+        """Stop cleanly within STOP_DEADLINE; the exit code."""
+        deadline = time.monotonic() + STOP_DEADLINE
+        with self._lifecycle:
+            self._stopping = True
+        self.notifier.stopping()
+        # A prune in flight (scheduled or asked over the socket) finishes the
+        # session it is removing and leaves the rest for the next run.
+        prune.STOP.set()
+        if self.server is not None:
+            self.server.close()
+        if self.schedule is not None:
+            self.schedule.shutdown()
+        if self.watcher is not None:
+            self.watcher.stop()
+        while self._busy and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self._busy:
+            # Whatever is still running cannot be waited for; the prune
+            # journal finishes an interrupted removal on the next run.
+            log.warning("work still running at the stop deadline; exiting anyway", busy=self._busy)
+            _flush()
+            os._exit(0)
+        if self.ctx is not None:
+            self.ctx.index.close()
+        log.info("stopped")
+        return 0
+
+    @contextmanager
+    def _working(self) -> Iterator[None]:
+        with self._busy_lock:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._busy_lock:
+                self._busy -= 1
+
+    # -- the view ---------------------------------------------------------
+    def _reload(self, why: str) -> dict[str, Any]:
+        assert self.ctx is not None
+        try:
+            self.ctx.reload()
+        except Exception:
+            log.exception("reload failed")
+        self._config_changed()
+        log.info("config reloaded", why=why, ok=self.ctx.config_error is None)
+        return self._status()
+
+    def _config_changed(self) -> None:
+        """After any re-read of the config: the prune interval and the
+        watched roots follow it."""
+        assert self.ctx is not None
+        if self.schedule is not None:
+            self.schedule.set_prune_interval(self.ctx.config.prune_interval)
+        fingerprint = self.ctx.fingerprint()
+        if fingerprint != self._fingerprint:
+            self._fingerprint = fingerprint
+            if self.watcher is not None:
+                self.watcher.resync(replan=True)
+        self.notifier.status(self._status_line())
+
+    def _refresh(self, agent: str, session_id: str) -> None:
+        assert self.ctx is not None
+        core.refresh(self.ctx, agent, session_id)
+
+    # -- jobs -------------------------------------------------------------
+    def _prune_job(self) -> None:
+        assert self.ctx is not None
+        with self._working():
+            try:
+                report = core.prune(self.ctx, scheduled=True)
+            except core.Failure as exc:
+                log.error("scheduled prune refused", error=exc.message)
+                report = None
+            except Exception:
+                log.exception("scheduled prune failed")
+                report = None
+            finally:
+                # The scheduled prune re-read the config file.
+                self._config_changed()
+        if report is None:
+            log.info("scheduled prune skipped (no retention, bad config, or another prune running)")
+        else:
+            log.info(
+                "scheduled prune done",
+                removed=len(report["removed"]),
+                kept=len(report["kept"]),
+                failed=len(report["failed"]),
+                paused=report.get("paused"),
+            )
+
+    def _reconcile_job(self) -> None:
+        self._reconcile(replan=True)
+
+    def _poll_job(self) -> None:
+        if self.watcher is not None and self.watcher.polling:
+            self._reconcile(replan=False)
+
+    def _reconcile(self, *, replan: bool) -> None:
+        assert self.ctx is not None and self.watcher is not None
+        if not self._reconcile_lock.acquire(blocking=False):
+            return  # one is running; it covers this turn
+        try:
+            with self._working():
+                if replan:
+                    self.watcher.resync(replan=True)
+                relisted = core.reconcile(self.ctx)
+                log.info("reconciled", relisted=relisted)
+        except Exception:
+            log.exception("reconcile failed")
+        finally:
+            self._reconcile_lock.release()
+
+    def _trash_job(self) -> None:
+        assert self.ctx is not None
+        with self._working():
+            try:
+                core.expire_trash(self.ctx)
+            except Exception:
+                log.exception("trash expiry failed")
+
+    # -- status -----------------------------------------------------------
+    def _status(self) -> dict[str, Any]:
+        assert self.ctx is not None and self.watcher is not None and self.schedule is not None
+        fields = core.status_fields(self.ctx)
+        config = self.ctx.config
+        prunes = self.ctx.config_error is None and config.has_retention()
+        next_prune = self.schedule.next_prune() if prunes else None
+        return {
+            "pid": os.getpid(),
+            "version": fields["version"],
+            "uptime_s": int(time.monotonic() - self.started),
+            "sessions": fields["sessions"],
+            "watch": self.watcher.status(),
+            "config": fields["config"],
+            "last_prune": fields["last_prune"],
+            "next_prune": rfc3339(next_prune.timestamp()) if next_prune else None,
+            "paused": fields["paused"],
+        }
+
+    def _status_line(self) -> str:
+        try:
+            doc = self._status()
+        except Exception as exc:
+            return f"status unavailable: {exc}"
+        parts = [f"{doc['sessions']} sessions", f"watch {doc['watch']['mode']}"]
+        if not doc["config"]["ok"]:
+            parts.append(f"config error: {doc['config']['error']}")
+        elif doc["paused"]:
+            parts.append(f"pruning paused: {doc['paused']}")
+        elif doc["next_prune"]:
+            parts.append(f"next prune {doc['next_prune']}")
+        else:
+            parts.append("no retention: nothing is pruned")
+        return "; ".join(parts)
+
+    # -- requests ---------------------------------------------------------
+    def _handle(self, conn: Connection, method: str, params: dict[str, Any]) -> object:
+        assert self.ctx is not None
+        if method not in METHODS:
+            raise RpcError(METHOD_NOT_FOUND, f"unknown method {method!r}", exit=2)
+        if "env" in params:
+            self._check_env(params["env"])
+        params = {k: v for k, v in params.items() if k != "env"}
+        with self._working():
+            try:
+                return self._call(conn, method, params)
+            except core.Failure as exc:
+                data = {"report": exc.report} if exc.report is not None else None
+                raise RpcError(exc.code, exc.message, exit=exc.exit, data=data) from None
+
+    def _call(self, conn: Connection, method: str, params: dict[str, Any]) -> object:
+        handlers: dict[str, Callable[[], object]] = {
+            "status": lambda: _no_params(params) or self._status(),
+            "reload": lambda: _no_params(params) or self._reload("request"),
+            "hold": lambda: self._hold(conn, params),
+            "release": lambda: self._release(conn, params),
+        }
+        if method in handlers:
+            return handlers[method]()
+        assert self.ctx is not None
+        return core.dispatch(self.ctx, method, params)
+
+    def _check_env(self, theirs: object) -> None:
+        """Answer only a client that resolved the same config, state dir and
+        roots: anything else would be the daemon's view under the client's name."""
+        assert self.ctx is not None
+        ours = self.ctx.fingerprint()
+        if theirs != ours:
+            raise RpcError(
+                ENV_MISMATCH,
+                "the daemon sees another config file, state dir or agent roots",
+                exit=1,
+                data={"daemon": ours},
+            )
+
+    def _hold(self, conn: Connection, params: dict[str, Any]) -> dict[str, str]:
+        assert self.ctx is not None
+        _only(params, "agent", "id")
+        agent, raw = params.get("agent"), params.get("id")
+        if not isinstance(agent, str) or not isinstance(raw, str):
+            raise RpcError(INVALID_PARAMS, "hold needs agent and id (strings)", exit=2)
+        session_id = self.ctx.session_id(agent, raw)
+        path = leases.lease_path(self.ctx.state_dir, agent, session_id)
+        try:
+            lease = leases.hold_shared(path, wait=False)
+        except leases.LeaseHeld:
+            raise RpcError(SERVER_ERROR, f"{agent} {session_id} is being removed", exit=4) from None
+        except leases.LeaseError as exc:
+            raise RpcError(SERVER_ERROR, f"cannot take the lease: {exc}", exit=1) from None
+        token = secrets.token_urlsafe(16)
+        # The lease belongs to the connection: it ends at release or when
+        # the connection closes, whichever comes first.
+        conn.keep(token, lease.release)
+        log.info("lease taken", agent=agent, id=session_id, conn=conn.number, pid=conn.pid)
+        return {"lease": token}
+
+    def _release(self, conn: Connection, params: dict[str, Any]) -> dict[str, bool]:
+        _only(params, "lease")
+        token = params.get("lease")
+        if not isinstance(token, str) or not conn.release(token):
+            raise RpcError(INVALID_PARAMS, "no such lease on this connection", exit=2)
+        return {"released": True}
+
+
+def _only(params: dict[str, Any], *names: str) -> None:
+    unknown = sorted(set(params) - set(names))
+    if unknown:
+        raise RpcError(INVALID_PARAMS, f"unknown parameter(s): {', '.join(unknown)}", exit=2)
+
+
+def _no_params(params: dict[str, Any]) -> None:
+    _only(params)
+
+
+def _note(signum: int, frame: object) -> None:
+    """Signals are handled in the main loop (the wake-up fd carries them)."""
+
+
+def _drain(wake: socket.socket) -> list[int]:
+    signals: list[int] = []
+    while True:
+        try:
+            data = wake.recv(64)
+        except (BlockingIOError, InterruptedError):
+            return signals
+        if not data:
+            return signals
+        signals.extend(data)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass

@@ -1,0 +1,122 @@
+"""The daemon's clock: prune, reconcile, polling and trash expiry jobs.
+
+apscheduler 3.x runs each job on its own thread pool, one instance at a time
+(max_instances=1), late runs coalesced into one and never dropped
+(misfire_grace_time=None): a laptop that slept through three prune intervals
+prunes once when it wakes, not three times and not never. The scheduler
+waits on a monotonic timer, which stands still while the machine sleeps, so
+`tick()` (called by the main loop) wakes it to look at the wall clock again.
+
+The first prune runs `first_prune_delay` after the daemon is ready (60 s;
+AGENTKEEP_FIRST_PRUNE_DELAY for tests), then every prune_interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import structlog
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+log = structlog.get_logger("agentkeep.daemon.schedule")
+
+FIRST_PRUNE_DELAY = 60.0
+RECONCILE_INTERVAL = 30 * 60.0
+# How often a root that is not watched (over the inotify budget, or a watch
+# failed) is reconciled instead.
+POLL_INTERVAL = 60.0
+TRASH_INTERVAL = 3600.0
+
+PRUNE, RECONCILE, POLL, TRASH = "prune", "reconcile", "poll", "expire_trash"
+
+
+@dataclass(frozen=True)
+class Jobs:
+    """What each job does; each is called with no arguments on a pool thread."""
+
+    prune: Callable[[], None]
+    reconcile: Callable[[], None]
+    poll: Callable[[], None]
+    expire_trash: Callable[[], None]
+
+
+def first_prune_delay(environ: Mapping[str, str]) -> float:
+    """AGENTKEEP_FIRST_PRUNE_DELAY (seconds, for tests), else 60."""
+    raw = environ.get("AGENTKEEP_FIRST_PRUNE_DELAY")
+    if not raw:
+        return FIRST_PRUNE_DELAY
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 86400 * 365:
+        log.warning("ignoring a bad AGENTKEEP_FIRST_PRUNE_DELAY", value=raw)
+        return FIRST_PRUNE_DELAY
+    return value
+
+
+class Schedule:
+    def __init__(self, jobs: Jobs, *, prune_interval: float, first_prune_delay: float) -> None:
+        self._scheduler = BackgroundScheduler(
+            timezone=UTC,
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        )
+        self._jobs = jobs
+        self._prune_interval = prune_interval
+        self._first_prune_delay = first_prune_delay
+
+    def start(self) -> None:
+        """Start the clock; the first prune is first_prune_delay from now."""
+        now = datetime.now(UTC)
+        self._add(PRUNE, self._jobs.prune, self._prune_interval, now, self._first_prune_delay)
+        self._add(RECONCILE, self._jobs.reconcile, RECONCILE_INTERVAL, now)
+        self._add(POLL, self._jobs.poll, POLL_INTERVAL, now)
+        self._add(TRASH, self._jobs.expire_trash, TRASH_INTERVAL, now, self._first_prune_delay)
+        self._scheduler.start()
+
+    def _add(
+        self,
+        job_id: str,
+        func: Callable[[], None],
+        interval: float,
+        now: datetime,
+        first: float | None = None,
+    ) -> None:
+        start = now + timedelta(seconds=interval if first is None else first)
+        self._scheduler.add_job(
+            func,
+            IntervalTrigger(seconds=interval, start_date=start, timezone=UTC),
+            id=job_id,
+            name=job_id,
+        )
+
+    def set_prune_interval(self, seconds: float) -> None:
+        """A reloaded prune_interval: the next prune comes no later than one
+        new interval from now, then every new interval."""
+        if seconds == self._prune_interval:
+            return
+        self._prune_interval = seconds
+        job = self._scheduler.get_job(PRUNE)
+        if job is None:
+            return
+        soonest = datetime.now(UTC) + timedelta(seconds=seconds)
+        start = min(job.next_run_time, soonest) if job.next_run_time else soonest
+        job.reschedule(IntervalTrigger(seconds=seconds, start_date=start, timezone=UTC))
+        log.info("prune interval changed", seconds=seconds, next=start.isoformat())
+
+    def next_prune(self) -> datetime | None:
+        job = self._scheduler.get_job(PRUNE) if self._scheduler.running else None
+        return job.next_run_time if job is not None else None
+
+    def tick(self) -> None:
+        """Look at the wall clock again (after a suspend, overdue jobs run now)."""
+        if self._scheduler.running:
+            self._scheduler.wakeup()
+
+    def shutdown(self) -> None:
+        """Stop starting jobs; a job already running is left to finish."""
+        if self._scheduler.running:
+            self._scheduler.shutdown(wait=False)

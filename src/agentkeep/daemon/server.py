@@ -1,0 +1,403 @@
+"""The daemon's unix socket: JSON-RPC 2.0, one object per line each way.
+
+Each connection gets its own thread, so a slow or dead client only ever
+stalls its own thread: a client that never reads is dropped when a send
+times out, a client that stalls mid-line just parks its thread, and a line
+over MAX_LINE is answered with an error and skipped without being held in
+memory. Only the user's own processes are served: the peer's uid comes from
+the kernel (SO_PEERCRED, LOCAL_PEERCRED), never from the request, and a peer
+whose uid cannot be read is refused. What a method does is the handler's
+business; this module only frames, checks and answers.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import json
+import os
+import select
+import socket
+import stat
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.paths import ensure_private_dir
+
+log = structlog.get_logger("agentkeep.daemon.server")
+
+MAX_LINE = 1 << 20
+SEND_TIMEOUT = 10.0
+MAX_CONNECTIONS = 256
+
+# JSON-RPC 2.0 error codes, and the contract's own for "not the same view".
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+SERVER_ERROR = -32000
+ENV_MISMATCH = -32001
+
+# Test seam: when set, returns the peer uid instead of asking the kernel (a
+# test cannot connect as another user). None in production.
+_peer_uid_override: Callable[[socket.socket], int] | None = None
+
+
+class RpcError(Exception):
+    """An error answer. `exit` is the CLI's exit code for it (error.data.exit)."""
+
+    def __init__(
+        self, code: int, message: str, *, exit: int = 1, data: dict[str, object] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.exit = exit
+        self.data = data or {}
+
+    def payload(self) -> dict[str, object]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "data": {**self.data, "exit": self.exit},
+        }
+
+
+class ServerError(Exception):
+    """The socket cannot be served (unsafe folder, path taken by a non-socket)."""
+
+
+class AlreadyServing(ServerError):
+    """Another daemon answers on the socket."""
+
+
+@dataclass
+class Connection:
+    """One client. Resources it takes (leases) are closed when it goes away."""
+
+    number: int
+    pid: int | None
+    uid: int
+    _closers: dict[str, Callable[[], None]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def keep(self, token: str, close: Callable[[], None]) -> None:
+        with self._lock:
+            self._closers[token] = close
+
+    def release(self, token: str) -> bool:
+        """Close one resource this connection took; False when it has none so named."""
+        with self._lock:
+            close = self._closers.pop(token, None)
+        if close is None:
+            return False
+        close()
+        return True
+
+    def close_all(self) -> None:
+        with self._lock:
+            closers, self._closers = list(self._closers.values()), {}
+        for close in closers:
+            try:
+                close()
+            except OSError as exc:
+                log.warning("closing a connection's resource failed", error=str(exc))
+
+
+Handler = Callable[[Connection, str, dict[str, object]], object]
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int | None, int]:
+    """(pid, uid) of the process at the other end, from the kernel."""
+    if hasattr(socket, "SO_PEERCRED"):
+        fmt = "3i"
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize(fmt))
+        pid, uid, _gid = struct.unpack(fmt, raw)
+        return pid, uid
+    if sys.platform == "darwin":
+        # <sys/un.h>: SOL_LOCAL 0, LOCAL_PEERCRED 1 (struct xucred: u_int
+        # cr_version, uid_t cr_uid, ...), LOCAL_PEERPID 2.
+        raw = sock.getsockopt(0, 1, 76)
+        _version, uid = struct.unpack_from("Ii", raw)
+        pid = struct.unpack("i", sock.getsockopt(0, 2, 4))[0]
+        return pid, uid
+    raise OSError(errno.ENOTSUP, "no way to read a unix socket peer's credentials here")
+
+
+def encode(message: dict[str, object]) -> bytes:
+    # json.dumps escapes newlines inside strings, so one message is one line.
+    return json.dumps(message, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+
+
+def error_message(request_id: object, error: RpcError) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.payload()}
+
+
+class Server:
+    """A unix socket server at `path` for the user `uid`."""
+
+    def __init__(self, path: Path, handler: Handler, uid: int | None = None) -> None:
+        self.path = path
+        self.handler = handler
+        self.uid = os.getuid() if uid is None else uid
+        self._listener: socket.socket | None = None
+        self._inode: tuple[int, int] | None = None
+        self._stop = threading.Event()
+        # Written by close() to wake the accept loop out of select().
+        self._wake_r, self._wake_w = os.pipe()
+        self._thread: threading.Thread | None = None
+        self._count = itertools.count(1)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    # -- binding ----------------------------------------------------------
+    def bind(self) -> None:
+        """Take the socket: a safe folder, no live daemon, a stale file replaced."""
+        folder = self.path.parent
+        try:
+            ensure_private_dir(folder)
+        except OSError as exc:
+            raise ServerError(f"cannot create the socket's folder {folder}: {exc}") from exc
+        # An existing folder others can write to is refused, never chmodded:
+        # whoever can write there can swap the socket under the clients.
+        problem = disk.root_problem(folder, self.uid)
+        if problem:
+            raise ServerError(f"refusing the socket's folder: {problem}")
+        self._clear_stale()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(str(self.path))
+            os.chmod(self.path, 0o600)
+            listener.listen(64)
+        except OSError as exc:
+            listener.close()
+            raise ServerError(f"cannot listen on {self.path}: {exc}") from exc
+        st = os.stat(self.path)
+        self._inode = (st.st_dev, st.st_ino)
+        listener.setblocking(False)
+        self._listener = listener
+
+    def _clear_stale(self) -> None:
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(st.st_mode):
+            raise ServerError(f"{self.path} exists and is not a socket; not replacing it")
+        if answers(self.path):
+            raise AlreadyServing(f"another agentkeep daemon is already serving {self.path}")
+        # Nobody accepts on it: a crashed daemon's socket. The folder is ours
+        # and private, so nobody can swap it between this check and the unlink.
+        log.info("replacing a stale socket", path=str(self.path))
+        os.unlink(self.path)
+
+    # -- serving ----------------------------------------------------------
+    def start(self) -> None:
+        """Accept connections on a background thread (after bind())."""
+        self._thread = threading.Thread(
+            target=self._accept_loop, name="agentkeep-accept", daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop accepting and remove the socket file, if it is still ours."""
+        if self._wake_w < 0:
+            return  # already closed
+        self._stop.set()
+        os.write(self._wake_w, b"x")
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
+        self._wake_r = self._wake_w = -1
+        try:
+            st = os.lstat(self.path)
+            if (st.st_dev, st.st_ino) == self._inode:
+                os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self._stop.is_set():
+            readable, _, _ = select.select([self._listener, self._wake_r], [], [])
+            if self._wake_r in readable:
+                return
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError as exc:
+                log.warning("accept failed", error=str(exc))
+                time.sleep(0.1)  # EMFILE and the like: do not spin
+                continue
+            sock.setblocking(True)
+            threading.Thread(
+                target=self._connection,
+                args=(sock, next(self._count)),
+                name="agentkeep-conn",
+                daemon=True,
+            ).start()
+
+    def _connection(self, sock: socket.socket, number: int) -> None:
+        with sock:
+            if not self._slots.acquire(blocking=False):
+                _send_quietly(sock, RpcError(SERVER_ERROR, "too many connections; try again"))
+                return
+            try:
+                conn = self._admit(sock, number)
+                if conn is not None:
+                    self._serve(sock, conn)
+            finally:
+                self._slots.release()
+
+    def _serve(self, sock: socket.socket, conn: Connection) -> None:
+        try:
+            self._read_lines(sock, conn)
+        except OSError as exc:
+            log.info("connection dropped", conn=conn.number, pid=conn.pid, error=str(exc))
+        finally:
+            conn.close_all()
+
+    def _admit(self, sock: socket.socket, number: int) -> Connection | None:
+        """The connection, or None when its peer is another user (or unknown)."""
+        try:
+            pid, uid = peer_credentials(sock)
+            if _peer_uid_override is not None:
+                uid = _peer_uid_override(sock)
+        except OSError as exc:
+            log.warning("peer credentials unreadable; refused", conn=number, error=str(exc))
+            _send_quietly(
+                sock, RpcError(SERVER_ERROR, f"refused: peer credentials unreadable ({exc})")
+            )
+            return None
+        if uid != self.uid:
+            log.warning("connection from another user refused", conn=number, pid=pid, uid=uid)
+            _send_quietly(
+                sock,
+                RpcError(
+                    SERVER_ERROR, f"refused: this daemon serves uid {self.uid}, not uid {uid}"
+                ),
+            )
+            return None
+        return Connection(number=number, pid=pid, uid=uid)
+
+    def _read_lines(self, sock: socket.socket, conn: Connection) -> None:
+        buf = bytearray()
+        skipping = False  # inside a line over MAX_LINE, already answered
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return
+            if skipping:
+                end = chunk.find(b"\n")
+                if end < 0:
+                    continue
+                skipping, chunk = False, chunk[end + 1 :]
+            buf += chunk
+            while (end := buf.find(b"\n")) >= 0:
+                line = bytes(buf[:end])
+                del buf[: end + 1]
+                if len(line) > MAX_LINE:
+                    self._send(sock, _TOO_LONG)
+                else:
+                    self._answer(sock, conn, line)
+            if len(buf) > MAX_LINE:
+                # Answer now and drop the rest of the line as it comes, so a
+                # huge line never sits in memory.
+                buf.clear()
+                skipping = True
+                self._send(sock, _TOO_LONG)
+
+    def _answer(self, sock: socket.socket, conn: Connection, line: bytes) -> None:
+        if not line.strip():
+            return
+        request_id: object = None
+        try:
+            request = _load(line)
+            request_id = request.get("id")
+            method, params = _fields(request)
+            result = self.handler(conn, method, params)
+            message: dict[str, object] = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            data = encode(message)
+        except RpcError as exc:
+            data = encode(error_message(request_id, exc))
+        except Exception as exc:
+            # Bad input never stops the daemon (invariant 11): answer and go on.
+            log.exception("request failed", conn=conn.number)
+            error = RpcError(SERVER_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+            data = encode(error_message(request_id, error))
+        self._send_bytes(sock, data)
+
+    def _send(self, sock: socket.socket, message: dict[str, object]) -> None:
+        self._send_bytes(sock, encode(message))
+
+    @staticmethod
+    def _send_bytes(sock: socket.socket, data: bytes) -> None:
+        # A client that does not read its answers would block this thread
+        # forever: the timeout drops it instead (its leases end with it).
+        sock.settimeout(SEND_TIMEOUT)
+        try:
+            sock.sendall(data)
+        finally:
+            sock.settimeout(None)
+
+
+_TOO_LONG = error_message(None, RpcError(INVALID_REQUEST, "line over 1 MiB", exit=2))
+
+
+def _load(line: bytes) -> dict[str, object]:
+    try:
+        request = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise RpcError(PARSE_ERROR, f"not JSON: {exc}", exit=2) from None
+    if not isinstance(request, dict):
+        raise RpcError(INVALID_REQUEST, "a request is a JSON object", exit=2)
+    return request
+
+
+def _fields(request: dict[str, object]) -> tuple[str, dict[str, object]]:
+    """(method, params) of a request; RpcError when it is not one."""
+    method = request.get("method")
+    params = request.get("params")
+    if request.get("jsonrpc", "2.0") != "2.0":
+        raise RpcError(INVALID_REQUEST, 'jsonrpc must be "2.0"', exit=2)
+    if not isinstance(method, str):
+        raise RpcError(INVALID_REQUEST, "method must be a string", exit=2)
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise RpcError(INVALID_PARAMS, "params must be an object", exit=2)
+    return method, params
+
+
+def _send_quietly(sock: socket.socket, error: RpcError) -> None:
+    try:
+        sock.settimeout(SEND_TIMEOUT)
+        sock.sendall(encode(error_message(None, error)))
+    except OSError:
+        pass
+
+
+def answers(path: Path, timeout: float = 2.0) -> bool:
+    """True when something accepts connections on the unix socket at `path`."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(timeout)
+        try:
+            probe.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            return False
+        except OSError as exc:
+            # A full backlog (EAGAIN) means a live, busy daemon.
+            return exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK) or isinstance(exc, TimeoutError)
+    return True

@@ -1,0 +1,444 @@
+"""Watching the directories that name sessions, within the inotify budget.
+
+Only the directories an adapter says name sessions are watched, each
+non-recursively: inotify watches are a per-user budget (max_user_watches)
+shared with every editor and file watcher of the user, and whole agent trees
+would spend it on snapshot and tool-output dirs. A directory that does not
+exist yet (the first /tmp/claude-<uid>, a new project dir, a new Codex date
+dir) is waited for on its nearest existing parent; when any watched
+directory gains, loses or renames a subdirectory, the wanted set is computed
+again and watches follow.
+
+Before watching, each root's directory count is compared with the free
+budget; a root over it, or one whose watch fails, is left to the periodic
+reconcile ("polling"), and status says so. watchdog swallows watch errors
+for subdirectories of recursive watches; every watch here is scheduled on
+its own, so each failure surfaces and is handled.
+
+Events are debounced, mapped to sessions through the adapters and handed to
+`on_session`; handlers are idempotent, because duplicate and out-of-order
+events are normal. SQLite's -wal/-shm/-journal files are ignored: a
+read-only open of an agent's database may create them, and reacting to them
+would make every scan trigger another.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver, ObservedWatch
+
+from agentkeep.adapters.base import Adapter
+
+log = structlog.get_logger("agentkeep.daemon.watch")
+
+DEBOUNCE = 0.2
+# A file written without pause (a transcript mid-answer) still reaches the
+# index this often.
+DEBOUNCE_MAX = 1.0
+# Watches left for the user's other programs: agentkeep never takes the
+# last tenth of the budget (editors fail confusingly without watches).
+RESERVE_FRACTION = 0.1
+
+# Only changes to entries: opens, reads and closes never reach us, so the
+# daemon's own reads cannot make events of their own.
+_EVENTS: list[type[FileSystemEvent]] = [
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileDeletedEvent,
+    FileMovedEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+]
+_IGNORED_SUFFIXES = ("-wal", "-shm", "-journal")
+
+INOTIFY = "inotify"
+POLLING = "polling"
+MIXED = "mixed"
+
+
+def inotify_budget(proc: Path = Path("/proc")) -> tuple[int, int] | None:
+    """(max_user_watches, watches this user's processes hold now), or None
+    where there is no inotify (not Linux, /proc unreadable)."""
+    try:
+        limit = int((proc / "sys/fs/inotify/max_user_watches").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return limit, _watches_in_use(proc, os.getuid())
+
+
+def budget_for(environ: Mapping[str, str]) -> tuple[int, int] | None:
+    """inotify_budget(), with AGENTKEEP_INOTIFY_MAX (when set) in place of the
+    limit, so that `doctor` and the daemon count alike and a test can force
+    the polling fallback on a real daemon."""
+    budget = inotify_budget()
+    forced = environ.get("AGENTKEEP_INOTIFY_MAX")
+    if not forced:
+        return budget
+    try:
+        limit = int(forced)
+    except ValueError:
+        log.warning("AGENTKEEP_INOTIFY_MAX is not a number; ignored", value=forced)
+        return budget
+    return limit, budget[1] if budget else 0
+
+
+def _watches_in_use(proc: Path, uid: int) -> int:
+    used = 0
+    try:
+        pids = [p for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        return 0
+    for pid in pids:
+        try:
+            if os.stat(proc / pid).st_uid != uid:
+                continue
+        except OSError:
+            continue
+        used += process_watches(proc / pid)
+    return used
+
+
+def process_watches(process: Path) -> int:
+    """Inotify watches held by one process (`/proc/<pid>`); 0 when unreadable."""
+    try:
+        fds = os.listdir(process / "fd")
+    except OSError:
+        return 0  # gone, or not ours to read
+    used = 0
+    for fd in fds:
+        try:
+            if os.readlink(process / "fd" / fd) != "anon_inode:inotify":
+                continue
+            info = (process / "fdinfo" / fd).read_text()
+        except OSError:
+            continue
+        used += sum(1 for line in info.splitlines() if line.startswith("inotify wd:"))
+    return used
+
+
+@dataclass
+class RootWatch:
+    """One root's watching: the directories it needs and how it is kept current."""
+
+    agent: str
+    path: Path
+    wanted: list[Path] = field(default_factory=list)
+    targets: set[Path] = field(default_factory=set)
+    mode: str = INOTIFY
+    reason: str | None = None
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "agent": self.agent,
+            "path": str(self.path),
+            "mode": self.mode,
+            "watches": len(self.targets) if self.mode == INOTIFY else 0,
+            "reason": self.reason,
+        }
+
+
+def group_by_root(agent: str, adapter: Adapter) -> list[RootWatch]:
+    """The adapter's watch dirs grouped under its roots (the longest root a
+    dir lies under); each root is wanted itself, so the root's own new
+    subdirectories are seen, and a dir under no root is its own group."""
+    groups = {root.path: RootWatch(agent, root.path, [root.path]) for root in adapter.roots()}
+    for directory in adapter.watch_dirs():
+        owners = [p for p in groups if directory == p or directory.is_relative_to(p)]
+        owner = max(owners, key=lambda p: len(p.parts)) if owners else directory
+        group = groups.setdefault(owner, RootWatch(agent, owner))
+        if directory not in group.wanted:
+            group.wanted.append(directory)
+    for group in groups.values():
+        group.targets = {target for d in group.wanted if (target := watch_target(d)) is not None}
+    return list(groups.values())
+
+
+def watch_target(directory: Path) -> Path | None:
+    """What to watch for `directory`: itself when it is a directory (or a
+    link to one: ~/.claude is often a link into a dotfiles repo), else its
+    nearest existing parent (to see it appear)."""
+    if os.path.isdir(directory):
+        return directory
+    for parent in directory.parents:
+        if os.path.isdir(parent):
+            return parent
+    return None
+
+
+def plan(groups: Iterable[RootWatch], available: int | None) -> None:
+    """Give each root inotify while its directories fit in what is left of
+    `available` (None: no limit), else polling with the reason."""
+    left = available
+    for group in groups:
+        if group.mode == POLLING:
+            continue  # a watch failed for it since the last full plan
+        cost = len(group.targets)
+        if left is not None and cost > left:
+            group.mode = POLLING
+            group.reason = f"needs {cost} inotify watches, {max(left, 0)} free"
+            continue
+        if left is not None:
+            left -= cost
+
+
+class Watcher:
+    """The observer, the watches it holds, and the debounced event worker."""
+
+    def __init__(
+        self,
+        adapters: Callable[[], dict[str, Adapter]],
+        on_session: Callable[[str, str], None],
+        *,
+        budget: Callable[[], tuple[int, int] | None] = inotify_budget,
+        observer: BaseObserver | None = None,
+    ) -> None:
+        self._adapters = adapters
+        self._read_budget = budget
+        self._on_session = on_session
+        self._observer = observer or Observer()
+        self._handler = _Handler(self)
+        self._lock = threading.RLock()
+        self._watches: dict[Path, ObservedWatch] = {}
+        self._groups: list[RootWatch] = []
+        # Every wanted dir, and every dir on the way to one (read by the
+        # observer's thread, replaced whole by resync).
+        self._wanted: tuple[frozenset[Path], frozenset[Path]] = (frozenset(), frozenset())
+        self._failed: dict[Path, str] = {}
+        self._available: int | None = None
+        self._pending: set[str] = set()
+        self._pending_dirs = False
+        self._generation = 0
+        self._wake = threading.Condition()
+        self._stopping = False
+        self._worker = threading.Thread(target=self._work, name="agentkeep-watch", daemon=True)
+
+    # -- life -------------------------------------------------------------
+    def start(self) -> None:
+        self._observer.start()
+        self._worker.start()
+        self.resync(replan=True)
+
+    def stop(self) -> None:
+        with self._wake:
+            self._stopping = True
+            self._wake.notify_all()
+        self._observer.stop()
+        # Bounded: the daemon must be gone within 5 s of SIGTERM.
+        self._observer.join(timeout=1)
+        self._worker.join(timeout=1)
+
+    # -- state ------------------------------------------------------------
+    @property
+    def polling(self) -> bool:
+        with self._lock:
+            return any(g.mode == POLLING for g in self._groups)
+
+    def status(self) -> dict[str, object]:
+        with self._lock:
+            modes = {g.mode for g in self._groups}
+            mode = MIXED if len(modes) > 1 else (modes.pop() if modes else INOTIFY)
+            return {"mode": mode, "roots": [g.as_json() for g in self._groups]}
+
+    # -- watches ----------------------------------------------------------
+    def resync(self, *, replan: bool = False) -> set[Path]:
+        """Compute the wanted watches from the adapters and make the observer
+        hold exactly those; the directories newly watched. `replan` reads the
+        inotify budget afresh and gives roots that fell back to polling
+        another chance."""
+        with self._lock:
+            if replan:
+                self._failed.clear()
+                self._available = self._budget()
+            before = set(self._watches)
+            groups = self._wanted_groups()
+            plan(groups, self._available)
+            while not self._apply(groups):
+                pass
+            self._groups = groups
+            wanted = {d for g in groups for d in g.wanted}
+            self._wanted = (frozenset(wanted), frozenset(a for d in wanted for a in d.parents))
+            added = set(self._watches) - before
+        if added or replan:
+            log.info("watching", **self._summary())
+        return added
+
+    def _wanted_groups(self) -> list[RootWatch]:
+        groups: list[RootWatch] = []
+        for agent, adapter in self._adapters().items():
+            try:
+                groups.extend(group_by_root(agent, adapter))
+            except Exception as exc:
+                # One adapter's bad day must not stop the others being watched.
+                log.warning("watch dirs unavailable", agent=agent, error=str(exc))
+        for group in groups:
+            if group.path in self._failed:
+                group.mode, group.reason = POLLING, self._failed[group.path]
+        return groups
+
+    def _budget(self) -> int | None:
+        budget = self._read_budget()
+        if budget is None:
+            return None
+        limit, used = budget
+        # Our own current watches are counted in `used` but are ours to re-plan.
+        return max(0, limit - used + len(self._watches) - int(limit * RESERVE_FRACTION))
+
+    def _apply(self, groups: list[RootWatch]) -> bool:
+        """Schedule what is wanted, unschedule the rest. False when a watch
+        failed (its root is now polling and the wanted set changed)."""
+        wanted = {t for g in groups if g.mode == INOTIFY for t in g.targets}
+        for path in set(self._watches) - wanted:
+            self._unschedule(path)
+        for group in groups:
+            if group.mode != INOTIFY:
+                continue
+            for target in sorted(group.targets - set(self._watches)):
+                problem = self._schedule(target)
+                if problem is not None:
+                    group.mode, group.reason = POLLING, problem
+                    self._failed[group.path] = problem
+                    return False
+        return True
+
+    def _schedule(self, path: Path) -> str | None:
+        try:
+            self._watches[path] = self._observer.schedule(
+                self._handler,
+                str(path),
+                recursive=False,
+                event_filter=_EVENTS,
+                # A linked folder is watched itself, not its link; watching
+                # only reads, and events are named by the path as given.
+                follow_symlink=True,
+            )
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return None  # gone since planned: its parent's event brings a resync
+            log.warning("cannot watch; falling back to polling", path=str(path), error=str(exc))
+            if exc.errno == errno.ENOSPC:
+                return f"inotify watch limit reached at {path}"
+            return f"cannot watch {path}: {exc.strerror or exc}"
+        return None
+
+    def _unschedule(self, path: Path) -> None:
+        watch = self._watches.pop(path)
+        try:
+            self._observer.unschedule(watch)
+        except (KeyError, OSError) as exc:
+            log.debug("unschedule failed", path=str(path), error=str(exc))
+
+    def _summary(self) -> dict[str, object]:
+        polling = [str(g.path) for g in self._groups if g.mode == POLLING]
+        return {"watches": len(self._watches), "polling": polling}
+
+    # -- events -----------------------------------------------------------
+    def queue(self, event: FileSystemEvent) -> None:
+        paths = [os.fsdecode(event.src_path)]
+        if event.dest_path:
+            paths.append(os.fsdecode(event.dest_path))
+        paths = [p for p in paths if not p.endswith(_IGNORED_SUFFIXES)]
+        resync = event.is_directory and any(self._shapes_watches(Path(p)) for p in paths)
+        with self._wake:
+            self._pending.update(paths)
+            self._pending_dirs |= resync
+            self._generation += 1
+            self._wake.notify_all()
+
+    def _shapes_watches(self, directory: Path) -> bool:
+        """A directory that came, went or moved changes what is watched when
+        it is (or leads to) a wanted one, or lies in one (a new project or
+        date dir). Others, say under a busy /tmp watched only to see
+        claude-<uid> appear, do not."""
+        wanted, leading = self._wanted
+        return directory in wanted or directory.parent in wanted or directory in leading
+
+    def _work(self) -> None:
+        while True:
+            batch, dirs = self._next_batch()
+            if batch is None:
+                return
+            if dirs:
+                try:
+                    added = self.resync()
+                except Exception:
+                    log.exception("resync failed")
+                    added = set()
+                # What was written into a directory before its watch existed
+                # made no event: look at what is there now.
+                batch.update(_entries(added))
+            self._apply_events(batch)
+
+    def _next_batch(self) -> tuple[set[str] | None, bool]:
+        """Wait for events, then for DEBOUNCE of quiet (at most DEBOUNCE_MAX)."""
+        with self._wake:
+            while not (self._pending or self._pending_dirs or self._stopping):
+                self._wake.wait()
+            started = time.monotonic()
+            while not self._stopping:
+                generation = self._generation
+                self._wake.wait(DEBOUNCE)
+                quiet = generation == self._generation
+                if quiet or time.monotonic() - started > DEBOUNCE_MAX:
+                    break
+            if self._stopping:
+                return None, False
+            batch, dirs = self._pending, self._pending_dirs
+            self._pending, self._pending_dirs = set(), False
+            return batch, dirs
+
+    def _apply_events(self, paths: set[str]) -> None:
+        sessions: set[tuple[str, str]] = set()
+        for agent, adapter in self._adapters().items():
+            for path in paths:
+                try:
+                    session_id = adapter.session_for_path(path)
+                except Exception as exc:
+                    log.warning("event not mapped", agent=agent, path=path, error=str(exc))
+                    continue
+                if session_id is not None:
+                    sessions.add((agent, session_id))
+        for agent, session_id in sorted(sessions):
+            try:
+                self._on_session(agent, session_id)
+            except Exception:
+                log.exception("refresh failed", agent=agent, session=session_id)
+
+
+def _entries(directories: Iterable[Path]) -> set[str]:
+    found: set[str] = set()
+    for directory in directories:
+        try:
+            with os.scandir(directory) as entries:
+                found.update(entry.path for entry in entries)
+        except OSError:
+            continue  # gone again: its parent's event says so
+    return found
+
+
+class _Handler(FileSystemEventHandler):
+    def __init__(self, watcher: Watcher) -> None:
+        self._watcher = watcher
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        self._watcher.queue(event)

@@ -1,0 +1,233 @@
+"""The session index: a SQLite cache of every session and its artifacts.
+
+The disk is the truth and the index is a cache, rebuilt from disk at any
+time (`scan`); nothing decides a removal from the index alone (prune lists
+every session again from the disk under its lease). WAL mode and one
+connection per thread let the daemon answer queries while it indexes.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentkeep.model import Artifact, Session
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    agent TEXT NOT NULL, id TEXT NOT NULL, workspace TEXT, parent TEXT,
+    last_activity REAL, bytes INTEGER NOT NULL, artifacts INTEGER NOT NULL,
+    unsafe TEXT, PRIMARY KEY (agent, id)
+);
+CREATE TABLE IF NOT EXISTS artifacts (
+    agent TEXT NOT NULL, session_id TEXT NOT NULL, path TEXT NOT NULL, kind TEXT NOT NULL,
+    bytes INTEGER NOT NULL, mtime REAL, root TEXT, is_primary INTEGER NOT NULL,
+    linked INTEGER NOT NULL, is_dir INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS artifacts_by_session ON artifacts (agent, session_id);
+CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions (agent, parent);
+CREATE TABLE IF NOT EXISTS dirs (path TEXT PRIMARY KEY, agent TEXT NOT NULL, mtime_ns INTEGER);
+"""
+
+
+@dataclass(frozen=True)
+class IndexedSession:
+    """A session as the index last saw it. last_activity None = undated."""
+
+    agent: str
+    id: str
+    workspace: str | None
+    parent: str | None
+    last_activity: float | None
+    bytes: int
+    artifacts: int
+    unsafe: str | None
+
+
+class Index:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        db = self._db()
+        db.executescript(_SCHEMA)  # each statement is idempotent; executescript commits
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    # -- connections ----------------------------------------------------
+    def _db(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            fresh = not self.path.exists()
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            if fresh:
+                os.chmod(self.path, 0o600)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._local.db = db
+        return db
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    # -- writing --------------------------------------------------------
+    def replace_agent(
+        self, agent: str, sessions: Iterable[Session], restored: dict[tuple[str, str], float]
+    ) -> tuple[int, int, int]:
+        """Make the index hold exactly `sessions` for `agent` (a scan).
+        Returns (sessions, artifacts, bytes)."""
+        counts = [0, 0, 0]
+        with self._tx() as db:
+            db.execute("DELETE FROM sessions WHERE agent = ?", (agent,))
+            db.execute("DELETE FROM artifacts WHERE agent = ?", (agent,))
+            for session in sessions:
+                self._insert(db, session, restored.get(session.key))
+                counts[0] += 1
+                counts[1] += len(session.artifacts)
+                counts[2] += session.bytes
+        return counts[0], counts[1], counts[2]
+
+    def put(self, session: Session, restored_at: float | None = None) -> None:
+        """Insert or replace one session (idempotent: a watcher may repeat it)."""
+        with self._tx() as db:
+            self._delete(db, session.agent, session.id)
+            self._insert(db, session, restored_at)
+
+    def delete(self, agent: str, session_id: str) -> None:
+        with self._tx() as db:
+            self._delete(db, agent, session_id)
+
+    def forget_agents(self, keep: Iterable[str]) -> None:
+        """Drop every agent not in `keep` (disabled agents, removed stores)."""
+        keep = list(keep)
+        marks = ",".join("?" * len(keep)) or "''"
+        with self._tx() as db:
+            db.execute(f"DELETE FROM sessions WHERE agent NOT IN ({marks})", keep)
+            db.execute(f"DELETE FROM artifacts WHERE agent NOT IN ({marks})", keep)
+            db.execute(f"DELETE FROM dirs WHERE agent NOT IN ({marks})", keep)
+
+    @staticmethod
+    def _delete(db: sqlite3.Connection, agent: str, session_id: str) -> None:
+        db.execute("DELETE FROM sessions WHERE agent = ? AND id = ?", (agent, session_id))
+        db.execute("DELETE FROM artifacts WHERE agent = ? AND session_id = ?", (agent, session_id))
+
+    @staticmethod
+    def _insert(db: sqlite3.Connection, s: Session, restored_at: float | None) -> None:
+        db.execute(
+            "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?)",
+            (
+                s.agent,
+                s.id,
+                s.workspace,
+                s.parent,
+                s.last_activity(restored_at),
+                s.bytes,
+                len(s.artifacts),
+                s.unsafe,
+            ),
+        )
+        db.executemany(
+            "INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?)",
+            [
+                (
+                    s.agent,
+                    s.id,
+                    a.path,
+                    a.kind,
+                    a.bytes,
+                    a.mtime,
+                    a.root,
+                    a.primary,
+                    a.linked,
+                    a.is_dir,
+                )
+                for a in s.artifacts
+            ],
+        )
+
+    # -- directory signatures (cheap warm reconcile) ---------------------
+    def dir_signatures(self, agent: str) -> dict[str, int | None]:
+        rows = self._db().execute("SELECT path, mtime_ns FROM dirs WHERE agent = ?", (agent,))
+        return dict(rows.fetchall())
+
+    def set_dir_signatures(self, agent: str, signatures: dict[str, int | None]) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM dirs WHERE agent = ?", (agent,))
+            db.executemany(
+                "INSERT INTO dirs VALUES (?,?,?)", [(p, agent, m) for p, m in signatures.items()]
+            )
+
+    # -- reading --------------------------------------------------------
+    def sessions(self, agent: str | None = None) -> list[IndexedSession]:
+        """Oldest activity first; undated sessions last."""
+        sql = "SELECT * FROM sessions"
+        args: tuple[str, ...] = ()
+        if agent is not None:
+            sql += " WHERE agent = ?"
+            args = (agent,)
+        sql += " ORDER BY last_activity IS NULL, last_activity, agent, id"
+        return [IndexedSession(*row) for row in self._db().execute(sql, args)]
+
+    def get(self, agent: str, session_id: str) -> IndexedSession | None:
+        row = (
+            self._db()
+            .execute("SELECT * FROM sessions WHERE agent = ? AND id = ?", (agent, session_id))
+            .fetchone()
+        )
+        return IndexedSession(*row) if row else None
+
+    def artifacts(self, agent: str, session_id: str) -> list[Artifact]:
+        rows = self._db().execute(
+            "SELECT path, kind, bytes, mtime, root, is_primary, linked, is_dir FROM artifacts"
+            " WHERE agent = ? AND session_id = ? ORDER BY is_primary DESC, path",
+            (agent, session_id),
+        )
+        return [
+            Artifact(p, k, b, m, r, bool(pr), bool(li), bool(d))
+            for p, k, b, m, r, pr, li, d in rows
+        ]
+
+    def all_artifacts(self, agent: str | None = None) -> dict[tuple[str, str], list[Artifact]]:
+        """Every session's artifacts in one query (for listing many sessions)."""
+        sql = (
+            "SELECT agent, session_id, path, kind, bytes, mtime, root, is_primary, linked, is_dir"
+            " FROM artifacts"
+        )
+        rows = self._db().execute(
+            sql + (" WHERE agent = ?" if agent else ""), (agent,) if agent else ()
+        )
+        out: dict[tuple[str, str], list[Artifact]] = {}
+        for a, sid, p, k, b, m, r, pr, li, d in rows:
+            out.setdefault((a, sid), []).append(
+                Artifact(p, k, b, m, r, bool(pr), bool(li), bool(d))
+            )
+        return out
+
+    def children(self, agent: str, session_id: str) -> list[str]:
+        rows = self._db().execute(
+            "SELECT id FROM sessions WHERE agent = ? AND parent = ? ORDER BY id",
+            (agent, session_id),
+        )
+        return [r[0] for r in rows]
+
+    def count(self) -> int:
+        return int(self._db().execute("SELECT count(*) FROM sessions").fetchone()[0])

@@ -1,0 +1,71 @@
+"""Logging set-up: structlog for every line, JSON on stderr unless a person watches.
+
+Library modules only ever call `structlog.get_logger("agentkeep.<module>")`;
+this module decides where the lines go. The standard library's loggers
+(apscheduler, watchdog) are routed through the same renderer, so a daemon's
+stderr is one format from end to end: JSON lines for journald and log
+collectors, readable `key=value` lines on a terminal.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import structlog
+
+# Libraries that log every routine step at INFO (apscheduler: each job run).
+_QUIET = ("apscheduler", "watchdog")
+
+
+def configure(json: bool | None = None, level: str = "info") -> None:
+    """Send every log line to stderr: JSON lines when `json` (default: when
+    stderr is not a terminal), else readable key=value lines."""
+    if json is None:
+        json = not sys.stderr.isatty()
+    shared: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: structlog.typing.Processor
+    if json:
+        renderer = structlog.processors.JSONRenderer()
+        # Tracebacks as data, without locals: they would put whole configs
+        # and sessions into the journal.
+        tail: list[structlog.typing.Processor] = [
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+            )
+        ]
+    else:
+        renderer = structlog.dev.ConsoleRenderer(
+            # NO_COLOR (no-color.org) turns colours off on a terminal too.
+            colors=sys.stderr.isatty() and not os.environ.get("NO_COLOR"),
+            exception_formatter=structlog.dev.plain_traceback,
+        )
+        tail = []
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                *tail,
+                renderer,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level.upper())
+    for name in _QUIET:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))

@@ -1,0 +1,639 @@
+"""Prune: plan which idle sessions go, then act on each under its lease.
+
+The plan is made from a fresh listing of the disk (the disk is the truth),
+the act takes each session's lease exclusively, lists it from the disk again
+and checks again before anything is removed. Every session old enough to go
+ends in the report: removed, kept with a reason, or failed (invariant 9).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agentkeep import leases, trash
+from agentkeep.adapters.base import Adapter, RemovalError
+from agentkeep.config import MIN_RETENTION
+from agentkeep.index import Index
+from agentkeep.journal import Journal
+from agentkeep.model import Holder, Reason, Session, rfc3339
+from agentkeep.processes import ProcessTable
+from agentkeep.removal import SessionRemoval
+from agentkeep.statefiles import read_json, remove, write_json
+
+log = structlog.get_logger("agentkeep.prune")
+
+# Test seams, None in production: called after a candidate's lease is taken
+# and before it is listed again, so a test can write to it, fork it or hold
+# it between the plan and the act.
+_after_lease: Callable[[str, str], None] | None = None
+_after_plan: Callable[[], None] | None = None
+
+PROCESS_SNAPSHOT_TTL = 1.0
+
+# Set by the daemon when it is told to stop: a run in flight finishes the
+# session it is removing and keeps the rest (`capped`) for the next run.
+STOP = threading.Event()
+
+
+class PruneRefused(Exception):
+    """The prune cannot run as asked (no cutoff, a cutoff under the floor)."""
+
+    exit_code = 2
+
+
+@dataclass
+class Kept:
+    agent: str
+    id: str
+    reason: Reason
+    detail: str = ""
+
+
+@dataclass
+class Removed:
+    agent: str
+    id: str
+    bytes: int
+    last_activity: float | None
+    paths: list[str]
+    residual: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Failed:
+    agent: str
+    id: str
+    reason: str
+
+
+@dataclass
+class PruneReport:
+    cutoff: float | None
+    cutoffs: dict[str, float]
+    dry_run: bool
+    removed: list[Removed] = field(default_factory=list)
+    kept: list[Kept] = field(default_factory=list)
+    failed: list[Failed] = field(default_factory=list)
+    residual: list[tuple[str, str, str]] = field(default_factory=list)
+    paused: str | None = None
+
+    @property
+    def bytes(self) -> int:
+        return sum(r.bytes for r in self.removed)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "cutoff": rfc3339(self.cutoff),
+            "cutoffs": {a: rfc3339(c) for a, c in sorted(self.cutoffs.items())},
+            "dry_run": self.dry_run,
+            "removed": [
+                {
+                    "agent": r.agent,
+                    "id": r.id,
+                    "bytes": r.bytes,
+                    "last_activity": rfc3339(r.last_activity),
+                    "paths": r.paths,
+                }
+                for r in self.removed
+            ],
+            "kept": [
+                {"agent": k.agent, "id": k.id, "reason": k.reason.value, "detail": k.detail}
+                for k in self.kept
+            ],
+            "failed": [{"agent": f.agent, "id": f.id, "reason": f.reason} for f in self.failed],
+            "residual": [{"agent": a, "id": i, "path": p} for a, i, p in self.residual],
+        }
+        if self.paused:
+            doc["paused"] = self.paused
+        return doc
+
+    def summary(self, now: float, scheduled: bool) -> dict[str, Any]:
+        return {
+            "time": rfc3339(now),
+            "ts": now,
+            "scheduled": scheduled,
+            "removed": len(self.removed),
+            "kept": len(self.kept),
+            "failed": len(self.failed),
+            "bytes": self.bytes,
+            "paused": self.paused,
+        }
+
+
+@dataclass
+class PruneOptions:
+    """One run. `cutoffs` names every agent considered and its cutoff;
+    `purge` names the sessions a person asked for (ignoring age)."""
+
+    cutoffs: dict[str, float]
+    now: float
+    dry_run: bool = False
+    max_removals: int | None = None
+    trash_for: float = 0.0
+    scheduled: bool = False
+    purge: list[tuple[str, str]] | None = None
+
+
+def check_floor(cutoffs: dict[str, float], now: float) -> None:
+    """Invariant 1: nothing updated in the last 24 hours is ever pruned.
+    Enforced here, inside the prune, whatever the caller checked before."""
+    for agent, cutoff in cutoffs.items():
+        if not math.isfinite(cutoff) or cutoff > now - MIN_RETENTION:
+            raise PruneRefused(
+                f"refused: the cutoff for {agent} is less than 24 hours ago; "
+                "nothing updated in the last 24 hours is ever pruned"
+            )
+
+
+def ancestors(session_id: str, parent_of: Callable[[str], str | None]) -> Iterator[str]:
+    """Every ancestor of a session, nearest first; survives cycles and
+    parents that no longer exist."""
+    seen = {session_id}
+    current = parent_of(session_id)
+    while current is not None and current not in seen:
+        seen.add(current)
+        yield current
+        current = parent_of(current)
+
+
+def _signatures(adapter: Adapter) -> dict[str, int | None]:
+    sigs: dict[str, int | None] = {}
+    for d in adapter.watch_dirs():
+        try:
+            sigs[os.fspath(d)] = os.stat(d).st_mtime_ns
+        except OSError:
+            sigs[os.fspath(d)] = None
+    return sigs
+
+
+class DiskView:
+    """One agent's sessions as last listed from the disk. A new session (a
+    fork made after the plan) changes the mtime of a directory that names
+    sessions, which makes the view list the agent again."""
+
+    def __init__(self, adapter: Adapter, sessions: list[Session]) -> None:
+        self.adapter = adapter
+        self.sessions = {s.id: s for s in sessions}
+        self.signatures = _signatures(adapter)
+
+    def refresh(self) -> None:
+        now = _signatures(self.adapter)
+        if now != self.signatures:
+            self.sessions = {s.id: s for s in self.adapter.scan()}
+            self.signatures = now
+
+    def settle(self) -> None:
+        """After our own removal changed directory mtimes."""
+        self.signatures = _signatures(self.adapter)
+
+    def parent_of(self, session_id: str) -> str | None:
+        s = self.sessions.get(session_id)
+        return s.parent if s else None
+
+    def children(self, session_id: str) -> list[str]:
+        return sorted(s.id for s in self.sessions.values() if s.parent == session_id)
+
+
+class Pruner:
+    """Plans and acts for one user: one adapter per agent, the state dir."""
+
+    def __init__(
+        self,
+        adapters: dict[str, Adapter],
+        state_dir: Path,
+        *,
+        index: Index | None = None,
+        pins: set[tuple[str, str]] | None = None,
+    ) -> None:
+        self.adapters = adapters
+        self.state_dir = state_dir
+        self.index = index
+        self.pins = pins or set()
+        self.journal = Journal(state_dir)
+        self.restored = trash.restored_at(state_dir)
+        self._procs: ProcessTable | None = None
+        self._procs_at = 0.0
+
+    # -- the run ----------------------------------------------------------
+    def run(self, opts: PruneOptions) -> PruneReport:
+        if opts.purge is None:
+            check_floor(opts.cutoffs, opts.now)
+        same = set(opts.cutoffs.values())
+        report = PruneReport(
+            cutoff=same.pop() if len(same) == 1 and opts.purge is None else None,
+            cutoffs={} if opts.purge is not None else dict(opts.cutoffs),
+            dry_run=opts.dry_run,
+        )
+        if not opts.dry_run:
+            self._finish_journal(report, opts.trash_for)
+            trash.expire(self.state_dir, now=time.time())
+        views = {agent: self._list(agent) for agent in opts.cutoffs}
+        if opts.scheduled:
+            report.paused = self._pause_reason(views, opts)
+            if report.paused:
+                return report
+        plan = self._plan(views, opts, report)
+        if _after_plan is not None:
+            _after_plan()
+        self._act(plan, views, opts, report)
+        return report
+
+    def _list(self, agent: str) -> DiskView:
+        adapter = self.adapters[agent]
+        sessions = list(adapter.scan())
+        if self.index is not None:
+            self.index.replace_agent(agent, sessions, self.restored)
+        return DiskView(adapter, sessions)
+
+    def _activity(self, s: Session) -> float | None:
+        return s.last_activity(self.restored.get(s.key))
+
+    def _known_activity(self, s: Session) -> float | None:
+        times = [a.mtime for a in s.artifacts if a.mtime is not None]
+        times += [t for t in (s.updated, self.restored.get(s.key)) if t is not None]
+        return max(times) if times else None
+
+    # -- the plan ---------------------------------------------------------
+    def _plan(
+        self, views: dict[str, DiskView], opts: PruneOptions, report: PruneReport
+    ) -> list[Session]:
+        """Candidates in removal order (descendants first); sessions that stay
+        are already in report.kept, and so is every ancestor of one that
+        stays (invariant 3)."""
+        kept: dict[tuple[str, str], Kept] = {}
+        candidates: list[Session] = []
+        staying: list[tuple[str, str]] = []
+        for agent, view in views.items():
+            targets = self._targets(agent, view, opts)
+            for s in view.sessions.values():
+                if s.id not in targets:
+                    staying.append(s.key)
+                    continue
+                reason = self._static_reason(s)
+                if reason is None:
+                    candidates.append(s)
+                else:
+                    kept[s.key] = reason
+                    staying.append(s.key)
+        candidate_keys = {c.key for c in candidates}
+        for agent, sid in staying:
+            self._keep_ancestors(agent, sid, views[agent], kept, candidate_keys)
+        report.kept.extend(kept.values())
+        remaining = [s for s in candidates if s.key not in kept]
+        return sorted(remaining, key=lambda s: -self._depth(s, views[s.agent]))
+
+    def _targets(self, agent: str, view: DiskView, opts: PruneOptions) -> set[str]:
+        if opts.purge is not None:
+            return {sid for a, sid in opts.purge if a == agent}
+        cutoff = opts.cutoffs[agent]
+        return {
+            s.id
+            for s in view.sessions.values()
+            if (known := self._known_activity(s)) is None or known < cutoff
+        }
+
+    def _static_reason(self, s: Session, *, leases_taken: bool = False) -> Kept | None:
+        """Why a session stays whatever its age. Under our own exclusive
+        leases (`leases_taken`) nobody else can hold them: not tested again."""
+        if self._activity(s) is None:
+            return Kept(s.agent, s.id, Reason.UNDATED, "a time of it cannot be read")
+        holders = self._holders(s)
+        if holders:
+            return Kept(s.agent, s.id, Reason.LIVE, holders[0].describe())
+        held = None if leases_taken else self._lease_holder(s)
+        if held:
+            return Kept(s.agent, s.id, Reason.HELD, held)
+        if s.key in self.pins:
+            return Kept(s.agent, s.id, Reason.PINNED, "pinned")
+        if s.unsafe:
+            return Kept(s.agent, s.id, Reason.UNSAFE, s.unsafe)
+        return None
+
+    def _keep_ancestors(
+        self,
+        agent: str,
+        sid: str,
+        view: DiskView,
+        kept: dict[tuple[str, str], Kept],
+        candidates: set[tuple[str, str]],
+    ) -> None:
+        for parent in ancestors(sid, view.parent_of):
+            if (agent, parent) in kept or (agent, parent) not in candidates:
+                continue  # kept already, or recent: not old enough to be in the report
+            kept[(agent, parent)] = Kept(agent, parent, Reason.ANCESTOR, f"parent of {sid}")
+
+    @staticmethod
+    def _depth(s: Session, view: DiskView) -> int:
+        return sum(1 for _ in ancestors(s.id, view.parent_of))
+
+    # -- evidence of use ----------------------------------------------------
+    def _procs_now(self) -> ProcessTable:
+        if self._procs is None or time.monotonic() - self._procs_at > PROCESS_SNAPSHOT_TTL:
+            self._procs = ProcessTable.snapshot()
+            self._procs_at = time.monotonic()
+        return self._procs
+
+    def _holders(self, s: Session) -> list[Holder]:
+        return self.adapters[s.agent].holders(s, self._procs_now())
+
+    def _lease_holder(self, s: Session) -> str | None:
+        paths = [leases.lease_path(self.state_dir, s.agent, s.id)]
+        paths += self.adapters[s.agent].lock_files(s)
+        for path in paths:
+            if leases.is_held(path):
+                return f"lease {path}"
+        return None
+
+    # -- the act ------------------------------------------------------------
+    def _act(
+        self,
+        plan: list[Session],
+        views: dict[str, DiskView],
+        opts: PruneOptions,
+        report: PruneReport,
+    ) -> None:
+        kept = {(k.agent, k.id) for k in report.kept}
+        removed: set[tuple[str, str]] = set()
+        for s in plan:
+            if s.key in kept:
+                continue
+            if STOP.is_set():
+                self._stay(
+                    Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"), views, report, kept
+                )
+                continue
+            if self._capped(opts, report):
+                self._stay(
+                    Kept(s.agent, s.id, Reason.CAPPED, "over max_removals"), views, report, kept
+                )
+                continue
+            outcome = self._act_one(s, views[s.agent], opts, removed)
+            if isinstance(outcome, Removed):
+                report.removed.append(outcome)
+                report.residual.extend((s.agent, s.id, p) for p in outcome.residual)
+                removed.add(s.key)
+            elif isinstance(outcome, Kept):
+                self._stay(outcome, views, report, kept)
+            elif isinstance(outcome, Failed):
+                report.failed.append(outcome)
+                self._stay(None, views, report, kept, s)
+        for r in report.removed:
+            if self.index is not None and not opts.dry_run:
+                self.index.delete(r.agent, r.id)
+
+    @staticmethod
+    def _capped(opts: PruneOptions, report: PruneReport) -> bool:
+        """max_removals caps every prune; a purge names its sessions and is not counted."""
+        if opts.purge is not None or opts.max_removals is None:
+            return False
+        return len(report.removed) >= opts.max_removals
+
+    def _stay(
+        self,
+        outcome: Kept | None,
+        views: dict[str, DiskView],
+        report: PruneReport,
+        kept: set[tuple[str, str]],
+        session: Session | None = None,
+    ) -> None:
+        """A session stays: so does every ancestor still waiting in the plan."""
+        if outcome is not None:
+            report.kept.append(outcome)
+            kept.add((outcome.agent, outcome.id))
+            agent, sid = outcome.agent, outcome.id
+        else:
+            assert session is not None
+            agent, sid = session.agent, session.id
+        view = views[agent]
+        for parent in ancestors(sid, view.parent_of):
+            if (agent, parent) not in kept and parent in view.sessions:
+                kept.add((agent, parent))
+                report.kept.append(Kept(agent, parent, Reason.ANCESTOR, f"parent of {sid}"))
+
+    def _act_one(
+        self, s: Session, view: DiskView, opts: PruneOptions, removed: set[tuple[str, str]]
+    ) -> Removed | Kept | Failed | None:
+        adapter = self.adapters[s.agent]
+        locks: list[leases.Lease] = []
+        try:
+            own = [(leases.lease_path(self.state_dir, s.agent, s.id), True)]
+            for path, create_dirs in own + [(p, False) for p in adapter.lock_files(s)]:
+                # An agent's own lock file may be created, never its directory:
+                # that would bring a removed session back.
+                lease = leases.try_exclusive(path, create_dirs=create_dirs)
+                if lease is None:
+                    return Kept(s.agent, s.id, Reason.HELD, f"lease {path}")
+                locks.append(lease)
+            if _after_lease is not None:
+                _after_lease(s.agent, s.id)
+            return self._recheck_and_remove(adapter, s, view, opts, removed)
+        except leases.LeaseError as exc:
+            return Kept(s.agent, s.id, Reason.HELD, f"lease error: {exc}")
+        finally:
+            for lease in reversed(locks):
+                lease.release()
+
+    def _recheck_and_remove(
+        self,
+        adapter: Adapter,
+        planned: Session,
+        view: DiskView,
+        opts: PruneOptions,
+        removed: set[tuple[str, str]],
+    ) -> Removed | Kept | Failed | None:
+        """Invariant 4: under the exclusive lease, list the session from the
+        disk again and check again; the index may be stale, this never is."""
+        s = adapter.load(planned.id)
+        if s is None:
+            return None  # gone already: nothing of it left to remove
+        reason = self._recheck(s, view, opts, removed)
+        if reason is not None:
+            return reason
+        return self._remove(adapter, s, view, opts)
+
+    def _recheck(
+        self, s: Session, view: DiskView, opts: PruneOptions, removed: set[tuple[str, str]]
+    ) -> Kept | None:
+        activity = self._activity(s)
+        if activity is None:
+            return Kept(s.agent, s.id, Reason.UNDATED, "a time of it cannot be read")
+        if opts.purge is None and activity >= opts.cutoffs[s.agent]:
+            return Kept(s.agent, s.id, Reason.UPDATED, f"written at {rfc3339(activity)}")
+        static = self._static_reason(s, leases_taken=True)
+        if static is not None:
+            return static
+        view.refresh()
+        children = [c for c in view.children(s.id) if (s.agent, c) not in removed]
+        if children:
+            return Kept(s.agent, s.id, Reason.ANCESTOR, f"parent of {children[0]}")
+        return None
+
+    def _remove(
+        self, adapter: Adapter, s: Session, view: DiskView, opts: PruneOptions
+    ) -> Removed | Failed:
+        if not opts.dry_run:
+            try:
+                # Invariant 5: the journal entry exists before anything is removed.
+                self.journal.begin(
+                    s.agent, s.id, [a.path for a in s.artifacts], trash=opts.trash_for > 0
+                )
+            except OSError as exc:
+                log.error(
+                    "journal write failed; nothing removed", agent=s.agent, id=s.id, error=str(exc)
+                )
+                return Failed(s.agent, s.id, f"cannot write the journal: {exc}")
+        try:
+            removal = self._removal(s, dry_run=opts.dry_run, trash_for=opts.trash_for, now=opts.now)
+        except (trash.TrashError, OSError) as exc:
+            return Failed(s.agent, s.id, f"cannot open its trash entry: {exc}")
+        try:
+            adapter.remove(s, removal)
+        except (RemovalError, OSError) as exc:
+            log.error("removal failed", agent=s.agent, id=s.id, error=str(exc))
+            return Failed(s.agent, s.id, f"{type(exc).__name__}: {exc}")
+        finally:
+            self._close_trash(removal)
+        if not opts.dry_run:
+            self.journal.done(s.agent, s.id)
+            view.settle()
+        log.info(
+            "removed" if not opts.dry_run else "would remove",
+            agent=s.agent,
+            id=s.id,
+            bytes=s.bytes,
+            paths=len(removal.removed),
+        )
+        return Removed(
+            s.agent,
+            s.id,
+            s.bytes,
+            self._activity(s),
+            list(removal.removed),
+            list(removal.residuals),
+        )
+
+    def _removal(
+        self, s: Session, *, dry_run: bool, trash_for: float, now: float
+    ) -> SessionRemoval:
+        writer = None
+        if trash_for > 0 and not dry_run:
+            writer = trash.open_entry(
+                self.state_dir,
+                s.agent,
+                s.id,
+                parent=s.parent,
+                keep_for=trash_for,
+                now=now,
+                last_activity=self._activity(s),
+            )
+        return SessionRemoval(
+            s.agent, s.id, dry_run=dry_run, trash=writer, same_fs_as=self.state_dir
+        )
+
+    @staticmethod
+    def _close_trash(removal: SessionRemoval) -> None:
+        if removal.trash is None:
+            return
+        try:
+            removal.trash.close()
+        except OSError as exc:  # never hide the removal's own outcome
+            log.error(
+                "trash entry could not be saved", path=str(removal.trash.path), error=str(exc)
+            )
+
+    # -- the journal --------------------------------------------------------
+    def _finish_journal(self, report: PruneReport, trash_for: float) -> None:
+        """Invariant 5: a removal killed half way is finished by the next run,
+        under the exclusive lease, after listing the session from the disk
+        again. A session whose primary record is back was re-created by its
+        agent: it is left for the ordinary plan to judge."""
+        for entry in self.journal.pending():
+            adapter = self.adapters.get(entry.agent)
+            if adapter is None:
+                continue
+            try:
+                lease = leases.try_exclusive(
+                    leases.lease_path(self.state_dir, entry.agent, entry.id)
+                )
+            except leases.LeaseError as exc:
+                report.failed.append(Failed(entry.agent, entry.id, f"finishing: {exc}"))
+                continue
+            if lease is None:
+                continue  # held: finished by a later run
+            try:
+                self._finish_one(adapter, entry.agent, entry.id, trash_for if entry.trash else 0.0)
+            except (RemovalError, trash.TrashError, OSError) as exc:
+                report.failed.append(Failed(entry.agent, entry.id, f"finishing: {exc}"))
+            finally:
+                lease.release()
+
+    def _finish_one(self, adapter: Adapter, agent: str, sid: str, trash_for: float) -> None:
+        s = adapter.load(sid)
+        if s is not None and not s.primary:
+            removal = self._removal(s, dry_run=False, trash_for=trash_for, now=time.time())
+            try:
+                adapter.remove(s, removal)
+            finally:
+                self._close_trash(removal)
+            log.info("finished an interrupted removal", agent=agent, id=sid)
+        self.journal.done(agent, sid)
+
+    # -- the scheduled prune's pause ------------------------------------------
+    def _pause_reason(self, views: dict[str, DiskView], opts: PruneOptions) -> str | None:
+        existing = read_json(self.state_dir / "pause.json", None)
+        if existing:
+            return str(existing.get("reason", "paused"))
+        reason = pause_reason(self.state_dir, views, opts, self._activity)
+        if reason:
+            write_json(
+                self.state_dir / "pause.json", {"reason": reason, "since": rfc3339(opts.now)}
+            )
+            log.warning("scheduled prune paused", reason=reason)
+        return reason
+
+
+def pause_reason(
+    state_dir: Path,
+    views: dict[str, DiskView],
+    opts: PruneOptions,
+    activity: Callable[[Session], float | None],
+) -> str | None:
+    """The scheduled prune pauses itself when the clock or the machine looks
+    wrong: a clock behind the last prune, more than the retention since the
+    last prune, or even the newest session idle past the retention. An empty
+    index never pauses."""
+    last = read_json(state_dir / "last_prune.json", None)
+    retention = min((opts.now - c for c in opts.cutoffs.values()), default=None)
+    if last and isinstance(last.get("ts"), int | float) and retention is not None:
+        if opts.now < last["ts"]:
+            return (
+                f"the clock reads {rfc3339(opts.now)}, before the last prune at {last.get('time')}"
+            )
+        if opts.now - last["ts"] > retention:
+            return f"more than the retention has passed since the last prune at {last.get('time')}"
+    times = [
+        (t, view_agent)
+        for view_agent, view in views.items()
+        for s in view.sessions.values()
+        if (t := activity(s)) is not None
+    ]
+    if times and all(t < opts.cutoffs[a] for t, a in times):
+        return "even the newest session is idle past the retention"
+    return None
+
+
+def lift_pause(state_dir: Path) -> None:
+    remove(state_dir / "pause.json")
+
+
+def record_last_prune(state_dir: Path, summary: dict[str, Any]) -> None:
+    write_json(state_dir / "last_prune.json", summary)

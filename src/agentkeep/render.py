@@ -1,0 +1,197 @@
+"""Text for a person: rich tables, human sizes and ages.
+
+Colour only on a terminal (rich decides from the stream); `--json` output
+never comes through here.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from agentkeep.model import parse_rfc3339
+
+
+def size(n: int | None) -> str:
+    """Decimal units, as disks are sold: 3.2 GB."""
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    raise AssertionError("unreachable")
+
+
+def age(rfc: str | None, now: float | None = None) -> str:
+    """How long ago, in the largest whole unit: 41 days, 3 hours."""
+    if rfc is None:
+        return "undated"
+    seconds = max(0.0, (now if now is not None else time.time()) - parse_rfc3339(rfc))
+    for unit, length in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= length:
+            n = int(seconds // length)
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return "just now"
+
+
+# Ids are copied into commands: never wrapped. Everything else may fold.
+_NO_WRAP = ("ID", "AGENT", "KEPT", "REMOVED", "WOULD REMOVE", "SIZE", "IDLE", "STATE", "REASON")
+
+
+def _table(*columns: str, right: tuple[str, ...] = ()) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for col in columns:
+        table.add_column(
+            col,
+            justify="right" if col in right else "left",
+            overflow="fold",
+            no_wrap=col in _NO_WRAP,
+        )
+    return table
+
+
+def _short(session_id: str) -> str:
+    return session_id if len(session_id) <= 36 else session_id[:33] + "..."
+
+
+def sessions(console: Console, rows: list[dict[str, Any]], hint: dict[str, Any] | None) -> None:
+    table = _table("AGENT", "ID", "IDLE", "SIZE", "STATE", "WORKSPACE", right=("IDLE", "SIZE"))
+    for r in rows:
+        table.add_row(
+            r["agent"],
+            _short(r["id"]),
+            age(r["last_activity"]),
+            size(r["bytes"]),
+            r["state"],
+            r["workspace"] or "",
+        )
+    console.print(table)
+    total = sum(r["bytes"] for r in rows)
+    console.print(f"{len(rows)} sessions, {size(total)}")
+    _hint(console, hint)
+
+
+def _hint(console: Console, hint: dict[str, Any] | None) -> None:
+    if not hint:
+        return
+    console.print(
+        f"No retention is set, so nothing is ever pruned. A {hint['retention']} retention would "
+        f"reclaim {size(hint['bytes'])} from {hint['sessions']} sessions; to turn it on, add this "
+        f"line to {hint['config_path']}:\n  {hint['config_line']}"
+    )
+
+
+def show(console: Console, doc: dict[str, Any]) -> None:
+    console.print(f"[bold]{doc['agent']} {doc['id']}[/bold]  {doc['state']}")
+    for label, value in (
+        ("workspace", doc["workspace"] or "-"),
+        ("last activity", f"{doc['last_activity'] or 'undated'} ({age(doc['last_activity'])} ago)"),
+        ("size", size(doc["bytes"])),
+        ("parent", doc["parent"] or "-"),
+        ("children", ", ".join(doc["children"]) or "-"),
+    ):
+        console.print(f"  {label:<14} {value}")
+    if doc.get("unsafe"):
+        console.print(f"  [yellow]unsafe:[/yellow] {doc['unsafe']}")
+    table = _table("KIND", "SIZE", "PATH", right=("SIZE",))
+    for a in doc["artifacts"]:
+        path = a["path"] + ("  (behind a link: never removed)" if a.get("linked") else "")
+        table.add_row(a["kind"], size(a["bytes"]), path)
+    console.print(table)
+    for h in doc["holders"]:
+        pid = h["pid"] if h["pid"] is not None else "-"
+        console.print(f"  held by {h['kind']} {pid} {h.get('detail', '')}".rstrip())
+
+
+def du(console: Console, doc: dict[str, Any], hint: dict[str, Any] | None) -> None:
+    table = _table(
+        doc["by"].upper(),
+        "SIZE",
+        "SESSIONS",
+        "RECLAIMABLE",
+        right=("SIZE", "SESSIONS", "RECLAIMABLE"),
+    )
+    for g in doc["groups"]:
+        table.add_row(g["key"], size(g["bytes"]), str(g["sessions"]), size(g["reclaimable_bytes"]))
+    console.print(table)
+    total = sum(g["bytes"] for g in doc["groups"])
+    reclaim = sum(g["reclaimable_bytes"] for g in doc["groups"])
+    console.print(f"total {size(total)}, reclaimable now {size(reclaim)}")
+    _hint(console, hint)
+
+
+def scan(console: Console, doc: dict[str, Any]) -> None:
+    table = _table("AGENT", "SESSIONS", right=("SESSIONS",))
+    for agent, n in doc["sessions"].items():
+        table.add_row(agent, str(n))
+    console.print(table)
+    console.print(f"{doc['artifacts']} artifacts, {size(doc['bytes'])}, in {doc['seconds']:.2f} s")
+
+
+def report(console: Console, doc: dict[str, Any]) -> None:
+    verb = "would remove" if doc["dry_run"] else "removed"
+    if doc.get("paused"):
+        console.print(f"[yellow]paused:[/yellow] {doc['paused']}")
+    if doc["removed"]:
+        table = _table(verb.upper(), "ID", "SIZE", "IDLE", right=("SIZE", "IDLE"))
+        for r in doc["removed"]:
+            table.add_row(r["agent"], _short(r["id"]), size(r["bytes"]), age(r["last_activity"]))
+        console.print(table)
+    if doc["kept"]:
+        table = _table("KEPT", "ID", "REASON", "DETAIL")
+        for k in doc["kept"]:
+            table.add_row(k["agent"], _short(k["id"]), k["reason"], k.get("detail", ""))
+        console.print(table)
+    for f in doc["failed"]:
+        console.print(f"[red]failed[/red] {f['agent']} {f['id']}: {f['reason']}")
+    for r in doc["residual"]:
+        console.print(f"residual {r['agent']} {r['id']}: {r['path']}")
+    reclaimed = sum(r["bytes"] for r in doc["removed"])
+    console.print(
+        f"{len(doc['removed'])} {verb} ({size(reclaimed)}), {len(doc['kept'])} kept, "
+        f"{len(doc['failed'])} failed"
+    )
+
+
+def status(console: Console, doc: dict[str, Any]) -> None:
+    if doc.get("pid") is None:
+        console.print("agentkeep daemon: not running")
+    else:
+        console.print(f"agentkeep daemon: pid {doc['pid']}, up {int(doc.get('uptime_s') or 0)} s")
+    console.print(f"  sessions indexed  {doc.get('sessions')}")
+    watch = doc.get("watch") or {}
+    if watch:
+        console.print(f"  watch             {watch.get('mode')}")
+    config = doc.get("config") or {}
+    if config.get("ok"):
+        console.print(
+            f"  retention         {config.get('retention') or 'none (nothing is pruned)'}"
+        )
+    else:
+        console.print(f"  [red]config error[/red]      {config.get('error')}")
+    last = doc.get("last_prune")
+    console.print(f"  last prune        {last.get('time') if last else 'never'}")
+    console.print(f"  next prune        {doc.get('next_prune') or '-'}")
+    if doc.get("paused"):
+        resume = "run `agentkeep prune` once to resume"
+        console.print(f"  [yellow]paused[/yellow]            {doc['paused']} ({resume})")
+    _hint(console, doc.get("reclaim_hint"))
+
+
+def trash_entries(console: Console, entries: list[dict[str, Any]]) -> None:
+    table = _table("AGENT", "ID", "SIZE", "EXPIRES", "PARTIAL", right=("SIZE",))
+    for e in entries:
+        table.add_row(
+            e["agent"],
+            _short(e["id"]),
+            size(e["bytes"]),
+            e["expires_at"],
+            "yes" if e["partial"] else "",
+        )
+    console.print(table)
+    console.print(f"{len(entries)} sessions in the trash")

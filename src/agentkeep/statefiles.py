@@ -1,0 +1,70 @@
+"""Small JSON files in agentkeep's state dir (pins, the pause, the last prune).
+
+Each is written whole to a temporary file, fsynced and renamed into place, so
+a crash leaves either the old or the new content, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("agentkeep.statefiles")
+
+
+def read_json(path: Path, default: Any) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return default
+    except (OSError, ValueError) as exc:
+        log.warning("state file unreadable", path=str(path), error=str(exc))
+        return default
+
+
+def write_json(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(value, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+class Pins:
+    """Pinned sessions (`agentkeep pin`): never pruned. Kept in the state
+    dir, not the index, because the index is a cache and pins are the user's."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "pins.json"
+
+    def all(self) -> set[tuple[str, str]]:
+        return {(a, i) for a, i in read_json(self.path, [])}
+
+    def set(self, agent: str, session_id: str, pinned: bool) -> None:
+        pins = self.all()
+        if pinned:
+            pins.add((agent, session_id))
+        else:
+            pins.discard((agent, session_id))
+        write_json(self.path, sorted([a, i] for a, i in pins))

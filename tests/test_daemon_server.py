@@ -1,0 +1,313 @@
+"""The socket server in-process, over real unix sockets: framing, errors, slow
+clients, peer checks, and the socket file's life. (test_daemon_serve.py runs
+the same protocol against a real daemon process.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from agentkeep import client
+from agentkeep.daemon import server
+from agentkeep.daemon.server import AlreadyServing, Connection, RpcError, Server, ServerError
+from agentkeep.paths import Env
+
+
+class Recorder:
+    """A small handler: echo, a big answer, a resource per connection."""
+
+    def __init__(self) -> None:
+        self.closed: list[str] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, conn: Connection, method: str, params: dict[str, object]) -> object:
+        if method == "echo":
+            return params
+        if method == "big":
+            return "x" * int(params["bytes"])  # type: ignore[call-overload]
+        if method == "take":
+            token = str(params["name"])
+            conn.keep(token, lambda: self._closed(token))
+            return {"lease": token}
+        if method == "give":
+            return conn.release(str(params["name"]))
+        if method == "boom":
+            raise ValueError("kaboom")
+        raise RpcError(server.METHOD_NOT_FOUND, f"unknown method {method!r}", exit=2)
+
+    def _closed(self, token: str) -> None:
+        with self.lock:
+            self.closed.append(token)
+
+
+def wait_for(condition, timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def env(fake_home) -> Env:
+    return Env.from_environ(fake_home.environ)
+
+
+@pytest.fixture
+def running(env: Env) -> Iterator[tuple[Server, Recorder]]:
+    handler = Recorder()
+    srv = Server(env.socket_path, handler)
+    srv.bind()
+    srv.start()
+    yield srv, handler
+    srv.close()
+
+
+def raw_connect(env: Env) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    sock.connect(str(env.socket_path))
+    return sock
+
+
+def read_answer(sock: socket.socket) -> dict[str, object]:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed after {data!r}"
+        data += chunk
+    return json.loads(data)
+
+
+def test_folder_0700_socket_0600_and_removed_on_close(env: Env) -> None:
+    srv = Server(env.socket_path, Recorder())
+    srv.bind()
+    srv.start()
+    try:
+        assert stat.S_IMODE(os.stat(env.socket_path.parent).st_mode) == 0o700
+        assert stat.S_IMODE(os.lstat(env.socket_path).st_mode) == 0o600
+        assert client.call(env, "echo", {"a": 1}) == {"a": 1}
+    finally:
+        srv.close()
+    assert not env.socket_path.exists()
+    with pytest.raises(client.NoDaemon):
+        client.call(env, "echo", {})
+
+
+def test_a_folder_others_can_write_is_refused_not_chmodded(env: Env) -> None:
+    folder = env.socket_path.parent
+    folder.mkdir(mode=0o700)
+    os.chmod(folder, 0o777)
+    with pytest.raises(ServerError, match="written by other users"):
+        Server(env.socket_path, Recorder()).bind()
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o777
+    assert not env.socket_path.exists()
+
+
+def test_a_stale_socket_is_replaced(env: Env) -> None:
+    env.socket_path.parent.mkdir(mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(env.socket_path))
+    stale.close()  # bound, never listening: what a crashed daemon leaves
+    # A second name keeps the stale inode alive, so a replacement must differ.
+    os.link(env.socket_path, env.socket_path.parent / "stale-copy")
+    with pytest.raises(client.NoDaemon):
+        client.call(env, "echo", {})
+    before = os.lstat(env.socket_path).st_ino
+    srv = Server(env.socket_path, Recorder())
+    srv.bind()
+    srv.start()
+    try:
+        assert os.lstat(env.socket_path).st_ino != before
+        assert client.call(env, "echo", {"ok": True}) == {"ok": True}
+    finally:
+        srv.close()
+
+
+def test_a_live_socket_is_not_taken(running, env: Env) -> None:
+    with pytest.raises(AlreadyServing):
+        Server(env.socket_path, Recorder()).bind()
+    assert client.call(env, "echo", {"still": "served"}) == {"still": "served"}
+
+
+def test_a_file_that_is_not_a_socket_is_left_alone(env: Env) -> None:
+    env.socket_path.parent.mkdir(mode=0o700)
+    env.socket_path.write_text("precious")
+    with pytest.raises(ServerError, match="not a socket"):
+        Server(env.socket_path, Recorder()).bind()
+    assert env.socket_path.read_text() == "precious"
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        (b"this is not json", server.PARSE_ERROR),
+        (b"\xff\xfe not utf-8", server.PARSE_ERROR),
+        (b"[1, 2, 3]", server.INVALID_REQUEST),
+        (b'{"jsonrpc": "2.0", "id": 7}', server.INVALID_REQUEST),
+        (b'{"jsonrpc": "1.0", "id": 7, "method": "echo"}', server.INVALID_REQUEST),
+        (b'{"jsonrpc": "2.0", "id": 7, "method": "echo", "params": [1]}', server.INVALID_PARAMS),
+        (b'{"jsonrpc": "2.0", "id": 7, "method": "nope"}', server.METHOD_NOT_FOUND),
+        (b"[" * 100000 + b"]" * 100000, server.PARSE_ERROR),
+    ],
+)
+def test_bad_lines_get_errors_and_the_connection_goes_on(running, env: Env, line, code) -> None:
+    with raw_connect(env) as sock:
+        sock.sendall(line + b"\n")
+        answer = read_answer(sock)
+        assert answer["error"]["code"] == code, answer
+        assert answer["error"]["data"]["exit"] == 2
+        sock.sendall(b'{"jsonrpc": "2.0", "id": 8, "method": "echo", "params": {"n": 1}}\n')
+        assert read_answer(sock) == {"jsonrpc": "2.0", "id": 8, "result": {"n": 1}}
+
+
+def test_an_exception_in_a_handler_is_an_error_answer(running, env: Env) -> None:
+    with pytest.raises(client.RemoteError) as err:
+        client.call(env, "boom", {})
+    assert err.value.code == server.SERVER_ERROR and "kaboom" in err.value.message
+    assert err.value.exit == 1
+    assert client.call(env, "echo", {"after": 1}) == {"after": 1}
+
+
+def test_a_line_over_1_mib_is_answered_and_skipped(running, env: Env) -> None:
+    with raw_connect(env) as sock:
+        huge = b'{"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {"x": "' + b"a" * (2 << 20)
+        sock.sendall(huge + b'"}}\n')
+        answer = read_answer(sock)
+        assert answer["id"] is None and answer["error"]["code"] == server.INVALID_REQUEST
+        assert "1 MiB" in answer["error"]["message"]
+        sock.sendall(b'{"jsonrpc": "2.0", "id": 2, "method": "echo", "params": {"y": 2}}\n')
+        assert read_answer(sock)["result"] == {"y": 2}
+    fill = server.MAX_LINE - len(b'{"id":3,"method":"echo","params":{"x":""}}')
+    # One byte over, arriving with its newline: still too long.
+    over = b'{"id":4,"method":"echo","params":{"x":"' + b"c" * (fill + 1) + b'"}}'
+    assert len(over) == server.MAX_LINE + 1
+    with raw_connect(env) as sock:
+        sock.sendall(over + b"\n")
+        assert "1 MiB" in read_answer(sock)["error"]["message"]
+        sock.sendall(b'{"id": 5, "method": "echo", "params": {"z": 3}}\n')
+        assert read_answer(sock)["result"] == {"z": 3}
+    # A line of exactly 1 MiB is still a line.
+    exact = b'{"id":3,"method":"echo","params":{"x":"' + b"b" * fill + b'"}}'
+    assert len(exact) == server.MAX_LINE
+    with raw_connect(env) as sock:
+        sock.sendall(exact + b"\n")
+        assert read_answer(sock)["result"] == {"x": "b" * fill}
+
+
+def test_stalled_and_non_reading_clients_do_not_block_others(
+    running, env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, handler = running
+    monkeypatch.setattr(server, "SEND_TIMEOUT", 1.0)
+    stalled = raw_connect(env)
+    stalled.sendall(b'{"jsonrpc": "2.0", "id": 1, "meth')  # half a line, then nothing
+    deaf = raw_connect(env)
+    deaf.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    deaf.sendall(b'{"id": 1, "method": "take", "params": {"name": "deaf"}}\n')
+    deaf.sendall(b'{"id": 2, "method": "big", "params": {"bytes": 50000000}}\n')
+    started = time.monotonic()
+    assert client.call(env, "echo", {"others": "served"}, timeout=5) == {"others": "served"}
+    assert time.monotonic() - started < 2
+    # The deaf client is dropped when its send times out; its resources go with it.
+    wait_for(lambda: handler.closed == ["deaf"], what="the deaf client's resource to be closed")
+    assert client.call(env, "echo", {"still": 1}) == {"still": 1}
+    stalled.close()
+    deaf.close()
+
+
+def test_resources_end_at_release_or_disconnect(running, env: Env) -> None:
+    _, handler = running
+    with raw_connect(env) as sock:
+        sock.sendall(b'{"id": 1, "method": "take", "params": {"name": "a"}}\n')
+        assert read_answer(sock)["result"] == {"lease": "a"}
+        sock.sendall(b'{"id": 2, "method": "take", "params": {"name": "b"}}\n')
+        read_answer(sock)
+        sock.sendall(b'{"id": 3, "method": "give", "params": {"name": "a"}}\n')
+        assert read_answer(sock)["result"] is True
+        assert handler.closed == ["a"]
+        sock.sendall(b'{"id": 4, "method": "give", "params": {"name": "a"}}\n')
+        assert read_answer(sock)["result"] is False
+    wait_for(lambda: handler.closed == ["a", "b"], what="b to close with its connection")
+
+
+def test_another_uid_is_refused(running, env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, handler = running
+    seen: list[int] = []
+
+    def other_uid(sock: socket.socket) -> int:
+        seen.append(server.peer_credentials(sock)[1])
+        return os.getuid() + 1
+
+    monkeypatch.setattr(server, "_peer_uid_override", other_uid)
+    with raw_connect(env) as sock:
+        sock.sendall(b'{"id": 1, "method": "take", "params": {"name": "intruder"}}\n')
+        answer = read_answer(sock)
+        assert "refused" in answer["error"]["message"]
+        # ... and the connection is closed (reset: the request was never read).
+        try:
+            assert sock.recv(100) == b""
+        except ConnectionResetError:
+            pass
+    assert seen == [os.getuid()], "SETUP INVALID: the seam was not consulted"
+    assert handler.closed == []
+    monkeypatch.setattr(server, "_peer_uid_override", None)
+    assert client.call(env, "echo", {"me": 1}) == {"me": 1}
+
+
+def test_peer_credentials_are_the_kernels(running, env: Env) -> None:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with a, b:
+        assert server.peer_credentials(a) == (os.getpid(), os.getuid())
+
+
+def test_client_sees_no_daemon_without_a_socket(env: Env) -> None:
+    with pytest.raises(client.NoDaemon):
+        client.call(env, "status", {})
+
+
+def test_request_with_env_sends_the_fingerprint(running, env: Env) -> None:
+    fp = {"config": "/c", "state": "/s", "roots": {"claude": ["/r"]}}
+    assert client.request_with_env(env, fp, "echo", {"a": 1}) == {"a": 1, "env": fp}
+
+
+def test_a_daemon_that_closes_without_answering_is_a_remote_error(env: Env) -> None:
+    env.socket_path.parent.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(env.socket_path))
+    listener.listen(1)
+
+    def close_at_once() -> None:
+        conn, _ = listener.accept()
+        conn.recv(1000)
+        conn.close()
+
+    t = threading.Thread(target=close_at_once)
+    t.start()
+    with pytest.raises(client.RemoteError) as err:
+        client.call(env, "status", {})
+    assert err.value.code == server.SERVER_ERROR
+    t.join()
+    listener.close()
+
+
+def test_folder_is_created_0700_even_with_a_loose_umask(env: Env) -> None:
+    old = os.umask(0)
+    try:
+        srv = Server(env.socket_path, Recorder())
+        srv.bind()
+    finally:
+        os.umask(old)
+    try:
+        assert stat.S_IMODE(os.stat(env.socket_path.parent).st_mode) == 0o700
+        assert stat.S_IMODE(os.lstat(env.socket_path).st_mode) == 0o600
+    finally:
+        srv.close()

@@ -1,0 +1,266 @@
+"""The watcher with the real Claude adapter and a real watchdog observer:
+events reach sessions, new directories get watched, the inotify budget is
+read from /proc and respected."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from watchdog.events import FileModifiedEvent
+from watchdog.observers import Observer
+
+from agentkeep.adapters.claude import ClaudeAdapter
+from agentkeep.daemon import watch
+from agentkeep.daemon.watch import POLLING, RootWatch, Watcher, group_by_root, plan
+from agentkeep.paths import Env
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.sessions: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, agent: str, session_id: str) -> None:
+        with self.lock:
+            self.sessions.append((agent, session_id))
+
+    def has(self, session_id: str) -> Callable[[], bool]:
+        return lambda: any(sid == session_id for _, sid in list(self.sessions))
+
+
+def transcript(projects: Path, key: str, session_id: str) -> Path:
+    path = projects / key / f"{session_id}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"type": "user", "sessionId": session_id, "cwd": "/work/proj"}
+    path.write_text(json.dumps(record) + "\n")
+    return path
+
+
+@pytest.fixture
+def claude(fake_home) -> ClaudeAdapter:
+    return ClaudeAdapter(Env.from_environ(fake_home.environ))
+
+
+@pytest.fixture
+def watching(claude: ClaudeAdapter) -> Iterator[tuple[Watcher, Seen]]:
+    seen = Seen()
+    watcher = Watcher(lambda: {"claude": claude}, seen)
+    watcher.start()
+    yield watcher, seen
+    watcher.stop()
+
+
+def roots_by_path(watcher: Watcher) -> dict[str, dict[str, object]]:
+    return {r["path"]: r for r in watcher.status()["roots"]}  # type: ignore[index,union-attr]
+
+
+def test_an_append_reaches_its_session(fake_home, claude: ClaudeAdapter) -> None:
+    sid = str(uuid.uuid4())
+    path = transcript(fake_home.claude / "projects", "-work-proj", sid)
+    seen = Seen()
+    watcher = Watcher(lambda: {"claude": claude}, seen)
+    watcher.start()
+    try:
+        assert watcher.status()["mode"] == "inotify"
+        with path.open("a") as f:
+            f.write('{"type": "assistant"}\n')
+        wait_for(seen.has(sid), 2.0, "the append to reach the session")
+    finally:
+        watcher.stop()
+
+
+def test_a_project_dir_made_after_start_is_watched(fake_home, watching) -> None:
+    watcher, seen = watching
+    projects = fake_home.claude / "projects"
+    key_dir = projects / "-new-proj"
+    assert str(key_dir) not in json.dumps(watcher.status())
+    sid = str(uuid.uuid4())
+    transcript(projects, "-new-proj", sid)  # makes .claude, projects and the key dir
+    wait_for(seen.has(sid), 3.0, "a session in a new project dir")
+    # The key dir is now watched itself: a second session there is seen too.
+    wait_for(lambda: key_dir in watcher._watches, 3.0, "the new key dir to be watched")
+    later = str(uuid.uuid4())
+    transcript(projects, "-new-proj", later)
+    wait_for(seen.has(later), 2.0, "a second session in the new dir")
+
+
+def test_the_first_tmp_root_is_watched_when_it_appears(fake_home, watching) -> None:
+    watcher, seen = watching
+    tmp_root = fake_home.system_tmp / f"claude-{os.getuid()}"
+    assert roots_by_path(watcher)[str(tmp_root)]["mode"] == "inotify"
+    sid = str(uuid.uuid4())
+    key = tmp_root / "-work-proj"
+    key.mkdir(parents=True, mode=0o700)
+    wait_for(lambda: key in watcher._watches, 3.0, "the new tmp key dir to be watched")
+    (key / sid).mkdir()
+    wait_for(seen.has(sid), 2.0, "a scratch dir in the first tmp root")
+
+
+def test_a_deleted_session_is_reported_and_a_deleted_dir_unwatched(fake_home, claude) -> None:
+    sid = str(uuid.uuid4())
+    path = transcript(fake_home.claude / "projects", "-gone", sid)
+    seen = Seen()
+    watcher = Watcher(lambda: {"claude": claude}, seen)
+    watcher.start()
+    try:
+        assert path.parent in watcher._watches
+        path.unlink()
+        wait_for(seen.has(sid), 2.0, "the deletion to reach the session")
+        path.parent.rmdir()
+        wait_for(lambda: path.parent not in watcher._watches, 3.0, "the gone dir to be unwatched")
+    finally:
+        watcher.stop()
+
+
+def test_over_the_budget_everything_polls(fake_home, claude) -> None:
+    transcript(fake_home.claude / "projects", "-p", str(uuid.uuid4()))
+    watcher = Watcher(lambda: {"claude": claude}, Seen(), budget=lambda: (1000, 1000))
+    watcher.start()
+    try:
+        status = watcher.status()
+        assert status["mode"] == "polling"
+        assert watcher.polling
+        assert all("free" in r["reason"] for r in status["roots"])  # type: ignore[union-attr]
+        assert watcher._watches == {}
+    finally:
+        watcher.stop()
+
+
+def test_a_partial_budget_is_mixed(fake_home, claude) -> None:
+    transcript(fake_home.claude / "projects", "-p", str(uuid.uuid4()))
+    groups = group_by_root("claude", claude)
+    first = len(groups[0].targets)
+    assert first >= 1 and len(groups) >= 2, "SETUP INVALID: need two roots to share a budget"
+    limit = 1000
+    # available = limit - used - 10% of limit: room for exactly the first root.
+    budget = (limit, limit - 100 - first)
+    watcher = Watcher(lambda: {"claude": claude}, Seen(), budget=lambda: budget)
+    watcher.start()
+    try:
+        status = watcher.status()
+        assert status["mode"] == "mixed"
+        modes = [r["mode"] for r in status["roots"]]  # type: ignore[union-attr]
+        assert modes[0] == "inotify" and POLLING in modes[1:]
+    finally:
+        watcher.stop()
+
+
+def test_plan_gives_inotify_while_it_fits() -> None:
+    groups = [
+        RootWatch("a", Path("/a"), targets={Path("/a"), Path("/a/1")}),
+        RootWatch("a", Path("/b"), targets={Path("/b")}),
+        RootWatch("b", Path("/c"), targets={Path("/c"), Path("/c/1"), Path("/c/2")}),
+    ]
+    plan(groups, 3)
+    assert [g.mode for g in groups] == ["inotify", "inotify", "polling"]
+    assert groups[2].reason == "needs 3 inotify watches, 0 free"
+    unlimited = [RootWatch("a", Path("/a"), targets={Path(f"/a/{i}") for i in range(50)})]
+    plan(unlimited, None)
+    assert unlimited[0].mode == "inotify"
+
+
+def test_inotify_budget_counts_real_watches(tmp_path: Path) -> None:
+    budget = watch.inotify_budget()
+    if budget is None:
+        pytest.skip("no inotify here")
+    limit, used = budget
+    assert limit == int(Path("/proc/sys/fs/inotify/max_user_watches").read_text())
+    me = Path(f"/proc/{os.getpid()}")
+    before = watch.process_watches(me)
+    dirs = [tmp_path / str(i) for i in range(3)]
+    observer = Observer()
+    observer.start()
+    try:
+        for d in dirs:
+            d.mkdir()
+            observer.schedule(watch.FileSystemEventHandler(), str(d), recursive=False)
+        assert watch.process_watches(me) == before + 3
+        assert watch.inotify_budget()[1] >= 3  # type: ignore[index]
+    finally:
+        observer.stop()
+        observer.join()
+    assert used >= 0
+
+
+def test_unrelated_directories_under_a_waiting_parent_cause_no_resync(
+    fake_home, claude, monkeypatch
+) -> None:
+    # The system tmp dir is watched only to see claude-<uid> appear in it.
+    seen = Seen()
+    watcher = Watcher(lambda: {"claude": claude}, seen)
+    resyncs: list[float] = []
+    real = watcher.resync
+
+    def counting(**kw: bool) -> set[Path]:
+        resyncs.append(time.monotonic())
+        return real(**kw)
+
+    monkeypatch.setattr(watcher, "resync", counting)
+    watcher.start()
+    try:
+        assert fake_home.system_tmp in watcher._watches, "SETUP INVALID: tmp is not watched"
+        for n in range(20):
+            (fake_home.system_tmp / f"pytest-{n}").mkdir()
+        tmp_root = fake_home.system_tmp / f"claude-{os.getuid()}"
+        tmp_root.mkdir(mode=0o700)  # a marker that does cause one
+        wait_for(lambda: tmp_root in watcher._watches, 3.0, "the tmp root to be watched")
+        assert len(resyncs) == 2  # the start, and claude-<uid>
+    finally:
+        watcher.stop()
+
+
+def test_a_linked_config_dir_is_watched_through_its_link(fake_home, claude) -> None:
+    real = fake_home.root / "dotfiles" / "claude"
+    (real / "projects").mkdir(parents=True)
+    fake_home.claude.symlink_to(real)
+    seen = Seen()
+    watcher = Watcher(lambda: {"claude": claude}, seen)
+    watcher.start()
+    try:
+        assert fake_home.claude in watcher._watches
+        # A new config area made directly in the linked root is seen.
+        (real / "file-history").mkdir()
+        wait_for(lambda: fake_home.claude / "file-history" in watcher._watches, 3.0, "file-history")
+        sid = str(uuid.uuid4())
+        (real / "file-history" / sid).mkdir()
+        wait_for(seen.has(sid), 2.0, "a session under the linked root")
+    finally:
+        watcher.stop()
+
+
+def test_sqlite_side_files_are_ignored(fake_home, watching) -> None:
+    watcher, seen = watching
+    key_dir = fake_home.claude / "projects" / "-p"
+    quiet, loud = str(uuid.uuid4()), str(uuid.uuid4())
+    # A read-only open of a database makes these beside it; they never count.
+    for suffix in ("-wal", "-shm", "-journal"):
+        watcher.queue(FileModifiedEvent(str(key_dir / quiet / f"state.db{suffix}")))
+    watcher.queue(FileModifiedEvent(str(key_dir / loud / "state.db")))
+    wait_for(seen.has(loud), 2.0, "the plain file's event")
+    assert not seen.has(quiet)()
+
+
+def test_agentkeep_inotify_max_replaces_the_limit() -> None:
+    real = watch.inotify_budget()
+    if real is None:
+        pytest.skip("no inotify here")
+    forced = watch.budget_for({"AGENTKEEP_INOTIFY_MAX": "7"})
+    assert forced is not None and forced[0] == 7 and forced[1] >= 0
+    assert watch.budget_for({"AGENTKEEP_INOTIFY_MAX": "lots"})[0] == real[0]  # type: ignore[index]
+    assert watch.budget_for({})[0] == real[0]  # type: ignore[index]
