@@ -12,6 +12,7 @@ import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
@@ -21,6 +22,7 @@ from agentkeep.model import Holder, HolderKind
 # so `--resume=<id>` and `<dir>/<id>.jsonl` name the id and `<id>x` does not.
 _TOKEN_SPLIT = re.compile(r"[^A-Za-z0-9_-]+")
 _UNREADABLE = object()
+_ATTRS = ["uids", "cmdline", "create_time", "status"]
 
 
 @dataclass(frozen=True)
@@ -45,43 +47,69 @@ def is_agentkeep(cmdline: tuple[str, ...] | list[str]) -> bool:
 class ProcessTable:
     """The user's processes at one moment, with a token index of command lines."""
 
+    uid: int = field(default_factory=os.getuid)
     procs: dict[int, Proc] = field(default_factory=dict)
     unreadable: list[int] = field(default_factory=list)
     failed: str | None = None
+    # Every pid looked at, wanted or not (other users', agentkeep's own).
+    _seen: set[int] = field(default_factory=set)
     _tokens: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
     _open_files: dict[str, list[tuple[int, str]]] | None = None
 
     @classmethod
     def snapshot(cls, uid: int | None = None) -> ProcessTable:
-        uid = os.getuid() if uid is None else uid
-        table = cls()
-        me = os.getpid()
+        table = cls(uid=os.getuid() if uid is None else uid)
         try:
-            attrs = ["uids", "cmdline", "create_time", "status"]
-            it = psutil.process_iter(attrs, ad_value=_UNREADABLE)
+            it = psutil.process_iter(_ATTRS, ad_value=_UNREADABLE)
             for proc in it:
-                info = proc.info
-                uids = info.get("uids")
-                if uids is _UNREADABLE or uids is None:
-                    continue
-                if uids.real != uid or proc.pid == me:
-                    continue
-                if info.get("status") == psutil.STATUS_ZOMBIE:
-                    # A zombie has exited: it holds no file open and uses no
-                    # session; its unreadable command line proves nothing.
-                    continue
-                cmdline = info.get("cmdline")
-                created = info.get("create_time")
-                if cmdline is _UNREADABLE or created is _UNREADABLE:
-                    table.unreadable.append(proc.pid)
-                    continue
-                cmdline = tuple(cmdline or ())
-                if is_agentkeep(cmdline):
-                    continue
-                table.add(Proc(proc.pid, float(created or 0.0), cmdline))
+                table._take(proc.pid, proc.info)
         except (psutil.Error, OSError) as exc:  # the process table itself could not be read
             table.failed = f"cannot read the process table: {exc}"
         return table
+
+    def refreshed(self) -> ProcessTable:
+        """This table brought up to now cheaply: processes that exited are
+        dropped and new ones read; the rest are kept as read. A process that
+        exec'd another command line in place is seen by the next snapshot."""
+        try:
+            current = set(psutil.pids())
+        except (psutil.Error, OSError):
+            return ProcessTable.snapshot(self.uid)
+        table = ProcessTable(uid=self.uid, failed=self.failed)
+        for pid in current & set(self.procs):
+            table.add(self.procs[pid])
+        table.unreadable = [pid for pid in self.unreadable if pid in current]
+        table._seen = (self._seen & current) | set(table.procs) | set(table.unreadable)
+        for pid in current - self._seen:
+            try:
+                info = psutil.Process(pid).as_dict(_ATTRS, ad_value=_UNREADABLE)
+            except psutil.NoSuchProcess:
+                continue
+            except (psutil.Error, OSError):
+                table.unreadable.append(pid)
+                continue
+            table._take(pid, info)
+        return table
+
+    def _take(self, pid: int, info: dict[str, Any]) -> None:
+        self._seen.add(pid)
+        uids = info.get("uids")
+        if uids is _UNREADABLE or uids is None:
+            return
+        if uids.real != self.uid or pid == os.getpid():
+            return
+        if info.get("status") == psutil.STATUS_ZOMBIE:
+            # A zombie has exited: it holds no file open and uses no
+            # session; its unreadable command line proves nothing.
+            return
+        cmdline = info.get("cmdline")
+        created = info.get("create_time")
+        if cmdline is _UNREADABLE or created is _UNREADABLE:
+            self.unreadable.append(pid)
+            return
+        cmdline = tuple(cmdline or ())
+        if not is_agentkeep(cmdline):
+            self.add(Proc(pid, float(created or 0.0), cmdline))
 
     def add(self, proc: Proc) -> None:
         self.procs[proc.pid] = proc

@@ -141,6 +141,8 @@ class PruneOptions:
     trash_for: float = 0.0
     scheduled: bool = False
     purge: list[tuple[str, str]] | None = None
+    # Called with (sessions acted on, sessions planned) as the act goes on.
+    progress: Callable[[int, int], None] | None = None
 
 
 def check_floor(cutoffs: dict[str, float], now: float) -> None:
@@ -233,14 +235,17 @@ class Pruner:
             cutoffs={} if opts.purge is not None else dict(opts.cutoffs),
             dry_run=opts.dry_run,
         )
-        if not opts.dry_run:
-            self._finish_journal(report, opts.trash_for)
-            trash.expire(self.state_dir, now=time.time())
         views = {agent: self._list(agent) for agent in opts.cutoffs}
         if opts.scheduled:
+            # A paused run changes nothing at all: not even the trash, the
+            # last place a session can be had back from.
             report.paused = self._pause_reason(views, opts)
             if report.paused:
                 return report
+        if not opts.dry_run:
+            if self._finish_journal(report, opts.trash_for):
+                views = {agent: self._list(agent) for agent in opts.cutoffs}
+            trash.expire(self.state_dir, now=time.time())
         plan = self._plan(views, opts, report)
         if _after_plan is not None:
             _after_plan()
@@ -278,7 +283,7 @@ class Pruner:
                 if s.id not in targets:
                     staying.append(s.key)
                     continue
-                reason = self._static_reason(s)
+                reason = self._static_reason(s, purge=opts.purge is not None)
                 if reason is None:
                     candidates.append(s)
                 else:
@@ -301,15 +306,19 @@ class Pruner:
             if (known := self._known_activity(s)) is None or known < cutoff
         }
 
-    def _static_reason(self, s: Session, *, leases_taken: bool = False) -> Kept | None:
-        """Why a session stays whatever its age. Under our own exclusive
-        leases (`leases_taken`) nobody else can hold them: not tested again."""
-        if self._activity(s) is None:
+    def _static_reason(
+        self, s: Session, *, purge: bool = False, under_lease: bool = False
+    ) -> Kept | None:
+        """Why a session stays whatever its age. A purge ignores age, so an
+        unreadable time does not stop it. Under our own exclusive leases
+        (`under_lease`) nobody else can hold them, and the processes are
+        looked at afresh (invariant 4)."""
+        if not purge and self._activity(s) is None:
             return Kept(s.agent, s.id, Reason.UNDATED, "a time of it cannot be read")
-        holders = self._holders(s)
+        holders = self._holders(s, fresh=under_lease)
         if holders:
             return Kept(s.agent, s.id, Reason.LIVE, holders[0].describe())
-        held = None if leases_taken else self._lease_holder(s)
+        held = None if under_lease else self._lease_holder(s)
         if held:
             return Kept(s.agent, s.id, Reason.HELD, held)
         if s.key in self.pins:
@@ -336,14 +345,21 @@ class Pruner:
         return sum(1 for _ in ancestors(s.id, view.parent_of))
 
     # -- evidence of use ----------------------------------------------------
-    def _procs_now(self) -> ProcessTable:
-        if self._procs is None or time.monotonic() - self._procs_at > PROCESS_SNAPSHOT_TTL:
+    def _procs_now(self, fresh: bool = False) -> ProcessTable:
+        """The user's processes. `fresh` (the check under the lease): at least
+        every process started since the last look is read, so one that began
+        after the plan is seen; a full snapshot at most PROCESS_SNAPSHOT_TTL
+        old also catches a command line exec'd in place."""
+        stale = time.monotonic() - self._procs_at > PROCESS_SNAPSHOT_TTL
+        if self._procs is None or stale:
             self._procs = ProcessTable.snapshot()
             self._procs_at = time.monotonic()
+        elif fresh:
+            self._procs = self._procs.refreshed()
         return self._procs
 
-    def _holders(self, s: Session) -> list[Holder]:
-        return self.adapters[s.agent].holders(s, self._procs_now())
+    def _holders(self, s: Session, fresh: bool = False) -> list[Holder]:
+        return self.adapters[s.agent].holders(s, self._procs_now(fresh))
 
     def _lease_holder(self, s: Session) -> str | None:
         paths = [leases.lease_path(self.state_dir, s.agent, s.id)]
@@ -362,19 +378,20 @@ class Pruner:
         report: PruneReport,
     ) -> None:
         kept = {(k.agent, k.id) for k in report.kept}
+        planned = {s.key for s in plan}
         removed: set[tuple[str, str]] = set()
-        for s in plan:
+        for done, s in enumerate(plan):
+            if opts.progress is not None:
+                opts.progress(done, len(plan))
             if s.key in kept:
                 continue
             if STOP.is_set():
-                self._stay(
-                    Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"), views, report, kept
-                )
+                stopping = Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping")
+                self._stay(stopping, views, report, kept, planned)
                 continue
             if self._capped(opts, report):
-                self._stay(
-                    Kept(s.agent, s.id, Reason.CAPPED, "over max_removals"), views, report, kept
-                )
+                capped = Kept(s.agent, s.id, Reason.CAPPED, "over max_removals")
+                self._stay(capped, views, report, kept, planned)
                 continue
             outcome = self._act_one(s, views[s.agent], opts, removed)
             if isinstance(outcome, Removed):
@@ -382,10 +399,10 @@ class Pruner:
                 report.residual.extend((s.agent, s.id, p) for p in outcome.residual)
                 removed.add(s.key)
             elif isinstance(outcome, Kept):
-                self._stay(outcome, views, report, kept)
+                self._stay(outcome, views, report, kept, planned)
             elif isinstance(outcome, Failed):
                 report.failed.append(outcome)
-                self._stay(None, views, report, kept, s)
+                self._stay(None, views, report, kept, planned, s)
         for r in report.removed:
             if self.index is not None and not opts.dry_run:
                 self.index.delete(r.agent, r.id)
@@ -403,9 +420,11 @@ class Pruner:
         views: dict[str, DiskView],
         report: PruneReport,
         kept: set[tuple[str, str]],
+        planned: set[tuple[str, str]],
         session: Session | None = None,
     ) -> None:
-        """A session stays: so does every ancestor still waiting in the plan."""
+        """A session stays: so does every ancestor still waiting in the plan
+        (recent ancestors stay anyway and are not old enough to report)."""
         if outcome is not None:
             report.kept.append(outcome)
             kept.add((outcome.agent, outcome.id))
@@ -415,7 +434,7 @@ class Pruner:
             agent, sid = session.agent, session.id
         view = views[agent]
         for parent in ancestors(sid, view.parent_of):
-            if (agent, parent) not in kept and parent in view.sessions:
+            if (agent, parent) not in kept and (agent, parent) in planned:
                 kept.add((agent, parent))
                 report.kept.append(Kept(agent, parent, Reason.ANCESTOR, f"parent of {sid}"))
 
@@ -464,11 +483,9 @@ class Pruner:
         self, s: Session, view: DiskView, opts: PruneOptions, removed: set[tuple[str, str]]
     ) -> Kept | None:
         activity = self._activity(s)
-        if activity is None:
-            return Kept(s.agent, s.id, Reason.UNDATED, "a time of it cannot be read")
-        if opts.purge is None and activity >= opts.cutoffs[s.agent]:
+        if opts.purge is None and activity is not None and activity >= opts.cutoffs[s.agent]:
             return Kept(s.agent, s.id, Reason.UPDATED, f"written at {rfc3339(activity)}")
-        static = self._static_reason(s, leases_taken=True)
+        static = self._static_reason(s, purge=opts.purge is not None, under_lease=True)
         if static is not None:
             return static
         view.refresh()
@@ -551,11 +568,13 @@ class Pruner:
             )
 
     # -- the journal --------------------------------------------------------
-    def _finish_journal(self, report: PruneReport, trash_for: float) -> None:
+    def _finish_journal(self, report: PruneReport, trash_for: float) -> bool:
         """Invariant 5: a removal killed half way is finished by the next run,
         under the exclusive lease, after listing the session from the disk
         again. A session whose primary record is back was re-created by its
-        agent: it is left for the ordinary plan to judge."""
+        agent: it is left for the ordinary plan to judge. What is finished
+        is in this run's report (invariant 9). True when anything was."""
+        finished = False
         for entry in self.journal.pending():
             adapter = self.adapters.get(entry.agent)
             if adapter is None:
@@ -570,14 +589,25 @@ class Pruner:
             if lease is None:
                 continue  # held: finished by a later run
             try:
-                self._finish_one(adapter, entry.agent, entry.id, trash_for if entry.trash else 0.0)
+                done = self._finish_one(
+                    adapter, entry.agent, entry.id, trash_for if entry.trash else 0.0
+                )
             except (RemovalError, trash.TrashError, OSError) as exc:
                 report.failed.append(Failed(entry.agent, entry.id, f"finishing: {exc}"))
+                continue
             finally:
                 lease.release()
+            if done is not None:
+                report.removed.append(done)
+                report.residual.extend((done.agent, done.id, p) for p in done.residual)
+                finished = True
+        return finished
 
-    def _finish_one(self, adapter: Adapter, agent: str, sid: str, trash_for: float) -> None:
+    def _finish_one(
+        self, adapter: Adapter, agent: str, sid: str, trash_for: float
+    ) -> Removed | None:
         s = adapter.load(sid)
+        done = None
         if s is not None and not s.primary:
             removal = self._removal(s, dry_run=False, trash_for=trash_for, now=time.time())
             try:
@@ -585,7 +615,11 @@ class Pruner:
             finally:
                 self._close_trash(removal)
             log.info("finished an interrupted removal", agent=agent, id=sid)
+            done = Removed(
+                agent, sid, s.bytes, self._activity(s), removal.removed, removal.residuals
+            )
         self.journal.done(agent, sid)
+        return done
 
     # -- the scheduled prune's pause ------------------------------------------
     def _pause_reason(self, views: dict[str, DiskView], opts: PruneOptions) -> str | None:
@@ -611,6 +645,8 @@ def pause_reason(
     wrong: a clock behind the last prune, more than the retention since the
     last prune, or even the newest session idle past the retention. An empty
     index never pauses."""
+    if not any(view.sessions for view in views.values()):
+        return None  # an empty index never pauses
     last = read_json(state_dir / "last_prune.json", None)
     retention = min((opts.now - c for c in opts.cutoffs.values()), default=None)
     if last and isinstance(last.get("ts"), int | float) and retention is not None:
