@@ -300,11 +300,13 @@ def test_a_linked_projects_dir_inside_the_config_root_makes_sessions_unsafe(
 def test_linked_file_history_is_marked_linked(fake_home: FakeHome, adapter: ClaudeAdapter) -> None:
     a = make_session(fake_home)
     b = make_session(fake_home)
-    # file-history/<id> itself a link: reported, never walked.
+    # file-history/<id> itself a link: the artifact is the link, removed as
+    # the link alone; what it points to is never walked or measured.
     move_behind_link(a.file_history, fake_home.root / "elsewhere" / "fh-a")
     got = scan(adapter)[a.id]
-    assert linked(got)[str(a.file_history)] is True
-    assert [x.linked for x in got.artifacts if x.kind != FILE_HISTORY] == [False] * 9
+    assert linked(got)[str(a.file_history)] is False
+    fh_artifact = next(x for x in got.artifacts if x.kind == FILE_HISTORY)
+    assert fh_artifact.bytes == len(os.readlink(a.file_history)), "measured as the link"
     assert not linked(scan(adapter)[b.id])[str(b.file_history)]
 
     # file-history itself a link: everything in it is linked.
@@ -355,12 +357,15 @@ def test_a_root_that_is_itself_a_link_works(fake_home: FakeHome) -> None:
     assert adapter.session_for_path(str(s.tmp / "tasks")) == s.id
 
 
-def test_a_linked_job_dir_is_reported_linked(fake_home: FakeHome, adapter: ClaudeAdapter) -> None:
+def test_a_linked_job_dir_is_the_link_itself(fake_home: FakeHome, adapter: ClaudeAdapter) -> None:
     s = make_session(fake_home)
     move_behind_link(s.job, fake_home.root / "elsewhere" / "job")
     got = scan(adapter)[s.id]
     assert artifact_set(got) == s.artifact_set(), "state.json behind the link names it"
-    assert {p for p, is_linked in linked(got).items() if is_linked} == {str(s.job)}
+    # The artifact is the link (removed as the link alone), not what it points to.
+    assert not any(linked(got).values())
+    job = next(x for x in got.artifacts if x.kind == "job")
+    assert not job.is_dir and job.bytes == len(os.readlink(s.job))
 
 
 @pytest.mark.parametrize("where", ["config", "projects"])

@@ -30,8 +30,9 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Root, valid_name
+from agentkeep.adapters.base import Adapter, Remover, Root, valid_name
 from agentkeep.model import Holder, HolderKind, Session
+from agentkeep.paths import Env
 from agentkeep.processes import Proc, ProcessTable
 
 log = structlog.get_logger("agentkeep.adapters.claude")
@@ -290,8 +291,68 @@ def _same_process(record: dict[str, object], proc: Proc) -> bool | None:
     return started >= proc.create_time - START_SLACK_S
 
 
+class _Listings:
+    """Listings of the two shared directories that cannot be probed by id
+    (todos/ names files `<id>-agent-*.json`, sessions/ names them by pid), and
+    the registry records read from them. Without this, listing one session
+    again costs a pass over every session's files, and a prune of N sessions
+    costs N of them. A listing is reused while its directory's mtime is the
+    same (a new or removed file changes it); a record is re-read whenever
+    its file's (mtime, size, inode) changed (a /clear or /resume inside a
+    running claude rewrites it in place). agentkeep's own removals patch the
+    listing: they change the mtime, not what anyone else wrote."""
+
+    def __init__(self) -> None:
+        self._dirs: dict[str, tuple[int, dict[str, _Entry]]] = {}
+        self._records: dict[str, tuple[tuple[int, int, int], object]] = {}
+
+    def entries(self, directory: str) -> list[_Entry]:
+        try:
+            mtime = os.stat(directory).st_mtime_ns
+        except OSError:
+            self._dirs.pop(directory, None)
+            return _list(directory, None)
+        cached = self._dirs.get(directory)
+        if cached and cached[0] == mtime:
+            return list(cached[1].values())
+        entries = _list(directory, None)
+        self._dirs[directory] = (mtime, {e.name: e for e in entries})
+        return entries
+
+    def record(self, path: str) -> object:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            self._records.pop(path, None)
+            return None
+        signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+        cached = self._records.get(path)
+        if cached is None or cached[0] != signature:
+            cached = (signature, _read_json(path))
+            self._records[path] = cached
+        return cached[1]
+
+    def removed(self, paths: Sequence[str]) -> None:
+        """agentkeep removed `paths`: drop them, keep the rest of the listing."""
+        for path in paths:
+            directory, name = os.path.split(path)
+            self._records.pop(path, None)
+            cached = self._dirs.get(directory)
+            if cached is None:
+                continue
+            cached[1].pop(name, None)
+            try:
+                self._dirs[directory] = (os.stat(directory).st_mtime_ns, cached[1])
+            except OSError:
+                self._dirs.pop(directory, None)
+
+
 class ClaudeAdapter(Adapter):
     name = "claude"
+
+    def __init__(self, env: Env) -> None:
+        super().__init__(env)
+        self._listings = _Listings()
 
     # -- where ----------------------------------------------------------
     def _dir_var(self, var: str) -> Path | None:
@@ -410,31 +471,38 @@ class ClaudeAdapter(Adapter):
                     sid = canonical(entry.name[: -len(".jsonl")])
                     found.add(sid, _Found(entry.path, TRANSCRIPT, root, linked, primary=True))
                 else:
-                    linked = linked or entry.link
                     found.add(canonical(entry.name), _Found(entry.path, SESSION_DIR, root, linked))
 
     def _find_config(self, layout: _Layout, found: _Grouped) -> None:
         spellings = _spellings(found.only)
         debug_probe = None if spellings is None else [s + ".txt" for s in spellings]
-        areas: list[tuple[str, str, Callable[[str], str | None], list[str] | None, bool]] = [
-            ("file-history", FILE_HISTORY, canonical, spellings, True),
-            ("session-env", SESSION_ENV, canonical, spellings, True),
-            ("todos", TODOS, _todo_id, None, False),
-            ("debug", DEBUG_LOG, _debug_id, debug_probe, False),
+        # A link where a session's entry belongs is that artifact, removed as
+        # the link alone; only an area that is itself a link makes its
+        # entries linked (reached through a link: never removed).
+        areas: list[tuple[str, str, Callable[[str], str | None], list[str] | None]] = [
+            ("file-history", FILE_HISTORY, canonical, spellings),
+            ("session-env", SESSION_ENV, canonical, spellings),
+            ("todos", TODOS, _todo_id, None),
+            ("debug", DEBUG_LOG, _debug_id, debug_probe),
         ]
-        for area, kind, identify, probe, holds_dirs in areas:
-            for entry, linked in self._config_entries(layout, area, probe):
-                linked = linked or (holds_dirs and entry.link)
+        for area, kind, identify, probe in areas:
+            cached = found.only is not None
+            for entry, linked in self._config_entries(layout, area, probe, cached):
                 found.add(identify(entry.name), _Found(entry.path, kind, layout.config, linked))
 
     def _config_entries(
-        self, layout: _Layout, area: str, probe: Sequence[str] | None
+        self, layout: _Layout, area: str, probe: Sequence[str] | None, cached: bool = False
     ) -> Iterator[tuple[_Entry, bool]]:
         """Entries of `<config>/<area>`, each with whether it lies behind a
-        link (the area itself is one) or on an unsafe root."""
+        link (the area itself is one) or on an unsafe root. `cached`: listing
+        one session may reuse a recent listing (see _Listings)."""
         directory = layout.config.path / area
         linked = bool(layout.config.problem) or disk.is_link(directory)
-        for entry in _list(str(directory), probe):
+        if probe is None and cached:
+            listing = self._listings.entries(str(directory))
+        else:
+            listing = _list(str(directory), probe)
+        for entry in listing:
             yield entry, linked
 
     def _find_jobs(self, layout: _Layout, found: _Grouped) -> None:
@@ -452,7 +520,7 @@ class ClaudeAdapter(Adapter):
             if sid is None or sid[:8] != entry.name.lower():
                 log.debug("job not named by its state.json", path=entry.path)
                 continue
-            found.add(sid, _Found(entry.path, JOB, layout.config, linked or entry.link))
+            found.add(sid, _Found(entry.path, JOB, layout.config, linked))
             parent = canonical(state.get("forkParentSessionId"))
             if parent is not None and parent != sid:
                 found.job_parents.setdefault(sid, parent)
@@ -460,9 +528,11 @@ class ClaudeAdapter(Adapter):
     def _find_registry(self, layout: _Layout, found: _Grouped) -> None:
         by_pid: dict[str, str] = {}
         keys: list[tuple[_Entry, bool, str]] = []
-        for entry, linked in self._config_entries(layout, "sessions", None):
+        cached = found.only is not None
+        for entry, linked in self._config_entries(layout, "sessions", None, cached):
             if match := _REGISTRY.fullmatch(entry.name):
-                sid = _registry_id(_read_json(entry.path))
+                record = self._listings.record(entry.path) if cached else _read_json(entry.path)
+                sid = _registry_id(record)
                 if sid is not None:
                     by_pid[match["pid"]] = sid
                     found.add(sid, _Found(entry.path, REGISTRY, layout.config, linked))
@@ -478,7 +548,7 @@ class ClaudeAdapter(Adapter):
                 if not _listable(key):
                     continue
                 for entry in _list(key.path, probe):
-                    linked = bool(root.problem) or key.link or entry.link
+                    linked = bool(root.problem) or key.link
                     found.add(canonical(entry.name), _Found(entry.path, TMP, root, linked))
 
     def _session(self, sid: str, found: _Grouped) -> Session | None:
@@ -563,6 +633,15 @@ class ClaudeAdapter(Adapter):
         return None
 
     # -- in use ---------------------------------------------------------
+    def remove(self, session: Session, remover: Remover) -> None:
+        try:
+            super().remove(session, remover)
+        finally:
+            shared = [
+                a.path for a in session.artifacts if a.kind in (TODOS, REGISTRY, REGISTRY_KEY)
+            ]
+            self._listings.removed([p for p in shared if not os.path.lexists(p)])
+
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         """Command lines naming the id in either spelling, and registry files
         naming the session whose process is alive and not a reused pid. The
