@@ -97,7 +97,8 @@ def scan(as_json: bool) -> None:
     r = Runner()
 
     def body() -> int:
-        doc = r.ask("scan", {}, core.scan)
+        with render.Working(_console(), "scanning") as bar:
+            doc = r.ask("scan", {}, lambda c: core.scan(c, bar.update))
         _emit_json(doc) if as_json else render.scan(_console(), doc)
         return EXIT_OK
 
@@ -186,11 +187,14 @@ def prune(dry_run: bool, older_than: str | None, agent: str | None, as_json: boo
 
     def body() -> int:
         params = {"dry_run": dry_run, "older_than": older_than, "agent": agent}
-        doc = r.ask(
-            "prune",
-            params,
-            lambda c: core.prune(c, dry_run=dry_run, older_than=older_than, agent=agent),
-        )
+        with render.Working(_console(), "pruning") as bar:
+            doc = r.ask(
+                "prune",
+                params,
+                lambda c: core.prune(
+                    c, dry_run=dry_run, older_than=older_than, agent=agent, progress=bar.update
+                ),
+            )
         return _print_report(doc, as_json)
 
     r.run(body)

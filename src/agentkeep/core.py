@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,12 +133,17 @@ class Context:
 
 
 # -- indexing ------------------------------------------------------------------
-def scan(ctx: Context) -> dict[str, Any]:
+Progress = Callable[[int, int], None]
+
+
+def scan(ctx: Context, progress: Progress | None = None) -> dict[str, Any]:
     started = time.monotonic()
     restored = _restored(ctx)
     counts: dict[str, int] = {}
     artifacts = total = 0
-    for name, adapter in ctx.adapters.items():
+    for done, (name, adapter) in enumerate(ctx.adapters.items()):
+        if progress is not None:
+            progress(done, len(ctx.adapters))
         n, a, b = ctx.index.replace_agent(name, adapter.scan(), restored)
         ctx.index.set_dir_signatures(name, _dir_signatures(adapter))
         counts[name], artifacts, total = n, artifacts + a, total + b
@@ -449,6 +455,7 @@ def prune(
     older_than: str | None = None,
     agent: str | None = None,
     scheduled: bool = False,
+    progress: Progress | None = None,
 ) -> dict[str, Any] | None:
     """Remove sessions idle past the cutoff. A scheduled prune re-reads the
     config, skips its turn when another prune runs, and honours the pause;
@@ -477,6 +484,7 @@ def prune(
         max_removals=config.max_removals,
         trash_for=config.trash,
         scheduled=scheduled,
+        progress=progress,
     )
     report = _run_locked(ctx, opts, wait=not scheduled)
     if report is None:

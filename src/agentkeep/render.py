@@ -6,10 +6,13 @@ never comes through here.
 
 from __future__ import annotations
 
+import threading
 import time
+from types import TracebackType
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from agentkeep.model import parse_rfc3339
@@ -195,3 +198,41 @@ def trash_entries(console: Console, entries: list[dict[str, Any]]) -> None:
         )
     console.print(table)
     console.print(f"{len(entries)} sessions in the trash")
+
+
+class Working:
+    """A progress bar for work that takes longer than `delay` seconds, shown
+    only on a terminal and gone when the work is done. `update(done, total)`
+    is the callback the core's scan and prune accept."""
+
+    def __init__(self, console: Console, what: str, delay: float = 2.0) -> None:
+        self.enabled = console.is_terminal
+        self._bar = Progress(
+            TextColumn(what),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self._task = self._bar.add_task(what, total=None)
+        self._timer = threading.Timer(delay, self._bar.start)
+        self._timer.daemon = True
+
+    def update(self, done: int, total: int) -> None:
+        self._bar.update(self._task, completed=done, total=total)
+
+    def __enter__(self) -> Working:
+        if self.enabled:
+            self._timer.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._timer.cancel()
+        if self._bar.live.is_started:  # stopping a bar never shown would print a blank line
+            self._bar.stop()
