@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import __version__, adapters, leases, trash
+from agentkeep import __version__, adapters, disk, leases, trash
 from agentkeep.adapters.base import Adapter
 from agentkeep.config import Config, ConfigError, load_config, parse_duration
 from agentkeep.index import Index, IndexedSession
@@ -166,13 +166,7 @@ def _restored(ctx: Context) -> dict[tuple[str, str], float]:
 
 
 def _dir_signatures(adapter: Adapter) -> dict[str, int | None]:
-    sigs: dict[str, int | None] = {}
-    for d in adapter.watch_dirs():
-        try:
-            sigs[os.fspath(d)] = os.stat(d).st_mtime_ns
-        except OSError:
-            sigs[os.fspath(d)] = None
-    return sigs
+    return disk.dir_mtimes(adapter.watch_dirs())
 
 
 def refresh(ctx: Context, agent: str, session_id: str) -> None:

@@ -235,3 +235,15 @@ def open_quietly(path: str | os.PathLike[str]) -> BinaryIO | None:
         os.close(fd)
         return None
     return os.fdopen(fd, "rb")
+
+
+def dir_mtimes(dirs: list[Path]) -> dict[str, int | None]:
+    """Each directory's mtime in ns (None when it cannot be read): a new or
+    removed entry changes it, so this tells cheaply whether a listing moved."""
+    sigs: dict[str, int | None] = {}
+    for d in dirs:
+        try:
+            sigs[os.fspath(d)] = os.stat(d).st_mtime_ns
+        except OSError:
+            sigs[os.fspath(d)] = None
+    return sigs

@@ -128,13 +128,13 @@ class Journal:
             raise
 
     def done(self, agent: str, session_id: str) -> None:
-        """The removal finished: forget it."""
-        path = self._path(agent, session_id)
+        """The removal finished: forget it. Not fsynced: an entry that comes
+        back after a crash names a session already gone, and finishing it
+        again finds nothing left to remove."""
         try:
-            os.unlink(path)
+            os.unlink(self._path(agent, session_id))
         except FileNotFoundError:
             return
-        _fsync_dir(path.parent)
 
     def pending(self) -> list[JournalEntry]:
         """Removals that were begun and never done, oldest first. Unreadable

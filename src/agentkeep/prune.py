@@ -9,7 +9,6 @@ ends in the report: removed, kept with a reason, or failed (invariant 9).
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import leases, trash
+from agentkeep import disk, leases, trash
 from agentkeep.adapters.base import Adapter, RemovalError
 from agentkeep.config import MIN_RETENTION
 from agentkeep.index import Index
@@ -167,16 +166,6 @@ def ancestors(session_id: str, parent_of: Callable[[str], str | None]) -> Iterat
         current = parent_of(current)
 
 
-def _signatures(adapter: Adapter) -> dict[str, int | None]:
-    sigs: dict[str, int | None] = {}
-    for d in adapter.watch_dirs():
-        try:
-            sigs[os.fspath(d)] = os.stat(d).st_mtime_ns
-        except OSError:
-            sigs[os.fspath(d)] = None
-    return sigs
-
-
 class DiskView:
     """One agent's sessions as last listed from the disk. A new session (a
     fork made after the plan) changes the mtime of a directory that names
@@ -185,17 +174,19 @@ class DiskView:
     def __init__(self, adapter: Adapter, sessions: list[Session]) -> None:
         self.adapter = adapter
         self.sessions = {s.id: s for s in sessions}
-        self.signatures = _signatures(adapter)
+        self.dirs = adapter.watch_dirs()
+        self.signatures = disk.dir_mtimes(self.dirs)
 
     def refresh(self) -> None:
-        now = _signatures(self.adapter)
+        now = disk.dir_mtimes(self.dirs)
         if now != self.signatures:
             self.sessions = {s.id: s for s in self.adapter.scan()}
-            self.signatures = now
+            self.dirs = self.adapter.watch_dirs()
+            self.signatures = disk.dir_mtimes(self.dirs)
 
     def settle(self) -> None:
         """After our own removal changed directory mtimes."""
-        self.signatures = _signatures(self.adapter)
+        self.signatures = disk.dir_mtimes(self.dirs)
 
     def parent_of(self, session_id: str) -> str | None:
         s = self.sessions.get(session_id)

@@ -305,6 +305,24 @@ class _Listings:
     def __init__(self) -> None:
         self._dirs: dict[str, tuple[int, dict[str, _Entry]]] = {}
         self._records: dict[str, tuple[tuple[int, int, int], object]] = {}
+        self._named: dict[str, tuple[int, dict[str | None, list[str]]]] = {}
+
+    def named(
+        self, directory: str, identify: Callable[[str], str | None], sid: str
+    ) -> list[_Entry]:
+        """The entries of `directory` whose names `identify` as `sid`."""
+        entries = self.entries(directory)
+        mtime = self._dirs[directory][0] if directory in self._dirs else None
+        index = self._named.get(directory)
+        if mtime is None or index is None or index[0] != mtime:
+            by_id: dict[str | None, list[str]] = defaultdict(list)
+            for entry in entries:
+                by_id[identify(entry.name)].append(entry.name)
+            index = (mtime or 0, by_id)
+            if mtime is not None:
+                self._named[directory] = index
+        names = self._dirs[directory][1] if mtime is not None else {e.name: e for e in entries}
+        return [names[n] for n in index[1].get(sid, []) if n in names]
 
     def entries(self, directory: str) -> list[_Entry]:
         try:
@@ -342,9 +360,16 @@ class _Listings:
                 continue
             cached[1].pop(name, None)
             try:
-                self._dirs[directory] = (os.stat(directory).st_mtime_ns, cached[1])
+                mtime = os.stat(directory).st_mtime_ns
             except OSError:
                 self._dirs.pop(directory, None)
+                self._named.pop(directory, None)
+                continue
+            self._dirs[directory] = (mtime, cached[1])
+            named = self._named.get(directory)
+            if named is not None and named[0] == cached[0]:
+                # Still right: named() skips names no longer listed.
+                self._named[directory] = (mtime, named[1])
 
 
 class ClaudeAdapter(Adapter):
@@ -487,18 +512,27 @@ class ClaudeAdapter(Adapter):
         ]
         for area, kind, identify, probe in areas:
             cached = found.only is not None
-            for entry, linked in self._config_entries(layout, area, probe, cached):
+            listed = self._config_entries(layout, area, probe, cached, identify, found.only)
+            for entry, linked in listed:
                 found.add(identify(entry.name), _Found(entry.path, kind, layout.config, linked))
 
     def _config_entries(
-        self, layout: _Layout, area: str, probe: Sequence[str] | None, cached: bool = False
+        self,
+        layout: _Layout,
+        area: str,
+        probe: Sequence[str] | None,
+        cached: bool = False,
+        identify: Callable[[str], str | None] | None = None,
+        only: str | None = None,
     ) -> Iterator[tuple[_Entry, bool]]:
         """Entries of `<config>/<area>`, each with whether it lies behind a
         link (the area itself is one) or on an unsafe root. `cached`: listing
         one session may reuse a recent listing (see _Listings)."""
         directory = layout.config.path / area
         linked = bool(layout.config.problem) or disk.is_link(directory)
-        if probe is None and cached:
+        if probe is None and cached and identify is not None and only is not None:
+            listing = self._listings.named(str(directory), identify, only)
+        elif probe is None and cached:
             listing = self._listings.entries(str(directory))
         else:
             listing = _list(str(directory), probe)
