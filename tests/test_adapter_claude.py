@@ -797,11 +797,11 @@ def test_orphaned_artifacts_are_sessions_too(fake_home: FakeHome, adapter: Claud
         assert sessions[made.id].primary == []
 
 
-def test_an_unreadable_subtree_makes_the_session_undated(
+def test_a_subtree_deeper_than_path_max_is_still_measured(
     fake_home: FakeHome, adapter: ClaudeAdapter
 ) -> None:
-    """Works as root too: a tree deeper than PATH_MAX cannot be listed by path
-    (ENAMETOOLONG), whatever the permissions."""
+    """A tree deeper than PATH_MAX cannot be listed by path (ENAMETOOLONG);
+    it is walked by descriptors instead, so the session keeps its date."""
     s = make_session(fake_home)
     fd = os.open(s.file_history, os.O_RDONLY | os.O_DIRECTORY)
     depth = 0
@@ -816,8 +816,9 @@ def test_an_unreadable_subtree_makes_the_session_undated(
         os.close(fd)
     assert len(str(s.file_history)) + depth * 251 > 4096, "SETUP INVALID: not past PATH_MAX"
     got = scan(adapter)[s.id]
-    assert next(x for x in got.artifacts if x.kind == FILE_HISTORY).mtime is None
-    assert got.last_activity() is None
+    deep = next(x for x in got.artifacts if x.kind == FILE_HISTORY)
+    assert deep.mtime is not None and deep.mtime > s.mtime, "the new deep dirs count"
+    assert got.last_activity() is not None
     other = make_session(fake_home)
     assert scan(adapter)[other.id].last_activity() is not None
 

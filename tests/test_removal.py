@@ -208,7 +208,7 @@ def test_a_directory_replaced_by_another_mid_removal_is_left_for_next_run(
             swaps.append(path)
 
     monkeypatch.setattr(removal, "_before_leaf", replace)
-    with pytest.raises(RemovalError, match="replaced while being removed"):
+    with pytest.raises(RemovalError, match="replaced while being walked"):
         remover().remove_path(art(root, "sess"))
     assert swaps, "SETUP INVALID: the swap never happened"
     assert (target / "appeared.txt").exists()
@@ -230,7 +230,7 @@ def test_a_directory_moved_away_mid_walk_stops_the_way_back_up(
             moved.append(path)
 
     monkeypatch.setattr(removal, "_before_leaf", move_ancestor)
-    with pytest.raises(RemovalError, match="moved while being removed"):
+    with pytest.raises(RemovalError, match="moved while being walked"):
         remover().remove_path(art(root, "sess"))
     assert moved, "SETUP INVALID: nothing was moved"
     assert (root / "sess").is_dir()

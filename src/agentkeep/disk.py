@@ -7,12 +7,14 @@ file's data is open_quietly, which moves no atime (invariant 10).
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import BinaryIO
 
 from agentkeep.model import Artifact
@@ -47,8 +49,19 @@ def measure(path: str | os.PathLike[str], seen: set[tuple[int, int]] | None = No
         seen = set()
     if not stat.S_ISDIR(st.st_mode):
         return Tree(_size(st, seen), st.st_mtime, True, False)
+    before = set(seen)
+    tree = _measure_by_path(os.fspath(path), st, seen)
+    if tree is None:  # deeper than PATH_MAX: walk by descriptors instead
+        seen.clear()
+        seen.update(before)
+        tree = _measure_by_fd(os.fspath(path), st, seen)
+    return tree
+
+
+def _measure_by_path(path: str, st: os.stat_result, seen: set[Ident]) -> Tree | None:
+    """The fast walk, by path; None when a path grows too long to use."""
     total, newest, complete = 0, st.st_mtime, True
-    stack = [os.fspath(path)]
+    stack = [path]
     while stack:
         current = stack.pop()
         try:
@@ -69,9 +82,158 @@ def measure(path: str | os.PathLike[str], seen: set[tuple[int, int]] | None = No
                         total += _size(est, seen)
         except FileNotFoundError:
             continue
-        except OSError:
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                return None
             complete = False
     return Tree(total, newest, complete, True)
+
+
+def _measure_by_fd(path: str, st: os.stat_result, seen: set[Ident]) -> Tree:
+    """The same walk relative to one directory descriptor at a time (a
+    DirCursor), for trees deeper than a path can name."""
+    total, newest, complete = 0, st.st_mtime, True
+    try:
+        cursor = DirCursor.open(path)
+    except OSError:
+        return Tree(0, None, False, True)
+    with cursor:
+        levels: list[list[tuple[str, Ident]]] = [[]]
+        entries = _entries_at(cursor.fd)
+        while True:
+            if entries is None:
+                complete = False
+            for name, est in entries or []:
+                newest = max(newest, est.st_mtime)
+                if stat.S_ISDIR(est.st_mode):
+                    levels[-1].append((name, ident_of(est)))
+                else:
+                    total += _size(est, seen)
+            while levels and not levels[-1]:
+                levels.pop()
+                if levels:
+                    try:
+                        cursor.up()
+                    except OSError:
+                        return Tree(total, newest, False, True)
+            if not levels:
+                break
+            name, ident = levels[-1].pop()
+            try:
+                cursor.down(name, ident)
+            except OSError:
+                complete, entries = False, []
+                continue
+            levels.append([])
+            entries = _entries_at(cursor.fd)
+    return Tree(total, newest, complete, True)
+
+
+def _entries_at(fd: int) -> list[tuple[str, os.stat_result]] | None:
+    """(name, lstat) of every entry of the directory open at `fd`; None when
+    it cannot be listed."""
+    found: list[tuple[str, os.stat_result]] = []
+    try:
+        names = os.listdir(fd)
+    except OSError:
+        return None
+    for name in names:
+        try:
+            found.append((name, os.stat(name, dir_fd=fd, follow_symlinks=False)))
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+    return found
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+Ident = tuple[int, int]
+
+
+def ident_of(st: os.stat_result) -> Ident:
+    return (st.st_dev, st.st_ino)
+
+
+class TreeChanged(OSError):
+    """A directory is not the one seen a moment ago: something moved it."""
+
+
+class DirCursor:
+    """A position in a directory tree held by one descriptor.
+
+    Going down opens one component by name with O_NOFOLLOW and checks it is
+    the directory lstat saw; going up opens ".." and checks it is the
+    directory we came from. Only the current level is open, so depth costs
+    no descriptors, and the walk can never be led through a link.
+    """
+
+    def __init__(self, fd: int, base: str) -> None:
+        self.fd = fd
+        self.base = base
+        self.names: list[str] = []
+        self._idents: list[Ident] = [ident_of(os.fstat(fd))]
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> DirCursor:
+        """Start at `path`, which may itself be a link (a root like /tmp on
+        macOS is one); below it nothing is followed."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            return cls(fd, os.fspath(path))
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @property
+    def ident(self) -> Ident:
+        return self._idents[-1]
+
+    def path(self, name: str | None = None) -> str:
+        # "/".join, not os.path.join: this runs per entry in trees 10,000 deep.
+        parts = [self.base.rstrip("/"), *self.names]
+        if name is not None:
+            parts.append(name)
+        return "/".join(parts) if len(parts) > 1 else self.base
+
+    def down(self, name: str, expect: Ident | None = None) -> os.stat_result:
+        fd = os.open(name, _DIR_FLAGS, dir_fd=self.fd)
+        st = os.fstat(fd)
+        if expect is not None and ident_of(st) != expect:
+            os.close(fd)
+            raise TreeChanged(errno.ESTALE, "replaced while being walked", self.path(name))
+        os.close(self.fd)
+        self.fd = fd
+        self.names.append(name)
+        self._idents.append(ident_of(st))
+        return st
+
+    def up(self) -> None:
+        fd = os.open("..", _DIR_FLAGS, dir_fd=self.fd)
+        if ident_of(os.fstat(fd)) != self._idents[-2]:
+            os.close(fd)
+            raise TreeChanged(errno.ESTALE, "moved while being walked", self.path())
+        os.close(self.fd)
+        self.fd = fd
+        self.names.pop()
+        self._idents.pop()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+    def __enter__(self) -> DirCursor:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
 
 
 _NOATIME = getattr(os, "O_NOATIME", 0)

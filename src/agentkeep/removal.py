@@ -19,12 +19,12 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 import structlog
 
 from agentkeep.adapters.base import RemovalError
+from agentkeep.disk import DirCursor, Ident, TreeChanged, ident_of
 from agentkeep.disk import _size as inode_size
 from agentkeep.model import Artifact
 
@@ -41,101 +41,14 @@ _before_leaf: Callable[[str], None] | None = None
 # mount); identity checks always use the real st_dev.
 _st_dev_override: Callable[[str, os.stat_result], int] | None = None
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OWNER_RWX = stat.S_IRWXU
 # A directory opened where a link or file now stands.
 _NOT_A_DIR = (errno.ELOOP, errno.ENOTDIR)
-
-Ident = tuple[int, int]
-
-
-def _ident(st: os.stat_result) -> Ident:
-    return (st.st_dev, st.st_ino)
 
 
 def device(path: str, st: os.stat_result) -> int:
     """The file system `st` (of `path`) is on, as fs-crossing checks see it."""
     return _st_dev_override(path, st) if _st_dev_override is not None else st.st_dev
-
-
-class TreeChanged(OSError):
-    """A directory is not the one seen a moment ago: something moved it."""
-
-
-class DirCursor:
-    """A position in a directory tree held by one descriptor.
-
-    Going down opens one component by name with O_NOFOLLOW and checks it is
-    the directory lstat saw; going up opens ".." and checks it is the
-    directory we came from. Only the current level is open, so depth costs
-    no descriptors, and the walk can never be led through a link.
-    """
-
-    def __init__(self, fd: int, base: str) -> None:
-        self.fd = fd
-        self.base = base
-        self.names: list[str] = []
-        self._idents: list[Ident] = [_ident(os.fstat(fd))]
-
-    @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> DirCursor:
-        """Start at `path`, which may itself be a link (a root like /tmp on
-        macOS is one); below it nothing is followed."""
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            return cls(fd, os.fspath(path))
-        except BaseException:
-            os.close(fd)
-            raise
-
-    @property
-    def ident(self) -> Ident:
-        return self._idents[-1]
-
-    def path(self, name: str | None = None) -> str:
-        # "/".join, not os.path.join: this runs per entry in trees 10,000 deep.
-        parts = [self.base.rstrip("/"), *self.names]
-        if name is not None:
-            parts.append(name)
-        return "/".join(parts) if len(parts) > 1 else self.base
-
-    def down(self, name: str, expect: Ident | None = None) -> os.stat_result:
-        fd = os.open(name, _DIR_FLAGS, dir_fd=self.fd)
-        st = os.fstat(fd)
-        if expect is not None and _ident(st) != expect:
-            os.close(fd)
-            raise TreeChanged(errno.ESTALE, "replaced while being removed", self.path(name))
-        os.close(self.fd)
-        self.fd = fd
-        self.names.append(name)
-        self._idents.append(_ident(st))
-        return st
-
-    def up(self) -> None:
-        fd = os.open("..", _DIR_FLAGS, dir_fd=self.fd)
-        if _ident(os.fstat(fd)) != self._idents[-2]:
-            os.close(fd)
-            raise TreeChanged(errno.ESTALE, "moved while being removed", self.path())
-        os.close(self.fd)
-        self.fd = fd
-        self.names.pop()
-        self._idents.pop()
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            fd, self.fd = self.fd, -1
-            os.close(fd)
-
-    def __enter__(self) -> DirCursor:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 @dataclass
@@ -202,7 +115,7 @@ class _Walk:
                 self.residuals.append(cursor.path(name))
                 return False
             if stat.S_ISDIR(st.st_mode):
-                level.subdirs.append((name, _ident(st)))
+                level.subdirs.append((name, ident_of(st)))
                 return True
             if not self.dry_run:
                 # unlink never follows: a link goes alone, its target stays.
