@@ -9,6 +9,7 @@ rendering.
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -71,6 +72,13 @@ def _load(env: Env, state_dir: Path) -> tuple[Config, str | None]:
         return fallback, str(exc)
 
 
+def _open_index(path: Path) -> Index:
+    try:
+        return Index(path)
+    except (sqlite3.Error, OSError) as exc:
+        raise Failure(1, f"cannot open the index {path}: {exc} (is the disk full?)") from None
+
+
 @dataclass
 class Context:
     """Everything one user's view needs. A bad config is recorded, not
@@ -89,7 +97,7 @@ class Context:
         state_dir = ensure_private_dir(env.state_dir)
         os.chmod(state_dir, 0o700)
         config, error = _load(env, state_dir)
-        index = Index(state_dir / "index.sqlite")
+        index = _open_index(state_dir / "index.sqlite")
         ctx = cls(env, state_dir, config, error, adapters.build(env, config), index)
         index.forget_agents(ctx.adapters)
         return ctx
@@ -500,7 +508,7 @@ def _run_locked(ctx: Context, opts: PruneOptions, *, wait: bool) -> PruneReport 
             raise Failure(1, f"prune refused: {exc}") from None
         if not opts.dry_run and not report.paused:
             if not opts.scheduled:
-                lift_pause(ctx.state_dir)
+                lift_pause(ctx.state_dir, opts.now)
             record_last_prune(ctx.state_dir, report.summary(opts.now, opts.scheduled))
         if report.paused:
             record_last_prune(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +19,10 @@ from pathlib import Path
 from agentkeep.model import Artifact, Session
 
 SCHEMA_VERSION = 1
+
+# Test seam, None in production: called before every write transaction (a
+# test raises OSError(ENOSPC) or sqlite3.OperationalError here).
+_write_hook: Callable[[str], None] | None = None
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -75,11 +79,16 @@ class Index:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         db = self._db()
+        if _write_hook is not None:
+            _write_hook(str(self.path))
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db
         except BaseException:
-            db.execute("ROLLBACK")
+            # After SQLITE_FULL SQLite has rolled back already; a second
+            # ROLLBACK would replace the real error with its own.
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
 

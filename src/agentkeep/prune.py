@@ -9,6 +9,7 @@ ends in the report: removed, kept with a reason, or failed (invariant 9).
 from __future__ import annotations
 
 import math
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -125,6 +126,8 @@ class PruneReport:
             "failed": len(self.failed),
             "bytes": self.bytes,
             "paused": self.paused,
+            # What went wrong, in words (status must say why, not only how many).
+            "errors": sorted({f.reason for f in self.failed})[:5],
         }
 
 
@@ -246,9 +249,18 @@ class Pruner:
     def _list(self, agent: str) -> DiskView:
         adapter = self.adapters[agent]
         sessions = list(adapter.scan())
-        if self.index is not None:
-            self.index.replace_agent(agent, sessions, self.restored)
+        self._index_write(lambda i: i.replace_agent(agent, sessions, self.restored))
         return DiskView(adapter, sessions)
+
+    def _index_write(self, write: Callable[[Index], object]) -> None:
+        """The index is a cache of the disk: a write that fails (a full disk)
+        is logged and the prune, which works from the disk, goes on."""
+        if self.index is None:
+            return
+        try:
+            write(self.index)
+        except (sqlite3.Error, OSError) as exc:
+            log.error("index not updated", index=str(self.index.path), error=str(exc))
 
     def _activity(self, s: Session) -> float | None:
         return s.last_activity(self.restored.get(s.key))
@@ -395,8 +407,8 @@ class Pruner:
                 report.failed.append(outcome)
                 self._stay(None, views, report, kept, planned, s)
         for r in report.removed:
-            if self.index is not None and not opts.dry_run:
-                self.index.delete(r.agent, r.id)
+            if not opts.dry_run:
+                self._index_write(lambda i, r=r: i.delete(r.agent, r.id))
 
     @staticmethod
     def _capped(opts: PruneOptions, report: PruneReport) -> bool:
@@ -653,12 +665,23 @@ def pause_reason(
         for s in view.sessions.values()
         if (t := activity(s)) is not None
     ]
-    if times and all(t < opts.cutoffs[a] for t, a in times):
+    all_idle = bool(times) and all(t < opts.cutoffs[a] for t, a in times)
+    acknowledged = state_dir / "pause-lifted.json"
+    if not all_idle:
+        remove(acknowledged)  # the machine looks normal again
+        return None
+    # A person who lifted this pause has seen it: the sessions a capped
+    # lifting run left are still all idle, and must not pause it again.
+    if read_json(acknowledged, None) is None:
         return "even the newest session is idle past the retention"
     return None
 
 
-def lift_pause(state_dir: Path) -> None:
+def lift_pause(state_dir: Path, now: float) -> None:
+    """A person's prune (not a dry run) lifts the pause and acknowledges what
+    made it, until the machine looks normal again."""
+    if (state_dir / "pause.json").exists():
+        write_json(state_dir / "pause-lifted.json", {"since": rfc3339(now)})
     remove(state_dir / "pause.json")
 
 

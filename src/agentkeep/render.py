@@ -179,6 +179,8 @@ def status(console: Console, doc: dict[str, Any]) -> None:
         console.print(f"  [red]config error[/red]      {config.get('error')}")
     last = doc.get("last_prune")
     console.print(f"  last prune        {last.get('time') if last else 'never'}")
+    for error in (last or {}).get("errors") or []:
+        console.print(f"  [red]failed[/red]            {error}")
     console.print(f"  next prune        {doc.get('next_prune') or '-'}")
     if doc.get("paused"):
         resume = "run `agentkeep prune` once to resume"
