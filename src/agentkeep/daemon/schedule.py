@@ -86,11 +86,15 @@ class Schedule:
         first: float | None = None,
     ) -> None:
         start = now + timedelta(seconds=interval if first is None else first)
+        # next_run_time is the first run itself: a start_date already past
+        # when the scheduler starts (a delay of 0) would be rounded up to a
+        # whole interval later.
         self._scheduler.add_job(
             func,
             IntervalTrigger(seconds=interval, start_date=start, timezone=UTC),
             id=job_id,
             name=job_id,
+            next_run_time=start,
         )
 
     def set_prune_interval(self, seconds: float) -> None:

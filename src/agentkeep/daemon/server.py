@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import itertools
 import json
+import math
 import os
 import select
 import socket
@@ -37,6 +38,9 @@ log = structlog.get_logger("agentkeep.daemon.server")
 MAX_LINE = 1 << 20
 SEND_TIMEOUT = 10.0
 MAX_CONNECTIONS = 256
+# A connection that says nothing this long, and holds no lease, is closed:
+# idle clients must not use up the connection slots of everyone else.
+IDLE_TIMEOUT = 60.0
 
 # JSON-RPC 2.0 error codes, and the contract's own for "not the same view".
 PARSE_ERROR = -32700
@@ -86,8 +90,15 @@ class Connection:
     number: int
     pid: int | None
     uid: int
+    # When it last sent anything (time.monotonic()).
+    last_seen: float = field(default_factory=time.monotonic)
     _closers: dict[str, Callable[[], None]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def holds_anything(self) -> bool:
+        with self._lock:
+            return bool(self._closers)
 
     def keep(self, token: str, close: Callable[[], None]) -> None:
         with self._lock:
@@ -156,6 +167,9 @@ class Server:
         self._thread: threading.Thread | None = None
         self._count = itertools.count(1)
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._open: dict[int, tuple[socket.socket, Connection]] = {}
+        self._evicted: set[int] = set()
+        self._open_lock = threading.Lock()
 
     # -- binding ----------------------------------------------------------
     def bind(self) -> None:
@@ -251,15 +265,47 @@ class Server:
 
     def _connection(self, sock: socket.socket, number: int) -> None:
         with sock:
-            if not self._slots.acquire(blocking=False):
+            if not self._slot():
                 _send_quietly(sock, RpcError(SERVER_ERROR, "too many connections; try again"))
                 return
             try:
                 conn = self._admit(sock, number)
                 if conn is not None:
-                    self._serve(sock, conn)
+                    with self._open_lock:
+                        self._open[number] = (sock, conn)
+                    try:
+                        self._serve(sock, conn)
+                    finally:
+                        with self._open_lock:
+                            self._open.pop(number, None)
             finally:
-                self._slots.release()
+                with self._open_lock:
+                    handed_over = number in self._evicted
+                    self._evicted.discard(number)
+                if not handed_over:
+                    self._slots.release()
+
+    def _slot(self) -> bool:
+        """A connection slot; when all are taken, the longest-idle client
+        that holds no lease is closed to make room (idle clients must not
+        lock out a well-behaved one)."""
+        if self._slots.acquire(blocking=False):
+            return True
+        with self._open_lock:
+            idle = [(c.last_seen, n) for n, (_, c) in self._open.items() if not c.holds_anything]
+            if not idle:
+                return False
+            # Taken out under the lock, so two newcomers never pick the same one.
+            number = min(idle)[1]
+            victim, _ = self._open.pop(number)
+            # Its slot passes straight to the newcomer: released, it could be
+            # taken by someone else first.
+            self._evicted.add(number)
+        try:
+            victim.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        return True
 
     def _serve(self, sock: socket.socket, conn: Connection) -> None:
         try:
@@ -296,9 +342,16 @@ class Server:
         buf = bytearray()
         skipping = False  # inside a line over MAX_LINE, already answered
         while True:
-            chunk = sock.recv(65536)
+            try:
+                chunk = self._receive(sock)
+            except TimeoutError:
+                if conn.holds_anything:
+                    continue  # a lease lasts as long as its connection
+                log.info("idle connection closed", conn=conn.number, pid=conn.pid)
+                return
             if not chunk:
                 return
+            conn.last_seen = time.monotonic()
             if skipping:
                 end = chunk.find(b"\n")
                 if end < 0:
@@ -319,13 +372,21 @@ class Server:
                 skipping = True
                 self._send(sock, _TOO_LONG)
 
+    @staticmethod
+    def _receive(sock: socket.socket) -> bytes:
+        sock.settimeout(IDLE_TIMEOUT)
+        try:
+            return sock.recv(65536)
+        finally:
+            sock.settimeout(None)
+
     def _answer(self, sock: socket.socket, conn: Connection, line: bytes) -> None:
         if not line.strip():
             return
         request_id: object = None
         try:
             request = _load(line)
-            request_id = request.get("id")
+            request_id = _request_id(request.get("id"))
             method, params = _fields(request)
             result = self.handler(conn, method, params)
             message: dict[str, object] = {"jsonrpc": "2.0", "id": request_id, "result": result}
@@ -354,6 +415,18 @@ class Server:
 
 
 _TOO_LONG = error_message(None, RpcError(INVALID_REQUEST, "line over 1 MiB", exit=2))
+
+
+def _request_id(value: object) -> object:
+    """JSON-RPC ids are strings, integers or null; a float is tolerated when
+    it can be written back (NaN and Infinity cannot: answered with id null)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    raise RpcError(INVALID_REQUEST, "id must be a string, a number or null", exit=2)
 
 
 def _load(line: bytes) -> dict[str, object]:
