@@ -66,12 +66,18 @@ class FakeHome:
         return self.config_path
 
     def cli(
-        self, *args: str, check: bool = False, timeout: float = 60, **kw: object
+        self,
+        *args: str,
+        check: bool = False,
+        timeout: float = 60,
+        env: dict[str, str] | None = None,
+        **kw: object,
     ) -> subprocess.CompletedProcess[str]:
-        """Run the real CLI as a subprocess in this fake user's environment."""
+        """Run the real CLI as a subprocess in this fake user's environment
+        (`env`: that environment with some variables changed)."""
         proc = subprocess.run(
             [sys.executable, "-m", "agentkeep", *args],
-            env=self.environ,
+            env=self.environ if env is None else env,
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -24,6 +24,8 @@ from agentkeep.model import rfc3339
 from agentkeep.paths import Env
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_NO_SUCH = 0, 1, 2, 4, 5
+# Commands answered from the index.
+_READS = frozenset({"ls", "show", "du"})
 
 
 def _console() -> Console:
@@ -65,6 +67,10 @@ class Runner:
                         int(data.get("exit", 1)), exc.message, report=data["report"]
                     ) from None
                 raise core.Failure(int(data.get("exit", 1)), exc.message) from None
+        if method in _READS:
+            # No daemon keeps the index current: bring it up to date first
+            # (cheap when little changed; a full scan the first time).
+            core.reconcile(self.ctx)
         return local(self.ctx)
 
     def run(self, body: Callable[[], int | None], as_json: bool = False) -> NoReturn:

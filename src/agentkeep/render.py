@@ -46,6 +46,10 @@ def age(rfc: str | None, now: float | None = None) -> str:
 _NO_WRAP = ("ID", "AGENT", "KEPT", "REMOVED", "WOULD REMOVE", "SIZE", "IDLE", "STATE", "REASON")
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _table(*columns: str, right: tuple[str, ...] = ()) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in columns:
@@ -75,17 +79,18 @@ def sessions(console: Console, rows: list[dict[str, Any]], hint: dict[str, Any] 
         )
     console.print(table)
     total = sum(r["bytes"] for r in rows)
-    console.print(f"{len(rows)} sessions, {size(total)}")
+    console.print(f"{_count(len(rows), 'session')}, {size(total)}")
     _hint(console, hint)
 
 
 def _hint(console: Console, hint: dict[str, Any] | None) -> None:
     if not hint:
         return
+    sessions = _count(hint["sessions"], "session")
     console.print(
         f"No retention is set, so nothing is ever pruned. A {hint['retention']} retention would "
-        f"reclaim {size(hint['bytes'])} from {hint['sessions']} sessions; to turn it on, add this "
-        f"line to {hint['config_path']}:\n  {hint['config_line']}"
+        f"reclaim {size(hint['bytes'])} from {sessions}; to turn it on, add this line to "
+        f"{hint['config_path']}:\n  {hint['config_line']}"
     )
 
 
@@ -199,7 +204,7 @@ def trash_entries(console: Console, entries: list[dict[str, Any]]) -> None:
             "yes" if e["partial"] else "",
         )
     console.print(table)
-    console.print(f"{len(entries)} sessions in the trash")
+    console.print(f"{_count(len(entries), 'session')} in the trash")
 
 
 class Working:

@@ -1,0 +1,66 @@
+"""The text a person reads: `ls`, `du` and the prune report at a fixed width,
+against snapshots in tests/snapshots/ (AGENTKEEP_UPDATE_SNAPSHOTS=1 rewrites
+them; read the diff before committing one)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from build_claude import make_session
+
+from conftest import FakeHome
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+WIDTH = "100"
+
+IDS = {
+    "old": "0b7c4f6e-1a2b-4c3d-8e9f-0a1b2c3d4e5f",
+    "fork": "1c8d5a7f-2b3c-4d4e-9f0a-1b2c3d4e5f60",
+    "big": "2d9e6b80-3c4d-4e5f-a01b-2c3d4e5f6071",
+    "recent": "3eaf7c91-4d5e-4f60-b12c-3d4e5f607182",
+}
+
+
+def build(fh: FakeHome) -> None:
+    make_session(fh, IDS["old"], cwd="/home/you/webapp", age_days=75.5)
+    make_session(fh, IDS["fork"], cwd="/home/you/webapp", age_days=3.5, parent=IDS["old"])
+    make_session(fh, IDS["big"], cwd="/home/you/cli-tool", age_days=45.5, pad=40_000)
+    make_session(fh, IDS["recent"], cwd="/home/you/cli-tool", age_days=0.25)
+
+
+def text(fh: FakeHome, *args: str) -> str:
+    environ = dict(fh.environ, COLUMNS=WIDTH, NO_COLOR="1", TERM="dumb")
+    proc = fh.cli(*args, check=True, env=environ)
+    lines = proc.stdout.replace(str(fh.root), "<root>").splitlines()
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def check(name: str, got: str) -> None:
+    path = SNAPSHOTS / f"{name}.txt"
+    if os.environ.get("AGENTKEEP_UPDATE_SNAPSHOTS"):
+        path.write_text(got)
+    assert path.exists(), f"no snapshot {path}: run with AGENTKEEP_UPDATE_SNAPSHOTS=1"
+    assert got == path.read_text(), f"{name} changed:\n{got}"
+
+
+@pytest.fixture
+def home(fake_home: FakeHome) -> FakeHome:
+    build(fake_home)
+    return fake_home
+
+
+def test_ls_text(home: FakeHome) -> None:
+    check("ls", text(home, "ls"))
+
+
+def test_du_by_agent_and_by_workspace(home: FakeHome) -> None:
+    home.write_config('retention = "30d"\n')
+    check("du-agent", text(home, "du"))
+    check("du-workspace", text(home, "du", "--by", "workspace"))
+
+
+def test_prune_report_text(home: FakeHome) -> None:
+    check("prune-dry-run", text(home, "prune", "--dry-run", "--older-than", "30d"))
+    check("prune", text(home, "prune", "--older-than", "30d"))
