@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -167,6 +168,12 @@ class AgentRun:
 
     stdout: str
     failure: str | None
+
+
+# The ids of zero, grok, gemini and opencode (and a store's path components
+# are checked by valid_name): a letter or digit, then up to 127 more of
+# letters, digits, `_` and `-`. No `/`, `.` or `..` can ever pass.
+NAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
 def valid_name(name: str) -> bool:

@@ -34,12 +34,19 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Root, entries, parse_agent_time, parts_below
+from agentkeep.adapters.base import (
+    NAME_ID,
+    Adapter,
+    Root,
+    entries,
+    parse_agent_time,
+    parts_below,
+)
 from agentkeep.model import Artifact, Session
 
 log = structlog.get_logger("agentkeep.adapters.gemini")
 
-ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+ID = NAME_ID
 UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 CHAT_FILE = re.compile(r"session-.+\.jsonl?")
 LOG_FILE = re.compile(r"session-(?P<id>.+)\.jsonl")

@@ -22,6 +22,7 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters.base import (
+    NAME_ID,
     Adapter,
     Root,
     directory_artifacts,
@@ -33,7 +34,7 @@ from agentkeep.model import Artifact, Session
 
 log = structlog.get_logger("agentkeep.adapters.grok")
 
-ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+ID = NAME_ID
 CHAT = "chat_history.jsonl"
 KINDS = {CHAT: "chat-history"}
 # Only the first record is read, to check the id it names.

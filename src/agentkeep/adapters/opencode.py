@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ import structlog
 from agentkeep import disk
 from agentkeep.adapters import sqlite
 from agentkeep.adapters.base import (
+    NAME_ID,
     Adapter,
     RemovalError,
     Remover,
@@ -37,7 +37,7 @@ from agentkeep.processes import ProcessTable
 
 log = structlog.get_logger("agentkeep.adapters.opencode")
 
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+_ID = NAME_ID
 _DB = "opencode.db"
 _JSON_LIMIT = 4 << 20
 _COMMAND_TIMEOUT_S = 60.0

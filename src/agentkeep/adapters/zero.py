@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters.base import (
+    NAME_ID,
     Adapter,
     Root,
     directory_artifacts,
@@ -31,7 +31,7 @@ from agentkeep.model import Session
 
 log = structlog.get_logger("agentkeep.adapters.zero")
 
-ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+ID = NAME_ID
 METADATA = "metadata.json"
 LEASE = "lease.lock"
 KINDS = {
