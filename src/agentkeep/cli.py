@@ -361,7 +361,7 @@ def status(as_json: bool) -> None:
         code = EXIT_OK
     except (client.NoDaemon, client.RemoteError):
         doc = {"pid": None, "version": __version__, "uptime_s": None, **core.status_fields(r.ctx)}
-        doc.update(watch=None, next_prune=None)
+        doc.update(watch={"mode": None, "roots": []}, next_prune=None)
         code = EXIT_FAILED
     if not as_json:
         doc["reclaim_hint"] = core.reclaim_hint(r.ctx)
