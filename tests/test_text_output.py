@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-from build_claude import make_session
 
+from build_claude import make_session
 from conftest import FakeHome
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
