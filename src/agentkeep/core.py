@@ -194,12 +194,13 @@ def reconcile(ctx: Context) -> int:
     indexed artifacts changed on disk, and the entries of directories whose
     mtime changed. Returns how many sessions were re-listed."""
     touched: set[tuple[str, str]] = set()
+    scanned = 0
     for name, adapter in ctx.adapters.items():
         old = ctx.index.dir_signatures(name)
         if not old:
-            n, _, _ = ctx.index.replace_agent(name, adapter.scan(), _restored(ctx))
+            # Never indexed: one full scan, nothing to re-list after it.
+            scanned += ctx.index.replace_agent(name, adapter.scan(), _restored(ctx))[0]
             ctx.index.set_dir_signatures(name, _dir_signatures(adapter))
-            touched.update((name, s.id) for s in ctx.index.sessions(name))
             continue
         new = _dir_signatures(adapter)
         for d, sig in new.items():
@@ -211,7 +212,7 @@ def reconcile(ctx: Context) -> int:
         ctx.index.set_dir_signatures(name, new)
     for agent, sid in touched:
         refresh(ctx, agent, sid)
-    return len(touched)
+    return scanned + len(touched)
 
 
 def _named_in(adapter: Adapter, directory: str) -> set[str]:
@@ -229,20 +230,18 @@ def _named_in(adapter: Adapter, directory: str) -> set[str]:
 
 def _changed_sessions(ctx: Context, agent: str) -> set[str]:
     """Sessions with an indexed artifact that is gone or newer on disk (one
-    lstat per artifact; nothing is read)."""
+    lstat per artifact, streamed from the index; nothing is read)."""
     changed: set[str] = set()
-    for (_, sid), arts in ctx.index.all_artifacts(agent).items():
-        for art in arts:
-            if art.root is None:
-                continue
-            try:
-                st = os.lstat(art.path)
-            except OSError:
-                changed.add(sid)
-                break
-            if art.mtime is None or st.st_mtime > art.mtime:
-                changed.add(sid)
-                break
+    for sid, path, mtime in ctx.index.artifact_times(agent):
+        if sid in changed:
+            continue
+        try:
+            st = os.lstat(path)
+        except OSError:
+            changed.add(sid)
+            continue
+        if mtime is None or st.st_mtime > mtime:
+            changed.add(sid)
     return changed
 
 
@@ -274,6 +273,15 @@ def _as_session(ctx: Context, s: IndexedSession, arts: list[Artifact] | None = N
     if arts is None:
         arts = ctx.index.artifacts(s.agent, s.id)
     return Session(s.agent, s.id, s.workspace, s.parent, arts, bytes=s.bytes)
+
+
+def _evidence_artifacts(
+    ctx: Context, agent: str | None = None
+) -> dict[tuple[str, str], list[Artifact]]:
+    """The artifacts the adapters read their evidence of use from, for many
+    sessions at once (not every artifact: that is most of the index)."""
+    kinds = set().union(*(a.evidence_kinds for a in ctx.adapters.values()))
+    return ctx.index.all_artifacts(agent, kinds)
 
 
 def _holders(ctx: Context, s: Session, ev: Evidence) -> list[Holder]:
@@ -323,7 +331,7 @@ def ls(
         cutoff = time.time() - _parse_age(idle_over, "--idle-over")
         rows = [r for r in rows if r.last_activity is not None and r.last_activity < cutoff]
     ev = _evidence(ctx)
-    arts = ctx.index.all_artifacts(agent)
+    arts = _evidence_artifacts(ctx, agent)
     out = []
     for r in rows:
         holders = _holders(ctx, _as_session(ctx, r, arts.get((r.agent, r.id), [])), ev)
@@ -394,7 +402,7 @@ def reclaimable(ctx: Context, retention: float | None = None) -> set[tuple[str, 
         return set()
     ev = _evidence(ctx)
     rows = ctx.index.sessions()
-    arts = ctx.index.all_artifacts()
+    arts = _evidence_artifacts(ctx)
     by_key = {(r.agent, r.id): r for r in rows}
     stay: set[tuple[str, str]] = set()
     go: set[tuple[str, str]] = set()

@@ -215,21 +215,36 @@ class Index:
             for p, k, b, m, r, pr, li, d in rows
         ]
 
-    def all_artifacts(self, agent: str | None = None) -> dict[tuple[str, str], list[Artifact]]:
-        """Every session's artifacts in one query (for listing many sessions)."""
+    def all_artifacts(
+        self, agent: str | None = None, kinds: Iterable[str] | None = None
+    ) -> dict[tuple[str, str], list[Artifact]]:
+        """Artifacts of every session in one query (for listing many
+        sessions), only of `kinds` when given."""
+        where, args = [], []
+        if agent is not None:
+            where.append("agent = ?")
+            args.append(agent)
+        if kinds is not None:
+            kinds = list(kinds)
+            marks = ",".join("?" * len(kinds)) or "NULL"  # IN (NULL) matches nothing
+            where.append(f"kind IN ({marks})")
+            args += kinds
         sql = (
             "SELECT agent, session_id, path, kind, bytes, mtime, root, is_primary, linked, is_dir"
-            " FROM artifacts"
-        )
-        rows = self._db().execute(
-            sql + (" WHERE agent = ?" if agent else ""), (agent,) if agent else ()
+            " FROM artifacts" + (" WHERE " + " AND ".join(where) if where else "")
         )
         out: dict[tuple[str, str], list[Artifact]] = {}
-        for a, sid, p, k, b, m, r, pr, li, d in rows:
-            out.setdefault((a, sid), []).append(
-                Artifact(p, k, b, m, r, bool(pr), bool(li), bool(d))
-            )
+        for a, sid, p, k, b, m, r, pr, li, d in self._db().execute(sql, args):
+            art = Artifact(p, k, b, m, r, bool(pr), bool(li), bool(d))
+            out.setdefault((a, sid), []).append(art)
         return out
+
+    def artifact_times(self, agent: str) -> Iterator[tuple[str, str, float | None]]:
+        """(session id, path, mtime) of every file-system artifact, streamed."""
+        yield from self._db().execute(
+            "SELECT session_id, path, mtime FROM artifacts WHERE agent = ? AND root IS NOT NULL",
+            (agent,),
+        )
 
     def children(self, agent: str, session_id: str) -> list[str]:
         rows = self._db().execute(

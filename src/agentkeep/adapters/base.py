@@ -74,6 +74,9 @@ class Adapter(ABC):
     """One agent. Instances are cheap; roots are resolved from `env`."""
 
     name: ClassVar[str]
+    # The artifact kinds holders() reads (its evidence of use beyond the id):
+    # listing many sessions loads only these from the index.
+    evidence_kinds: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, env: Env) -> None:
         self.env = env

@@ -374,6 +374,7 @@ class _Listings:
 
 class ClaudeAdapter(Adapter):
     name = "claude"
+    evidence_kinds = frozenset({REGISTRY})
 
     def __init__(self, env: Env) -> None:
         super().__init__(env)

@@ -103,6 +103,7 @@ class _Listing:
 
 class CodexAdapter(Adapter):
     name = "codex"
+    evidence_kinds = frozenset(_ROLLOUT_KINDS)
 
     @property
     def root(self) -> Path:
