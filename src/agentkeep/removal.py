@@ -354,6 +354,12 @@ class SessionRemoval:
             raise RemovalError(f"trash {self.trash.path}: {exc}") from exc
         try:
             if _exists(leaf, dst):
+                if _empty_dir(leaf, parent.cursor.fd):
+                    # A session dir whose entries were moved one by one: its
+                    # twin in the trash (made for them) stands for it.
+                    os.rmdir(leaf, dir_fd=parent.cursor.fd)
+                    self.removed.append(artifact.path)
+                    return True
                 log.warning("already in the trash; removing at once", path=artifact.path)
                 return False
             # rename never follows the leaf; the way to it was checked above.
@@ -391,6 +397,20 @@ class SessionRemoval:
     def residual(self, path: str) -> None:
         if path not in self.residuals:
             self.residuals.append(path)
+
+
+def _empty_dir(name: str, dir_fd: int) -> bool:
+    """`name` is a directory (not a link to one) with nothing in it."""
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd
+        )
+    except OSError:
+        return False
+    try:
+        return not os.listdir(fd)
+    finally:
+        os.close(fd)
 
 
 def _exists(name: str, dir_fd: int) -> bool:

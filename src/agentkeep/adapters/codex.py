@@ -137,6 +137,12 @@ class CodexAdapter(Adapter):
     def scan(self) -> Iterator[Session]:
         listing = self._list(None)
         for sid in sorted(listing.found):
+            found = listing.found[sid]
+            if not found.files and not found.threads:
+                # Only thread_items rows: what `codex delete` leaves (reported
+                # residual when it ran). Not a session Codex lists; load()
+                # still finds them, so a journal can finish a removal.
+                continue
             session = self._session(sid, listing)
             if session is not None:
                 yield session
@@ -182,6 +188,12 @@ class CodexAdapter(Adapter):
         # read may hold this session's row, and the check after `codex delete`
         # could not see it either.
         self._ensure_state_readable()
+        # Every check comes before the first change, so a refused removal
+        # leaves the session whole (never a file without its row); this holds
+        # for `codex delete` too, which removes the rollout before the rows.
+        dbs = {_db(a) for a in session.artifacts if a.kind == KIND_ROW and not a.linked}
+        if dbs:
+            sqlite.ensure_alone(dbs, ProcessTable.snapshot(self.env.uid))
         binary = self.agent_binary("codex")
         if binary is not None and remover.dry_run:
             # A dry run calls no binary, not even for its version: it reports
@@ -232,10 +244,6 @@ class CodexAdapter(Adapter):
         rows = [a for a in session.artifacts if a.kind == KIND_ROW and not a.linked]
         threads = [a for a in rows if _table(a) == THREADS]
         items = [a for a in rows if _table(a) == THREAD_ITEMS]
-        # Every check comes before the first change, so a refused removal
-        # leaves the session whole (never a file without its row).
-        if rows:
-            sqlite.ensure_alone({_db(a) for a in rows}, ProcessTable.snapshot(self.env.uid))
         for artifact in threads:
             if not remover.dry_run:
                 sqlite.delete_rows(_db(artifact), [(THREADS, "id", session.id)])
