@@ -165,6 +165,11 @@ def _probe(directory: str, name: str) -> _Entry | None:
     return _Entry(name, path, stat.S_ISLNK(st.st_mode), stat.S_ISDIR(st.st_mode))
 
 
+def _project_entry_id(name: str) -> str | None:
+    """The session a `projects/<key>/` entry names: `<id>.jsonl` or `<id>/`."""
+    return canonical(name[: -len(".jsonl")] if name.endswith(".jsonl") else name)
+
+
 def _listable(entry: _Entry) -> bool:
     """A key directory to list: a directory, or a link to one (followed, so
     that what lies behind it can be reported)."""
@@ -485,19 +490,32 @@ class ClaudeAdapter(Adapter):
         base_linked = bool(root.problem) or (
             layout.projects_inside_config and disk.is_link(root.path)
         )
-        spellings = _spellings(found.only)
-        probe = None if spellings is None else [s + ".jsonl" for s in spellings] + spellings
-        for key in _list(str(root.path), None):
+        for key in self._entries(str(root.path), found.only):
             # A linked key is listed only to report what is behind it.
             if not _listable(key):
                 continue
-            for entry in _list(key.path, probe):
+            for entry in self._entries(key.path, found.only, _project_entry_id):
                 linked = base_linked or key.link
                 if entry.name.endswith(".jsonl"):
                     sid = canonical(entry.name[: -len(".jsonl")])
                     found.add(sid, _Found(entry.path, TRANSCRIPT, root, linked, primary=True))
                 else:
                     found.add(canonical(entry.name), _Found(entry.path, SESSION_DIR, root, linked))
+
+    def _entries(
+        self,
+        directory: str,
+        only: str | None,
+        identify: Callable[[str], str | None] | None = None,
+    ) -> list[_Entry]:
+        """A directory's entries: all of them, freshly listed, for a scan;
+        for one session (`only`), those `identify` names as it (all when no
+        `identify`) from a listing reused while the directory's mtime holds."""
+        if only is None:
+            return _list(directory, None)
+        if identify is None:
+            return self._listings.entries(directory)
+        return self._listings.named(directory, identify, only)
 
     def _find_config(self, layout: _Layout, found: _Grouped) -> None:
         spellings = _spellings(found.only)
@@ -577,12 +595,11 @@ class ClaudeAdapter(Adapter):
             found.add(by_pid.get(pid), _Found(entry.path, REGISTRY_KEY, layout.config, linked))
 
     def _find_tmp(self, layout: _Layout, found: _Grouped) -> None:
-        probe = _spellings(found.only)
         for root in layout.tmp:
-            for key in _list(str(root.path), None):
+            for key in self._entries(str(root.path), found.only):
                 if not _listable(key):
                     continue
-                for entry in _list(key.path, probe):
+                for entry in self._entries(key.path, found.only, canonical):
                     linked = bool(root.problem) or key.link
                     found.add(canonical(entry.name), _Found(entry.path, TMP, root, linked))
 
