@@ -158,20 +158,6 @@ def _watch_targets(env: Env, config: Config) -> set[Path]:
     return targets
 
 
-def _budget(env: Env) -> tuple[int, int] | None:
-    """(max_user_watches, in use), with AGENTKEEP_INOTIFY_MAX in place of the limit."""
-    budget = watch.inotify_budget()
-    forced = env.get("AGENTKEEP_INOTIFY_MAX")
-    if forced is None:
-        return budget
-    try:
-        limit = int(forced)
-    except ValueError:
-        log.warning("AGENTKEEP_INOTIFY_MAX is not a number; ignored", value=forced)
-        return budget
-    return limit, budget[1] if budget else 0
-
-
 _SYSCTL_FIX = (
     "raise the limit: echo fs.inotify.max_user_watches=524288 | "
     "sudo tee /etc/sysctl.d/90-agentkeep.conf && sudo sysctl --system "
@@ -180,7 +166,7 @@ _SYSCTL_FIX = (
 
 
 def check_watches(env: Env, config: Config, daemon: dict[str, Any] | str) -> Check:
-    budget = _budget(env)
+    budget = watch.budget_for(env.environ)
     if budget is None:
         return Check("watches", True, "no inotify here: the platform's file events are used")
     limit, used = budget

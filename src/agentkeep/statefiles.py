@@ -28,10 +28,12 @@ def read_json(path: Path, default: Any) -> Any:
 
 
 def write_json(path: Path, value: Any) -> None:
+    """Replace `path` atomically and durably (file and folder fsynced): a
+    reader sees the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(value, f, indent=1, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
@@ -42,6 +44,11 @@ def write_json(path: Path, value: Any) -> None:
         except FileNotFoundError:
             pass
         raise
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 def remove(path: Path) -> None:

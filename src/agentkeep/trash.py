@@ -29,6 +29,7 @@ from agentkeep.adapters.base import RemovalError, valid_name
 from agentkeep.leases import Lease, LeaseError, encode_id, hold_exclusive, lease_path, try_exclusive
 from agentkeep.paths import ensure_private_dir
 from agentkeep.removal import DirCursor, remove_tree_at
+from agentkeep.statefiles import write_json
 
 log = structlog.get_logger("agentkeep.trash")
 
@@ -153,30 +154,6 @@ def entry_dir(state_dir: Path, agent: str, session_id: str) -> Path:
     return trash_dir(state_dir) / agent / encode_id(session_id)
 
 
-def _write_json(path: Path, data: Any) -> None:
-    """Replace `path` atomically and durably: a reader sees the old file or
-    the new one, never half of one."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
 def _read_entry(path: Path) -> TrashEntry | None:
     """The entry in directory `path`; None (logged) when it is missing,
     unreadable, malformed or does not match the directory it lies in."""
@@ -206,7 +183,7 @@ class TrashWriter:
         self.path = entry.path
 
     def _save(self) -> None:
-        _write_json(self.path / _ENTRY, self.entry.to_json())
+        write_json(self.path / _ENTRY, self.entry.to_json())
 
     def root_number(self, root: str) -> int:
         for n, known in self.entry.roots.items():
@@ -580,7 +557,7 @@ def _record_restored(state_dir: Path, keys: list[tuple[str, str]], now: float) -
     with hold_exclusive(state_dir / f"{_RESTORED}.lock"):
         times = _read_restored(path)
         times.update({f"{agent}/{session_id}": now for agent, session_id in keys})
-        _write_json(path, times)
+        write_json(path, times)
 
 
 def restored_at(state_dir: Path) -> dict[tuple[str, str], float]:
