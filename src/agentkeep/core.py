@@ -261,10 +261,19 @@ class Evidence:
 
     procs: ProcessTable
     pins: set[tuple[str, str]]
+    # The lease files that exist, by agent: only those can be held, so the
+    # others need no probe (listing many sessions stays cheap).
+    lease_files: dict[str, set[str]]
 
 
 def _evidence(ctx: Context) -> Evidence:
-    return Evidence(ProcessTable.snapshot(ctx.env.uid), Pins(ctx.state_dir).all())
+    files: dict[str, set[str]] = {}
+    for agent in ctx.adapters:
+        try:
+            files[agent] = set(os.listdir(ctx.state_dir / "leases" / agent))
+        except OSError:
+            files[agent] = set()
+    return Evidence(ProcessTable.snapshot(ctx.env.uid), Pins(ctx.state_dir).all(), files)
 
 
 def _as_session(ctx: Context, s: IndexedSession, arts: list[Artifact] | None = None) -> Session:
@@ -287,7 +296,10 @@ def _evidence_artifacts(
 def _holders(ctx: Context, s: Session, ev: Evidence) -> list[Holder]:
     adapter = ctx.adapters[s.agent]
     holders = list(adapter.holders(s, ev.procs))
-    for path in [leases.lease_path(ctx.state_dir, s.agent, s.id), *adapter.lock_files(s)]:
+    paths = list(adapter.lock_files(s))
+    if f"{leases.encode_id(s.id)}.lock" in ev.lease_files.get(s.agent, ()):
+        paths.append(leases.lease_path(ctx.state_dir, s.agent, s.id))
+    for path in paths:
         if leases.is_held(path):
             holders.append(Holder(None, HolderKind.LEASE, str(path)))
     return holders

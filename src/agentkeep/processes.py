@@ -32,6 +32,16 @@ class Proc:
     cmdline: tuple[str, ...]
 
 
+def _gone(pid: int) -> bool:
+    """The process has exited (or is a zombie) since it was first looked at."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False
+
+
 def is_agentkeep(cmdline: tuple[str, ...] | list[str]) -> bool:
     """True for agentkeep's own processes (the CLI, the daemon)."""
     head = [os.path.basename(arg) for arg in cmdline[:2]]
@@ -105,6 +115,8 @@ class ProcessTable:
         cmdline = info.get("cmdline")
         created = info.get("create_time")
         if cmdline is _UNREADABLE or created is _UNREADABLE:
+            if _gone(pid):
+                return  # it exited while it was read: it holds nothing
             self.unreadable.append(pid)
             return
         cmdline = tuple(cmdline or ())

@@ -176,14 +176,21 @@ class DiskView:
 
     def __init__(self, adapter: Adapter, sessions: list[Session]) -> None:
         self.adapter = adapter
-        self.sessions = {s.id: s for s in sessions}
+        self._set(sessions)
         self.dirs = adapter.watch_dirs()
         self.signatures = disk.dir_mtimes(self.dirs)
+
+    def _set(self, sessions: list[Session]) -> None:
+        self.sessions = {s.id: s for s in sessions}
+        self._children: dict[str, list[str]] = {}
+        for s in sessions:
+            if s.parent is not None:
+                self._children.setdefault(s.parent, []).append(s.id)
 
     def refresh(self) -> None:
         now = disk.dir_mtimes(self.dirs)
         if now != self.signatures:
-            self.sessions = {s.id: s for s in self.adapter.scan()}
+            self._set(list(self.adapter.scan()))
             self.dirs = self.adapter.watch_dirs()
             self.signatures = disk.dir_mtimes(self.dirs)
 
@@ -196,7 +203,7 @@ class DiskView:
         return s.parent if s else None
 
     def children(self, session_id: str) -> list[str]:
-        return sorted(s.id for s in self.sessions.values() if s.parent == session_id)
+        return sorted(self._children.get(session_id, []))
 
 
 class Pruner:
