@@ -1,0 +1,194 @@
+"""Measuring tools for the benchmark: a child process's wall time and its own
+peak RSS (wait4, so one child's figure never mixes with another's), a raw
+JSON-RPC unix-socket client, a trivial echo server as the socket baseline,
+and the daemon's memory from /proc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Run:
+    """One finished child process."""
+
+    seconds: float
+    maxrss_mb: float  # the child's own peak RSS (ru_maxrss of wait4)
+    cpu_s: float  # user + system
+    rc: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def run(argv: list[str], env: dict[str, str]) -> Run:
+    """Run argv to completion; wall time from just before the fork to the reap."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return Run(
+            seconds=seconds,
+            maxrss_mb=usage.ru_maxrss / 1024,
+            cpu_s=usage.ru_utime + usage.ru_stime,
+            rc=proc.returncode,
+            stdout=out.read().decode(errors="replace"),
+            stderr=err.read().decode(errors="replace"),
+        )
+
+
+def agentkeep(*args: str) -> list[str]:
+    return [sys.executable, "-m", "agentkeep", *args]
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def percentile(xs: list[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0-100)."""
+    if not xs:
+        return float("nan")
+    ordered = sorted(xs)
+    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+# -- the socket --------------------------------------------------------------
+class RpcFailed(Exception):
+    pass
+
+
+def rpc(path: str, method: str, params: dict[str, Any] | None = None, timeout: float = 60) -> Any:
+    """One request on a fresh connection (as the CLI does); the result."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(path)
+        req = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+        sock.sendall(json.dumps(req).encode() + b"\n")
+        line = read_line(sock)
+    answer = json.loads(line)
+    if "error" in answer:
+        raise RpcFailed(f"{method}: {answer['error']}")
+    return answer["result"]
+
+
+def read_line(sock: socket.socket) -> bytes:
+    chunks = []
+    while True:
+        chunk = sock.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("closed before a full line")
+        end = chunk.find(b"\n")
+        if end >= 0:
+            chunks.append(chunk[:end])
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def timed_rpc(path: str, method: str, params: dict[str, Any] | None = None) -> tuple[float, Any]:
+    started = time.perf_counter()
+    result = rpc(path, method, params)
+    return time.perf_counter() - started, result
+
+
+def wait_answer(path: str, deadline_s: float, alive: Any = None) -> float:
+    """Poll until `status` answers on `path`; seconds waited. A connect that
+    fails (no socket yet, refused) is retried every 2 ms; `alive()` false
+    means the server died."""
+    started = time.perf_counter()
+    while (left := deadline_s - (time.perf_counter() - started)) > 0:
+        if alive is not None and not alive():
+            raise RpcFailed("the daemon exited before answering")
+        try:
+            rpc(path, "status", timeout=left)
+            return time.perf_counter() - started
+        except (FileNotFoundError, ConnectionRefusedError):
+            time.sleep(0.002)
+        except TimeoutError:
+            break  # connected, but no answer in the time left
+    raise RpcFailed(f"no answer on {path} within {deadline_s} s")
+
+
+_ECHO = r"""
+import os, socketserver, sys
+class Echo(socketserver.StreamRequestHandler):
+    def handle(self):
+        for line in self.rfile:
+            self.wfile.write(line)
+            self.wfile.flush()
+path = sys.argv[1]
+with socketserver.ThreadingUnixStreamServer(path, Echo) as server:
+    print("ready", flush=True)
+    server.serve_forever()
+"""
+
+
+class EchoServer:
+    """A trivial threaded python unix-socket server answering each line with
+    itself: what a round trip costs with no work behind it."""
+
+    def __init__(self, directory: str, env: dict[str, str]) -> None:
+        self.path = os.path.join(directory, "echo.sock")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _ECHO, self.path],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != b"ready":
+            raise RuntimeError("echo server did not start")
+
+    def round_trip(self) -> float:
+        started = time.perf_counter()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(self.path)
+            req = {"jsonrpc": "2.0", "id": 1, "method": "status", "params": {}}
+            sock.sendall(json.dumps(req).encode() + b"\n")
+            read_line(sock)
+        return time.perf_counter() - started
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        Path(self.path).unlink(missing_ok=True)
+
+
+# -- the daemon's memory and cpu ---------------------------------------------
+def proc_status(pid: int) -> dict[str, float]:
+    """VmRSS and VmHWM (peak RSS) of a live process, in MB."""
+    found = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                found[key] = int(value.split()[0]) / 1024
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a live process has used (its threads included)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
