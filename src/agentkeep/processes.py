@@ -85,6 +85,8 @@ class ProcessTable:
             current = set(psutil.pids())
         except (psutil.Error, OSError):
             return ProcessTable.snapshot(self.uid)
+        if current == self._seen:
+            return self  # nothing started or exited since
         table = ProcessTable(uid=self.uid, failed=self.failed)
         for pid in current & set(self.procs):
             table.add(self.procs[pid])

@@ -9,6 +9,7 @@ ends in the report: removed, kept with a reason, or failed (invariant 9).
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 import threading
 import time
@@ -194,9 +195,11 @@ class DiskView:
             self.dirs = self.adapter.watch_dirs()
             self.signatures = disk.dir_mtimes(self.dirs)
 
-    def settle(self) -> None:
-        """After our own removal changed directory mtimes."""
-        self.signatures = disk.dir_mtimes(self.dirs)
+    def settle(self, removed: list[str]) -> None:
+        """After our own removal changed the mtimes of the directories that
+        held what it removed (only those are looked at again)."""
+        parents = {os.path.dirname(p) for p in removed} & self.signatures.keys()
+        self.signatures.update(disk.dir_mtimes([Path(p) for p in parents]))
 
     def parent_of(self, session_id: str) -> str | None:
         s = self.sessions.get(session_id)
@@ -531,7 +534,7 @@ class Pruner:
             self._close_trash(removal)
         if not opts.dry_run:
             self.journal.done(s.agent, s.id)
-            view.settle()
+            view.settle([a.path for a in s.artifacts])
         log.info(
             "removed" if not opts.dry_run else "would remove",
             agent=s.agent,

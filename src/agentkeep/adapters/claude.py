@@ -316,31 +316,35 @@ class _Listings:
         self, directory: str, identify: Callable[[str], str | None], sid: str
     ) -> list[_Entry]:
         """The entries of `directory` whose names `identify` as `sid`."""
-        entries = self.entries(directory)
-        mtime = self._dirs[directory][0] if directory in self._dirs else None
+        listed = self._listing(directory)
+        if listed is None:  # cannot be stat'ed: listed afresh, nothing kept
+            return [e for e in _list(directory, None) if identify(e.name) == sid]
+        mtime, names = listed
         index = self._named.get(directory)
-        if mtime is None or index is None or index[0] != mtime:
+        if index is None or index[0] != mtime:
             by_id: dict[str | None, list[str]] = defaultdict(list)
-            for entry in entries:
-                by_id[identify(entry.name)].append(entry.name)
-            index = (mtime or 0, by_id)
-            if mtime is not None:
-                self._named[directory] = index
-        names = self._dirs[directory][1] if mtime is not None else {e.name: e for e in entries}
+            for name in names:
+                by_id[identify(name)].append(name)
+            index = (mtime, by_id)
+            self._named[directory] = index
         return [names[n] for n in index[1].get(sid, []) if n in names]
 
     def entries(self, directory: str) -> list[_Entry]:
+        listed = self._listing(directory)
+        return _list(directory, None) if listed is None else list(listed[1].values())
+
+    def _listing(self, directory: str) -> tuple[int, dict[str, _Entry]] | None:
+        """(mtime, entries by name), listed again only when the mtime moved."""
         try:
             mtime = os.stat(directory).st_mtime_ns
         except OSError:
             self._dirs.pop(directory, None)
-            return _list(directory, None)
+            return None
         cached = self._dirs.get(directory)
-        if cached and cached[0] == mtime:
-            return list(cached[1].values())
-        entries = _list(directory, None)
-        self._dirs[directory] = (mtime, {e.name: e for e in entries})
-        return entries
+        if not cached or cached[0] != mtime:
+            cached = (mtime, {e.name: e for e in _list(directory, None)})
+            self._dirs[directory] = cached
+        return cached
 
     def record(self, path: str) -> object:
         try:
@@ -689,10 +693,8 @@ class ClaudeAdapter(Adapter):
         try:
             super().remove(session, remover)
         finally:
-            shared = [
-                a.path for a in session.artifacts if a.kind in (TODOS, REGISTRY, REGISTRY_KEY)
-            ]
-            self._listings.removed([p for p in shared if not os.path.lexists(p)])
+            gone = [a.path for a in session.artifacts if not os.path.lexists(a.path)]
+            self._listings.removed(gone)
 
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         """Command lines naming the id in either spelling, and registry files
