@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import psutil
 import structlog
 
 from agentkeep import disk
@@ -163,6 +164,14 @@ def _probe(directory: str, name: str) -> _Entry | None:
     except OSError:
         return None
     return _Entry(name, path, stat.S_ISLNK(st.st_mode), stat.S_ISDIR(st.st_mode))
+
+
+def _alive_pids() -> set[int] | None:
+    """Every live pid; None when the process table cannot be read."""
+    try:
+        return set(psutil.pids())
+    except (psutil.Error, OSError):
+        return None
 
 
 def _project_entry_id(name: str) -> str | None:
@@ -346,7 +355,12 @@ class _Listings:
             self._dirs[directory] = cached
         return cached
 
-    def record(self, path: str) -> object:
+    def record(self, path: str, still: bool = False) -> object:
+        """The JSON in `path`, re-read when its file changed. `still`: the
+        file's process has exited, and a file nobody is left to rewrite is
+        taken as last read (its listing's mtime still holds) without a stat."""
+        if still and path in self._records:
+            return self._records[path][1]
         try:
             st = os.lstat(path)
         except OSError:
@@ -586,9 +600,18 @@ class ClaudeAdapter(Adapter):
         by_pid: dict[str, str] = {}
         keys: list[tuple[_Entry, bool, str]] = []
         cached = found.only is not None
+        # Only a live process rewrites its registry file in place: the files
+        # of exited ones need no look when listing one session (one /proc
+        # listing instead of a stat per file).
+        alive = _alive_pids() if cached else None
         for entry, linked in self._config_entries(layout, "sessions", None, cached):
             if match := _REGISTRY.fullmatch(entry.name):
-                record = self._listings.record(entry.path) if cached else _read_json(entry.path)
+                if cached:
+                    # Cannot tell who is alive: every file is looked at.
+                    still = alive is not None and int(match["pid"]) not in alive
+                    record = self._listings.record(entry.path, still)
+                else:
+                    record = _read_json(entry.path)
                 sid = _registry_id(record)
                 if sid is not None:
                     by_pid[match["pid"]] = sid
