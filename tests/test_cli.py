@@ -15,8 +15,7 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from agentkeep.processes import ProcessTable
 from build_agents import make_zero_session, mtimes, zero_root
 from build_claude import ClaudeSessionPaths, make_session, new_id, set_age, write_registry
 from fakehome import FakeHome, make_fake_home
+from waiting import wait_until as wait_for
 
 RFC3339_Z = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 SESSION_KEYS = {
@@ -44,14 +44,6 @@ SESSION_KEYS = {
 }
 SLEEP = "import time; time.sleep(120)"
 ALPHA, BETA = "/home/u/alpha", "/home/u/beta"
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"SETUP INVALID: {what} did not happen within {timeout:g} s")
-        time.sleep(0.02)
 
 
 def cli_json(fh: FakeHome, *args: str) -> tuple[int, Any, str]:

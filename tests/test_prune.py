@@ -42,6 +42,7 @@ from build_claude import (
     write_registry,
 )
 from fakehome import FakeHome, make_fake_home
+from waiting import wait_until as wait_for
 
 DAY = 86400.0
 RFC3339_Z = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
@@ -81,14 +82,6 @@ def spawn(fake_home: FakeHome) -> Iterator[Spawn]:
         except ProcessLookupError:
             pass
         proc.wait(timeout=10)
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"SETUP INVALID: {what} did not happen within {timeout:g} s")
-        time.sleep(0.02)
 
 
 def context() -> core.Context:

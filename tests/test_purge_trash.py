@@ -29,6 +29,7 @@ from agentkeep.processes import ProcessTable
 from build_agents import make_zero_session, zero_root
 from build_claude import ClaudeSessionPaths, make_session, new_id
 from fakehome import FakeHome
+from waiting import wait_until as wait_for
 
 DAY = 86400.0
 SLEEP = "import time; time.sleep(60)"
@@ -53,14 +54,6 @@ def spawn(fake_home: FakeHome) -> Iterator[Spawn]:
         except ProcessLookupError:
             pass
         proc.wait(timeout=10)
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"SETUP INVALID: {what} did not happen within {timeout:g} s")
-        time.sleep(0.02)
 
 
 def cli_json(fh: FakeHome, *args: str) -> tuple[int, Any, str]:

@@ -16,8 +16,7 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import pytest
 from agentkeep import leases
 from build_claude import ClaudeSessionPaths
 from fakehome import FakeHome, make_fake_home
+from waiting import wait_until
 
 DAY = 86400.0
 SLEEPER = "import time; time.sleep(600)"
@@ -37,18 +37,6 @@ FLOCK_HOLDER = 'exec 9<>"$LEASE" && flock -s 9 && exec sleep 600'
 # process, they do not cut the power, so what fsync guards is not under test,
 # and on a disk the trash's per-move fsyncs make a 200-session prune take ~30 s.
 FAST_BASE = Path("/dev/shm")
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = 20.0) -> Any:
-    """Poll `condition` until it is truthy; SETUP INVALID when it never is."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"SETUP INVALID: {what} did not happen within {timeout:g} s")
-        time.sleep(0.01)
 
 
 # -- fake homes --------------------------------------------------------------------
