@@ -59,13 +59,26 @@ def measure(path: str | os.PathLike[str], seen: set[tuple[int, int]] | None = No
 
 
 def _measure_by_path(path: str, st: os.stat_result, seen: set[Ident]) -> Tree | None:
-    """The fast walk, by path; None when a path grows too long to use."""
+    """The fast walk, by path; None when a path grows too long to use.
+
+    The hottest loop of a scan (every entry of every session's tree): it
+    opens and lists each directory inline rather than through scandir()'s
+    context manager, which cost a fifth of a scan."""
     total, newest, complete = 0, st.st_mtime, True
     stack = [path]
     while stack:
         current = stack.pop()
         try:
-            with scandir(current) as entries:
+            fd = open_noatime(current, _LIST_FLAGS)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                return None
+            complete = False
+            continue
+        try:
+            with os.scandir(fd) as entries:
                 for entry in entries:
                     try:
                         est = entry.stat(follow_symlinks=False)
@@ -77,15 +90,13 @@ def _measure_by_path(path: str, st: os.stat_result, seen: set[Ident]) -> Tree | 
                     if est.st_mtime > newest:
                         newest = est.st_mtime
                     if stat.S_ISDIR(est.st_mode):
-                        stack.append(os.path.join(current, entry.name))
+                        stack.append(current + "/" + entry.name)
                     else:
                         total += _size(est, seen)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            if exc.errno == errno.ENAMETOOLONG:
-                return None
+        except OSError:
             complete = False
+        finally:
+            os.close(fd)
     return Tree(total, newest, complete, True)
 
 
@@ -237,6 +248,8 @@ class DirCursor:
 
 
 _NOATIME = getattr(os, "O_NOATIME", 0)
+# Listing a directory without following a link at it (ELOOP instead).
+_LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
 def open_noatime(path: str | os.PathLike[str], flags: int) -> int:
@@ -259,8 +272,7 @@ def scandir(
     only their name (the listing is relative to a descriptor): join it to
     `path` yourself. With follow=False a link at `path` fails (ELOOP) rather
     than being listed through. Entries must be used inside the block."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | (0 if follow else os.O_NOFOLLOW)
-    fd = open_noatime(path, flags)
+    fd = open_noatime(path, (_LIST_FLAGS & ~os.O_NOFOLLOW) if follow else _LIST_FLAGS)
     try:
         with os.scandir(fd) as entries:
             yield entries

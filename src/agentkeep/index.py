@@ -19,6 +19,8 @@ from pathlib import Path
 from agentkeep.model import Artifact, Session
 
 SCHEMA_VERSION = 1
+# Sessions written per statement by a scan.
+_BATCH = 500
 
 # Test seam, None in production: called before every write transaction (a
 # test raises OSError(ENOSPC) or sqlite3.OperationalError here).
@@ -108,18 +110,26 @@ class Index:
         with self._tx() as db:
             db.execute("DELETE FROM sessions WHERE agent = ?", (agent,))
             db.execute("DELETE FROM artifacts WHERE agent = ?", (agent,))
+            # Rows go in a batch at a time: one statement per session was a
+            # sixth of a scan. A batch bounds the memory a scan holds.
+            batch: list[Session] = []
             for session in sessions:
-                self._insert(db, session, restored.get(session.key))
+                batch.append(session)
                 counts[0] += 1
                 counts[1] += len(session.artifacts)
                 counts[2] += session.bytes
+                if len(batch) == _BATCH:
+                    self._insert(db, batch, restored)
+                    batch.clear()
+            self._insert(db, batch, restored)
         return counts[0], counts[1], counts[2]
 
     def put(self, session: Session, restored_at: float | None = None) -> None:
         """Insert or replace one session (idempotent: a watcher may repeat it)."""
         with self._tx() as db:
             self._delete(db, session.agent, session.id)
-            self._insert(db, session, restored_at)
+            restored = {} if restored_at is None else {session.key: restored_at}
+            self._insert(db, [session], restored)
 
     def delete(self, agent: str, session_id: str) -> None:
         with self._tx() as db:
@@ -140,19 +150,24 @@ class Index:
         db.execute("DELETE FROM artifacts WHERE agent = ? AND session_id = ?", (agent, session_id))
 
     @staticmethod
-    def _insert(db: sqlite3.Connection, s: Session, restored_at: float | None) -> None:
-        db.execute(
+    def _insert(
+        db: sqlite3.Connection, batch: list[Session], restored: dict[tuple[str, str], float]
+    ) -> None:
+        db.executemany(
             "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?)",
-            (
-                s.agent,
-                s.id,
-                s.workspace,
-                s.parent,
-                s.last_activity(restored_at),
-                s.bytes,
-                len(s.artifacts),
-                s.unsafe,
-            ),
+            [
+                (
+                    s.agent,
+                    s.id,
+                    s.workspace,
+                    s.parent,
+                    s.last_activity(restored.get(s.key)),
+                    s.bytes,
+                    len(s.artifacts),
+                    s.unsafe,
+                )
+                for s in batch
+            ],
         )
         db.executemany(
             "INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -169,6 +184,7 @@ class Index:
                     a.linked,
                     a.is_dir,
                 )
+                for s in batch
                 for a in s.artifacts
             ],
         )

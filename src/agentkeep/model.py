@@ -53,7 +53,7 @@ class Holder:
         return f"pid {self.pid}" + (f" ({self.detail})" if self.detail else "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Artifact:
     """One thing on disk (or one database row set) that belongs to a session.
 
@@ -77,7 +77,7 @@ class Artifact:
     is_dir: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class Session:
     """A session as listed from the disk by its adapter."""
 

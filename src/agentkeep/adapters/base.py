@@ -205,25 +205,30 @@ def entries(directory: str | os.PathLike[str]) -> list[Entry]:
     cannot be listed is logged and has none. Names that are not UTF-8 cannot
     be stored or reported: they are logged and left out."""
     directory = os.fspath(directory)
-    found: list[Entry] = []
+    # The directory entry's own type (d_type) tells links and directories
+    # apart without a stat per entry; only a link is stat'ed, to see
+    # whether it leads to a directory.
+    listed: list[tuple[str, bool, bool]] = []
     try:
         with disk.scandir(directory, follow=True) as listing:
-            names = [entry.name for entry in listing]
+            for entry in listing:
+                try:
+                    listed.append(
+                        (entry.name, entry.is_symlink(), entry.is_dir(follow_symlinks=False))
+                    )
+                except OSError:
+                    continue  # vanished while listed
     except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as exc:
         log.info("cannot list directory", path=directory, error=str(exc))
         return []
-    for name in sorted(names):
+    found: list[Entry] = []
+    for name, link, is_dir in sorted(listed):
         path = os.path.join(directory, name)
         if not utf8_name(name):
             log.info("skipped a name that is not UTF-8", directory=directory, name=ascii(name))
             continue
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue  # vanished while listed
-        link, is_dir = stat.S_ISLNK(st.st_mode), stat.S_ISDIR(st.st_mode)
         if link:
             try:
                 is_dir = stat.S_ISDIR(os.stat(path).st_mode)

@@ -104,6 +104,9 @@ class _Listing:
     linked_root: bool = False
 
 
+_STORAGE_FOLDERS = ("message", "part", "todo", "session_diff")
+
+
 class OpencodeAdapter(Adapter):
     name = "opencode"
 
@@ -290,8 +293,11 @@ class OpencodeAdapter(Adapter):
         self._list_leftovers(only, storage, listing)
         self._list_rows(only, listing)
         base = listing.linked_root or disk.is_link(storage)
+        # Whether each storage folder is a link, looked at once per listing
+        # rather than once per session.
+        linked = {folder: base or disk.is_link(storage / folder) for folder in _STORAGE_FOLDERS}
         for sid, found in listing.found.items():
-            found.files.extend(self._storage_files(sid, storage, base))
+            found.files.extend(self._storage_files(sid, storage, linked))
         return listing
 
     def _list_json(self, only: str | None, listing: _Listing) -> None:
@@ -400,20 +406,20 @@ class OpencodeAdapter(Adapter):
             found.append((sid, _Record(updated, parent, directory)))
         return found
 
-    def _storage_files(self, sid: str, storage: Path, base_linked: bool) -> Iterator[_File]:
+    def _storage_files(self, sid: str, storage: Path, linked: dict[str, bool]) -> Iterator[_File]:
         """The session's message dir, the part dir of each of its messages
-        (named by the message file names), its todo and diff files."""
+        (named by the message file names), its todo and diff files.
+        `linked`: whether each storage folder lies behind a link."""
         messages = storage / "message" / sid
-        m_linked = base_linked or disk.is_link(messages.parent)
         if os.path.lexists(messages):
-            yield _File(messages, KIND_MESSAGES, m_linked)
+            yield _File(messages, KIND_MESSAGES, linked["message"])
             # Message names read through a link could name anyone's parts.
-            if not (m_linked or disk.is_link(messages)):
-                yield from _part_dirs(messages, storage / "part", base_linked)
+            if not (linked["message"] or disk.is_link(messages)):
+                yield from _part_dirs(messages, storage / "part", linked["part"])
         for folder, kind in (("todo", KIND_TODO), ("session_diff", KIND_DIFF)):
             path = storage / folder / f"{sid}.json"
             if os.path.lexists(path):
-                yield _File(path, kind, base_linked or disk.is_link(path.parent))
+                yield _File(path, kind, linked[folder])
 
     def _parent(self, value: object, sid: str) -> str | None:
         if isinstance(value, str) and value != sid and self.canonical_id(value):
@@ -469,8 +475,7 @@ ADAPTER = OpencodeAdapter
 # -- helpers ------------------------------------------------------------------
 
 
-def _part_dirs(messages: Path, parts: Path, base_linked: bool) -> Iterator[_File]:
-    linked = base_linked or disk.is_link(parts)
+def _part_dirs(messages: Path, parts: Path, linked: bool) -> Iterator[_File]:
     for entry in entries(messages):
         msgid = entry.name.removesuffix(".json")
         if entry.dir or not entry.name.endswith(".json") or not _ID.fullmatch(msgid):
