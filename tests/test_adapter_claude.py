@@ -19,6 +19,7 @@ from agentkeep.adapters.claude import TRANSCRIPT_HEAD, ClaudeAdapter
 from agentkeep.model import HolderKind, Session
 from agentkeep.paths import Env
 from agentkeep.processes import Proc, ProcessTable
+from agentkeep.removal import SessionRemoval
 from build_claude import (
     ALL_KINDS,
     DEBUG_LOG,
@@ -940,3 +941,50 @@ def test_reading_changes_no_atime_or_mtime(
         pytest.skip("this file system does not update atimes: the atime half cannot fail")
     atimes_changed = [p for p in paths if before[p][0] != after[p][0]]
     assert atimes_changed == []
+
+
+def _registry_paths_of(session: Session | None) -> set[str]:
+    kinds = {REGISTRY, REGISTRY_KEY}
+    return set() if session is None else {a.path for a in session.artifacts if a.kind in kinds}
+
+
+def test_listing_one_session_again_follows_every_registry_change(
+    fake_home: FakeHome, adapter: ClaudeAdapter, sleeper: Callable[..., psutil.Process]
+) -> None:
+    """load() keeps what it read of sessions/ between calls: a live
+    process's record rewritten in place, a new file and a removed one must
+    each show at the next load, and a dead process's file is not re-read."""
+    a = make_session(fake_home, full=False)
+    b = make_session(fake_home, full=False)
+    proc = sleeper()
+    live_reg, live_key = write_registry(fake_home, proc.pid, a.id)
+    dead_reg, dead_key = write_registry(fake_home, 4_199_011, b.id)
+    assert _registry_paths_of(adapter.load(a.id)) == {str(live_reg), str(live_key)}
+    assert _registry_paths_of(adapter.load(b.id)) == {str(dead_reg), str(dead_key)}
+
+    # /clear inside the live claude: its record now names b, in place (the
+    # directory's mtime does not move).
+    sessions_dir = live_reg.parent
+    before = sessions_dir.stat().st_mtime_ns
+    live_reg.write_text(live_reg.read_text().replace(a.id, b.id) + " ")
+    assert sessions_dir.stat().st_mtime_ns == before, "SETUP INVALID: the directory changed"
+    assert _registry_paths_of(adapter.load(a.id)) == set()
+    expected_b = {str(live_reg), str(live_key), str(dead_reg), str(dead_key)}
+    assert _registry_paths_of(adapter.load(b.id)) == expected_b
+
+    # A new process registers a: a new file moves the directory's mtime.
+    new_reg, new_key = write_registry(fake_home, 4_199_012, a.id)
+    assert _registry_paths_of(adapter.load(a.id)) == {str(new_reg), str(new_key)}
+
+    # Removed by hand: gone from the next load.
+    dead_reg.unlink()
+    dead_key.unlink()
+    assert _registry_paths_of(adapter.load(b.id)) == {str(live_reg), str(live_key)}
+
+    # agentkeep's own removal of a's files patches what load() kept.
+    got_a = adapter.load(a.id)
+    assert got_a is not None, "SETUP INVALID"
+    adapter.remove(got_a, SessionRemoval("claude", a.id, dry_run=False, trash=None))
+    assert not new_reg.exists() and not new_key.exists(), "SETUP INVALID: not removed"
+    assert adapter.load(a.id) is None
+    assert _registry_paths_of(adapter.load(b.id)) == {str(live_reg), str(live_key)}

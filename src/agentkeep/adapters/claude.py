@@ -100,6 +100,36 @@ class _Found:
     primary: bool = False
 
 
+@dataclass
+class _Registry:
+    """`sessions/` read into who names whom, as of the directory's mtime:
+    each pid's `<pid>.json`, its `<pid>.<digest>.key` files, the session its
+    record names, and the reverse of that."""
+
+    mtime: int
+    files: dict[str, _Entry]
+    keys: dict[str, list[_Entry]]
+    sid_of: dict[str, str | None]
+    pids_of: dict[str, set[str]]
+
+    def name(self, pid: str, sid: str | None) -> None:
+        old = self.sid_of.get(pid)
+        if old is not None and old != sid:
+            self.pids_of[old].discard(pid)
+        self.sid_of[pid] = sid
+        if sid is not None:
+            self.pids_of.setdefault(sid, set()).add(pid)
+
+    def forget(self, name: str) -> None:
+        if match := _REGISTRY.fullmatch(name):
+            pid = match["pid"]
+            self.files.pop(pid, None)
+            self.name(pid, None)
+        elif match := _REGISTRY_KEY.fullmatch(name):
+            kept = [e for e in self.keys.get(match["pid"], []) if e.name != name]
+            self.keys[match["pid"]] = kept
+
+
 @dataclass(frozen=True)
 class _Paths:
     """The roots' paths as the environment names them."""
@@ -320,6 +350,7 @@ class _Listings:
         self._dirs: dict[str, tuple[int, dict[str, _Entry]]] = {}
         self._records: dict[str, tuple[tuple[int, int, int], object]] = {}
         self._named: dict[str, tuple[int, dict[str | None, list[str]]]] = {}
+        self._registries: dict[str, _Registry] = {}
 
     def named(
         self, directory: str, identify: Callable[[str], str | None], sid: str
@@ -373,6 +404,37 @@ class _Listings:
             self._records[path] = cached
         return cached[1]
 
+    def registry(self, directory: str, alive: set[int] | None) -> _Registry | None:
+        """`sessions/` as a _Registry, kept while its mtime holds. Only a
+        live process rewrites its record in place: those records (every
+        record when `alive` is None: cannot tell who is alive) are looked at
+        again on every call, the rest only when the directory changes. So a
+        re-check costs the live processes' files, not every file there."""
+        listed = self._listing(directory)
+        if listed is None:
+            self._registries.pop(directory, None)
+            return None
+        mtime, entries = listed
+        registry = self._registries.get(directory)
+        if registry is None or registry.mtime != mtime:
+            registry = _Registry(mtime, {}, defaultdict(list), {}, {})
+            for entry in entries.values():
+                if match := _REGISTRY.fullmatch(entry.name):
+                    registry.files[match["pid"]] = entry
+                elif match := _REGISTRY_KEY.fullmatch(entry.name):
+                    registry.keys[match["pid"]].append(entry)
+            changing = registry.files.keys()
+            self._registries[directory] = registry
+        elif alive is None:
+            changing = registry.files.keys()
+        else:
+            changing = {str(pid) for pid in alive} & registry.files.keys()
+        for pid in changing:
+            entry = registry.files[pid]
+            still = alive is not None and int(pid) not in alive
+            registry.name(pid, _registry_id(self.record(entry.path, still)))
+        return registry
+
     def removed(self, paths: Sequence[str]) -> None:
         """agentkeep removed `paths`: drop them, keep the rest of the listing."""
         for path in paths:
@@ -389,6 +451,10 @@ class _Listings:
                 self._named.pop(directory, None)
                 continue
             self._dirs[directory] = (mtime, cached[1])
+            registry = self._registries.get(directory)
+            if registry is not None and registry.mtime == cached[0]:
+                registry.forget(name)
+                registry.mtime = mtime
             named = self._named.get(directory)
             if named is not None and named[0] == cached[0]:
                 # Still right: named() skips names no longer listed.
@@ -597,22 +663,14 @@ class ClaudeAdapter(Adapter):
                 found.job_parents.setdefault(sid, parent)
 
     def _find_registry(self, layout: _Layout, found: _Grouped) -> None:
+        if found.only is not None:
+            self._find_registered(layout, found, found.only)
+            return
         by_pid: dict[str, str] = {}
         keys: list[tuple[_Entry, bool, str]] = []
-        cached = found.only is not None
-        # Only a live process rewrites its registry file in place: the files
-        # of exited ones need no look when listing one session (one /proc
-        # listing instead of a stat per file).
-        alive = _alive_pids() if cached else None
-        for entry, linked in self._config_entries(layout, "sessions", None, cached):
+        for entry, linked in self._config_entries(layout, "sessions", None):
             if match := _REGISTRY.fullmatch(entry.name):
-                if cached:
-                    # Cannot tell who is alive: every file is looked at.
-                    still = alive is not None and int(match["pid"]) not in alive
-                    record = self._listings.record(entry.path, still)
-                else:
-                    record = _read_json(entry.path)
-                sid = _registry_id(record)
+                sid = _registry_id(_read_json(entry.path))
                 if sid is not None:
                     by_pid[match["pid"]] = sid
                     found.add(sid, _Found(entry.path, REGISTRY, layout.config, linked))
@@ -620,6 +678,18 @@ class ClaudeAdapter(Adapter):
                 keys.append((entry, linked, match["pid"]))
         for entry, linked, pid in keys:
             found.add(by_pid.get(pid), _Found(entry.path, REGISTRY_KEY, layout.config, linked))
+
+    def _find_registered(self, layout: _Layout, found: _Grouped, sid: str) -> None:
+        """The registry files naming one session, from the cached registry."""
+        directory = layout.config.path / "sessions"
+        registry = self._listings.registry(str(directory), _alive_pids())
+        if registry is None:
+            return
+        linked = bool(layout.config.problem) or disk.is_link(directory)
+        for pid in sorted(registry.pids_of.get(sid, ())):
+            found.add(sid, _Found(registry.files[pid].path, REGISTRY, layout.config, linked))
+            for key in registry.keys.get(pid, []):
+                found.add(sid, _Found(key.path, REGISTRY_KEY, layout.config, linked))
 
     def _find_tmp(self, layout: _Layout, found: _Grouped) -> None:
         for root in layout.tmp:
