@@ -23,46 +23,90 @@ def files_below(path: Path) -> list[str]:
     return sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
 
 
-def test_begin_done_pending_round_trip(state: Path) -> None:
+def entry(agent: str, sid: str, started: float, paths: list[str], trash: bool) -> JournalEntry:
+    return JournalEntry(agent, sid, started, paths, trash)
+
+
+def ids(entries: list[JournalEntry]) -> list[tuple[str, str]]:
+    return [(e.agent, e.id) for e in entries]
+
+
+def test_a_batch_round_trips_oldest_first(state: Path) -> None:
     j = Journal(state)
     assert j.pending() == []
-    j.begin("claude", "0b7c-1", ["/h/.claude/projects/k/0b7c-1.jsonl"], trash=True, started=100.0)
-    j.begin("codex-issue-stores", "issue/42", ["/h/.codex/s/issue/42"], trash=False, started=50.0)
-    j.begin("grok", "g1", [], trash=False)
+    first = [
+        entry("claude", "0b7c-1", 100.0, ["/h/.claude/projects/k/0b7c-1.jsonl"], True),
+        entry("codex-issue-stores", "issue/42", 50.0, ["/h/.codex/s/issue/42"], False),
+    ]
+    j.begin_batch(first)
+    j.begin_batch([entry("grok", "g1", 75.0, [], False)])
 
     pending = Journal(state).pending()  # a fresh run reads what the last one left
-    assert [(e.agent, e.id) for e in pending[:2]] == [
+    assert ids(pending) == [
         ("codex-issue-stores", "issue/42"),
+        ("grok", "g1"),
         ("claude", "0b7c-1"),
     ]
-    assert pending[1] == JournalEntry(
-        "claude", "0b7c-1", 100.0, ["/h/.claude/projects/k/0b7c-1.jsonl"], True
-    )
-    assert pending[2].agent == "grok" and pending[2].started > 1_000_000_000
-
+    assert pending[2] == first[0]
     assert stat.S_IMODE((state / "journal").stat().st_mode) == 0o700
     for name in files_below(state / "journal"):
         assert stat.S_IMODE((state / "journal" / name).stat().st_mode) == 0o600
-    assert "codex-issue-stores/issue%2F42.json" in files_below(state / "journal")
-
-    j.done("claude", "0b7c-1")
-    j.done("claude", "0b7c-1")  # already done: fine
-    j.done("grok", "g1")
-    assert [(e.agent, e.id) for e in j.pending()] == [("codex-issue-stores", "issue/42")]
 
 
-def test_begin_again_replaces_the_entry(state: Path) -> None:
+def test_end_batch_forgets_only_its_own_batch(state: Path) -> None:
     j = Journal(state)
-    j.begin("claude", "s", ["/a"], trash=True, started=1.0)
-    j.begin("claude", "s", ["/a", "/b"], trash=False, started=2.0)
-    assert j.pending() == [JournalEntry("claude", "s", 2.0, ["/a", "/b"], False)]
-    assert files_below(state / "journal") == ["claude/s.json"]
+    a = j.begin_batch([entry("claude", "a", 1.0, ["/a"], True)])
+    j.begin_batch([entry("claude", "b", 2.0, ["/b"], True)])
+    j.end_batch(a)
+    j.end_batch(a)  # already gone: fine
+    assert ids(j.pending()) == [("claude", "b")]
+
+
+def test_narrowing_keeps_only_the_unfinished_removals(state: Path) -> None:
+    j = Journal(state)
+    batch = [entry("claude", sid, n, [f"/{sid}"], False) for n, sid in enumerate("abc")]
+    path = j.begin_batch(batch)
+    j.narrow_batch(path, [batch[1]])
+    assert j.pending() == [batch[1]]
+
+
+def test_a_batch_goes_once_every_entry_of_it_is_settled(state: Path) -> None:
+    j = Journal(state)
+    j.begin_batch([entry("claude", "a", 1.0, [], False), entry("claude", "b", 2.0, [], False)])
+    j.begin_batch([entry("claude", "c", 3.0, [], False)])
+    unsettled = j.pending()
+    a, b, c = unsettled
+
+    j.settle(a, [b, c])  # b is still to be settled: the batch stays
+    assert ids(j.pending()) == [("claude", "a"), ("claude", "b"), ("claude", "c")]
+    j.settle(c, [b])
+    assert ids(j.pending()) == [("claude", "a"), ("claude", "b")]
+    j.settle(b, [])
+    assert j.pending() == []
+    assert files_below(state / "journal") == []
+
+
+def test_entries_written_by_an_earlier_release_are_read_and_settled(state: Path) -> None:
+    """Earlier releases wrote one file per removal: an upgrade must still
+    finish what such a file names."""
+    folder = state / "journal" / "codex-issue-stores"
+    folder.mkdir(parents=True)
+    old = {"agent": "codex-issue-stores", "id": "issue/42", "started": 5.0, "paths": ["/x"]}
+    (folder / "issue%2F42.json").write_text(json.dumps({**old, "trash": True}))
+    j = Journal(state)
+    j.begin_batch([entry("claude", "new", 9.0, [], False)])
+
+    pending = j.pending()
+    assert pending[0] == entry("codex-issue-stores", "issue/42", 5.0, ["/x"], True)
+    j.settle(pending[0], pending[1:])
+    assert ids(j.pending()) == [("claude", "new")]
 
 
 def test_unreadable_entries_are_skipped(state: Path) -> None:
     j = Journal(state)
-    j.begin("claude", "good", ["/x"], trash=True, started=1.0)
+    j.begin_batch([entry("claude", "good", 1.0, ["/x"], True)])
     folder = state / "journal" / "claude"
+    folder.mkdir()
     (folder / "garbage.json").write_text("{not json")
     (folder / "binary.json").write_bytes(b"\xff\xfe\x00")
     (folder / "wrong-types.json").write_text(
@@ -78,6 +122,9 @@ def test_unreadable_entries_are_skipped(state: Path) -> None:
     unreadable = folder / "unreadable.json"
     unreadable.mkdir()  # reading a directory fails with an OSError
     (state / "journal" / "stray-file").write_text("not a folder")
+    (state / "journal" / "batch-1-1.json").write_text('{"batch": [{"agent": "../x"}]}')
+    (state / "journal" / "batch-2-1.json").write_text('{"batch": 3}')
+    (state / "journal" / "batch-3-1.json").write_text("[]")
 
     assert [e.id for e in j.pending()] == ["good"]
 
@@ -92,19 +139,20 @@ def test_a_full_disk_raises_and_leaves_nothing_claiming_a_removal(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
     j = Journal(state)
-    j.begin("claude", "earlier", ["/e"], trash=True, started=1.0)
+    earlier = [entry("claude", "earlier", 1.0, ["/e"], True), entry("claude", "x", 1.5, [], True)]
+    path = j.begin_batch(earlier)
     monkeypatch.setattr(journal, "_write_hook", full)
     with pytest.raises(OSError) as raised:
-        j.begin("claude", "s", ["/a"], trash=True, started=2.0)
+        j.begin_batch([entry("claude", "s", 2.0, ["/a"], True)])
     assert raised.value.errno == errno.ENOSPC
     assert calls, "SETUP INVALID: the write never reached the hook"
-    assert [e.id for e in j.pending()] == ["earlier"]
-    assert files_below(state / "journal") == ["claude/earlier.json"]
+    assert j.pending() == earlier
+    assert files_below(state / "journal") == [path.name]
 
-    # A failed rewrite keeps the record of an interrupted removal.
+    # A failed narrowing keeps the whole batch.
     with pytest.raises(OSError):
-        j.begin("claude", "earlier", ["/e", "/f"], trash=True, started=3.0)
-    assert j.pending() == [JournalEntry("claude", "earlier", 1.0, ["/e"], True)]
+        j.narrow_batch(path, earlier[:1])
+    assert j.pending() == earlier
 
 
 def test_a_failure_after_the_data_is_written_leaves_no_temporary_file(
@@ -119,7 +167,7 @@ def test_a_failure_after_the_data_is_written_leaves_no_temporary_file(
 
     monkeypatch.setattr(journal, "_write_hook", full_at_rename)
     with pytest.raises(OSError):
-        Journal(state).begin("claude", "s", ["/a"], trash=False)
+        Journal(state).begin_batch([entry("claude", "s", 1.0, ["/a"], False)])
     assert seen_tmp == [True], "SETUP INVALID: the failure did not come after the data was written"
     assert files_below(state / "journal") == []
     assert Journal(state).pending() == []
@@ -127,5 +175,5 @@ def test_a_failure_after_the_data_is_written_leaves_no_temporary_file(
 
 def test_bad_agent_names_are_refused(state: Path) -> None:
     with pytest.raises(ValueError):
-        Journal(state).begin("../x", "s", [], trash=False)
+        Journal(state).begin_batch([entry("../x", "s", 1.0, [], False)])
     assert not (state / "journal").exists() or files_below(state / "journal") == []

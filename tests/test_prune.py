@@ -28,6 +28,7 @@ from agentkeep import core, leases, prune, trash
 from agentkeep.adapters import AGENTS
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.index import Index
+from agentkeep.journal import Journal
 from agentkeep.model import parse_rfc3339, rfc3339
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
@@ -677,6 +678,36 @@ def test_descendants_are_removed_before_their_ancestors(fake_home: FakeHome) -> 
     assert doc["kept"] == [] and all(gone(s) for s in (root, child, grandchild))
 
 
+def test_sessions_are_journaled_a_batch_at_a_time(
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One durable journal write per batch, not per session (each costs
+    fsyncs), and every session is named by its batch before it goes."""
+    n = prune.BATCH * 2 + 3
+    old = [
+        make_session(fake_home, cwd=f"/home/u/p{i % 7}", age_days=40, full=False) for i in range(n)
+    ]
+    batches: list[list[str]] = []
+    named_before_removal: list[bool] = []
+    begin = Journal.begin_batch
+
+    def counting(self: Journal, entries: list[Any]) -> Path:
+        batches.append([e.id for e in entries])
+        for e in entries:
+            named_before_removal.append(any(os.path.lexists(p) for p in e.paths))
+        return begin(self, entries)
+
+    monkeypatch.setattr(Journal, "begin_batch", counting)
+    doc = run_prune(older_than="30d")
+
+    assert sorted(removed_ids(doc)) == sorted(s.id for s in old)
+    assert all(gone(s) for s in old)
+    assert [len(b) for b in batches] == [prune.BATCH, prune.BATCH, 3]
+    assert sorted(i for b in batches for i in b) == sorted(s.id for s in old)
+    assert all(named_before_removal), "a batch was written after its removals began"
+    assert pending_journal(fake_home) == []
+
+
 # -- invariant 1: a cutoff the user chose, never under a day ------------------------
 
 
@@ -841,8 +872,7 @@ removal._before_leaf = fail
 
 
 def pending_journal(fh: FakeHome) -> list[str]:
-    directory = fh.state / "journal" / "claude"
-    return sorted(p.name for p in directory.glob("*.json")) if directory.is_dir() else []
+    return sorted(e.id for e in Journal(fh.state).pending() if e.agent == "claude")
 
 
 def test_a_removal_failing_half_way_is_reported_and_finished_by_the_next_run(
@@ -868,7 +898,7 @@ def test_a_removal_failing_half_way_is_reported_and_finished_by_the_next_run(
     assert removed_ids(doc) == [other.id] and gone(other)
     assert not s.transcript.exists(), "the record the agent lists it by went first"
     assert s.file_history.exists()
-    assert pending_journal(fake_home) == [f"{s.id}.json"], "the journal entry is left"
+    assert pending_journal(fake_home) == [s.id], "the journal entry is left"
 
     code, again, err = cli_json(fake_home, "prune", "--older-than", "30d")
 
@@ -915,7 +945,7 @@ def test_a_prune_killed_mid_removal_is_finished_by_the_next_run(fake_home: FakeH
     if proc.returncode != -signal.SIGKILL:
         pytest.fail(f"SETUP INVALID: the prune was not killed (exit {proc.returncode})")
     half = [s for s in old if not whole(s) and not gone(s)]
-    if len(half) != 1 or len(pending_journal(fake_home)) != 1:
+    if len(half) != 1 or half[0].id not in pending_journal(fake_home):
         pytest.fail("SETUP INVALID: no session was left half removed with a journal entry")
     assert not half[0].transcript.exists(), "the primary record went first"
 

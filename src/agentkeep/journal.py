@@ -7,6 +7,12 @@ was interrupted: the caller finishes it under the session's exclusive lease,
 after listing the session from the disk again (a path may have been renamed
 since, as Codex compresses rollouts). Entries are never trusted as a list of
 things to delete, only as names of sessions to look at again.
+
+A prune journals a batch of sessions in one file, made durable once: an
+fsync costs milliseconds on a real disk, and two per session made a prune of
+thousands take minutes. An entry whose removal never started is harmless:
+finishing a session whose primary record is still there leaves it to the
+plan.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +40,7 @@ log = structlog.get_logger("agentkeep.journal")
 _write_hook: Callable[[Path], None] | None = None
 
 _SUFFIX = ".json"
+_BATCH = "batch-"
 
 
 @dataclass
@@ -43,6 +50,17 @@ class JournalEntry:
     started: float
     paths: list[str]
     trash: bool
+    # Where it was read from: its own file, or a batch (never written).
+    file: Path | None = field(default=None, compare=False)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "id": self.id,
+            "started": self.started,
+            "paths": self.paths,
+            "trash": self.trash,
+        }
 
     @classmethod
     def from_json(cls, data: Any) -> JournalEntry:
@@ -73,8 +91,10 @@ def _fsync_dir(path: Path) -> None:
 
 
 class Journal:
-    """`<state>/journal/<agent>/<encoded id>.json`, one file per removal in
-    progress."""
+    """`<state>/journal/batch-<ns>-<pid>.json`, one file per batch of
+    removals in progress. `<state>/journal/<agent>/<encoded id>.json`, one
+    file per removal, was written by earlier releases: still read and
+    finished."""
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
@@ -85,24 +105,36 @@ class Journal:
             raise ValueError(f"invalid agent name {agent!r}")
         return self.dir / agent / f"{encode_id(session_id)}{_SUFFIX}"
 
-    def begin(
-        self,
-        agent: str,
-        session_id: str,
-        paths: list[str],
-        *,
-        trash: bool,
-        started: float | None = None,
-    ) -> None:
-        """Record that the removal of a session starts. Durable (file and
-        directory fsynced) before it returns; raises OSError when it cannot
-        be, and then the caller must remove nothing: a removal nobody can
-        finish must not begin. Nothing half-written is ever left to read."""
-        path = self._path(agent, session_id)
+    def begin_batch(self, entries: list[JournalEntry]) -> Path:
+        """Record that the removals of `entries` start: one file, durable
+        (file and directory fsynced) before it returns. Raises OSError when
+        it cannot be, and then the caller must remove nothing: a removal
+        nobody can finish must not begin. Nothing half-written is ever left
+        to read. end_batch() forgets it."""
+        for entry in entries:
+            self._path(entry.agent, entry.id)  # a bad name fails before anything is written
+        path = self.dir / f"{_BATCH}{time.time_ns()}-{os.getpid()}{_SUFFIX}"
+        self._write(path, {"batch": [e.as_json() for e in entries]})
+        return path
+
+    def narrow_batch(self, path: Path, entries: list[JournalEntry]) -> None:
+        """Keep only `entries` of the batch at `path` (the removals that
+        failed half way), durably; OSError leaves the batch as it was."""
+        self._write(path, {"batch": [e.as_json() for e in entries]})
+
+    def end_batch(self, path: Path) -> None:
+        """Every removal of the batch finished or never started. Not
+        fsynced: a batch that comes back after a crash names sessions
+        already gone (finishing them again finds nothing left to remove) or
+        never touched (left to the plan)."""
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return
+
+    def _write(self, path: Path, data: dict[str, Any]) -> None:
         for directory in (self.state_dir, self.dir, path.parent):
             ensure_private_dir(directory)
-        when = time.time() if started is None else started
-        entry = JournalEntry(agent, session_id, when, list(paths), trash)
         tmp = path.with_name(f".{path.name}.tmp")
         try:
             if _write_hook is not None:
@@ -111,7 +143,7 @@ class Journal:
                 tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
             )
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(asdict(entry), f)
+                json.dump(data, f)
                 f.flush()
                 os.fsync(f.fileno())
             if _write_hook is not None:
@@ -119,20 +151,24 @@ class Journal:
             os.replace(tmp, path)
             _fsync_dir(path.parent)
         except BaseException:
-            # Only the temporary file goes: an older entry of the same session
-            # (an interrupted removal) must stay until that removal is done.
+            # Only the temporary file goes: a batch already at `path` (one
+            # being narrowed) must stay until its removals are done.
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
             raise
 
-    def done(self, agent: str, session_id: str) -> None:
-        """The removal finished: forget it. Not fsynced: an entry that comes
-        back after a crash names a session already gone, and finishing it
-        again finds nothing left to remove."""
+    def settle(self, entry: JournalEntry, rest: list[JournalEntry]) -> None:
+        """A pending entry was finished (or left to the plan): forget it. A
+        batch goes when none of `rest` (the pending entries still to be
+        settled) came from it."""
+        if entry.file is None:
+            return
+        if entry.file.name.startswith(_BATCH) and any(o.file == entry.file for o in rest):
+            return
         try:
-            os.unlink(self._path(agent, session_id))
+            os.unlink(entry.file)
         except FileNotFoundError:
             return
 
@@ -141,22 +177,36 @@ class Journal:
         or malformed entries are logged and skipped."""
         entries: list[JournalEntry] = []
         try:
-            agent_dirs = sorted(self.dir.iterdir())
+            listed = sorted(self.dir.iterdir())
         except FileNotFoundError:
             return entries
         except OSError as exc:
             log.error("journal unreadable", path=str(self.dir), error=str(exc))
             return entries
-        for agent_dir in agent_dirs:
-            if not agent_dir.is_dir() or agent_dir.is_symlink():
+        for path in listed:
+            if path.name.startswith(_BATCH) and path.name.endswith(_SUFFIX):
+                entries.extend(self._read_batch(path))
+            if not path.is_dir() or path.is_symlink():
                 continue
-            for path in sorted(agent_dir.iterdir()):
-                if not path.name.endswith(_SUFFIX):
+            for entry_path in sorted(path.iterdir()):
+                if not entry_path.name.endswith(_SUFFIX):
                     continue
-                entry = self._read(path)
+                entry = self._read(entry_path)
                 if entry is not None:
                     entries.append(entry)
         return sorted(entries, key=lambda e: e.started)
+
+    def _read_batch(self, path: Path) -> list[JournalEntry]:
+        try:
+            with open(path, encoding="utf-8") as f:
+                batch = json.load(f)["batch"]
+            entries = [JournalEntry.from_json(item) for item in batch]
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            log.warning("journal batch unreadable, skipped", path=str(path), error=str(exc))
+            return []
+        for entry in entries:
+            entry.file = path
+        return entries
 
     def _read(self, path: Path) -> JournalEntry | None:
         try:
@@ -168,4 +218,5 @@ class Journal:
         if path != self._path(entry.agent, entry.id):
             log.warning("journal entry does not match its name, skipped", path=str(path))
             return None
+        entry.file = path
         return entry

@@ -24,7 +24,7 @@ from agentkeep import disk, leases, trash
 from agentkeep.adapters.base import Adapter, RemovalError
 from agentkeep.config import MIN_RETENTION
 from agentkeep.index import Index
-from agentkeep.journal import Journal
+from agentkeep.journal import Journal, JournalEntry
 from agentkeep.model import Holder, Reason, Session, rfc3339
 from agentkeep.processes import ProcessTable
 from agentkeep.removal import SessionRemoval
@@ -39,6 +39,9 @@ _after_lease: Callable[[str, str], None] | None = None
 _after_plan: Callable[[], None] | None = None
 
 PROCESS_SNAPSHOT_TTL = 1.0
+# Sessions checked under their leases and journaled together (one durable
+# write per batch, see journal); each holds its leases until it is removed.
+BATCH = 64
 
 # Set by the daemon when it is told to stop: a run in flight finishes the
 # session it is removing and keeps the rest (`capped`) for the next run.
@@ -207,6 +210,71 @@ class DiskView:
 
     def children(self, session_id: str) -> list[str]:
         return sorted(self._children.get(session_id, []))
+
+
+@dataclass
+class _Ready:
+    """A session listed and checked again under its held leases."""
+
+    session: Session
+    view: DiskView
+    locks: list[leases.Lease]
+
+    def entry(self, trash: bool) -> JournalEntry:
+        paths = [a.path for a in self.session.artifacts]
+        return JournalEntry(self.session.agent, self.session.id, time.time(), paths, trash)
+
+
+def _release(locks: list[leases.Lease]) -> None:
+    for lease in reversed(locks):
+        lease.release()
+
+
+def _parent_of_any(s: Session, batch: list[_Ready], view: DiskView) -> bool:
+    """Whether `s` is the parent of a session waiting in `batch`: it can only
+    be checked once they are gone (the plan puts descendants first)."""
+    children = set(view.children(s.id))
+    return any(r.session.agent == s.agent and r.session.id in children for r in batch)
+
+
+class _Act:
+    """What one run's act has decided so far."""
+
+    def __init__(
+        self,
+        views: dict[str, DiskView],
+        opts: PruneOptions,
+        report: PruneReport,
+        planned: set[tuple[str, str]],
+    ) -> None:
+        self.views = views
+        self.opts = opts
+        self.report = report
+        self.planned = planned
+        self.kept = {(k.agent, k.id) for k in report.kept}
+        self.removed: set[tuple[str, str]] = set()
+
+    def removed_one(self, outcome: Removed) -> None:
+        self.report.removed.append(outcome)
+        self.report.residual.extend((outcome.agent, outcome.id, p) for p in outcome.residual)
+        self.removed.add((outcome.agent, outcome.id))
+
+    def stay(self, outcome: Kept) -> None:
+        self.report.kept.append(outcome)
+        self.kept.add((outcome.agent, outcome.id))
+        self._ancestors_stay(outcome.agent, outcome.id)
+
+    def fail(self, outcome: Failed, session: Session) -> None:
+        self.report.failed.append(outcome)
+        self._ancestors_stay(session.agent, session.id)
+
+    def _ancestors_stay(self, agent: str, sid: str) -> None:
+        """A session stays: so does every ancestor still waiting in the plan
+        (recent ancestors stay anyway and are not old enough to report)."""
+        for parent in ancestors(sid, self.views[agent].parent_of):
+            if (agent, parent) not in self.kept and (agent, parent) in self.planned:
+                self.kept.add((agent, parent))
+                self.report.kept.append(Kept(agent, parent, Reason.ANCESTOR, f"parent of {sid}"))
 
 
 class Pruner:
@@ -390,72 +458,48 @@ class Pruner:
         opts: PruneOptions,
         report: PruneReport,
     ) -> None:
-        kept = {(k.agent, k.id) for k in report.kept}
-        planned = {s.key for s in plan}
-        removed: set[tuple[str, str]] = set()
+        act = _Act(views, opts, report, {s.key for s in plan})
+        batch: list[_Ready] = []
         for done, s in enumerate(plan):
             if opts.progress is not None:
                 opts.progress(done, len(plan))
-            if s.key in kept:
+            if s.key in act.kept:
                 continue
+            if batch and (len(batch) == BATCH or _parent_of_any(s, batch, views[s.agent])):
+                self._remove_batch(batch, act)
+                batch = []
             if STOP.is_set():
-                stopping = Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping")
-                self._stay(stopping, views, report, kept, planned)
+                act.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
                 continue
-            if self._capped(opts, report):
-                capped = Kept(s.agent, s.id, Reason.CAPPED, "over max_removals")
-                self._stay(capped, views, report, kept, planned)
+            if self._capped(opts, report, len(batch)):
+                act.stay(Kept(s.agent, s.id, Reason.CAPPED, "over max_removals"))
                 continue
-            outcome = self._act_one(s, views[s.agent], opts, removed)
-            if isinstance(outcome, Removed):
-                report.removed.append(outcome)
-                report.residual.extend((s.agent, s.id, p) for p in outcome.residual)
-                removed.add(s.key)
+            outcome = self._take(s, views[s.agent], opts, act.removed)
+            if isinstance(outcome, _Ready):
+                batch.append(outcome)
             elif isinstance(outcome, Kept):
-                self._stay(outcome, views, report, kept, planned)
-            elif isinstance(outcome, Failed):
-                report.failed.append(outcome)
-                self._stay(None, views, report, kept, planned, s)
+                act.stay(outcome)
+        if batch:
+            self._remove_batch(batch, act)
         for r in report.removed:
             if not opts.dry_run:
                 self._index_write(lambda i, r=r: i.delete(r.agent, r.id))
 
     @staticmethod
-    def _capped(opts: PruneOptions, report: PruneReport) -> bool:
+    def _capped(opts: PruneOptions, report: PruneReport, pending: int = 0) -> bool:
         """max_removals caps every prune; a purge names its sessions and is not counted."""
         if opts.purge is not None or opts.max_removals is None:
             return False
-        return len(report.removed) >= opts.max_removals
+        return len(report.removed) + pending >= opts.max_removals
 
-    def _stay(
-        self,
-        outcome: Kept | None,
-        views: dict[str, DiskView],
-        report: PruneReport,
-        kept: set[tuple[str, str]],
-        planned: set[tuple[str, str]],
-        session: Session | None = None,
-    ) -> None:
-        """A session stays: so does every ancestor still waiting in the plan
-        (recent ancestors stay anyway and are not old enough to report)."""
-        if outcome is not None:
-            report.kept.append(outcome)
-            kept.add((outcome.agent, outcome.id))
-            agent, sid = outcome.agent, outcome.id
-        else:
-            assert session is not None
-            agent, sid = session.agent, session.id
-        view = views[agent]
-        for parent in ancestors(sid, view.parent_of):
-            if (agent, parent) not in kept and (agent, parent) in planned:
-                kept.add((agent, parent))
-                report.kept.append(Kept(agent, parent, Reason.ANCESTOR, f"parent of {sid}"))
-
-    def _act_one(
+    def _take(
         self, s: Session, view: DiskView, opts: PruneOptions, removed: set[tuple[str, str]]
-    ) -> Removed | Kept | Failed | None:
+    ) -> _Ready | Kept | None:
+        """Take the session's leases and check it again; ready to remove
+        (its leases held), kept (released), or None when it is gone."""
         adapter = self.adapters[s.agent]
         locks: list[leases.Lease] = []
+        ready = False
         try:
             own = [(leases.lease_path(self.state_dir, s.agent, s.id), True)]
             for path, create_dirs in own + [(p, False) for p in adapter.lock_files(s)]:
@@ -467,30 +511,22 @@ class Pruner:
                 locks.append(lease)
             if _after_lease is not None:
                 _after_lease(s.agent, s.id)
-            return self._recheck_and_remove(adapter, s, view, opts, removed)
+            # Invariant 4: under the exclusive lease, list the session from
+            # the disk again and check again; the index may be stale, this
+            # never is.
+            fresh = adapter.load(s.id)
+            if fresh is None:
+                return None  # gone already: nothing of it left to remove
+            reason = self._recheck(fresh, view, opts, removed)
+            if reason is not None:
+                return reason
+            ready = True
+            return _Ready(fresh, view, locks)
         except leases.LeaseError as exc:
             return Kept(s.agent, s.id, Reason.HELD, f"lease error: {exc}")
         finally:
-            for lease in reversed(locks):
-                lease.release()
-
-    def _recheck_and_remove(
-        self,
-        adapter: Adapter,
-        planned: Session,
-        view: DiskView,
-        opts: PruneOptions,
-        removed: set[tuple[str, str]],
-    ) -> Removed | Kept | Failed | None:
-        """Invariant 4: under the exclusive lease, list the session from the
-        disk again and check again; the index may be stale, this never is."""
-        s = adapter.load(planned.id)
-        if s is None:
-            return None  # gone already: nothing of it left to remove
-        reason = self._recheck(s, view, opts, removed)
-        if reason is not None:
-            return reason
-        return self._remove(adapter, s, view, opts)
+            if not ready:
+                _release(locks)
 
     def _recheck(
         self, s: Session, view: DiskView, opts: PruneOptions, removed: set[tuple[str, str]]
@@ -507,20 +543,63 @@ class Pruner:
             return Kept(s.agent, s.id, Reason.ANCESTOR, f"parent of {children[0]}")
         return None
 
+    def _remove_batch(self, batch: list[_Ready], act: _Act) -> None:
+        """Remove sessions checked and held under their leases. Invariant 5:
+        the batch's journal entry exists before anything is removed, and
+        names every removal that failed half way until a run finishes it."""
+        try:
+            written = None
+            if not act.opts.dry_run:
+                try:
+                    written = self.journal.begin_batch(
+                        [r.entry(act.opts.trash_for > 0) for r in batch]
+                    )
+                except OSError as exc:
+                    for r in batch:
+                        agent, sid = r.session.agent, r.session.id
+                        log.error(
+                            "journal write failed; nothing removed",
+                            agent=agent,
+                            id=sid,
+                            error=str(exc),
+                        )
+                        why = f"cannot write the journal: {exc}"
+                        act.fail(Failed(agent, sid, why), r.session)
+                    return
+            unfinished: list[_Ready] = []
+            for n, r in enumerate(batch):
+                s = r.session
+                # The session being removed is finished; the rest stay.
+                if n and STOP.is_set():
+                    act.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
+                    continue
+                outcome = self._remove(self.adapters[s.agent], s, r.view, act.opts)
+                _release(r.locks)
+                if isinstance(outcome, Removed):
+                    act.removed_one(outcome)
+                else:
+                    act.fail(outcome, s)
+                    unfinished.append(r)
+            if written is not None:
+                self._end_batch(written, unfinished, act.opts.trash_for > 0)
+        finally:
+            for r in batch:
+                _release(r.locks)
+
+    def _end_batch(self, written: Path, unfinished: list[_Ready], trash: bool) -> None:
+        """Forget the batch, except the removals that failed half way."""
+        if not unfinished:
+            self.journal.end_batch(written)
+            return
+        try:
+            self.journal.narrow_batch(written, [r.entry(trash) for r in unfinished])
+        except OSError as exc:
+            # The whole batch stays: the next run finds the rest gone.
+            log.error("journal not narrowed", path=str(written), error=str(exc))
+
     def _remove(
         self, adapter: Adapter, s: Session, view: DiskView, opts: PruneOptions
     ) -> Removed | Failed:
-        if not opts.dry_run:
-            try:
-                # Invariant 5: the journal entry exists before anything is removed.
-                self.journal.begin(
-                    s.agent, s.id, [a.path for a in s.artifacts], trash=opts.trash_for > 0
-                )
-            except OSError as exc:
-                log.error(
-                    "journal write failed; nothing removed", agent=s.agent, id=s.id, error=str(exc)
-                )
-                return Failed(s.agent, s.id, f"cannot write the journal: {exc}")
         try:
             removal = self._removal(s, dry_run=opts.dry_run, trash_for=opts.trash_for, now=opts.now)
         except (trash.TrashError, OSError) as exc:
@@ -533,7 +612,6 @@ class Pruner:
         finally:
             self._close_trash(removal)
         if not opts.dry_run:
-            self.journal.done(s.agent, s.id)
             view.settle([a.path for a in s.artifacts])
         log.info(
             "removed" if not opts.dry_run else "would remove",
@@ -584,11 +662,13 @@ class Pruner:
     def _finish_journal(self, report: PruneReport, trash_for: float) -> bool:
         """Invariant 5: a removal killed half way is finished by the next run,
         under the exclusive lease, after listing the session from the disk
-        again. A session whose primary record is back was re-created by its
-        agent: it is left for the ordinary plan to judge. What is finished
-        is in this run's report (invariant 9). True when anything was."""
+        again. A session whose primary record is back (or never went: its
+        batch was journaled before its removal started) is left for the
+        ordinary plan to judge. What is finished is in this run's report
+        (invariant 9). True when anything was."""
         finished = False
-        for entry in self.journal.pending():
+        unsettled = self.journal.pending()
+        for entry in list(unsettled):
             adapter = self.adapters.get(entry.agent)
             if adapter is None:
                 continue
@@ -610,6 +690,8 @@ class Pruner:
                 continue
             finally:
                 lease.release()
+            unsettled = [e for e in unsettled if e is not entry]
+            self.journal.settle(entry, unsettled)
             if done is not None:
                 report.removed.append(done)
                 report.residual.extend((done.agent, done.id, p) for p in done.residual)
@@ -620,19 +702,15 @@ class Pruner:
         self, adapter: Adapter, agent: str, sid: str, trash_for: float
     ) -> Removed | None:
         s = adapter.load(sid)
-        done = None
-        if s is not None and not s.primary:
-            removal = self._removal(s, dry_run=False, trash_for=trash_for, now=time.time())
-            try:
-                adapter.remove(s, removal)
-            finally:
-                self._close_trash(removal)
-            log.info("finished an interrupted removal", agent=agent, id=sid)
-            done = Removed(
-                agent, sid, s.bytes, self._activity(s), removal.removed, removal.residuals
-            )
-        self.journal.done(agent, sid)
-        return done
+        if s is None or s.primary:
+            return None
+        removal = self._removal(s, dry_run=False, trash_for=trash_for, now=time.time())
+        try:
+            adapter.remove(s, removal)
+        finally:
+            self._close_trash(removal)
+        log.info("finished an interrupted removal", agent=agent, id=sid)
+        return Removed(agent, sid, s.bytes, self._activity(s), removal.removed, removal.residuals)
 
     # -- the scheduled prune's pause ------------------------------------------
     def _pause_reason(self, views: dict[str, DiskView], opts: PruneOptions) -> str | None:

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from agentkeep import leases
+from agentkeep.journal import Journal
 from build_claude import ClaudeSessionPaths
 from fakehome import FakeHome, make_fake_home
 from waiting import wait_until
@@ -207,11 +208,8 @@ def gone(s: ClaudeSessionPaths) -> bool:
 
 
 def pending_journal(fh: FakeHome) -> set[str]:
-    """Session ids with a journal entry (encoded names of Claude ids are the ids)."""
-    directory = fh.state / "journal" / "claude"
-    if not directory.is_dir():
-        return set()
-    return {p.name[: -len(".json")] for p in directory.iterdir() if p.name.endswith(".json")}
+    """Ids of the Claude sessions with a journal entry."""
+    return {e.id for e in Journal(fh.state).pending() if e.agent == "claude"}
 
 
 # -- the daemon's log ------------------------------------------------------------------

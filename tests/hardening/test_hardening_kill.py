@@ -112,7 +112,7 @@ def after_lease(agent, sid):
     elif MODE == "journal":
         journal._write_hook = journal_rename
     elif MODE == "done":
-        journal.Journal.done = die  # removed, and not yet marked done
+        journal.Journal.end_batch = die  # removed, and not yet marked done
     elif MODE == "trash":
         save = trash.TrashWriter._save
         def saving(self):

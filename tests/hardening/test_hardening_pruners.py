@@ -27,12 +27,12 @@ from test_daemon_serve import Daemon, start_daemon, stop_daemons
 __all__ = ["stop_daemons"]
 
 OLD = 20
-# The daemon's prune dawdles a little per session, so that the other pruner
-# surely starts while it runs.
+# The daemon's prune dawdles over each file it removes, so that the other
+# pruner surely starts while it is removing.
 SLOW_PRUNE = """
 import time
-import agentkeep.prune as prune
-prune._after_lease = lambda agent, sid: time.sleep(0.15)
+import agentkeep.removal as removal
+removal._before_leaf = lambda path: time.sleep(0.05)
 """
 # The CLI's prune stops after its plan until the test opens the barrier.
 BARRIER = """
