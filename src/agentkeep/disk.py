@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -411,13 +411,13 @@ def open_quietly(path: str | os.PathLike[str]) -> BinaryIO | None:
     return os.fdopen(fd, "rb")
 
 
-def dir_mtimes(dirs: list[Path]) -> dict[str, int | None]:
+def dir_mtimes(dirs: Iterable[str | os.PathLike[str]]) -> dict[str, int | None]:
     """Each directory's mtime in ns (None when it cannot be read): a new or
     removed entry changes it, so this tells cheaply whether a listing moved."""
     sigs: dict[str, int | None] = {}
-    for d in dirs:
+    for d in map(os.fspath, dirs):
         try:
-            sigs[os.fspath(d)] = os.stat(d).st_mtime_ns
+            sigs[d] = os.stat(d).st_mtime_ns
         except OSError:
-            sigs[os.fspath(d)] = None
+            sigs[d] = None
     return sigs

@@ -181,7 +181,7 @@ class DiskView:
     def __init__(self, adapter: Adapter, sessions: list[Session]) -> None:
         self.adapter = adapter
         self._set(sessions)
-        self.dirs = adapter.watch_dirs()
+        self.dirs = [os.fspath(d) for d in adapter.watch_dirs()]
         self.signatures = disk.dir_mtimes(self.dirs)
 
     def _set(self, sessions: list[Session]) -> None:
@@ -195,14 +195,14 @@ class DiskView:
         now = disk.dir_mtimes(self.dirs)
         if now != self.signatures:
             self._set(list(self.adapter.scan()))
-            self.dirs = self.adapter.watch_dirs()
+            self.dirs = [os.fspath(d) for d in self.adapter.watch_dirs()]
             self.signatures = disk.dir_mtimes(self.dirs)
 
     def settle(self, removed: list[str]) -> None:
         """After our own removal changed the mtimes of the directories that
         held what it removed (only those are looked at again)."""
         parents = {os.path.dirname(p) for p in removed} & self.signatures.keys()
-        self.signatures.update(disk.dir_mtimes([Path(p) for p in parents]))
+        self.signatures.update(disk.dir_mtimes(parents))
 
     def parent_of(self, session_id: str) -> str | None:
         s = self.sessions.get(session_id)
