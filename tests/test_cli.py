@@ -29,7 +29,11 @@ from agentkeep.processes import ProcessTable
 from build_agents import make_zero_session, mtimes, zero_root
 from build_claude import ClaudeSessionPaths, make_session, new_id, set_age, write_registry
 from fakehome import FakeHome, make_fake_home
+from test_daemon_serve import start_daemon, stop_daemons
 from waiting import wait_until as wait_for
+
+# Imported for its effect: every daemon a test here starts is killed after it.
+__all__ = ["stop_daemons"]
 
 RFC3339_Z = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 SESSION_KEYS = {
@@ -470,3 +474,48 @@ def test_reading_commands_change_no_timestamp(fake_home: FakeHome) -> None:
         assert proc.returncode in (0, 1), proc.stderr
 
     assert {r: mtimes(r) for r in roots} == before
+
+
+# -- start-up ------------------------------------------------------------------
+
+# What only in-process work or text output needs: a command the daemon
+# answers, and --version or --help, import none of it. (A blocked import
+# is listed too: `rich` alone is structlog's attempt, refused by logs.py.)
+HEAVY = {"agentkeep.core", "agentkeep.index", "agentkeep.prune", "rich.console"}
+
+
+def imported(fh: FakeHome, *args: str) -> set[str]:
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "agentkeep", *args],
+        env=fh.environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [line.split("|")[-1].strip() for line in proc.stderr.splitlines()]
+    return {name for name in lines if name}
+
+
+@pytest.mark.parametrize("args", [("--version",), ("--help",), ("ls", "--help")])
+def test_version_and_help_import_nothing_heavy(fake_home: FakeHome, args: tuple[str, ...]) -> None:
+    names = imported(fake_home, *args)
+
+    assert "click" in names, "SETUP INVALID: -X importtime printed no imports"
+    assert not {n for n in names if n.split(".")[0] == "structlog" or n in HEAVY}
+    assert not {n for n in names if n.startswith("rich.")}
+
+
+def test_ls_json_answered_by_the_daemon_imports_no_core(fake_home: FakeHome) -> None:
+    make_session(fake_home, age_days=40)
+    daemon = start_daemon(fake_home)
+    local = fake_home.cli("ls", "--json", env={**fake_home.environ, "AGENTKEEP_SOCKET": "/nx"})
+
+    names = imported(fake_home, "ls", "--json")
+    served = fake_home.cli("ls", "--json", check=True)
+
+    assert daemon.call("status")["sessions"] == 1
+    assert "agentkeep.client" in names, "SETUP INVALID: the daemon was not asked"
+    assert not names & HEAVY
+    assert served.stdout == local.stdout
+    assert served.stdout == json.dumps(json.loads(served.stdout), indent=2) + "\n"

@@ -7,6 +7,7 @@ last, and building it never changes a timestamp on the disk it reads.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import stat
@@ -17,8 +18,9 @@ import pytest
 from agentkeep import core
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.adapters.zero import ZeroAdapter
-from agentkeep.index import Index, IndexedSession
-from agentkeep.model import Session
+from agentkeep.index import IDLE_TAIL, Index, IndexedSession, written_as_python
+from agentkeep.jsontext import folded_item
+from agentkeep.model import Artifact, Session, State, rfc3339
 from agentkeep.paths import Env
 from build_agents import make_zero_session, mtimes, zero_root
 from build_claude import make_session
@@ -217,3 +219,94 @@ def test_building_the_index_changes_no_timestamp_it_reads(fake_home: FakeHome) -
 
     assert {r: mtimes(r) for r in roots} == before
     assert ctx.index.count() == 3
+
+
+# Times within half a microsecond of a second print as that second (Python
+# rounds to the microsecond first); negative and fractional ones too.
+EDGE_TIMES = [
+    1_790_000_000.0,
+    1_790_000_000.9999995,
+    1_790_000_000.9999994,
+    1_790_000_000.99999949,
+    1_790_000_000.4,
+    86_399.9999996,
+    0.0,
+    -0.4,
+    -0.5000001,
+    -1.9999996,
+    -86_400.25,
+]
+
+
+def test_listing_writes_what_the_cli_prints(fake_home: FakeHome, index: Index) -> None:
+    plain = 'a "quoted" back\\slash, \\" and \\\\", {"x": [1]}'
+    odd = ["tab\t", "new\nline", "ü", "\u2028", "\x7f", "\x01"]
+    for n, mtime in enumerate([*EDGE_TIMES, None]):
+        artifact = Artifact(f"/x/{n}", "transcript", n * 1000, mtime)
+        parent = f"p{n}" if n % 2 else None
+        index.put(
+            Session("claude", f"s{n:02}", plain if n % 3 else None, parent, [artifact], bytes=n)
+        )
+    for n, text in enumerate(odd):
+        index.put(Session("zero", f"z{n}", text, None, [Artifact(f"/z{n}", "t", 1, 5.0)]))
+    index.put(Session("zero", "zp", "/w", odd[2], [Artifact("/zp", "t", 1, 5.0)]))
+
+    listed = index.listing()
+
+    sessions = index.sessions()
+    assert [(a, i) for a, i, _ in listed] == [(s.agent, s.id) for s in sessions]
+    flagged = set()
+    for (_, sid, text), s in zip(listed, sessions, strict=True):
+        assert json.loads(text) == core.session_json(s, State.IDLE)
+        assert text.endswith(IDLE_TAIL)
+        if written_as_python(text):
+            assert text == folded_item(core.session_json(s, State.IDLE))
+        else:
+            flagged.add(sid)
+    # Control characters are escaped as Python does; DEL and non-ASCII not.
+    assert flagged == {"z2", "z3", "z4", "zp"}
+    printed = {i: json.loads(t)["last_activity"] for _, i, t in listed}
+    for n, mtime in enumerate(EDGE_TIMES):
+        assert printed[f"s{n:02}"] == rfc3339(mtime), mtime
+    assert printed[f"s{len(EDGE_TIMES):02}"] is None
+
+
+def test_listing_filters_by_agent_and_idle_time(fake_home: FakeHome, index: Index) -> None:
+    for n, mtime in enumerate([10.0, 20.0, 30.0, None]):
+        index.put(Session("claude", f"c{n}", None, None, [Artifact(f"/c{n}", "t", 1, mtime)]))
+    index.put(Session("zero", "z", None, None, [Artifact("/z", "t", 1, 15.0)]))
+
+    assert [i for _, i, _ in index.listing("claude")] == ["c0", "c1", "c2", "c3"]
+    assert [i for _, i, _ in index.listing(idle_before=20.0)] == ["c0", "z"]
+    assert [i for _, i, _ in index.listing("zero", idle_before=15.0)] == []
+    assert [i for _, i, _ in index.listing("nosuch")] == []
+
+
+def test_sessions_of_reads_the_sessions_asked_for(fake_home: FakeHome, index: Index) -> None:
+    for sid in ("a", "b", 'q"uote'):
+        index.put(Session("claude", sid, None, None, [Artifact(f"/{sid}", "t", 1, 1.0)]))
+    index.put(Session("zero", "a", None, None, [Artifact("/za", "t", 1, 1.0)]))
+
+    got = index.sessions_of("claude", ["a", 'q"uote', "missing"])
+
+    assert sorted((s.agent, s.id) for s in got) == [("claude", "a"), ("claude", 'q"uote')]
+    assert index.sessions_of("claude", []) == []
+
+
+def test_evidence_artifacts_of_one_agent(fake_home: FakeHome, index: Index) -> None:
+    index.put(
+        Session(
+            "claude",
+            "a",
+            None,
+            None,
+            [Artifact("/a/t", "transcript", 1, 1.0), Artifact("/a/r", "registry", 1, 1.0)],
+        )
+    )
+    index.put(Session("codex", "b", None, None, [Artifact("/b/r", "registry", 1, 1.0)]))
+
+    assert index.all_artifacts("claude", ["registry"]) == {
+        ("claude", "a"): [Artifact("/a/r", "registry", 1, 1.0)]
+    }
+    assert set(index.all_artifacts(None, ["registry"])) == {("claude", "a"), ("codex", "b")}
+    assert index.all_artifacts("claude", []) == {}

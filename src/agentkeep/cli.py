@@ -4,24 +4,31 @@ Every command that the socket serves is first asked of the running daemon,
 with the config path, state dir and roots this process resolved; when no
 daemon answers, or it sees another user's view (-32001), the same core
 function runs in-process. The output is the same either way.
+
+Start-up is most of what a command the daemon answers costs, so the modules
+only in-process work or text output needs (the core and everything under
+it, rich) are imported inside the commands that use them: `--version` and
+`--help` import none of them.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from rich.console import Console
 
-from agentkeep import __version__, client, core, render, trash
-from agentkeep.logs import configure
-from agentkeep.model import rfc3339
+from agentkeep import __version__
+from agentkeep.errors import Failure
 from agentkeep.paths import Env
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from agentkeep import core
+    from agentkeep.trash import TrashEntry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_NO_SUCH = 0, 1, 2, 4, 5
 # Commands answered from the index.
@@ -29,6 +36,8 @@ _READS = frozenset({"ls", "show", "du"})
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=False)
 
 
@@ -38,7 +47,9 @@ def _fail(exit_code: int, message: str) -> NoReturn:
 
 
 def _emit_json(doc: Any) -> None:
-    click.echo(json.dumps(doc, indent=2, sort_keys=False))
+    from agentkeep.jsontext import indented
+
+    click.echo(indented(doc))
 
 
 class Runner:
@@ -51,23 +62,41 @@ class Runner:
     @property
     def ctx(self) -> core.Context:
         if self._ctx is None:
+            from agentkeep import core
+
             self._ctx = core.Context.open(self.env)
         return self._ctx
 
-    def ask(self, method: str, params: dict[str, Any], local: Callable[[core.Context], Any]) -> Any:
+    def ask(
+        self,
+        method: str,
+        params: dict[str, Any],
+        local: Callable[[core.Context], Any],
+        raw: bool = False,
+    ) -> Any:
+        """The daemon's answer, else `local`'s; with `raw`, the answer as
+        JSON text (client.request), which `local` then gives too."""
+        from agentkeep import client, view
+
         try:
-            return client.request_with_env(self.env, self.ctx.fingerprint(), method, params)
+            with client.connect(self.env) as sock:
+                # Resolved once a daemon answers, and without opening the
+                # index: nothing of the in-process work is imported or opened.
+                fingerprint = self._ctx.fingerprint() if self._ctx else view.resolve(self.env)
+                return client.request(sock, method, {**params, "env": fingerprint}, raw=raw)
         except client.NoDaemon:
             pass
         except client.RemoteError as exc:
             if exc.code != -32001:
                 data = exc.data if isinstance(exc.data, dict) else {}
                 if isinstance(data.get("report"), dict):
-                    raise core.Failure(
+                    raise Failure(
                         int(data.get("exit", 1)), exc.message, report=data["report"]
                     ) from None
-                raise core.Failure(int(data.get("exit", 1)), exc.message) from None
+                raise Failure(int(data.get("exit", 1)), exc.message) from None
         if method in _READS:
+            from agentkeep import core
+
             # No daemon keeps the index current: bring it up to date first
             # (cheap when little changed; a full scan the first time).
             core.reconcile(self.ctx)
@@ -76,9 +105,14 @@ class Runner:
     def run(self, body: Callable[[], int | None], as_json: bool = False) -> NoReturn:
         try:
             code = body() or 0
-        except core.Failure as exc:
+        except Failure as exc:
             if exc.report is not None:  # a refused purge still says what it kept
-                _emit_json(exc.report) if as_json else render.report(_console(), exc.report)
+                if as_json:
+                    _emit_json(exc.report)
+                else:
+                    from agentkeep import render
+
+                    render.report(_console(), exc.report)
             _fail(exc.exit, exc.message)
         sys.exit(code)
 
@@ -87,19 +121,36 @@ def _json_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(f)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Command(click.Command):
+    """A command that sets up the log once its arguments are parsed, so that
+    `--help` never imports the logging stack."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from agentkeep.logs import configure
+
+        # A person at the CLI sees results, not the log; the daemon logs every
+        # removal and kept session (AGENTKEEP_LOG_LEVEL overrides both).
+        configure(level=os.environ.get("AGENTKEEP_LOG_LEVEL", "warning"))
+        return super().invoke(ctx)
+
+
+class _Group(click.Group):
+    command_class = _Command
+    group_class = type  # subgroups (service) are _Groups too
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="agentkeep")
 def main() -> None:
     """Keep coding agents' sessions, prune what has been idle past your retention."""
-    # A person at the CLI sees results, not the log; the daemon logs every
-    # removal and kept session (AGENTKEEP_LOG_LEVEL overrides both).
-    configure(level=os.environ.get("AGENTKEEP_LOG_LEVEL", "warning"))
 
 
 @main.command()
 @_json_option
 def scan(as_json: bool) -> None:
     """Rebuild the index from disk now."""
+    from agentkeep import core, render
+
     r = Runner()
 
     def body() -> int:
@@ -124,13 +175,25 @@ def ls_cmd(agent: str | None, idle_over: str | None, as_json: bool) -> None:
     """The sessions in the index, oldest activity first."""
     r = Runner()
 
+    def local(ctx: core.Context) -> str:
+        from agentkeep import core
+
+        return core.ls_text(ctx, agent, idle_over).text
+
     def body() -> int:
-        params = {"agent": agent, "idle_over": idle_over}
-        rows = r.ask("ls", params, lambda c: core.ls(c, agent, idle_over))
+        # As text: the daemon's answer (or the core's) is printed as it
+        # came, never decoded and encoded again (jsontext).
+        text = r.ask("ls", {"agent": agent, "idle_over": idle_over}, local, raw=True)
         if as_json:
-            _emit_json(rows)
+            from agentkeep.jsontext import unfolded
+
+            click.echo(unfolded(text))
         else:
-            render.sessions(_console(), rows, core.reclaim_hint(r.ctx))
+            import json
+
+            from agentkeep import core, render
+
+            render.sessions(_console(), json.loads(text), core.reclaim_hint(r.ctx))
         return EXIT_OK
 
     r.run(body)
@@ -144,11 +207,19 @@ def show(agent: str, session_id: str, as_json: bool) -> None:
     """One session: its artifacts, holders, parent and children."""
     r = Runner()
 
+    def local(ctx: core.Context) -> dict[str, Any]:
+        from agentkeep import core
+
+        return core.show(ctx, agent, session_id)
+
     def body() -> int:
-        doc = r.ask(
-            "show", {"agent": agent, "id": session_id}, lambda c: core.show(c, agent, session_id)
-        )
-        _emit_json(doc) if as_json else render.show(_console(), doc)
+        doc = r.ask("show", {"agent": agent, "id": session_id}, local)
+        if as_json:
+            _emit_json(doc)
+        else:
+            from agentkeep import render
+
+            render.show(_console(), doc)
         return EXIT_OK
 
     r.run(body)
@@ -161,9 +232,19 @@ def du(by: str, as_json: bool) -> None:
     """Where the disk went, largest first, with what is reclaimable now."""
     r = Runner()
 
+    def local(ctx: core.Context) -> dict[str, Any]:
+        from agentkeep import core
+
+        return core.du(ctx, by)
+
     def body() -> int:
-        doc = r.ask("du", {"by": by}, lambda c: core.du(c, by))
-        _emit_json(doc) if as_json else render.du(_console(), doc, core.reclaim_hint(r.ctx))
+        doc = r.ask("du", {"by": by}, local)
+        if as_json:
+            _emit_json(doc)
+        else:
+            from agentkeep import core, render
+
+            render.du(_console(), doc, core.reclaim_hint(r.ctx))
         return EXIT_OK
 
     r.run(body)
@@ -173,6 +254,8 @@ def _print_report(doc: dict[str, Any], as_json: bool) -> int:
     if as_json:
         _emit_json(doc)
     else:
+        from agentkeep import render
+
         render.report(_console(), doc)
     return EXIT_FAILED if doc["failed"] else EXIT_OK
 
@@ -189,6 +272,8 @@ def _print_report(doc: dict[str, Any], as_json: bool) -> int:
 @_json_option
 def prune(dry_run: bool, older_than: str | None, agent: str | None, as_json: bool) -> None:
     """Remove sessions idle past the cutoff."""
+    from agentkeep import core, render
+
     r = Runner()
 
     def body() -> int:
@@ -214,6 +299,8 @@ def prune(dry_run: bool, older_than: str | None, agent: str | None, as_json: boo
 @_json_option
 def purge(agent: str, session_id: str, dry_run: bool, cascade: bool, as_json: bool) -> None:
     """Remove one session now, whatever its age."""
+    from agentkeep import core
+
     r = Runner()
 
     def body() -> int:
@@ -242,12 +329,14 @@ def hold(agent: str, session_id: str, command: tuple[str, ...]) -> None:
         _fail(EXIT_USAGE, "hold needs a command after --")
     try:
         sid = r.ctx.session_id(agent, session_id)
-    except core.Failure as exc:
+    except Failure as exc:
         _fail(exc.exit, exc.message)
     leases.hold_and_exec(leases.lease_path(r.ctx.state_dir, agent, sid), argv)
 
 
 def _pin(agent: str, session_id: str, pinned: bool, as_json: bool) -> None:
+    from agentkeep import core
+
     r = Runner()
     method = "pin" if pinned else "unpin"
 
@@ -284,7 +373,9 @@ def unpin(agent: str, session_id: str, as_json: bool) -> None:
     _pin(agent, session_id, False, as_json)
 
 
-def _trash_json(e: trash.TrashEntry) -> dict[str, Any]:
+def _trash_json(e: TrashEntry) -> dict[str, Any]:
+    from agentkeep.model import rfc3339
+
     return {
         "agent": e.agent,
         "id": e.id,
@@ -301,11 +392,15 @@ def _trash_json(e: trash.TrashEntry) -> dict[str, Any]:
 @_json_option
 def trash_cmd(as_json: bool) -> None:
     """List the trash."""
+    from agentkeep import trash
+
     env = Env.from_environ()
     entries = [_trash_json(e) for e in trash.list_entries(env.state_dir)]
     if as_json:
         _emit_json({"entries": entries})
     else:
+        from agentkeep import render
+
         render.trash_entries(_console(), entries)
 
 
@@ -315,6 +410,10 @@ def trash_cmd(as_json: bool) -> None:
 @_json_option
 def restore(agent: str, session_id: str, as_json: bool) -> None:
     """Put a pruned session back where it was (with its trashed ancestors)."""
+    import time
+
+    from agentkeep import core, render, trash
+
     r = Runner()
 
     def body() -> int:
@@ -322,9 +421,9 @@ def restore(agent: str, session_id: str, as_json: bool) -> None:
         try:
             result = trash.restore(r.ctx.state_dir, agent, sid, now=time.time())
         except trash.NoSuchEntry as exc:
-            raise core.Failure(EXIT_NO_SUCH, str(exc)) from None
+            raise Failure(EXIT_NO_SUCH, str(exc)) from None
         except (trash.TrashError, OSError) as exc:
-            raise core.Failure(EXIT_FAILED, str(exc)) from None
+            raise Failure(EXIT_FAILED, str(exc)) from None
         for entry in result.entries:
             core.refresh(r.ctx, entry.agent, entry.id)
         doc = {
@@ -346,6 +445,7 @@ def restore(agent: str, session_id: str, as_json: bool) -> None:
 def serve() -> None:
     """Run the daemon in the foreground (what the service runs)."""
     from agentkeep.daemon.main import serve as run_daemon
+    from agentkeep.logs import configure
 
     configure(level=os.environ.get("AGENTKEEP_LOG_LEVEL", "info"))
     sys.exit(run_daemon(Env.from_environ()))
@@ -355,15 +455,21 @@ def serve() -> None:
 @_json_option
 def status(as_json: bool) -> None:
     """The daemon: pid, uptime, sessions, watch mode, config, prunes."""
+    from agentkeep import client
+
     r = Runner()
     try:
         doc = client.call(r.env, "status", {})
         code = EXIT_OK
     except (client.NoDaemon, client.RemoteError):
+        from agentkeep import core
+
         doc = {"pid": None, "version": __version__, "uptime_s": None, **core.status_fields(r.ctx)}
         doc.update(watch={"mode": None, "roots": []}, next_prune=None)
         code = EXIT_FAILED
     if not as_json:
+        from agentkeep import core, render
+
         doc["reclaim_hint"] = core.reclaim_hint(r.ctx)
         render.status(_console(), doc)
     else:

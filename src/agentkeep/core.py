@@ -8,10 +8,12 @@ rendering.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +21,12 @@ from typing import Any
 
 import structlog
 
-from agentkeep import __version__, adapters, disk, leases, trash
+from agentkeep import __version__, adapters, disk, leases, trash, view
 from agentkeep.adapters.base import Adapter
-from agentkeep.config import Config, ConfigError, load_config, parse_duration
-from agentkeep.index import Index, IndexedSession
+from agentkeep.config import Config, ConfigError, parse_duration
+from agentkeep.errors import Failure
+from agentkeep.index import IDLE_TAIL, Index, IndexedSession, written_as_python
+from agentkeep.jsontext import JSONText, folded_item, folded_list
 from agentkeep.model import Artifact, Holder, HolderKind, Session, State, rfc3339
 from agentkeep.paths import Env, ensure_private_dir
 from agentkeep.processes import ProcessTable
@@ -40,36 +44,6 @@ log = structlog.get_logger("agentkeep.core")
 
 SUGGESTED_RETENTION = "30d"
 SUGGESTED_SECONDS = 30 * 86400.0
-
-
-class Failure(Exception):
-    """A request that cannot be answered: exit code, message, JSON-RPC code."""
-
-    def __init__(
-        self, exit: int, message: str, code: int = -32000, report: dict[str, Any] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.exit = exit
-        self.message = message
-        self.code = code
-        # A refused purge still has a report worth printing.
-        self.report = report
-
-
-def _load(env: Env, state_dir: Path) -> tuple[Config, str | None]:
-    roots = adapters.agent_roots(env)
-    try:
-        return load_config(
-            env.config_path, home=env.home, state_dir=state_dir, agent_roots=roots
-        ), None
-    except ConfigError as exc:
-        fallback = load_config(
-            env.state_dir / "no-such-config.toml",
-            home=env.home,
-            state_dir=state_dir,
-            agent_roots=roots,
-        )
-        return fallback, str(exc)
 
 
 def _open_index(path: Path) -> Index:
@@ -96,14 +70,14 @@ class Context:
     def open(cls, env: Env) -> Context:
         state_dir = ensure_private_dir(env.state_dir)
         os.chmod(state_dir, 0o700)
-        config, error = _load(env, state_dir)
+        config, error = view.load(env, state_dir)
         index = _open_index(state_dir / "index.sqlite")
         ctx = cls(env, state_dir, config, error, adapters.build(env, config), index)
         index.forget_agents(ctx.adapters)
         return ctx
 
     def reload(self) -> None:
-        self.config, self.config_error = _load(self.env, self.state_dir)
+        self.config, self.config_error = view.load(self.env, self.state_dir)
         self.adapters = adapters.build(self.env, self.config)
         self.index.forget_agents(self.adapters)
         if self.config_error:
@@ -115,14 +89,7 @@ class Context:
         return self.config
 
     def fingerprint(self) -> dict[str, Any]:
-        return {
-            "config": str(self.env.config_path),
-            "state": str(self.state_dir),
-            "roots": {
-                name: sorted(str(r.path) for r in a.roots())
-                for name, a in sorted(self.adapters.items())
-            },
-        }
+        return view.fingerprint(self.env, self.state_dir, self.adapters)
 
     def adapter(self, agent: str) -> Adapter:
         try:
@@ -313,6 +280,80 @@ def _state(holders: list[Holder], pinned: bool) -> State:
     return State.PINNED if pinned else State.IDLE
 
 
+def _leased(ev: Evidence, agent: str, ids: list[str]) -> list[str]:
+    """Those of `ids` that have a lease file. A lease file's name is its id
+    percent-encoded, so the few names are decoded rather than every id
+    encoded; a name that does not encode back is no id's, except a long id's
+    cut and completed with a digest, which sends every id through encode_id()."""
+    stems = {n[: -len(".lock")] for n in ev.lease_files.get(agent, ()) if n.endswith(".lock")}
+    if any("%%" in stem for stem in stems):
+        return [sid for sid in ids if leases.encode_id(sid) in stems]
+    decoded = {sid for sid in map(urllib.parse.unquote, stems) if _encodes_to(sid, stems)}
+    return [sid for sid in ids if sid in decoded] if decoded else []
+
+
+def _encodes_to(sid: str, stems: set[str]) -> bool:
+    try:
+        return leases.encode_id(sid) in stems
+    except (ValueError, UnicodeError):  # an empty id, an unencodable one
+        return False
+
+
+def _suspects(ctx: Context, ev: Evidence, agent: str, ids: list[str], found: set[str]) -> list[str]:
+    """Those of the agent's `ids` that may be other than idle, given `found`
+    (the ids with a lease file, a pin or evidence artifacts); every other
+    one is idle for certain. An adapter's holders() reads a session through
+    its id (a whole token of a command line), its `evidence_kinds` artifacts,
+    and what does not depend on the session (a process with the agent's
+    database open, one naming a path under a store's root), which a probe
+    with an empty id and no artifacts finds. When that probe, or a process
+    that cannot be read, could hold any session, or the adapter has lock
+    files of its own, every session is a suspect."""
+    adapter = ctx.adapters.get(agent)
+    if (
+        adapter is None
+        or ev.procs.doubtful()
+        or type(adapter).lock_files is not Adapter.lock_files
+        or adapter.holders(Session(agent, ""), ev.procs)
+    ):
+        return ids
+    found = found | set(ev.procs.named(ids))
+    return [sid for sid in ids if sid in found] if found else []
+
+
+def _state_of(ctx: Context, adapter: Adapter, s: Session, ev: Evidence, leased: bool) -> State:
+    """_state(_holders(...)) for many sessions: the leases are not probed
+    once a process is known to hold the session (it is live either way)."""
+    holders = adapter.holders(s, ev.procs)
+    if any(h.kind != HolderKind.LEASE for h in holders):
+        return State.LIVE
+    paths = adapter.lock_files(s)
+    if leased:
+        paths = [*paths, leases.lease_path(ctx.state_dir, s.agent, s.id)]
+    if holders or any(leases.is_held(p) for p in paths):
+        return State.HELD
+    return State.PINNED if s.key in ev.pins else State.IDLE
+
+
+def _states(ctx: Context, ev: Evidence, ids: dict[str, list[str]]) -> dict[tuple[str, str], State]:
+    """The state of each of the sessions in `ids` (by agent) that is not
+    idle. Only the suspects are looked at one by one: listing tens of
+    thousands of sessions costs one look for each one that something names."""
+    arts = _evidence_artifacts(ctx, next(iter(ids)) if len(ids) == 1 else None)
+    out: dict[tuple[str, str], State] = {}
+    for agent, agent_ids in ids.items():
+        leased = set(_leased(ev, agent, agent_ids))
+        found = leased | {i for a, i in ev.pins if a == agent} | {i for a, i in arts if a == agent}
+        suspects = _suspects(ctx, ev, agent, agent_ids, found)
+        for r in ctx.index.sessions_of(agent, suspects) if suspects else ():
+            key = (agent, r.id)
+            session = _as_session(ctx, r, arts.get(key, []))
+            state = _state_of(ctx, ctx.adapters[agent], session, ev, r.id in leased)
+            if state is not State.IDLE:
+                out[key] = state
+    return out
+
+
 def session_json(s: IndexedSession, state: State) -> dict[str, Any]:
     return {
         "agent": s.agent,
@@ -333,22 +374,57 @@ def _parse_age(text: Any, key: str) -> float:
         raise Failure(2, str(exc), -32602) from None
 
 
+def ls_text(ctx: Context, agent: str | None = None, idle_over: str | None = None) -> JSONText:
+    """`ls` as the CLI prints it, folded (jsontext): SQLite writes each
+    session's object, and only the few that are not idle are looked at."""
+    if agent is not None:
+        ctx.adapter(agent)
+    cutoff = None
+    if idle_over is not None:
+        cutoff = time.time() - _parse_age(idle_over, "--idle-over")
+    rows = ctx.index.listing(agent, cutoff)
+    ids: dict[str, list[str]] = {}
+    for a, sid, _ in rows:
+        ids.setdefault(a, []).append(sid)
+    states = _states(ctx, _evidence(ctx), ids) if rows else {}
+    whole = folded_list([text for _, _, text in rows])
+    if not states and written_as_python(whole):
+        return JSONText(whole)
+    odd = [(a, sid) for a, sid, text in rows if not written_as_python(text)]
+    mine = _written_here(ctx, odd, states) if odd else {}
+    cut = len(IDLE_TAIL)
+    parts = []
+    for a, sid, text in rows:
+        state = states.get((a, sid))
+        if (a, sid) in mine:
+            parts.append(mine[(a, sid)])
+        else:
+            parts.append(text if state is None else f'{text[:-cut]}"state": "{state.value}"\t  }}')
+    return JSONText(folded_list(parts))
+
+
+def _written_here(
+    ctx: Context, keys: list[tuple[str, str]], states: dict[tuple[str, str], State]
+) -> dict[tuple[str, str], str]:
+    """The folded objects of the sessions SQLite cannot write as Python's
+    json does (index.written_as_python)."""
+    by_agent: dict[str, list[str]] = {}
+    for agent, sid in keys:
+        by_agent.setdefault(agent, []).append(sid)
+    out = {}
+    for agent, agent_ids in by_agent.items():
+        for r in ctx.index.sessions_of(agent, agent_ids):
+            key = (r.agent, r.id)
+            out[key] = folded_item(session_json(r, states.get(key, State.IDLE)))
+    return out
+
+
 def ls(
     ctx: Context, agent: str | None = None, idle_over: str | None = None
 ) -> list[dict[str, Any]]:
-    if agent is not None:
-        ctx.adapter(agent)
-    rows = ctx.index.sessions(agent)
-    if idle_over is not None:
-        cutoff = time.time() - _parse_age(idle_over, "--idle-over")
-        rows = [r for r in rows if r.last_activity is not None and r.last_activity < cutoff]
-    ev = _evidence(ctx)
-    arts = _evidence_artifacts(ctx, agent)
-    out = []
-    for r in rows:
-        holders = _holders(ctx, _as_session(ctx, r, arts.get((r.agent, r.id), [])), ev)
-        out.append(session_json(r, _state(holders, (r.agent, r.id) in ev.pins)))
-    return out
+    """The sessions in the index, oldest activity first, each with its state."""
+    rows: list[dict[str, Any]] = json.loads(ls_text(ctx, agent, idle_over).text)
+    return rows
 
 
 def _find(ctx: Context, agent: str, raw_id: str) -> IndexedSession:
@@ -414,19 +490,18 @@ def reclaimable(ctx: Context, retention: float | None = None) -> set[tuple[str, 
         return set()
     ev = _evidence(ctx)
     rows = ctx.index.sessions()
-    arts = _evidence_artifacts(ctx)
     by_key = {(r.agent, r.id): r for r in rows}
-    stay: set[tuple[str, str]] = set()
-    go: set[tuple[str, str]] = set()
+    old: dict[str, list[str]] = {}
     for r in rows:
         cutoff = cutoffs.get(r.agent)
-        old = cutoff is not None and r.last_activity is not None and r.last_activity < cutoff
-        if old and not r.unsafe and (r.agent, r.id) not in ev.pins:
-            holders = _holders(ctx, _as_session(ctx, r, arts.get((r.agent, r.id), [])), ev)
-            if not holders:
-                go.add((r.agent, r.id))
-                continue
-        stay.add((r.agent, r.id))
+        if cutoff is None or r.last_activity is None or r.last_activity >= cutoff:
+            continue
+        if not r.unsafe and (r.agent, r.id) not in ev.pins:
+            old.setdefault(r.agent, []).append(r.id)
+    # Not pinned, so any state but idle is a holder.
+    held = _states(ctx, ev, old) if old else {}
+    go = {(agent, sid) for agent, ids in old.items() for sid in ids if (agent, sid) not in held}
+    stay = set(by_key) - go
     for agent, sid in stay:
         seen = {sid}
         parent = by_key[(agent, sid)].parent
@@ -655,7 +730,7 @@ def dispatch(ctx: Context, method: str, params: dict[str, Any]) -> Any:
         return scan(ctx)
     if method == "ls":
         p = _params(params, "agent", "idle_over")
-        return ls(ctx, _opt_str(p, "agent"), _opt_str(p, "idle_over"))
+        return ls_text(ctx, _opt_str(p, "agent"), _opt_str(p, "idle_over"))
     if method == "show":
         p = _params(params, "agent", "id")
         return show(ctx, _str(p.get("agent"), "agent"), _str(p.get("id"), "id"))

@@ -8,6 +8,7 @@ connection per thread let the daemon answer queries while it indexes.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -39,8 +40,56 @@ CREATE TABLE IF NOT EXISTS artifacts (
 );
 CREATE INDEX IF NOT EXISTS artifacts_by_session ON artifacts (agent, session_id);
 CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions (agent, parent);
+-- The few artifacts that holders() reads (registry files, rollouts), found
+-- without reading every artifact when many sessions are listed.
+CREATE INDEX IF NOT EXISTS artifacts_by_kind ON artifacts (kind);
 CREATE TABLE IF NOT EXISTS dirs (path TEXT PRIMARY KEY, agent TEXT NOT NULL, mtime_ns INTEGER);
 """
+
+
+# `ls` order: oldest activity first, undated sessions last.
+_ORDER = "last_activity IS NULL, last_activity, agent, id"
+
+# model.rfc3339() in SQL, to the second it prints: datetime.fromtimestamp()
+# rounds to the microsecond half to even before it drops the fraction, so a
+# time within half a microsecond of the next second prints as that second
+# (tests/test_index.py compares the two on such edge values).
+_RFC3339 = """strftime('%Y-%m-%dT%H:%M:%SZ', CASE WHEN last_activity >= 0
+    THEN CAST(last_activity AS INTEGER)
+        + ((last_activity - CAST(last_activity AS INTEGER)) * 1000000.0 >= 999999.5)
+    ELSE CAST(last_activity AS INTEGER)
+        - ((last_activity - CAST(last_activity AS INTEGER)) * 1000000.0 < -0.5)
+    END, 'unixepoch')"""
+
+# core.session_json() as `json.dumps(rows, indent=2)` writes each row, its
+# line breaks as tabs (jsontext), keys in the contract's order, "state" last
+# so that a caller can swap the idle default for another state.
+_SESSION_FORMAT = "\t".join(
+    [
+        "  {",
+        '    "agent": %s,',
+        '    "id": %s,',
+        '    "workspace": %s,',
+        '    "parent": %s,',
+        '    "last_activity": %s,',
+        '    "bytes": %d,',
+        '    "artifacts": %d,',
+        '    "state": "idle"',
+        "  }",
+    ]
+)
+_SESSION_TEXT = (
+    f"printf('{_SESSION_FORMAT}', json_quote(agent), json_quote(id), json_quote(workspace),"
+    f" json_quote(parent), json_quote({_RFC3339}), bytes, artifacts)"
+)
+IDLE_TAIL = '"state": "idle"\t  }'
+
+
+def written_as_python(text: str) -> bool:
+    """True when json_quote() wrote the strings in `text` as Python's json
+    does: it escapes `"`, `\\` and control characters alike, and leaves DEL
+    and everything past ASCII as they are, which Python escapes."""
+    return text.isascii() and "\x7f" not in text
 
 
 @dataclass(frozen=True)
@@ -209,8 +258,39 @@ class Index:
         if agent is not None:
             sql += " WHERE agent = ?"
             args = (agent,)
-        sql += " ORDER BY last_activity IS NULL, last_activity, agent, id"
+        sql += f" ORDER BY {_ORDER}"
         return [IndexedSession(*row) for row in self._db().execute(sql, args)]
+
+    def listing(
+        self, agent: str | None = None, idle_before: float | None = None
+    ) -> list[tuple[str, str, str]]:
+        """(agent, id, text) of every session, in `sessions()` order: the text
+        is the contract's `ls` object with state "idle" as the CLI prints it,
+        folded (_SESSION_TEXT), unless written_as_python() says otherwise (a
+        string that is not ASCII). Built by SQLite, so that listing tens of
+        thousands of sessions costs no Python per field. Only sessions idle
+        since before `idle_before` when it is given (undated ones never)."""
+        where, args = [], []
+        if agent is not None:
+            where.append("agent = ?")
+            args.append(agent)
+        if idle_before is not None:
+            where.append("last_activity < ?")
+            args.append(idle_before)
+        sql = (
+            f"SELECT agent, id, {_SESSION_TEXT} FROM sessions"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + f" ORDER BY {_ORDER}"
+        )
+        return self._db().execute(sql, args).fetchall()
+
+    def sessions_of(self, agent: str, ids: Iterable[str]) -> list[IndexedSession]:
+        """The indexed sessions of `agent` among `ids` (in no order), in one query."""
+        rows = self._db().execute(
+            "SELECT * FROM sessions WHERE agent = ? AND id IN (SELECT value FROM json_each(?))",
+            (agent, json.dumps(list(ids))),
+        )
+        return [IndexedSession(*row) for row in rows]
 
     def get(self, agent: str, session_id: str) -> IndexedSession | None:
         row = (
@@ -238,7 +318,9 @@ class Index:
         sessions), only of `kinds` when given."""
         where, args = [], []
         if agent is not None:
-            where.append("agent = ?")
+            # A few kinds are fewer rows than an agent's artifacts: the unary
+            # + keeps SQLite on the index by kind then.
+            where.append("agent = ?" if kinds is None else "+agent = ?")
             args.append(agent)
         if kinds is not None:
             kinds = list(kinds)

@@ -13,7 +13,24 @@ import logging
 import os
 import sys
 
-import structlog
+
+def _import_structlog_without_rich() -> None:
+    """Import structlog without the rich it imports for its default
+    traceback formatter (some 40 ms of the CLI's start-up): agentkeep
+    renders tracebacks plainly on a terminal and as data in JSON, so rich is
+    never used there. Where rich is loaded already, it costs nothing."""
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # so that `import rich` fails
+    try:
+        import structlog  # noqa: F401
+    finally:
+        del sys.modules["rich"]
+
+
+_import_structlog_without_rich()
+
+import structlog  # noqa: E402
 
 # Libraries that log every routine step at INFO (apscheduler: each job run).
 _QUIET = ("apscheduler", "watchdog")

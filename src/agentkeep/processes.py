@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,7 @@ class ProcessTable:
     _seen: set[int] = field(default_factory=set)
     _tokens: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
     _open_files: dict[str, list[tuple[int, str]]] | None = None
+    _open_names: set[str] = field(default_factory=set)
 
     @classmethod
     def snapshot(cls, uid: int | None = None) -> ProcessTable:
@@ -144,6 +146,13 @@ class ProcessTable:
         ]
         return holders + self.doubtful()
 
+    def named(self, ids: Iterable[str]) -> list[str]:
+        """Those of `ids` that naming() finds a process for by command line,
+        found for many ids at once (processes that could not be read aside:
+        see doubtful())."""
+        tokens = self._tokens
+        return [i for i in ids if i.lower() in tokens]
+
     def doubtful(self) -> list[Holder]:
         """Holders standing for checks that could not be made."""
         holders = [
@@ -173,7 +182,15 @@ class ProcessTable:
                     continue
                 except (psutil.AccessDenied, OSError):
                     self._open_files["?"].append((pid, "?"))
-        keys = {path, os.path.realpath(path)}
+            self._open_names = {os.path.basename(p) for p in self._open_files}
+        keys = {path}
+        # realpath() keeps the last component of a path unless that is a link
+        # (or "", ".", ".."): when no open file has that name, the realpath
+        # cannot be open either, and its syscall per component is saved
+        # (listing thousands of sessions asks this once for each).
+        name = os.path.basename(path)
+        if name in self._open_names or name in ("", ".", "..") or os.path.islink(path):
+            keys.add(os.path.realpath(path))
         return [hit for key in keys for hit in self._open_files.get(key, [])]
 
     def unknown_open_files(self) -> list[int]:

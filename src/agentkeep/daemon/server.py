@@ -31,6 +31,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
+from agentkeep.jsontext import JSONText
 from agentkeep.paths import ensure_private_dir
 
 log = structlog.get_logger("agentkeep.daemon.server")
@@ -145,6 +146,13 @@ def peer_credentials(sock: socket.socket) -> tuple[int | None, int]:
 
 def encode(message: dict[str, object]) -> bytes:
     # json.dumps escapes newlines inside strings, so one message is one line.
+    result = message.get("result")
+    if isinstance(result, JSONText):
+        # A result already encoded (ls at tens of thousands of sessions) is
+        # sent as it is, after the rest of the message: it is one line too.
+        head = {k: v for k, v in message.items() if k != "result"}
+        text = json.dumps(head, separators=(",", ":"), allow_nan=False)
+        return f'{text[:-1]},"result":{result.text}}}\n'.encode()
     return json.dumps(message, separators=(",", ":"), allow_nan=False).encode() + b"\n"
 
 

@@ -1,0 +1,67 @@
+"""JSON as text: documents written once and passed along, and the CLI's
+indented output.
+
+`ls` at tens of thousands of sessions is mostly JSON encoding, so it is done
+once: the index writes each session's object as the CLI prints it
+(`json.dumps(rows, indent=2)`), the daemon sends that text as its answer
+(`JSONText`), and the CLI prints it without decoding it. A socket answer is
+one line, so the text travels *folded*: its line breaks written as tabs.
+JSON escapes both inside strings, so a tab in a folded text is always one
+of its line breaks, and folding and unfolding are exact; a folded text is
+valid JSON too (tabs and spaces are whitespace between tokens), so any
+other client reads it as the same document.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any
+
+# Real newlines in encoder output come only from separators, so ",\n    "
+# before a "{" can only stand between two objects of the list: within an
+# object a key, a string, follows it.
+_ITEM = ",\n    "
+_BETWEEN = "},\n    {"
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+@dataclass(frozen=True)
+class JSONText:
+    """A JSON document already encoded on one line: sent as it is."""
+
+    text: str
+
+
+def indented(doc: Any) -> str:
+    """Exactly `json.dumps(doc, indent=2)`; fast for a list of non-empty
+    objects whose values are all scalars, which the C encoder can write."""
+    if not isinstance(doc, list) or not doc or not all(doc):
+        return json.dumps(doc, indent=2)
+    try:
+        types = set(map(type, chain.from_iterable(map(dict.values, doc))))
+    except TypeError:  # an item that is not an object
+        return json.dumps(doc, indent=2)
+    if not types <= _SCALARS:
+        return json.dumps(doc, indent=2)
+    flat = json.dumps(doc, separators=(_ITEM, ": "))
+    return "[\n  {\n    " + flat[2:-2].replace(_BETWEEN, "\n  },\n  {\n    ") + "\n  }\n]"
+
+
+def folded_item(doc: Any) -> str:
+    """`doc` as `json.dumps(items, indent=2)` writes an item of a list, folded."""
+    return ("  " + json.dumps(doc, indent=2).replace("\n", "\n  ")).replace("\n", "\t")
+
+
+def folded_list(items: list[str]) -> str:
+    """The list of `items` (each folded_item() or written the same way), folded."""
+    return "[\t" + ",\t".join(items) + "\t]" if items else "[]"
+
+
+def unfolded(text: str) -> str:
+    """`json.dumps(json.loads(text), indent=2)`: a folded list unfolded, any
+    other JSON text decoded and indented."""
+    if text == "[]" or (text.startswith("[\t") and text.endswith("\t]")):
+        return text.replace("\t", "\n")
+    return indented(json.loads(text))

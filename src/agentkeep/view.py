@@ -1,0 +1,51 @@
+"""A user's view: the config, the adapters it enables, and their fingerprint.
+
+The CLI sends the daemon the fingerprint of the view it resolved from its own
+environment, and the daemon answers only when its own is the same. Resolving
+it opens no index and writes nothing, so a command the daemon answers starts
+without what only the in-process work needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentkeep import adapters
+from agentkeep.adapters.base import Adapter
+from agentkeep.config import Config, ConfigError, load_config
+from agentkeep.paths import Env
+
+
+def load(env: Env, state_dir: Path) -> tuple[Config, str | None]:
+    """The config, or the defaults and the error when it is bad (the daemon
+    keeps serving and prunes nothing until it is fixed)."""
+    roots = adapters.agent_roots(env)
+    try:
+        return load_config(
+            env.config_path, home=env.home, state_dir=state_dir, agent_roots=roots
+        ), None
+    except ConfigError as exc:
+        fallback = load_config(
+            env.state_dir / "no-such-config.toml",
+            home=env.home,
+            state_dir=state_dir,
+            agent_roots=roots,
+        )
+        return fallback, str(exc)
+
+
+def fingerprint(env: Env, state_dir: Path, enabled: dict[str, Adapter]) -> dict[str, Any]:
+    return {
+        "config": str(env.config_path),
+        "state": str(state_dir),
+        "roots": {
+            name: sorted(str(r.path) for r in a.roots()) for name, a in sorted(enabled.items())
+        },
+    }
+
+
+def resolve(env: Env) -> dict[str, Any]:
+    """The fingerprint of `env`'s view, as Context.open(env) would give it."""
+    config, _ = load(env, env.state_dir)
+    return fingerprint(env, env.state_dir, adapters.build(env, config))
