@@ -988,3 +988,24 @@ def test_listing_one_session_again_follows_every_registry_change(
     assert not new_reg.exists() and not new_key.exists(), "SETUP INVALID: not removed"
     assert adapter.load(a.id) is None
     assert _registry_paths_of(adapter.load(b.id)) == {str(live_reg), str(live_key)}
+
+
+def test_listing_many_sessions_at_once_equals_listing_each(
+    fake_home: FakeHome, adapter: ClaudeAdapter
+) -> None:
+    """load_many() (a prune's batch) finds exactly what load() finds for
+    each: every kind, registry files, jobs, sessions sharing key dirs."""
+    sessions = [make_session(fake_home, cwd=f"/home/user/p{i % 2}") for i in range(4)]
+    write_registry(fake_home, 4_199_021, sessions[1].id)
+    missing = "0b7c0000-0000-4000-8000-000000000000"
+    wanted = [s.id for s in sessions] + [missing, "not-an-id", sessions[2].id.upper()]
+
+    together = adapter_for(fake_home.environ).load_many(wanted)
+    alone = {sid: adapter_for(fake_home.environ).load(sid) for sid in wanted}
+
+    assert set(together) == set(wanted)
+    assert together[missing] is None and together["not-an-id"] is None
+    for sid in wanted:
+        assert together[sid] == alone[sid], sid
+    assert {a.kind for a in together[sessions[0].id].artifacts} >= set(ALL_KINDS) - {REGISTRY}
+    assert REGISTRY in {a.kind for a in together[sessions[1].id].artifacts}

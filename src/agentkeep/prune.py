@@ -213,8 +213,9 @@ class DiskView:
 
 
 @dataclass
-class _Ready:
-    """A session listed and checked again under its held leases."""
+class _Held:
+    """A planned session whose leases are held; once checked again, the
+    session as listed from the disk under them."""
 
     session: Session
     view: DiskView
@@ -230,7 +231,7 @@ def _release(locks: list[leases.Lease]) -> None:
         lease.release()
 
 
-def _parent_of_any(s: Session, batch: list[_Ready], view: DiskView) -> bool:
+def _parent_of_any(s: Session, batch: list[_Held], view: DiskView) -> bool:
     """Whether `s` is the parent of a session waiting in `batch`: it can only
     be checked once they are gone (the plan puts descendants first)."""
     children = set(view.children(s.id))
@@ -459,28 +460,32 @@ class Pruner:
         report: PruneReport,
     ) -> None:
         act = _Act(views, opts, report, {s.key for s in plan})
-        batch: list[_Ready] = []
+        batch: list[_Held] = []
         for done, s in enumerate(plan):
             if opts.progress is not None:
                 opts.progress(done, len(plan))
             if s.key in act.kept:
                 continue
-            if batch and (len(batch) == BATCH or _parent_of_any(s, batch, views[s.agent])):
-                self._remove_batch(batch, act)
+            if batch and (
+                len(batch) == BATCH
+                or _parent_of_any(s, batch, views[s.agent])
+                or self._capped(opts, report, len(batch))
+            ):
+                self._remove_batch(self._check(batch, act), act)
                 batch = []
             if STOP.is_set():
                 act.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
                 continue
-            if self._capped(opts, report, len(batch)):
+            if self._capped(opts, report):
                 act.stay(Kept(s.agent, s.id, Reason.CAPPED, "over max_removals"))
                 continue
-            outcome = self._take(s, views[s.agent], opts, act.removed)
-            if isinstance(outcome, _Ready):
-                batch.append(outcome)
-            elif isinstance(outcome, Kept):
-                act.stay(outcome)
+            held = self._take(s, views[s.agent])
+            if isinstance(held, _Held):
+                batch.append(held)
+            else:
+                act.stay(held)
         if batch:
-            self._remove_batch(batch, act)
+            self._remove_batch(self._check(batch, act), act)
         for r in report.removed:
             if not opts.dry_run:
                 self._index_write(lambda i, r=r: i.delete(r.agent, r.id))
@@ -492,14 +497,11 @@ class Pruner:
             return False
         return len(report.removed) + pending >= opts.max_removals
 
-    def _take(
-        self, s: Session, view: DiskView, opts: PruneOptions, removed: set[tuple[str, str]]
-    ) -> _Ready | Kept | None:
-        """Take the session's leases and check it again; ready to remove
-        (its leases held), kept (released), or None when it is gone."""
+    def _take(self, s: Session, view: DiskView) -> _Held | Kept:
+        """Take the session's leases exclusively, or say who holds one."""
         adapter = self.adapters[s.agent]
         locks: list[leases.Lease] = []
-        ready = False
+        taken = False
         try:
             own = [(leases.lease_path(self.state_dir, s.agent, s.id), True)]
             for path, create_dirs in own + [(p, False) for p in adapter.lock_files(s)]:
@@ -511,42 +513,58 @@ class Pruner:
                 locks.append(lease)
             if _after_lease is not None:
                 _after_lease(s.agent, s.id)
-            # Invariant 4: under the exclusive lease, list the session from
-            # the disk again and check again; the index may be stale, this
-            # never is.
-            fresh = adapter.load(s.id)
-            if fresh is None:
-                return None  # gone already: nothing of it left to remove
-            reason = self._recheck(fresh, view, opts, removed)
-            if reason is not None:
-                return reason
-            ready = True
-            return _Ready(fresh, view, locks)
+            taken = True
+            return _Held(s, view, locks)
         except leases.LeaseError as exc:
             return Kept(s.agent, s.id, Reason.HELD, f"lease error: {exc}")
         finally:
-            if not ready:
+            if not taken:
                 _release(locks)
 
-    def _recheck(
-        self, s: Session, view: DiskView, opts: PruneOptions, removed: set[tuple[str, str]]
-    ) -> Kept | None:
+    def _check(self, batch: list[_Held], act: _Act) -> list[_Held]:
+        """Invariant 4: with every lease of the batch held, list its sessions
+        from the disk again (one pass per agent) and check each again; the
+        index may be stale, this never is. Those still to go, each holding
+        its leases and carrying its fresh listing; the rest are released."""
+        ready: list[_Held] = []
+        by_agent: dict[str, list[_Held]] = {}
+        for held in batch:
+            by_agent.setdefault(held.session.agent, []).append(held)
+        for agent, items in by_agent.items():
+            fresh = self.adapters[agent].load_many([h.session.id for h in items])
+            # A fork made after the plan shows as a child from here on.
+            items[0].view.refresh()
+            for held in items:
+                session = fresh[held.session.id]
+                reason = None if session is None else self._recheck(session, held.view, act)
+                if session is None or reason is not None:
+                    _release(held.locks)  # gone already, or it stays
+                    if reason is not None:
+                        act.stay(reason)
+                    continue
+                held.session = session
+                ready.append(held)
+        return ready
+
+    def _recheck(self, s: Session, view: DiskView, act: _Act) -> Kept | None:
+        opts = act.opts
         activity = self._activity(s)
         if opts.purge is None and activity is not None and activity >= opts.cutoffs[s.agent]:
             return Kept(s.agent, s.id, Reason.UPDATED, f"written at {rfc3339(activity)}")
         static = self._static_reason(s, purge=opts.purge is not None, under_lease=True)
         if static is not None:
             return static
-        view.refresh()
-        children = [c for c in view.children(s.id) if (s.agent, c) not in removed]
+        children = [c for c in view.children(s.id) if (s.agent, c) not in act.removed]
         if children:
             return Kept(s.agent, s.id, Reason.ANCESTOR, f"parent of {children[0]}")
         return None
 
-    def _remove_batch(self, batch: list[_Ready], act: _Act) -> None:
+    def _remove_batch(self, batch: list[_Held], act: _Act) -> None:
         """Remove sessions checked and held under their leases. Invariant 5:
         the batch's journal entry exists before anything is removed, and
         names every removal that failed half way until a run finishes it."""
+        if not batch:
+            return
         try:
             written = None
             if not act.opts.dry_run:
@@ -566,7 +584,7 @@ class Pruner:
                         why = f"cannot write the journal: {exc}"
                         act.fail(Failed(agent, sid, why), r.session)
                     return
-            unfinished: list[_Ready] = []
+            unfinished: list[_Held] = []
             for n, r in enumerate(batch):
                 s = r.session
                 # The session being removed is finished; the rest stay.
@@ -586,7 +604,7 @@ class Pruner:
             for r in batch:
                 _release(r.locks)
 
-    def _end_batch(self, written: Path, unfinished: list[_Ready], trash: bool) -> None:
+    def _end_batch(self, written: Path, unfinished: list[_Held], trash: bool) -> None:
         """Forget the batch, except the removals that failed half way."""
         if not unfinished:
             self.journal.end_batch(written)

@@ -18,7 +18,7 @@ import shutil
 import stat
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -105,6 +105,11 @@ class Adapter(ABC):
     def load(self, session_id: str) -> Session | None:
         """List one session again from the disk (never from the index); None
         when nothing of it is left."""
+
+    def load_many(self, session_ids: Sequence[str]) -> dict[str, Session | None]:
+        """load() for each of `session_ids`, by the id as given; an adapter
+        whose sessions share directories lists them in one pass."""
+        return {sid: self.load(sid) for sid in session_ids}
 
     @abstractmethod
     def session_for_path(self, path: str) -> str | None:

@@ -151,15 +151,16 @@ class _Layout:
 
 
 class _Grouped:
-    """What one pass found, grouped by session id (one id when `only`)."""
+    """What one pass found, grouped by session id (only those in `only`
+    when it is given)."""
 
-    def __init__(self, only: str | None) -> None:
+    def __init__(self, only: frozenset[str] | None) -> None:
         self.only = only
         self.found: dict[str, dict[str, _Found]] = defaultdict(dict)
         self.job_parents: dict[str, str] = {}
 
     def add(self, sid: str | None, found: _Found) -> None:
-        if sid is None or (self.only is not None and sid != self.only):
+        if sid is None or (self.only is not None and sid not in self.only):
             return
         self.found[sid].setdefault(found.path, found)
 
@@ -217,10 +218,10 @@ def _listable(entry: _Entry) -> bool:
     return entry.dir and valid_name(entry.name)
 
 
-def _spellings(sid: str | None) -> list[str] | None:
-    """The names an id may have on disk: as written and uppercase (macOS file
-    systems fold case, and Claude has written both)."""
-    return None if sid is None else [sid, sid.upper()]
+def _spellings(sids: frozenset[str] | None) -> list[str] | None:
+    """The names the ids may have on disk: as written and uppercase (macOS
+    file systems fold case, and Claude has written both)."""
+    return None if sids is None else [name for sid in sorted(sids) for name in (sid, sid.upper())]
 
 
 def _read_head(path: str, limit: int) -> bytes | None:
@@ -353,12 +354,12 @@ class _Listings:
         self._registries: dict[str, _Registry] = {}
 
     def named(
-        self, directory: str, identify: Callable[[str], str | None], sid: str
+        self, directory: str, identify: Callable[[str], str | None], sids: frozenset[str]
     ) -> list[_Entry]:
-        """The entries of `directory` whose names `identify` as `sid`."""
+        """The entries of `directory` whose names `identify` as one of `sids`."""
         listed = self._listing(directory)
         if listed is None:  # cannot be stat'ed: listed afresh, nothing kept
-            return [e for e in _list(directory, None) if identify(e.name) == sid]
+            return [e for e in _list(directory, None) if identify(e.name) in sids]
         mtime, names = listed
         index = self._named.get(directory)
         if index is None or index[0] != mtime:
@@ -367,7 +368,8 @@ class _Listings:
                 by_id[identify(name)].append(name)
             index = (mtime, by_id)
             self._named[directory] = index
-        return [names[n] for n in index[1].get(sid, []) if n in names]
+        by_sid = index[1]
+        return [names[n] for sid in sids for n in by_sid.get(sid, []) if n in names]
 
     def entries(self, directory: str) -> list[_Entry]:
         listed = self._listing(directory)
@@ -555,12 +557,17 @@ class ClaudeAdapter(Adapter):
                 yield session
 
     def load(self, session_id: str) -> Session | None:
-        sid = canonical(session_id)
-        if sid is None:
-            return None
-        return self._session(sid, self._find(self._layout(), sid))
+        return self.load_many([session_id])[session_id]
 
-    def _find(self, layout: _Layout, only: str | None) -> _Grouped:
+    def load_many(self, session_ids: Sequence[str]) -> dict[str, Session | None]:
+        """One pass over the shared directories for all of them: listing each
+        session again on its own cost a look at every key dir per session."""
+        sids = {raw: canonical(raw) for raw in session_ids}
+        valid = frozenset(s for s in sids.values() if s)
+        found = self._find(self._layout(), valid) if valid else _Grouped(valid)
+        return {raw: self._session(sid, found) if sid else None for raw, sid in sids.items()}
+
+    def _find(self, layout: _Layout, only: frozenset[str] | None) -> _Grouped:
         found = _Grouped(only)
         self._find_projects(layout, found)
         self._find_config(layout, found)
@@ -589,12 +596,13 @@ class ClaudeAdapter(Adapter):
     def _entries(
         self,
         directory: str,
-        only: str | None,
+        only: frozenset[str] | None,
         identify: Callable[[str], str | None] | None = None,
     ) -> list[_Entry]:
         """A directory's entries: all of them, freshly listed, for a scan;
-        for one session (`only`), those `identify` names as it (all when no
-        `identify`) from a listing reused while the directory's mtime holds."""
+        for some sessions (`only`), those `identify` names as one of them (all
+        when no `identify`) from a listing reused while the directory's mtime
+        holds."""
         if only is None:
             return _list(directory, None)
         if identify is None:
@@ -626,11 +634,11 @@ class ClaudeAdapter(Adapter):
         probe: Sequence[str] | None,
         cached: bool = False,
         identify: Callable[[str], str | None] | None = None,
-        only: str | None = None,
+        only: frozenset[str] | None = None,
     ) -> Iterator[tuple[_Entry, bool]]:
         """Entries of `<config>/<area>`, each with whether it lies behind a
         link (the area itself is one) or on an unsafe root. `cached`: listing
-        one session may reuse a recent listing (see _Listings)."""
+        some sessions may reuse a recent listing (see _Listings)."""
         directory = layout.config.path / area
         linked = bool(layout.config.problem) or disk.is_link(directory)
         if probe is None and cached and identify is not None and only is not None:
@@ -679,17 +687,18 @@ class ClaudeAdapter(Adapter):
         for entry, linked, pid in keys:
             found.add(by_pid.get(pid), _Found(entry.path, REGISTRY_KEY, layout.config, linked))
 
-    def _find_registered(self, layout: _Layout, found: _Grouped, sid: str) -> None:
-        """The registry files naming one session, from the cached registry."""
+    def _find_registered(self, layout: _Layout, found: _Grouped, sids: frozenset[str]) -> None:
+        """The registry files naming the sessions, from the cached registry."""
         directory = layout.config.path / "sessions"
         registry = self._listings.registry(str(directory), _alive_pids())
         if registry is None:
             return
         linked = bool(layout.config.problem) or disk.is_link(directory)
-        for pid in sorted(registry.pids_of.get(sid, ())):
-            found.add(sid, _Found(registry.files[pid].path, REGISTRY, layout.config, linked))
-            for key in registry.keys.get(pid, []):
-                found.add(sid, _Found(key.path, REGISTRY_KEY, layout.config, linked))
+        for sid in sids:
+            for pid in sorted(registry.pids_of.get(sid, ())):
+                found.add(sid, _Found(registry.files[pid].path, REGISTRY, layout.config, linked))
+                for key in registry.keys.get(pid, []):
+                    found.add(sid, _Found(key.path, REGISTRY_KEY, layout.config, linked))
 
     def _find_tmp(self, layout: _Layout, found: _Grouped) -> None:
         for root in layout.tmp:
