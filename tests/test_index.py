@@ -118,9 +118,9 @@ def test_put_and_delete_are_idempotent(fake_home: FakeHome, index: Index) -> Non
         None,
     )
 
-    index.delete("claude", a.id)
-    index.delete("claude", a.id)
-    index.delete("claude", "never-there")
+    index.delete([("claude", a.id)])
+    index.delete([("claude", a.id)])
+    index.delete([("claude", "never-there")])
     assert index.get("claude", a.id) is None
     assert index.artifacts("claude", a.id) == [] and index.count() == 0
 

@@ -151,7 +151,7 @@ def refresh(ctx: Context, agent: str, session_id: str) -> None:
         return
     session = adapter.load(session_id)
     if session is None:
-        ctx.index.delete(agent, session_id)
+        ctx.index.delete([(agent, session_id)])
     else:
         ctx.index.put(session, _restored(ctx).get(session.key))
 

@@ -180,9 +180,11 @@ class Index:
             restored = {} if restored_at is None else {session.key: restored_at}
             self._insert(db, [session], restored)
 
-    def delete(self, agent: str, session_id: str) -> None:
+    def delete(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Forget the sessions of `keys` ((agent, id) each), in one transaction."""
         with self._tx() as db:
-            self._delete(db, agent, session_id)
+            for agent, session_id in keys:
+                self._delete(db, agent, session_id)
 
     def forget_agents(self, keep: Iterable[str]) -> None:
         """Drop every agent not in `keep` (disabled agents, removed stores)."""

@@ -486,9 +486,8 @@ class Pruner:
                 act.stay(held)
         if batch:
             self._remove_batch(self._check(batch, act), act)
-        for r in report.removed:
-            if not opts.dry_run:
-                self._index_write(lambda i, r=r: i.delete(r.agent, r.id))
+        if report.removed and not opts.dry_run:
+            self._index_write(lambda i: i.delete((r.agent, r.id) for r in report.removed))
 
     @staticmethod
     def _capped(opts: PruneOptions, report: PruneReport, pending: int = 0) -> bool:
