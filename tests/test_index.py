@@ -99,9 +99,9 @@ def test_put_and_delete_are_idempotent(fake_home: FakeHome, index: Index) -> Non
     a = make_session(fake_home, age_days=40)
     (session,) = claude_sessions()
 
-    index.put(session)
+    index.put([session])
     once = rows(index.path)
-    index.put(session)
+    index.put([session])
 
     assert rows(index.path) == once
     assert index.count() == 1
@@ -130,7 +130,7 @@ def test_a_restore_time_counts_as_activity(fake_home: FakeHome, index: Index) ->
     (session,) = claude_sessions()
     restored = session.last_activity() + 30 * DAY
 
-    index.put(session, restored_at=restored)
+    index.put([session], {session.key: restored})
     assert index.get("claude", a.id).last_activity == restored
 
     index.replace_agent("claude", [session], {("claude", a.id): restored + 1})
@@ -245,11 +245,11 @@ def test_listing_writes_what_the_cli_prints(fake_home: FakeHome, index: Index) -
         artifact = Artifact(f"/x/{n}", "transcript", n * 1000, mtime)
         parent = f"p{n}" if n % 2 else None
         index.put(
-            Session("claude", f"s{n:02}", plain if n % 3 else None, parent, [artifact], bytes=n)
+            [Session("claude", f"s{n:02}", plain if n % 3 else None, parent, [artifact], bytes=n)]
         )
     for n, text in enumerate(odd):
-        index.put(Session("zero", f"z{n}", text, None, [Artifact(f"/z{n}", "t", 1, 5.0)]))
-    index.put(Session("zero", "zp", "/w", odd[2], [Artifact("/zp", "t", 1, 5.0)]))
+        index.put([Session("zero", f"z{n}", text, None, [Artifact(f"/z{n}", "t", 1, 5.0)])])
+    index.put([Session("zero", "zp", "/w", odd[2], [Artifact("/zp", "t", 1, 5.0)])])
 
     listed = index.listing()
 
@@ -273,8 +273,8 @@ def test_listing_writes_what_the_cli_prints(fake_home: FakeHome, index: Index) -
 
 def test_listing_filters_by_agent_and_idle_time(fake_home: FakeHome, index: Index) -> None:
     for n, mtime in enumerate([10.0, 20.0, 30.0, None]):
-        index.put(Session("claude", f"c{n}", None, None, [Artifact(f"/c{n}", "t", 1, mtime)]))
-    index.put(Session("zero", "z", None, None, [Artifact("/z", "t", 1, 15.0)]))
+        index.put([Session("claude", f"c{n}", None, None, [Artifact(f"/c{n}", "t", 1, mtime)])])
+    index.put([Session("zero", "z", None, None, [Artifact("/z", "t", 1, 15.0)])])
 
     assert [i for _, i, _ in index.listing("claude")] == ["c0", "c1", "c2", "c3"]
     assert [i for _, i, _ in index.listing(idle_before=20.0)] == ["c0", "z"]
@@ -284,8 +284,8 @@ def test_listing_filters_by_agent_and_idle_time(fake_home: FakeHome, index: Inde
 
 def test_sessions_of_reads_the_sessions_asked_for(fake_home: FakeHome, index: Index) -> None:
     for sid in ("a", "b", 'q"uote'):
-        index.put(Session("claude", sid, None, None, [Artifact(f"/{sid}", "t", 1, 1.0)]))
-    index.put(Session("zero", "a", None, None, [Artifact("/za", "t", 1, 1.0)]))
+        index.put([Session("claude", sid, None, None, [Artifact(f"/{sid}", "t", 1, 1.0)])])
+    index.put([Session("zero", "a", None, None, [Artifact("/za", "t", 1, 1.0)])])
 
     got = index.sessions_of("claude", ["a", 'q"uote', "missing"])
 
@@ -295,18 +295,62 @@ def test_sessions_of_reads_the_sessions_asked_for(fake_home: FakeHome, index: In
 
 def test_evidence_artifacts_of_one_agent(fake_home: FakeHome, index: Index) -> None:
     index.put(
-        Session(
-            "claude",
-            "a",
-            None,
-            None,
-            [Artifact("/a/t", "transcript", 1, 1.0), Artifact("/a/r", "registry", 1, 1.0)],
-        )
+        [
+            Session(
+                "claude",
+                "a",
+                None,
+                None,
+                [Artifact("/a/t", "transcript", 1, 1.0), Artifact("/a/r", "registry", 1, 1.0)],
+            )
+        ]
     )
-    index.put(Session("codex", "b", None, None, [Artifact("/b/r", "registry", 1, 1.0)]))
+    index.put([Session("codex", "b", None, None, [Artifact("/b/r", "registry", 1, 1.0)])])
 
     assert index.all_artifacts("claude", ["registry"]) == {
         ("claude", "a"): [Artifact("/a/r", "registry", 1, 1.0)]
     }
     assert set(index.all_artifacts(None, ["registry"])) == {("claude", "a"), ("codex", "b")}
     assert index.all_artifacts("claude", []) == {}
+
+
+@pytest.mark.parametrize(("touched", "batched"), [(3, True), (9, False)])
+def test_reconcile_relists_in_batches_and_agrees_with_a_scan(
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch, touched: int, batched: bool
+) -> None:
+    """A few changed sessions are listed again a batch at a time (one
+    listing pass per batch); past a quarter of the agent's sessions, one
+    scan. Either way the index ends as a fresh scan would write it."""
+    sessions = [
+        make_session(fake_home, cwd=f"/w/p{i % 3}", age_days=40, full=False) for i in range(20)
+    ]
+    ctx = context()
+    core.scan(ctx)
+    monkeypatch.setattr(core, "RELIST_BATCH", 2)
+    passes: list[int] = []
+    load_many = ClaudeAdapter.load_many
+
+    def counting(self: ClaudeAdapter, ids: list[str]) -> dict[str, Session | None]:
+        passes.append(len(ids))
+        return load_many(self, ids)
+
+    monkeypatch.setattr(ClaudeAdapter, "load_many", counting)
+    later = sessions[0].transcript.stat().st_mtime + 3600
+    for s in sessions[1:touched]:
+        os.utime(s.transcript, (later, later))
+    for path in sorted(sessions[0].all_paths(), key=lambda p: -len(p.parts)):
+        path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()
+    fresh = make_session(fake_home, cwd="/w/p0", age_days=35, full=False)
+
+    relisted_count = core.reconcile(ctx)
+    relisted = rows(ctx.index.path)
+
+    # The changed ones, the one gone and the new one: no other session.
+    assert relisted_count == touched + 1
+    if batched:
+        assert sum(passes) == touched + 1 and max(passes) == 2, passes
+    else:
+        assert passes == [], "over a quarter of the sessions changed: one scan instead"
+    assert {s.id for s in ctx.index.sessions()} == {s.id for s in [*sessions[1:], fresh]}
+    core.scan(ctx)
+    assert relisted == rows(ctx.index.path)

@@ -12,7 +12,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,12 +173,19 @@ class Index:
             self._insert(db, batch, restored)
         return counts[0], counts[1], counts[2]
 
-    def put(self, session: Session, restored_at: float | None = None) -> None:
-        """Insert or replace one session (idempotent: a watcher may repeat it)."""
+    def put(
+        self,
+        sessions: Iterable[Session],
+        restored: Mapping[tuple[str, str], float] | None = None,
+        gone: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        """Insert or replace `sessions` and forget `gone` ((agent, id) each),
+        in one transaction (idempotent: a watcher may repeat it)."""
+        sessions = list(sessions)
         with self._tx() as db:
-            self._delete(db, session.agent, session.id)
-            restored = {} if restored_at is None else {session.key: restored_at}
-            self._insert(db, [session], restored)
+            for agent, session_id in [*gone, *(s.key for s in sessions)]:
+                self._delete(db, agent, session_id)
+            self._insert(db, sessions, restored or {})
 
     def delete(self, keys: Iterable[tuple[str, str]]) -> None:
         """Forget the sessions of `keys` ((agent, id) each), in one transaction."""
@@ -202,7 +209,7 @@ class Index:
 
     @staticmethod
     def _insert(
-        db: sqlite3.Connection, batch: list[Session], restored: dict[tuple[str, str], float]
+        db: sqlite3.Connection, batch: list[Session], restored: Mapping[tuple[str, str], float]
     ) -> None:
         db.executemany(
             "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?)",
@@ -353,5 +360,8 @@ class Index:
         )
         return [r[0] for r in rows]
 
-    def count(self) -> int:
-        return int(self._db().execute("SELECT count(*) FROM sessions").fetchone()[0])
+    def count(self, agent: str | None = None) -> int:
+        if agent is None:
+            return int(self._db().execute("SELECT count(*) FROM sessions").fetchone()[0])
+        sql = "SELECT count(*) FROM sessions WHERE agent = ?"
+        return int(self._db().execute(sql, (agent,)).fetchone()[0])
