@@ -79,6 +79,8 @@ class Adapter(ABC):
     evidence_kinds: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, env: Env) -> None:
+        # Never replaced: a reload builds new adapters. Paths derived from it
+        # are cached (cached_property) for that reason.
         self.env = env
 
     # -- where ----------------------------------------------------------

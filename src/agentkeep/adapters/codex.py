@@ -17,6 +17,7 @@ import re
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import IO
 
@@ -105,7 +106,7 @@ class CodexAdapter(Adapter):
     name = "codex"
     evidence_kinds = frozenset(_ROLLOUT_KINDS)
 
-    @property
+    @cached_property
     def root(self) -> Path:
         value = self.env.get("CODEX_HOME")
         # A relative CODEX_HOME would depend on the daemon's cwd: ignored.

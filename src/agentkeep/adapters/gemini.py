@@ -28,6 +28,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from json.decoder import scanstring
 from pathlib import Path
 
@@ -107,14 +108,14 @@ class _Found:
 class GeminiAdapter(Adapter):
     name = "gemini"
 
-    @property
+    @cached_property
     def root(self) -> Path:
         # Gemini CLI resolves a relative GEMINI_CLI_HOME against its own cwd,
         # which a daemon cannot know: such a value is ignored, like XDG's.
         base = self.env.get("GEMINI_CLI_HOME")
         return (Path(base) if base and os.path.isabs(base) else self.env.home) / ".gemini"
 
-    @property
+    @cached_property
     def tmp(self) -> Path:
         return self.root / "tmp"
 

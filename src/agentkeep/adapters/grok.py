@@ -16,6 +16,7 @@ import re
 import urllib.parse
 from collections import defaultdict
 from collections.abc import Iterator
+from functools import cached_property
 from pathlib import Path
 
 import structlog
@@ -46,15 +47,15 @@ _ENCODED = re.compile(r"[A-Za-z0-9%._~!$&'()*+,;=:@-]+")
 class GrokAdapter(Adapter):
     name = "grok"
 
-    @property
+    @cached_property
     def root(self) -> Path:
         return self.env.home / ".grok"
 
-    @property
+    @cached_property
     def sessions_dir(self) -> Path:
         return self.root / "sessions"
 
-    @property
+    @cached_property
     def memory_dir(self) -> Path:
         return self.root / "memory-v2" / "workspaces"
 

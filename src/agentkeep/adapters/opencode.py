@@ -17,6 +17,7 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import structlog
@@ -110,7 +111,7 @@ _STORAGE_FOLDERS = ("message", "part", "todo", "session_diff")
 class OpencodeAdapter(Adapter):
     name = "opencode"
 
-    @property
+    @cached_property
     def data_dir(self) -> Path:
         """`$XDG_DATA_HOME/opencode` when XDG_DATA_HOME lies inside the
         caller's own home, else `~/.local/share/opencode`: a data home set
@@ -120,7 +121,7 @@ class OpencodeAdapter(Adapter):
             return Path(value) / "opencode"
         return self.env.home / ".local" / "share" / "opencode"
 
-    @property
+    @cached_property
     def db_path(self) -> Path:
         return self.data_dir / _DB
 

@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import structlog
@@ -59,7 +60,7 @@ class _Metadata:
 class ZeroAdapter(Adapter):
     name = "zero"
 
-    @property
+    @cached_property
     def root(self) -> Path:
         return self.env.data_home / "zero" / "sessions"
 
