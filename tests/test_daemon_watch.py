@@ -1,4 +1,4 @@
-"""The watcher with the real Claude adapter and a real watchdog observer:
+"""The watcher with the real Claude adapter and real watchdog inotify watches:
 events reach sessions, new directories get watched, the inotify budget is
 read from /proc and respected."""
 
@@ -18,7 +18,17 @@ from watchdog.observers import Observer
 
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.daemon import watch
-from agentkeep.daemon.watch import POLLING, RootWatch, Watcher, group_by_root, plan
+from agentkeep.daemon.watch import (
+    POLLING,
+    DirWatches,
+    ObserverWatches,
+    RootWatch,
+    Sink,
+    Watcher,
+    group_by_root,
+    native_watches,
+    plan,
+)
 from agentkeep.paths import Env
 
 
@@ -70,11 +80,16 @@ def roots_by_path(watcher: Watcher) -> dict[str, dict[str, object]]:
     return {r["path"]: r for r in watcher.status()["roots"]}  # type: ignore[index,union-attr]
 
 
-def test_an_append_reaches_its_session(fake_home, claude: ClaudeAdapter) -> None:
+# Both ways of watching: one inotify instance (Linux), and watchdog's own
+# observer (what macOS uses; inotify-backed here).
+@pytest.mark.parametrize("watches", [native_watches, ObserverWatches])
+def test_an_append_reaches_its_session(
+    fake_home, claude: ClaudeAdapter, watches: Callable[[Sink], DirWatches]
+) -> None:
     sid = str(uuid.uuid4())
     path = transcript(fake_home.claude / "projects", "-work-proj", sid)
     seen = Seen()
-    watcher = Watcher(lambda: {"claude": claude}, seen)
+    watcher = Watcher(lambda: {"claude": claude}, seen, watches=watches)
     watcher.start()
     try:
         assert watcher.status()["mode"] == "inotify"
@@ -137,7 +152,7 @@ def test_over_the_budget_everything_polls(fake_home, claude) -> None:
         assert status["mode"] == "polling"
         assert watcher.polling
         assert all("free" in r["reason"] for r in status["roots"])  # type: ignore[union-attr]
-        assert watcher._watches == {}
+        assert watcher._watches == set()
     finally:
         watcher.stop()
 

@@ -195,6 +195,7 @@ class Daemon:
             )
         except Exception:
             log.exception("start-up reconcile failed; the periodic one will retry")
+        _close_thread_index(self.ctx)
         with self._lifecycle:
             if self._stopping:
                 return  # told to stop while indexing: never start serving
@@ -398,6 +399,8 @@ class Daemon:
             except core.Failure as exc:
                 data = {"report": exc.report} if exc.report is not None else None
                 raise RpcError(exc.code, exc.message, exit=exc.exit, data=data) from None
+            finally:
+                _close_thread_index(self.ctx)
 
     def _call(self, conn: Connection, method: str, params: dict[str, Any]) -> object:
         handlers: dict[str, Callable[[], object]] = {
@@ -461,6 +464,17 @@ def _only(params: dict[str, Any], *names: str) -> None:
 
 def _no_params(params: dict[str, Any]) -> None:
     _only(params)
+
+
+def _close_thread_index(ctx: core.Context) -> None:
+    """Close the calling thread's index connection; the next use on this
+    thread opens another. Called when a request is answered (each socket
+    connection has a thread of its own, ending with it) and after start-up.
+    The index keeps one SQLite connection per thread, and in CPython 3.11 a
+    sqlite3.Connection is in a reference cycle with its statement cache: one
+    left to its thread's end lived on, page cache and all, until a full
+    garbage collection. At 10,000 sessions 200 `show` requests piled up ~35 MB."""
+    ctx.index.close()
 
 
 def _note(signum: int, frame: object) -> None:

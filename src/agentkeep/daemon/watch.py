@@ -12,8 +12,12 @@ again and watches follow.
 Before watching, each root's directory count is compared with the free
 budget; a root over it, or one whose watch fails, is left to the periodic
 reconcile ("polling"), and status says so. watchdog swallows watch errors
-for subdirectories of recursive watches; every watch here is scheduled on
-its own, so each failure surfaces and is handled.
+for subdirectories of recursive watches; every watch here is added on its
+own, so each failure surfaces and is handled.
+
+On Linux every directory shares one inotify instance and one reader thread
+(`inotify.InotifyWatches`); elsewhere each is scheduled on watchdog's
+ordinary observer (FSEvents, kqueue), which is `ObserverWatches`.
 
 Events are debounced, mapped to sessions through the adapters and handed to
 `on_session`; handlers are idempotent, because duplicate and out-of-order
@@ -26,11 +30,13 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import structlog
 from watchdog.events import (
@@ -46,6 +52,7 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
+from watchdog.utils import UnsupportedLibcError
 
 from agentkeep.adapters.base import Adapter
 
@@ -71,6 +78,9 @@ _EVENTS: list[type[FileSystemEvent]] = [
     DirMovedEvent,
 ]
 _IGNORED_SUFFIXES = ("-wal", "-shm", "-journal")
+
+# Where the watches deliver their events (the watcher's queue).
+Sink = Callable[[FileSystemEvent], None]
 
 INOTIFY = "inotify"
 POLLING = "polling"
@@ -202,8 +212,73 @@ def plan(groups: Iterable[RootWatch], available: int | None) -> None:
             left -= cost
 
 
+class DirWatches(Protocol):
+    """Non-recursive watches on single directories, events to a sink."""
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float = 1.0) -> None: ...
+
+    def add(self, path: Path) -> None:
+        """Watch `path`; OSError when it cannot be (ENOSPC, ENOENT, ...)."""
+
+    def remove(self, path: Path) -> None: ...
+
+
+class ObserverWatches:
+    """Each directory scheduled on watchdog's own observer: FSEvents or
+    kqueue on macOS. On Linux that costs a thread per directory, so it is
+    used there only where libc has no inotify (and by tests)."""
+
+    def __init__(self, sink: Sink, observer: BaseObserver | None = None) -> None:
+        self._observer = observer or Observer()
+        self._handler = _Handler(sink)
+        self._watches: dict[Path, ObservedWatch] = {}
+
+    def start(self) -> None:
+        self._observer.start()
+
+    def stop(self, timeout: float = 1.0) -> None:
+        self._observer.stop()
+        self._observer.join(timeout)
+
+    def add(self, path: Path) -> None:
+        self._watches[path] = self._observer.schedule(
+            self._handler,
+            str(path),
+            recursive=False,
+            event_filter=_EVENTS,
+            # A linked folder is watched itself, not its link; watching
+            # only reads, and events are named by the path as given.
+            follow_symlink=True,
+        )
+
+    def remove(self, path: Path) -> None:
+        watch = self._watches.pop(path, None)
+        if watch is None:
+            return
+        try:
+            self._observer.unschedule(watch)
+        except (KeyError, OSError) as exc:
+            log.debug("unschedule failed", path=str(path), error=str(exc))
+
+
+def native_watches(sink: Sink) -> DirWatches:
+    """One inotify instance for every directory on Linux (watchdog's
+    observer would start a thread per directory); the observer elsewhere."""
+    if sys.platform.startswith("linux"):
+        # Imported here: watchdog's inotify module refuses to load where
+        # libc has no inotify (macOS), and then the observer decides.
+        try:
+            from agentkeep.daemon.inotify import InotifyWatches
+        except UnsupportedLibcError:
+            return ObserverWatches(sink)
+        return InotifyWatches(sink)
+    return ObserverWatches(sink)
+
+
 class Watcher:
-    """The observer, the watches it holds, and the debounced event worker."""
+    """The watches, the roots they serve, and the debounced event worker."""
 
     def __init__(
         self,
@@ -211,18 +286,17 @@ class Watcher:
         on_session: Callable[[str, str], None],
         *,
         budget: Callable[[], tuple[int, int] | None] = inotify_budget,
-        observer: BaseObserver | None = None,
+        watches: Callable[[Sink], DirWatches] = native_watches,
     ) -> None:
         self._adapters = adapters
         self._read_budget = budget
         self._on_session = on_session
-        self._observer = observer or Observer()
-        self._handler = _Handler(self)
         self._lock = threading.RLock()
-        self._watches: dict[Path, ObservedWatch] = {}
+        # What self._dirs holds: added, and not removed since.
+        self._watches: set[Path] = set()
         self._groups: list[RootWatch] = []
         # Every wanted dir, and every dir on the way to one (read by the
-        # observer's thread, replaced whole by resync).
+        # thread that delivers events, replaced whole by resync).
         self._wanted: tuple[frozenset[Path], frozenset[Path]] = (frozenset(), frozenset())
         self._failed: dict[Path, str] = {}
         self._available: int | None = None
@@ -232,10 +306,11 @@ class Watcher:
         self._wake = threading.Condition()
         self._stopping = False
         self._worker = threading.Thread(target=self._work, name="agentkeep-watch", daemon=True)
+        self._dirs = watches(self.queue)
 
     # -- life -------------------------------------------------------------
     def start(self) -> None:
-        self._observer.start()
+        self._dirs.start()
         self._worker.start()
         self.resync(replan=True)
 
@@ -243,9 +318,8 @@ class Watcher:
         with self._wake:
             self._stopping = True
             self._wake.notify_all()
-        self._observer.stop()
         # Bounded: the daemon must be gone within 5 s of SIGTERM.
-        self._observer.join(timeout=1)
+        self._dirs.stop(timeout=1)
         self._worker.join(timeout=1)
 
     # -- state ------------------------------------------------------------
@@ -262,8 +336,8 @@ class Watcher:
 
     # -- watches ----------------------------------------------------------
     def resync(self, *, replan: bool = False) -> set[Path]:
-        """Compute the wanted watches from the adapters and make the observer
-        hold exactly those; the directories newly watched. `replan` reads the
+        """Compute the wanted watches from the adapters and hold exactly
+        those; the directories newly watched. `replan` reads the
         inotify budget afresh and gives roots that fell back to polling
         another chance."""
         with self._lock:
@@ -323,15 +397,7 @@ class Watcher:
 
     def _schedule(self, path: Path) -> str | None:
         try:
-            self._watches[path] = self._observer.schedule(
-                self._handler,
-                str(path),
-                recursive=False,
-                event_filter=_EVENTS,
-                # A linked folder is watched itself, not its link; watching
-                # only reads, and events are named by the path as given.
-                follow_symlink=True,
-            )
+            self._dirs.add(path)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
                 return None  # gone since planned: its parent's event brings a resync
@@ -339,14 +405,12 @@ class Watcher:
             if exc.errno == errno.ENOSPC:
                 return f"inotify watch limit reached at {path}"
             return f"cannot watch {path}: {exc.strerror or exc}"
+        self._watches.add(path)
         return None
 
     def _unschedule(self, path: Path) -> None:
-        watch = self._watches.pop(path)
-        try:
-            self._observer.unschedule(watch)
-        except (KeyError, OSError) as exc:
-            log.debug("unschedule failed", path=str(path), error=str(exc))
+        self._watches.discard(path)
+        self._dirs.remove(path)
 
     def _summary(self) -> dict[str, object]:
         polling = [str(g.path) for g in self._groups if g.mode == POLLING]
@@ -437,8 +501,8 @@ def _entries(directories: Iterable[Path]) -> set[str]:
 
 
 class _Handler(FileSystemEventHandler):
-    def __init__(self, watcher: Watcher) -> None:
-        self._watcher = watcher
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        self._watcher.queue(event)
+        self._sink(event)

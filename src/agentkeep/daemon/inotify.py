@@ -1,0 +1,160 @@
+"""Every watched directory on one inotify instance and one reader thread.
+
+watchdog's observer gives each scheduled watch an emitter thread of its own
+(watchdog 7.1: one `InotifyEmitter` per watch, all fed by one `InotifyFD`
+reader). The daemon watches one directory per Claude project and per Codex
+date dir, non-recursively, so at 10,000 sessions that was ~540 threads,
+whose stacks and malloc arenas were 12 of the daemon's 57 MB. Here the
+directories are registered directly on one watchdog `InotifyFD` through its
+public callback API (`add_callback`, `remove_callbacks`, the `WatchCallback`
+protocol), and its single reader thread turns kernel events into watchdog
+events for the sink: the thread count does not grow with the directories.
+
+Only what `watch.py` reacts to is asked of the kernel (the inotify side of
+its event filter): entries created, deleted, moved in or out, files
+modified, and the watched directory itself deleted. Moves are not paired
+into one event: the watcher wants both paths, and either alone says enough.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import structlog
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileSystemEvent,
+)
+from watchdog.observers.inotify_c import (
+    CallbackId,
+    InotifyConstants,
+    InotifyEvent,
+    InotifyFD,
+    Mask,
+    WatchDescriptor,
+)
+
+if TYPE_CHECKING:
+    from agentkeep.daemon.watch import Sink
+
+log = structlog.get_logger("agentkeep.daemon.inotify")
+
+# No IN_DONT_FOLLOW: a linked directory (~/.claude into a dotfiles repo) is
+# watched itself. No IN_ATTRIB/IN_OPEN/IN_CLOSE_*: reads and metadata
+# changes (the daemon's own among them) never wake the reader.
+MASK = Mask(
+    InotifyConstants.IN_CREATE
+    | InotifyConstants.IN_DELETE
+    | InotifyConstants.IN_MODIFY
+    | InotifyConstants.IN_MOVED_FROM
+    | InotifyConstants.IN_MOVED_TO
+    | InotifyConstants.IN_DELETE_SELF
+)
+
+
+class InotifyWatches:
+    """Non-recursive watches on many directories: one inotify fd, one thread.
+    add() and remove() come from one thread at a time (the watcher's lock)."""
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+        self._fd: InotifyFD | None = None
+        self._unavailable: OSError | None = None
+        self._dirs: dict[Path, _Directory] = {}
+
+    def start(self) -> None:
+        try:
+            fd = InotifyFD()
+        except OSError as exc:
+            # max_user_instances reached, say: every add() fails with this,
+            # so each root falls back to polling and says why.
+            log.warning("no inotify instance; every root polls", error=str(exc))
+            self._unavailable = exc
+            return
+        fd.start()
+        self._fd = fd
+
+    def stop(self, timeout: float = 1.0) -> None:
+        if self._fd is None:
+            return
+        # Removes every watch and wakes the reader, which then exits.
+        self._fd.stop()
+        self._fd.join(timeout)
+
+    def add(self, path: Path) -> None:
+        """Watch `path` (not its subdirectories); OSError when it cannot be."""
+        fd = self._fd
+        if fd is None:
+            raise self._unavailable or OSError(errno.EBADF, "inotify not started")
+        directory = _Directory(os.fspath(path), self._sink)
+        wd = fd.add_callback(os.fsencode(path), MASK, directory, directory.id)
+        if wd < 0:
+            # watchdog 7.1 returns -1 rather than raising for EACCES; undo its
+            # book-keeping and fail like any other refused watch.
+            fd.remove_callbacks([(wd, directory.id)])
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        directory.wd = wd
+        self._dirs[path] = directory
+
+    def remove(self, path: Path) -> None:
+        directory = self._dirs.pop(path, None)
+        if directory is None or self._fd is None:
+            return
+        # A directory that was deleted lost its watch in the kernel already;
+        # watchdog then skips the removal quietly. Watch descriptors are
+        # allocated cyclically by the kernel, so a stale one never names
+        # another directory's watch.
+        try:
+            self._fd.remove_callbacks([(directory.wd, directory.id)])
+        except OSError as exc:
+            log.debug("unwatch failed", path=str(path), error=str(exc))
+
+
+class _Directory:
+    """One watched directory: a watchdog `WatchCallback` that names events by
+    the path as given (a link's path, not its target's)."""
+
+    __slots__ = ("path", "sink", "id", "wd")
+
+    def __init__(self, path: str, sink: Sink) -> None:
+        self.path = path
+        self.sink = sink
+        # Unique per directory, so two paths to one inode (a link and its
+        # target, both wanted) share the kernel watch and each gets events.
+        self.id = CallbackId(id(self))
+        self.wd = WatchDescriptor(-1)
+
+    def on_event(self, event: InotifyEvent) -> None:
+        converted = _convert(self.path, event)
+        if converted is not None:
+            self.sink(converted)
+
+    def on_watch_deleted(self, wd: WatchDescriptor) -> None:
+        """The directory is gone (or the fd closed): its parent's event, or
+        its own DELETE_SELF, makes the watcher resync and drop it."""
+
+    def on_queue_overflow(self) -> None:
+        """watchdog logs the overflow; the periodic reconcile catches up on
+        whatever the lost events would have said."""
+
+
+def _convert(directory: str, event: InotifyEvent) -> FileSystemEvent | None:
+    if event.is_delete_self:
+        return DirDeletedEvent(directory)
+    if not event.name:
+        return None  # IN_IGNORED, IN_UNMOUNT: nothing about an entry
+    path = os.path.join(directory, os.fsdecode(event.name))
+    if event.is_create or event.is_moved_to:
+        return DirCreatedEvent(path) if event.is_directory else FileCreatedEvent(path)
+    if event.is_delete or event.is_moved_from:
+        return DirDeletedEvent(path) if event.is_directory else FileDeletedEvent(path)
+    if event.is_modify and not event.is_directory:
+        return FileModifiedEvent(path)
+    return None

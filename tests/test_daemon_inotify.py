@@ -1,0 +1,266 @@
+"""One inotify instance for every watched directory: the thread count stays
+flat however many directories are watched, events in any of them still
+reach their sessions, the same changes name the same paths as through
+watchdog's own observer, and a failed watch still sends its root (and only
+that root) to polling.
+
+What this leans on in watchdog (`InotifyFD` and its callback API, pinned
+here so that a watchdog upgrade that changes it fails loudly): one reader
+thread per `InotifyFD`, callbacks called on it, `remove_callbacks` quiet
+for a watch the kernel already dropped."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from watchdog.events import FileSystemEvent
+
+from agentkeep.adapters.claude import ClaudeAdapter
+from agentkeep.daemon import watch
+from agentkeep.daemon.inotify import InotifyWatches
+from agentkeep.daemon.watch import POLLING, ObserverWatches, Sink, Watcher
+from agentkeep.paths import Env
+from test_daemon_serve import wait_for
+from test_daemon_watch import Seen, transcript
+
+MANY = 220
+
+
+class Events:
+    """A sink that keeps every path it is given."""
+
+    def __init__(self) -> None:
+        self.paths: set[tuple[str, bool]] = set()
+        self.threads: set[str] = set()
+        self.lock = threading.Lock()
+
+    def __call__(self, event: FileSystemEvent) -> None:
+        with self.lock:
+            self.threads.add(threading.current_thread().name)
+            for path in (event.src_path, event.dest_path):
+                if path:
+                    self.paths.add((os.fsdecode(path), event.is_directory))
+
+    def has(self, *expected: tuple[str, bool]) -> Callable[[], bool]:
+        return lambda: set(expected) <= set(self.paths)
+
+
+def threads_of(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+@pytest.fixture
+def inotify_only() -> None:
+    if watch.inotify_budget() is None:
+        pytest.skip("no inotify here")
+
+
+@pytest.fixture
+def area(fake_home) -> Path:
+    """Where the backend tests make their directories (inside the fake home)."""
+    path = fake_home.root / "area"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def watching(inotify_only: None) -> Iterator[tuple[InotifyWatches, Events]]:
+    events = Events()
+    dirs = InotifyWatches(events)
+    dirs.start()
+    yield dirs, events
+    dirs.stop()
+
+
+def test_many_directories_run_on_one_reader_thread(fake_home, inotify_only) -> None:
+    projects = fake_home.claude / "projects"
+    sessions = [
+        transcript(projects, f"-work-p{n}", f"{n:08x}-0000-4000-8000-000000000000")
+        for n in range(MANY)
+    ]
+    claude = ClaudeAdapter(Env.from_environ(fake_home.environ))
+    seen = Seen()
+    before = threads_of(os.getpid())
+    watcher = Watcher(lambda: {"claude": claude}, seen)
+    watcher.start()
+    try:
+        assert len(watcher._watches) > MANY, "SETUP INVALID: the key dirs are not all watched"
+        # The reader and the debounce worker, whatever the number of dirs.
+        assert threads_of(os.getpid()) - before <= 2
+        path = sessions[MANY // 2]
+        with path.open("a") as f:
+            f.write('{"type": "assistant"}\n')
+        wait_for(seen.has(path.stem), 3.0, "an append in one of many dirs")
+    finally:
+        watcher.stop()
+    wait_for(lambda: threads_of(os.getpid()) <= before, 3.0, "the watch threads to end")
+
+
+def changes(root: Path) -> list[tuple[str, bool]]:
+    """Make one change of each kind in `root`; the (path, is_dir) each names."""
+    (root / "moved-away").write_text("x")
+    (root / "renamed").write_text("x")
+    outside = root.parent / "outside"
+    outside.write_text("x")
+    (root / "kept").write_text("x")
+    (root / "created").write_text("x")
+    with (root / "kept").open("a") as f:
+        f.write("more")
+    (root / "doomed").write_text("x")
+    (root / "doomed").unlink()
+    (root / "moved-away").rename(root.parent / "moved-away")
+    outside.rename(root / "moved-in")
+    (root / "renamed").rename(root / "renamed-2")
+    (root / "subdir").mkdir()
+    (root / "gone-dir").mkdir()
+    (root / "gone-dir").rmdir()
+    return [
+        (str(root / name), False)
+        for name in ("created", "kept", "doomed", "moved-away", "moved-in", "renamed", "renamed-2")
+    ] + [(str(root / "subdir"), True), (str(root / "gone-dir"), True)]
+
+
+@pytest.mark.parametrize("kind", ["inotify", "observer"])
+def test_the_same_changes_name_the_same_paths(area: Path, inotify_only, kind: str) -> None:
+    root = area / "watched"
+    root.mkdir()
+    events = Events()
+    dirs: watch.DirWatches = (
+        InotifyWatches(events) if kind == "inotify" else ObserverWatches(events)
+    )
+    dirs.start()
+    try:
+        dirs.add(root)
+        expected = changes(root)
+        wait_for(events.has(*expected), 3.0, f"every change seen by {kind}")
+        empty_and_remove(root)
+        # Its entries' deletions name paths already seen; then its own.
+        expected.append((str(root), True))
+        wait_for(lambda: events.paths == set(expected), 3.0, f"exactly these paths by {kind}")
+    finally:
+        dirs.stop()
+
+
+def empty_and_remove(root: Path) -> None:
+    for entry in root.iterdir():
+        entry.rmdir() if entry.is_dir() else entry.unlink()
+    root.rmdir()
+
+
+def test_events_come_on_the_one_reader_thread(watching, area: Path) -> None:
+    dirs, events = watching
+    made = [area / f"d{n}" for n in range(20)]
+    for d in made:
+        d.mkdir()
+        dirs.add(d)
+    for d in made:
+        (d / "f").write_text("x")
+    wait_for(events.has(*[(str(d / "f"), False) for d in made]), 3.0, "an event from each dir")
+    assert len(events.threads) == 1
+
+
+def test_a_deleted_dir_can_be_removed_quietly(watching, area: Path) -> None:
+    dirs, events = watching
+    gone, kept = area / "gone", area / "kept"
+    for d in (gone, kept):
+        d.mkdir()
+        dirs.add(d)
+    gone.rmdir()
+    wait_for(events.has((str(gone), True)), 3.0, "the deletion of the watched dir")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # watchdog warns on a callback it does not know
+        dirs.remove(gone)
+        dirs.remove(gone)  # twice: the watcher may drop a path it already dropped
+    (kept / "f").write_text("x")
+    wait_for(events.has((str(kept / "f"), False)), 3.0, "the other dir still watched")
+
+
+def test_watches_are_counted_against_the_budget(watching, area: Path) -> None:
+    dirs, _ = watching
+    me = Path(f"/proc/{os.getpid()}")
+    before = watch.process_watches(me)
+    made = [area / str(n) for n in range(3)]
+    for d in made:
+        d.mkdir()
+        dirs.add(d)
+    assert watch.process_watches(me) == before + 3
+    dirs.remove(made[0])
+    assert watch.process_watches(me) == before + 2
+
+
+def test_a_missing_dir_fails_with_enoent(watching, area: Path) -> None:
+    dirs, _ = watching
+    with pytest.raises(OSError) as raised:
+        dirs.add(area / "not-there")
+    assert raised.value.errno == errno.ENOENT
+
+
+def test_an_unreadable_dir_fails_instead_of_watching_nothing(watching, area: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root reads every directory")
+    dirs, _ = watching
+    closed = area / "closed"
+    closed.mkdir(mode=0o000)
+    try:
+        with pytest.raises(PermissionError):
+            dirs.add(closed)
+    finally:
+        closed.chmod(0o700)
+
+
+class FullAfter:
+    """The real inotify watches, with the kernel's ENOSPC forced for every
+    directory under `refused` (a test cannot lower max_user_watches)."""
+
+    def __init__(self, sink: Sink, refused: Path) -> None:
+        self.real = InotifyWatches(sink)
+        self.refused = refused
+        self.refusals = 0
+
+    def start(self) -> None:
+        self.real.start()
+
+    def stop(self, timeout: float = 1.0) -> None:
+        self.real.stop(timeout)
+
+    def add(self, path: Path) -> None:
+        if path == self.refused or path.is_relative_to(self.refused):
+            self.refusals += 1
+            raise OSError(errno.ENOSPC, "inotify watch limit reached")
+        self.real.add(path)
+
+    def remove(self, path: Path) -> None:
+        self.real.remove(path)
+
+
+def test_a_failed_watch_sends_only_its_root_to_polling(fake_home, inotify_only) -> None:
+    projects = fake_home.claude / "projects"
+    transcript(projects, "-work-p", "00000000-0000-4000-8000-000000000001")
+    claude = ClaudeAdapter(Env.from_environ(fake_home.environ))
+    tmp_root = fake_home.system_tmp / f"claude-{os.getuid()}"
+    tmp_root.mkdir(mode=0o700)
+    made: list[FullAfter] = []
+
+    def watches(sink: Sink) -> FullAfter:
+        made.append(FullAfter(sink, tmp_root))
+        return made[0]
+
+    watcher = Watcher(lambda: {"claude": claude}, Seen(), watches=watches)
+    watcher.start()
+    try:
+        assert made[0].refusals >= 1, "SETUP INVALID: no watch was refused"
+        roots = {r["path"]: r for r in watcher.status()["roots"]}  # type: ignore[union-attr]
+        assert watcher.status()["mode"] == "mixed"
+        assert roots[str(tmp_root)]["mode"] == POLLING
+        assert "inotify watch limit reached" in str(roots[str(tmp_root)]["reason"])
+        assert roots[str(fake_home.claude)]["mode"] == "inotify"
+        assert projects / "-work-p" in watcher._watches
+        assert not any(p.is_relative_to(tmp_root) for p in watcher._watches)
+    finally:
+        watcher.stop()
