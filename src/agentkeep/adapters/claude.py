@@ -188,6 +188,18 @@ def _list(directory: str, probe: Sequence[str] | None) -> list[_Entry]:
     return entries
 
 
+_LINK, _DIR = 1, 2
+
+
+def _flags(entry: _Entry) -> int:
+    return (_LINK if entry.link else 0) | (_DIR if entry.dir else 0)
+
+
+def _entry(directory: str, name: str, flags: int) -> _Entry:
+    """The _Entry _list() made for `name`, from its flags."""
+    return _Entry(name, directory.rstrip("/") + "/" + name, bool(flags & _LINK), bool(flags & _DIR))
+
+
 def _probe(directory: str, name: str) -> _Entry | None:
     path = os.path.join(directory, name)
     try:
@@ -205,9 +217,10 @@ def _alive_pids() -> set[int] | None:
         return None
 
 
-def _project_entry_id(name: str) -> str | None:
-    """The session a `projects/<key>/` entry names: `<id>.jsonl` or `<id>/`."""
-    return canonical(name[: -len(".jsonl")] if name.endswith(".jsonl") else name)
+def _project_names(sids: frozenset[str]) -> list[str]:
+    """What a `projects/<key>/` entry of these sessions is named: `<id>.jsonl`
+    or `<id>/`, in either spelling."""
+    return [name for s in _spellings(sids) for name in (f"{s}.jsonl", s)]
 
 
 def _listable(entry: _Entry) -> bool:
@@ -218,10 +231,10 @@ def _listable(entry: _Entry) -> bool:
     return entry.dir and valid_name(entry.name)
 
 
-def _spellings(sids: frozenset[str] | None) -> list[str] | None:
+def _spellings(sids: frozenset[str]) -> list[str]:
     """The names the ids may have on disk: as written and uppercase (macOS
     file systems fold case, and Claude has written both)."""
-    return None if sids is None else [name for sid in sorted(sids) for name in (sid, sid.upper())]
+    return [name for sid in sorted(sids) for name in (sid, sid.upper())]
 
 
 def _read_head(path: str, limit: int) -> bytes | None:
@@ -348,7 +361,9 @@ class _Listings:
     listing: they change the mtime, not what anyone else wrote."""
 
     def __init__(self) -> None:
-        self._dirs: dict[str, tuple[int, dict[str, _Entry]]] = {}
+        # directory -> (mtime, {name: _LINK/_DIR flags}); an _Entry is made
+        # when asked for (at 50,000 sessions, kept ones cost ~35 MB).
+        self._dirs: dict[str, tuple[int, dict[str, int]]] = {}
         self._records: dict[str, tuple[tuple[int, int, int], object]] = {}
         self._named: dict[str, tuple[int, dict[str | None, list[str]]]] = {}
         self._registries: dict[str, _Registry] = {}
@@ -369,14 +384,29 @@ class _Listings:
             index = (mtime, by_id)
             self._named[directory] = index
         by_sid = index[1]
-        return [names[n] for sid in sids for n in by_sid.get(sid, []) if n in names]
+        return [
+            _entry(directory, n, names[n])
+            for sid in sids
+            for n in by_sid.get(sid, [])
+            if n in names
+        ]
+
+    def picked(self, directory: str, names: list[str]) -> list[_Entry]:
+        """The entries of `directory` with these names."""
+        listed = self._listing(directory)
+        if listed is None:  # cannot be stat'ed: probed afresh, nothing kept
+            return _list(directory, names)
+        flags = listed[1]
+        return [_entry(directory, n, flags[n]) for n in dict.fromkeys(names) if n in flags]
 
     def entries(self, directory: str) -> list[_Entry]:
         listed = self._listing(directory)
-        return _list(directory, None) if listed is None else list(listed[1].values())
+        if listed is None:
+            return _list(directory, None)
+        return [_entry(directory, name, flags) for name, flags in listed[1].items()]
 
-    def _listing(self, directory: str) -> tuple[int, dict[str, _Entry]] | None:
-        """(mtime, entries by name), listed again only when the mtime moved."""
+    def _listing(self, directory: str) -> tuple[int, dict[str, int]] | None:
+        """(mtime, flags by name), listed again only when the mtime moved."""
         try:
             mtime = os.stat(directory).st_mtime_ns
         except OSError:
@@ -384,7 +414,7 @@ class _Listings:
             return None
         cached = self._dirs.get(directory)
         if not cached or cached[0] != mtime:
-            cached = (mtime, {e.name: e for e in _list(directory, None)})
+            cached = (mtime, {e.name: _flags(e) for e in _list(directory, None)})
             self._dirs[directory] = cached
         return cached
 
@@ -416,15 +446,15 @@ class _Listings:
         if listed is None:
             self._registries.pop(directory, None)
             return None
-        mtime, entries = listed
+        mtime, names = listed
         registry = self._registries.get(directory)
         if registry is None or registry.mtime != mtime:
             registry = _Registry(mtime, {}, defaultdict(list), {}, {})
-            for entry in entries.values():
-                if match := _REGISTRY.fullmatch(entry.name):
-                    registry.files[match["pid"]] = entry
-                elif match := _REGISTRY_KEY.fullmatch(entry.name):
-                    registry.keys[match["pid"]].append(entry)
+            for name, flags in names.items():
+                if match := _REGISTRY.fullmatch(name):
+                    registry.files[match["pid"]] = _entry(directory, name, flags)
+                elif match := _REGISTRY_KEY.fullmatch(name):
+                    registry.keys[match["pid"]].append(_entry(directory, name, flags))
             changing = registry.files.keys()
             self._registries[directory] = registry
         elif alive is None:
@@ -585,7 +615,7 @@ class ClaudeAdapter(Adapter):
             # A linked key is listed only to report what is behind it.
             if not _listable(key):
                 continue
-            for entry in self._entries(key.path, found.only, _project_entry_id):
+            for entry in self._entries(key.path, found.only, _project_names):
                 linked = base_linked or key.link
                 if entry.name.endswith(".jsonl"):
                     sid = canonical(entry.name[: -len(".jsonl")])
@@ -597,20 +627,20 @@ class ClaudeAdapter(Adapter):
         self,
         directory: str,
         only: frozenset[str] | None,
-        identify: Callable[[str], str | None] | None = None,
+        names_of: Callable[[frozenset[str]], list[str]] | None = None,
     ) -> list[_Entry]:
         """A directory's entries: all of them, freshly listed, for a scan;
-        for some sessions (`only`), those `identify` names as one of them (all
-        when no `identify`) from a listing reused while the directory's mtime
-        holds."""
+        for some sessions (`only`), those with the names `names_of` gives
+        them (all when no `names_of`), from a listing reused while the
+        directory's mtime holds."""
         if only is None:
             return _list(directory, None)
-        if identify is None:
+        if names_of is None:
             return self._listings.entries(directory)
-        return self._listings.named(directory, identify, only)
+        return self._listings.picked(directory, names_of(only))
 
     def _find_config(self, layout: _Layout, found: _Grouped) -> None:
-        spellings = _spellings(found.only)
+        spellings = None if found.only is None else _spellings(found.only)
         debug_probe = None if spellings is None else [s + ".txt" for s in spellings]
         # A link where a session's entry belongs is that artifact, removed as
         # the link alone; only an area that is itself a link makes its
@@ -651,7 +681,7 @@ class ClaudeAdapter(Adapter):
             yield entry, linked
 
     def _find_jobs(self, layout: _Layout, found: _Grouped) -> None:
-        spellings = _spellings(found.only)
+        spellings = None if found.only is None else _spellings(found.only)
         probe = None if spellings is None else [s[:8] for s in spellings]
         for entry, linked in self._config_entries(layout, "jobs", probe):
             if not (entry.dir or entry.link) or not _JOB.fullmatch(entry.name):
@@ -705,7 +735,7 @@ class ClaudeAdapter(Adapter):
             for key in self._entries(str(root.path), found.only):
                 if not _listable(key):
                     continue
-                for entry in self._entries(key.path, found.only, canonical):
+                for entry in self._entries(key.path, found.only, _spellings):
                     linked = bool(root.problem) or key.link
                     found.add(canonical(entry.name), _Found(entry.path, TMP, root, linked))
 
