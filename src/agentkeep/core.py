@@ -155,15 +155,11 @@ RELIST_BATCH = 256
 
 def relist(ctx: Context, agent: str, session_ids: list[str]) -> None:
     """List sessions again from the disk into the index, a batch at a time:
-    one listing pass and one transaction per batch, not per session. Past a
-    quarter of what the agent has indexed, one scan of the agent costs less."""
+    one listing pass and one transaction per batch, not per session."""
     adapter = ctx.adapters.get(agent)
     if adapter is None or not session_ids:
         return
     restored = _restored(ctx)
-    if len(session_ids) > max(RELIST_BATCH, ctx.index.count(agent) // 4):
-        ctx.index.replace_agent(agent, adapter.scan(), restored)
-        return
     for start in range(0, len(session_ids), RELIST_BATCH):
         listed = adapter.load_many(session_ids[start : start + RELIST_BATCH])
         gone = [(agent, sid) for sid, s in listed.items() if s is None]
@@ -173,82 +169,71 @@ def relist(ctx: Context, agent: str, session_ids: list[str]) -> None:
 
 def reconcile(ctx: Context) -> int:
     """Bring the index up to date cheaply: re-list only sessions whose
-    indexed artifacts changed on disk, and the entries of directories whose
-    mtime changed. Returns how many sessions were re-listed."""
-    touched: dict[str, set[str]] = {}
-    scanned = 0
+    indexed artifacts changed on disk, and those named by entries new in
+    directories whose mtime changed. Returns how many sessions were
+    re-listed (or scanned)."""
+    done = 0
     for name, adapter in ctx.adapters.items():
         old = ctx.index.dir_signatures(name)
+        new = _dir_signatures(adapter)
         if not old:
             # Never indexed: one full scan, nothing to re-list after it.
-            scanned += ctx.index.replace_agent(name, adapter.scan(), _restored(ctx))[0]
-            ctx.index.set_dir_signatures(name, _dir_signatures(adapter))
-            continue
-        new = _dir_signatures(adapter)
-        moved = {d for d, sig in new.items() if old.get(d) != sig}
-        changed, known = _changed_sessions(ctx, name, adapter, moved)
-        mine = touched.setdefault(name, changed)
-        for d in moved:
-            mine.update(_named_in(adapter, d, known))
-        for d in set(old) - set(new):
-            mine.update(_sessions_under(ctx, name, d))
+            done += ctx.index.replace_agent(name, adapter.scan(), _restored(ctx))[0]
+        else:
+            done += _reconcile_agent(ctx, name, adapter, {d for d in new if old.get(d) != new[d]})
         ctx.index.set_dir_signatures(name, new)
-    for agent, sids in touched.items():
-        relist(ctx, agent, sorted(sids))
-    return scanned + sum(map(len, touched.values()))
+    return done
 
 
-def _named_in(adapter: Adapter, directory: str, known: set[str]) -> set[str]:
-    """The sessions named by the entries of `directory` that the index does
-    not hold (`known`: the indexed paths there): new sessions and new
-    artifacts. What it holds is looked at by _changed_sessions; relisting
-    every session named in a shared directory (file-history/) whenever one
-    session came or went would relist them all."""
-    ids: set[str] = set()
+def _reconcile_agent(ctx: Context, agent: str, adapter: Adapter, moved: set[str]) -> int:
+    """What changed of one agent's sessions, listed again; past a quarter of
+    what the agent has indexed, one scan of the agent costs less (and needs
+    no path mapped to its session)."""
+    gone, newer, known = _changed_artifacts(ctx, agent, moved)
+    unknown = [p for d in sorted(moved) for p in _entries_of(d) if p not in known]
+    if len(gone) + len(newer) + len(unknown) > max(RELIST_BATCH, ctx.index.count(agent) // 4):
+        return ctx.index.replace_agent(agent, adapter.scan(), _restored(ctx))[0]
+    # A newer file may name another session now (a registry file rewritten
+    # by a /clear); a new entry names a new session or a new artifact.
+    sids = set(gone) | {sid for _, sid in newer}
+    sids.update(o for path, _ in newer if (o := adapter.session_for_path(path)))
+    sids.update(o for path in unknown if (o := adapter.session_for_path(path)))
+    relist(ctx, agent, sorted(sids))
+    return len(sids)
+
+
+def _entries_of(directory: str) -> list[str]:
     try:
         with disk.scandir(directory, follow=True) as entries:
-            paths = [os.path.join(directory, entry.name) for entry in entries]
+            return [os.path.join(directory, entry.name) for entry in entries]
     except OSError:
-        return ids
-    for path in paths:
-        if path not in known and (sid := adapter.session_for_path(path)):
-            ids.add(sid)
-    return ids
+        return []
 
 
-def _changed_sessions(
-    ctx: Context, agent: str, adapter: Adapter, moved: set[str]
-) -> tuple[set[str], set[str]]:
-    """Sessions with an indexed artifact that is gone or newer on disk (one
-    lstat per artifact, streamed from the index), with the session a newer
-    one names now (a registry file rewritten for another session), and the
-    indexed paths that lie directly in the `moved` directories."""
-    changed: set[str] = set()
+def _changed_artifacts(
+    ctx: Context, agent: str, moved: set[str]
+) -> tuple[set[str], list[tuple[str, str]], set[str]]:
+    """One lstat per indexed artifact (streamed from the index, nothing
+    read): the sessions with an artifact gone, (path, session) of the
+    artifacts newer on disk (undated ones too), and the indexed paths that
+    lie directly in the `moved` directories. Entries there that the index
+    does not hold are what is new; relisting every session named in a
+    shared directory (file-history/) whenever one came or went would relist
+    them all."""
+    gone: set[str] = set()
+    newer: list[tuple[str, str]] = []
     known: set[str] = set()
     for sid, path, mtime in ctx.index.artifact_times(agent):
         if moved and os.path.dirname(path) in moved:
             known.add(path)
-        if sid in changed:
-            continue
         try:
             st = os.lstat(path)
         except OSError:
-            changed.add(sid)
+            gone.add(sid)
             continue
         if mtime is None or st.st_mtime > mtime:
-            changed.add(sid)
-            if (owner := adapter.session_for_path(path)) is not None:
-                changed.add(owner)
-    return changed, known
-
-
-def _sessions_under(ctx: Context, agent: str, directory: str) -> set[str]:
-    prefix = directory.rstrip("/") + "/"
-    return {
-        sid
-        for (_, sid), arts in ctx.index.all_artifacts(agent).items()
-        if any(a.path.startswith(prefix) for a in arts)
-    }
+            newer.append((path, sid))
+    return gone, newer, known
 
 
 # -- reading -------------------------------------------------------------------

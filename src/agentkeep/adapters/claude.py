@@ -899,13 +899,18 @@ def _project_path_id(parts: list[str]) -> str | None:
 
 
 def _below(path: str, root: Path) -> list[str] | None:
-    """The components of `path` below `root` (as given or resolved), or None."""
-    for base in dict.fromkeys((os.fspath(root), os.path.realpath(root))):
-        if path == base:
-            return []
-        if path.startswith(base.rstrip("/") + "/"):
-            return path[len(base.rstrip("/")) + 1 :].split("/")
-    return None
+    """The components of `path` below `root` (as given, else resolved: the
+    resolving costs a syscall per component, and watched paths come as
+    given), or None."""
+    parts = _parts_below(path, os.fspath(root))
+    return parts if parts is not None else _parts_below(path, os.path.realpath(root))
+
+
+def _parts_below(path: str, base: str) -> list[str] | None:
+    if path == base:
+        return []
+    prefix = base.rstrip("/") + "/"
+    return path[len(prefix) :].split("/") if path.startswith(prefix) else None
 
 
 ADAPTER = ClaudeAdapter
