@@ -1,5 +1,6 @@
 """Measuring tools for the benchmark: a child process's wall time and its own
-peak RSS (wait4, so one child's figure never mixes with another's), a raw
+peak RSS (wait4 in a small launcher, so one child's figure never mixes with
+another's or with the benchmark's own), a raw
 JSON-RPC unix-socket client, a trivial echo server as the socket baseline,
 and the daemon's memory from /proc.
 """
@@ -34,20 +35,53 @@ class Run:
         return json.loads(self.stdout)
 
 
+# A child's ru_maxrss starts at its parent's peak RSS (Linux copies the
+# high-water mark on fork and keeps it across exec), and the benchmark's own
+# peak is the largest home it built. So children are started by this small
+# launcher, which reports the child's own figures on a pipe.
+_LAUNCHER = """
+import json, os, sys, time
+fd, argv = int(sys.argv[1]), sys.argv[2:]
+started = time.perf_counter()
+pid = os.posix_spawnp(argv[0], argv, os.environ)
+_, status, usage = os.wait4(pid, 0)
+seconds = time.perf_counter() - started
+os.write(fd, json.dumps([seconds, usage.ru_maxrss, usage.ru_utime + usage.ru_stime]).encode())
+sys.exit(min(max(os.waitstatus_to_exitcode(status), 0), 255) if os.WIFEXITED(status) else 128)
+"""
+
+
 def run(argv: list[str], env: dict[str, str]) -> Run:
-    """Run argv to completion; wall time from just before the fork to the reap."""
+    """Run argv to completion: wall time from just before its spawn to its
+    reap, and its own peak RSS and CPU, as its launcher measured them."""
+    read, write = os.pipe()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        started = time.perf_counter()
-        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-S", "-c", _LAUNCHER, str(write), *argv],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                pass_fds=(write,),
+            )
+            os.close(write)
+            with os.fdopen(read, "rb") as report:
+                figures = report.read()
+            proc.wait()
+        finally:
+            for fd in (read, write):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
         out.seek(0)
         err.seek(0)
+        seconds, maxrss_kb, cpu_s = json.loads(figures)
         return Run(
             seconds=seconds,
-            maxrss_mb=usage.ru_maxrss / 1024,
-            cpu_s=usage.ru_utime + usage.ru_stime,
+            maxrss_mb=maxrss_kb / 1024,
+            cpu_s=cpu_s,
             rc=proc.returncode,
             stdout=out.read().decode(errors="replace"),
             stderr=err.read().decode(errors="replace"),
