@@ -1,10 +1,10 @@
 """Profile one of agentkeep's costly paths on a synthetic home (cProfile).
 
-    /tmp/venv/bin/python bench/profile.py scan 10000
-    /tmp/venv/bin/python bench/profile.py prune 1000   # Claude only, all idle
-    /tmp/venv/bin/python bench/profile.py cold 2000    # daemon start-up reconcile, empty index
-    /tmp/venv/bin/python bench/profile.py warm 10000   # the same on an up-to-date index
-    /tmp/venv/bin/python bench/profile.py ls 10000     # core.ls over the whole index
+    .venv/bin/python bench/profile.py scan 10000
+    .venv/bin/python bench/profile.py prune 1000   # Claude only, all idle
+    .venv/bin/python bench/profile.py cold 2000    # daemon start-up reconcile, empty index
+    .venv/bin/python bench/profile.py warm 10000   # the same on an up-to-date index
+    .venv/bin/python bench/profile.py ls 10000     # core.ls over the whole index
 
 Prints wall time, then the top functions by own time and by cumulative time
 (file:line), for the lead to compare before and after a fix. The child runs
