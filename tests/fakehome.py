@@ -8,6 +8,7 @@ every variable that could point at real data.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -118,3 +119,13 @@ def make_fake_home(root: Path) -> FakeHome:
         PYTHONDONTWRITEBYTECODE="1",
     )
     return FakeHome(root=root, home=home, environ=environ)
+
+
+def kill_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
+    """End a process a test started in its own group (start_new_session),
+    with everything it started, and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=10)

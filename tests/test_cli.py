@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,7 +27,7 @@ from agentkeep.model import parse_rfc3339, rfc3339
 from agentkeep.processes import ProcessTable
 from build_agents import make_zero_session, mtimes, zero_root
 from build_claude import ClaudeSessionPaths, make_session, new_id, set_age, write_registry
-from fakehome import FakeHome, make_fake_home
+from fakehome import FakeHome, kill_group, make_fake_home
 from test_daemon_serve import start_daemon, stop_daemons
 from waiting import wait_until as wait_for
 
@@ -146,11 +145,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         )
     finally:
         for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=10)
+            kill_group(proc)
         subprocess.run(["rm", "-rf", fh.environ["XDG_RUNTIME_DIR"]], check=False)
 
 

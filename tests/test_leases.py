@@ -26,6 +26,7 @@ from agentkeep.leases import (
     lease_path,
     try_exclusive,
 )
+from fakehome import kill_group
 
 Spawn = Callable[..., subprocess.Popen[str]]
 
@@ -52,11 +53,7 @@ def spawn(fake_home) -> Iterator[Spawn]:
 
     yield start
     for proc in started:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
+        kill_group(proc)
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()

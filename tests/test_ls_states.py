@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ from build_agents import make_store_session, make_zero_session, zero_root
 from build_claude import make_session, write_registry
 from build_codex import build_codex
 from build_opencode import build_opencode
-from fakehome import FakeHome, make_fake_home
+from fakehome import FakeHome, kill_group, make_fake_home
 from waiting import wait_until
 
 SLEEP = "import sys, time; time.sleep(120)"
@@ -158,11 +157,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
         os.environ.clear()
         os.environ.update(saved)
         for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=10)
+            kill_group(proc)
         subprocess.run(["rm", "-rf", fh.environ["XDG_RUNTIME_DIR"]], check=False)
 
 
@@ -235,8 +230,7 @@ def test_a_process_holding_the_opencode_database_holds_every_opencode_session(
         assert core.ls(home.ctx, "opencode") == slow
         assert core.ls(home.ctx) == slow_ls(home.ctx)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        kill_group(proc)
 
 
 def test_a_process_that_cannot_be_read_makes_every_session_live_in_both(home: Home) -> None:

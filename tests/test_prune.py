@@ -42,7 +42,7 @@ from build_claude import (
     set_age,
     write_registry,
 )
-from fakehome import FakeHome, make_fake_home
+from fakehome import FakeHome, kill_group, make_fake_home
 from waiting import wait_until as wait_for
 
 DAY = 86400.0
@@ -78,11 +78,7 @@ def spawn(fake_home: FakeHome) -> Iterator[Spawn]:
 
     yield start
     for proc in started:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
+        kill_group(proc)
 
 
 def context() -> core.Context:

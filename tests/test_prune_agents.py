@@ -19,10 +19,8 @@ import hashlib
 import json
 import os
 import secrets
-import signal
 import sqlite3
 import stat
-import subprocess
 import sys
 import time
 import urllib.parse
@@ -52,7 +50,7 @@ from build_codex import HOLD_WRITE_LOCK, CodexTree, calls, install_fake_codex, w
 from build_codex import new_id as codex_id
 from build_opencode import OpencodeTree, install_fake_opencode
 from build_opencode import new_id as opencode_id
-from fakehome import FakeHome
+from fakehome import FakeHome, kill_group
 from hardening.hardening_util import (
     SLEEPER,
     Processes,
@@ -738,15 +736,6 @@ def live_agent(fh: FakeHome, procs: Processes, made: Made) -> int:
     return proc.pid
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """End a holder before the test does (its process group, like Processes)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=10)
-
-
 def binary_log(fh: FakeHome, b: Builder) -> list[list[str]]:
     return calls(fh.root / "bin" / f"{b.binary}.calls") if b.binary else []
 
@@ -908,7 +897,7 @@ def test_a_database_held_for_writing_leaves_the_session_kept_or_failed_never_hal
     asked = [["debug", "paths"]] if b.binary and b.agent == "opencode" else []
     assert binary_log(fake_home, b) == asked
 
-    stop(holder)
+    kill_group(holder)
     after = prune(fake_home)
 
     assert (after.code, after.doc["removed"], after.doc["failed"]) == (0, [s.removed()], [])
@@ -936,7 +925,7 @@ def test_a_zero_session_whose_lease_lock_a_process_holds_with_flock_s_is_kept_he
     assert run.doc["removed"] == [] and run.doc["failed"] == []
     assert s.state() == before
 
-    stop(holder)
+    kill_group(holder)
     wait_until(lambda: not leases.is_held(lock), "the flock ending with its holder")
     after = prune(fake_home)
 

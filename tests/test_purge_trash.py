@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import stat
 import subprocess
 import sys
@@ -28,7 +27,7 @@ from agentkeep.model import parse_rfc3339
 from agentkeep.processes import ProcessTable
 from build_agents import make_zero_session, zero_root
 from build_claude import ClaudeSessionPaths, make_session, new_id
-from fakehome import FakeHome
+from fakehome import FakeHome, kill_group
 from waiting import wait_until as wait_for
 
 DAY = 86400.0
@@ -49,11 +48,7 @@ def spawn(fake_home: FakeHome) -> Iterator[Spawn]:
 
     yield start
     for proc in started:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
+        kill_group(proc)
 
 
 def cli_json(fh: FakeHome, *args: str) -> tuple[int, Any, str]:

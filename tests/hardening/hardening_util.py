@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -25,7 +24,7 @@ import pytest
 from agentkeep import leases
 from agentkeep.journal import Journal
 from build_claude import ClaudeSessionPaths
-from fakehome import FakeHome, make_fake_home
+from fakehome import FakeHome, kill_group, make_fake_home
 from waiting import wait_until
 
 DAY = 86400.0
@@ -107,11 +106,7 @@ class Processes:
 
     def kill_all(self) -> None:
         for proc in self.started:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=10)
+            kill_group(proc)
         self.started.clear()
 
 
