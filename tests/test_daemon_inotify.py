@@ -26,8 +26,8 @@ from agentkeep.daemon import watch
 from agentkeep.daemon.inotify import InotifyWatches
 from agentkeep.daemon.watch import POLLING, ObserverWatches, Sink, Watcher
 from agentkeep.paths import Env
-from test_daemon_serve import wait_for
 from test_daemon_watch import Seen, transcript
+from waiting import wait_until
 
 MANY = 220
 
@@ -96,10 +96,12 @@ def test_many_directories_run_on_one_reader_thread(fake_home, inotify_only) -> N
         path = sessions[MANY // 2]
         with path.open("a") as f:
             f.write('{"type": "assistant"}\n')
-        wait_for(seen.has(path.stem), 3.0, "an append in one of many dirs")
+        wait_until(seen.has(path.stem), "an append in one of many dirs", 3.0, setup=False)
     finally:
         watcher.stop()
-    wait_for(lambda: threads_of(os.getpid()) <= before, 3.0, "the watch threads to end")
+    wait_until(
+        lambda: threads_of(os.getpid()) <= before, "the watch threads to end", 3.0, setup=False
+    )
 
 
 def changes(root: Path) -> list[tuple[str, bool]]:
@@ -138,11 +140,16 @@ def test_the_same_changes_name_the_same_paths(area: Path, inotify_only, kind: st
     try:
         dirs.add(root)
         expected = changes(root)
-        wait_for(events.has(*expected), 3.0, f"every change seen by {kind}")
+        wait_until(events.has(*expected), f"every change seen by {kind}", 3.0, setup=False)
         empty_and_remove(root)
         # Its entries' deletions name paths already seen; then its own.
         expected.append((str(root), True))
-        wait_for(lambda: events.paths == set(expected), 3.0, f"exactly these paths by {kind}")
+        wait_until(
+            lambda: events.paths == set(expected),
+            f"exactly these paths by {kind}",
+            3.0,
+            setup=False,
+        )
     finally:
         dirs.stop()
 
@@ -161,7 +168,12 @@ def test_events_come_on_the_one_reader_thread(watching, area: Path) -> None:
         dirs.add(d)
     for d in made:
         (d / "f").write_text("x")
-    wait_for(events.has(*[(str(d / "f"), False) for d in made]), 3.0, "an event from each dir")
+    wait_until(
+        events.has(*[(str(d / "f"), False) for d in made]),
+        "an event from each dir",
+        3.0,
+        setup=False,
+    )
     assert len(events.threads) == 1
 
 
@@ -172,13 +184,15 @@ def test_a_deleted_dir_can_be_removed_quietly(watching, area: Path) -> None:
         d.mkdir()
         dirs.add(d)
     gone.rmdir()
-    wait_for(events.has((str(gone), True)), 3.0, "the deletion of the watched dir")
+    wait_until(events.has((str(gone), True)), "the deletion of the watched dir", 3.0, setup=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # watchdog warns on a callback it does not know
         dirs.remove(gone)
         dirs.remove(gone)  # twice: the watcher may drop a path it already dropped
     (kept / "f").write_text("x")
-    wait_for(events.has((str(kept / "f"), False)), 3.0, "the other dir still watched")
+    wait_until(
+        events.has((str(kept / "f"), False)), "the other dir still watched", 3.0, setup=False
+    )
 
 
 def test_watches_are_counted_against_the_budget(watching, area: Path) -> None:

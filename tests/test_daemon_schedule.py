@@ -12,15 +12,7 @@ import pytest
 
 from agentkeep.daemon import schedule
 from agentkeep.daemon.schedule import Jobs, Schedule
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+from waiting import wait_until
 
 
 class Recorder:
@@ -67,7 +59,7 @@ def test_first_prune_after_the_delay_then_every_interval_one_at_a_time(started) 
     next_prune = s.next_prune()
     assert next_prune is not None
     assert abs((next_prune - datetime.now(UTC)).total_seconds() - 0.3) < 0.2
-    wait_for(lambda: len(prune.starts) >= 3, 5, "three prunes")
+    wait_until(lambda: len(prune.starts) >= 3, "three prunes", 5, setup=False)
     assert prune.starts[0] - began >= 0.25
     # Each run outlasts the interval: runs never overlap, and the ones that
     # came due meanwhile were coalesced into the next, not stacked.
@@ -93,7 +85,7 @@ def test_a_changed_interval_is_used_for_later_runs(started) -> None:
     prune = Recorder()
     s = started(Jobs(prune, nothing, nothing, nothing), prune_interval=3600, first_prune_delay=3600)
     s.set_prune_interval(0.2)
-    wait_for(lambda: len(prune.starts) >= 2, 5, "prunes at the new interval")
+    wait_until(lambda: len(prune.starts) >= 2, "prunes at the new interval", 5, setup=False)
 
 
 def test_first_prune_delay_from_the_environment() -> None:
@@ -106,7 +98,7 @@ def test_first_prune_delay_from_the_environment() -> None:
 def test_after_shutdown_nothing_runs(started) -> None:
     prune = Recorder()
     s = started(Jobs(prune, nothing, nothing, nothing), prune_interval=0.1, first_prune_delay=0.1)
-    wait_for(lambda: len(prune.starts) >= 1, 5, "a first prune")
+    wait_until(lambda: len(prune.starts) >= 1, "a first prune", 5, setup=False)
     s.shutdown()
     count = len(prune.starts)
     time.sleep(0.4)  # several intervals: none may start

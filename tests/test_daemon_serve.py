@@ -28,6 +28,7 @@ import pytest
 
 from agentkeep import client, leases
 from agentkeep.paths import Env
+from waiting import wait_until
 
 STATUS_KEYS = {
     "pid",
@@ -40,16 +41,6 @@ STATUS_KEYS = {
     "next_prune",
     "paused",
 }
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @dataclass
@@ -78,9 +69,9 @@ class Daemon:
         return self.proc.wait(timeout)
 
     def wait(self, condition: Callable[[], Any], timeout: float, what: str) -> Any:
-        """wait_for, with the daemon's log in the failure."""
+        """wait_until (an expectation), with the daemon's log in the failure."""
         try:
-            return wait_for(condition, timeout, what)
+            return wait_until(condition, what, timeout, setup=False)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\ndaemon stderr:\n{self.stderr()}") from None
 
@@ -128,7 +119,7 @@ def wait_ready(daemon: Daemon, timeout: float = 30) -> dict[str, Any]:
         except client.NoDaemon:
             return None
 
-    return wait_for(answered, timeout, "the daemon to answer status")
+    return wait_until(answered, "the daemon to answer status", timeout, setup=False)
 
 
 _RUNNING: list[Daemon] = []
@@ -284,7 +275,7 @@ def test_a_client_that_never_reads_does_not_block_others(fake_home) -> None:
         time.sleep(0.3)
         return before > 0 and sent[0] == before
 
-    wait_for(stalled, 15, "the deaf client's flood to stall")
+    wait_until(stalled, "the deaf client's flood to stall", 15, setup=False)
     assert sent[0] < 50000, "SETUP INVALID: the daemon never blocked on the deaf client"
     started = time.monotonic()
     assert daemon.status()["pid"] == daemon.proc.pid
@@ -326,7 +317,12 @@ def test_hold_and_release_over_a_connection(fake_home) -> None:
             daemon.call("release", {"lease": token})
         assert leases.is_held(lease_file)
     # Closing the connection ends its lease.
-    wait_for(lambda: not leases.is_held(lease_file), 5, "the lease to end with its connection")
+    wait_until(
+        lambda: not leases.is_held(lease_file),
+        "the lease to end with its connection",
+        5,
+        setup=False,
+    )
 
 
 def test_hold_refuses_bad_agents_and_ids(fake_home) -> None:
@@ -361,7 +357,7 @@ def test_another_uid_is_refused(fake_home) -> None:
             return exc
         raise AssertionError("a connection from another uid was served")
 
-    error = wait_for(refused, 30, "the daemon to answer")
+    error = wait_until(refused, "the daemon to answer", 30, setup=False)
     assert "refused" in error.message and f"uid {os.getuid() + 1}" in error.message
     assert not leases.is_held(leases.lease_path(fake_home.state, "claude", sid))
     assert "another user refused" in daemon.stderr()
@@ -399,7 +395,9 @@ def test_sighup_with_a_bad_config_keeps_serving_and_shows_the_error(fake_home) -
     assert daemon.status()["next_prune"] is not None
     fake_home.write_config('retention = "30x"\n')
     daemon.proc.send_signal(signal.SIGHUP)
-    doc = wait_for(lambda: (d := daemon.status())["config"]["ok"] is False and d, 10, "the reload")
+    doc = wait_until(
+        lambda: (d := daemon.status())["config"]["ok"] is False and d, "the reload", 10, setup=False
+    )
     assert "retention" in doc["config"]["error"] and "30x" in doc["config"]["error"]
     assert doc["next_prune"] is None
     fake_home.write_config('retention = "45d"\n')
@@ -451,7 +449,7 @@ def test_sigterm_while_indexing_at_start_stops_cleanly(fake_home) -> None:
         "core.reconcile = lambda ctx: (time.sleep(3), _reconcile(ctx))[1]"
     )
     daemon = start_daemon(fake_home, seams=seam, ready=False)
-    wait_for(fake_home.socket.exists, 20, "the socket to be bound")
+    wait_until(fake_home.socket.exists, "the socket to be bound", 20, setup=False)
     assert daemon.proc.poll() is None, daemon.stderr()
     started = time.monotonic()
     assert daemon.stop() == 0, daemon.stderr()

@@ -18,6 +18,7 @@ from agentkeep import client
 from agentkeep.daemon import server
 from agentkeep.daemon.server import AlreadyServing, Connection, RpcError, Server, ServerError
 from agentkeep.paths import Env
+from waiting import wait_until
 
 
 class Recorder:
@@ -45,15 +46,6 @@ class Recorder:
     def _closed(self, token: str) -> None:
         with self.lock:
             self.closed.append(token)
-
-
-def wait_for(condition, timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -218,7 +210,12 @@ def test_stalled_and_non_reading_clients_do_not_block_others(
     assert client.call(env, "echo", {"others": "served"}, timeout=5) == {"others": "served"}
     assert time.monotonic() - started < 2
     # The deaf client is dropped when its send times out; its resources go with it.
-    wait_for(lambda: handler.closed == ["deaf"], what="the deaf client's resource to be closed")
+    wait_until(
+        lambda: handler.closed == ["deaf"],
+        "the deaf client's resource to be closed",
+        5.0,
+        setup=False,
+    )
     assert client.call(env, "echo", {"still": 1}) == {"still": 1}
     stalled.close()
     deaf.close()
@@ -236,7 +233,9 @@ def test_resources_end_at_release_or_disconnect(running, env: Env) -> None:
         assert handler.closed == ["a"]
         sock.sendall(b'{"id": 4, "method": "give", "params": {"name": "a"}}\n')
         assert read_answer(sock)["result"] is False
-    wait_for(lambda: handler.closed == ["a", "b"], what="b to close with its connection")
+    wait_until(
+        lambda: handler.closed == ["a", "b"], "b to close with its connection", 5.0, setup=False
+    )
 
 
 def test_another_uid_is_refused(running, env: Env, monkeypatch: pytest.MonkeyPatch) -> None:

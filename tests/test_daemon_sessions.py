@@ -17,7 +17,8 @@ from agentkeep import client, core, leases
 from agentkeep.paths import Env
 from build_claude import make_session, set_age
 from build_codex import build_codex, new_id
-from test_daemon_serve import ask, start_daemon, stop_daemons, wait_for
+from test_daemon_serve import ask, start_daemon, stop_daemons
+from waiting import wait_until
 
 # Imported for its effect: every daemon a test here starts is killed after it.
 __all__ = ["stop_daemons"]
@@ -149,7 +150,12 @@ def test_a_lease_keeps_a_session_through_a_prune(fake_home) -> None:
         assert report["removed"] == []
         assert [(k["id"], k["reason"]) for k in report["kept"]] == [(old.id, "held")]
         assert old.transcript.exists()
-    wait_for(lambda: not leases.is_held(lease_file), 5, "the lease to end with its connection")
+    wait_until(
+        lambda: not leases.is_held(lease_file),
+        "the lease to end with its connection",
+        5,
+        setup=False,
+    )
     report = daemon.call("prune", {"older_than": "2d"})
     assert [r["id"] for r in report["removed"]] == [old.id]
     assert not old.transcript.exists()

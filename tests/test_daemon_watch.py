@@ -30,15 +30,7 @@ from agentkeep.daemon.watch import (
     plan,
 )
 from agentkeep.paths import Env
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+from waiting import wait_until
 
 
 class Seen:
@@ -95,7 +87,7 @@ def test_an_append_reaches_its_session(
         assert watcher.status()["mode"] == "inotify"
         with path.open("a") as f:
             f.write('{"type": "assistant"}\n')
-        wait_for(seen.has(sid), 2.0, "the append to reach the session")
+        wait_until(seen.has(sid), "the append to reach the session", 2.0, setup=False)
     finally:
         watcher.stop()
 
@@ -107,12 +99,14 @@ def test_a_project_dir_made_after_start_is_watched(fake_home, watching) -> None:
     assert str(key_dir) not in json.dumps(watcher.status())
     sid = str(uuid.uuid4())
     transcript(projects, "-new-proj", sid)  # makes .claude, projects and the key dir
-    wait_for(seen.has(sid), 3.0, "a session in a new project dir")
+    wait_until(seen.has(sid), "a session in a new project dir", 3.0, setup=False)
     # The key dir is now watched itself: a second session there is seen too.
-    wait_for(lambda: key_dir in watcher._watches, 3.0, "the new key dir to be watched")
+    wait_until(
+        lambda: key_dir in watcher._watches, "the new key dir to be watched", 3.0, setup=False
+    )
     later = str(uuid.uuid4())
     transcript(projects, "-new-proj", later)
-    wait_for(seen.has(later), 2.0, "a second session in the new dir")
+    wait_until(seen.has(later), "a second session in the new dir", 2.0, setup=False)
 
 
 def test_the_first_tmp_root_is_watched_when_it_appears(fake_home, watching) -> None:
@@ -122,9 +116,11 @@ def test_the_first_tmp_root_is_watched_when_it_appears(fake_home, watching) -> N
     sid = str(uuid.uuid4())
     key = tmp_root / "-work-proj"
     key.mkdir(parents=True, mode=0o700)
-    wait_for(lambda: key in watcher._watches, 3.0, "the new tmp key dir to be watched")
+    wait_until(
+        lambda: key in watcher._watches, "the new tmp key dir to be watched", 3.0, setup=False
+    )
     (key / sid).mkdir()
-    wait_for(seen.has(sid), 2.0, "a scratch dir in the first tmp root")
+    wait_until(seen.has(sid), "a scratch dir in the first tmp root", 2.0, setup=False)
 
 
 def test_a_deleted_session_is_reported_and_a_deleted_dir_unwatched(fake_home, claude) -> None:
@@ -136,9 +132,14 @@ def test_a_deleted_session_is_reported_and_a_deleted_dir_unwatched(fake_home, cl
     try:
         assert path.parent in watcher._watches
         path.unlink()
-        wait_for(seen.has(sid), 2.0, "the deletion to reach the session")
+        wait_until(seen.has(sid), "the deletion to reach the session", 2.0, setup=False)
         path.parent.rmdir()
-        wait_for(lambda: path.parent not in watcher._watches, 3.0, "the gone dir to be unwatched")
+        wait_until(
+            lambda: path.parent not in watcher._watches,
+            "the gone dir to be unwatched",
+            3.0,
+            setup=False,
+        )
     finally:
         watcher.stop()
 
@@ -234,7 +235,9 @@ def test_unrelated_directories_under_a_waiting_parent_cause_no_resync(
             (fake_home.system_tmp / f"pytest-{n}").mkdir()
         tmp_root = fake_home.system_tmp / f"claude-{os.getuid()}"
         tmp_root.mkdir(mode=0o700)  # a marker that does cause one
-        wait_for(lambda: tmp_root in watcher._watches, 3.0, "the tmp root to be watched")
+        wait_until(
+            lambda: tmp_root in watcher._watches, "the tmp root to be watched", 3.0, setup=False
+        )
         assert len(resyncs) == 2  # the start, and claude-<uid>
     finally:
         watcher.stop()
@@ -251,10 +254,15 @@ def test_a_linked_config_dir_is_watched_through_its_link(fake_home, claude) -> N
         assert fake_home.claude in watcher._watches
         # A new config area made directly in the linked root is seen.
         (real / "file-history").mkdir()
-        wait_for(lambda: fake_home.claude / "file-history" in watcher._watches, 3.0, "file-history")
+        wait_until(
+            lambda: fake_home.claude / "file-history" in watcher._watches,
+            "file-history",
+            3.0,
+            setup=False,
+        )
         sid = str(uuid.uuid4())
         (real / "file-history" / sid).mkdir()
-        wait_for(seen.has(sid), 2.0, "a session under the linked root")
+        wait_until(seen.has(sid), "a session under the linked root", 2.0, setup=False)
     finally:
         watcher.stop()
 
@@ -267,7 +275,7 @@ def test_sqlite_side_files_are_ignored(fake_home, watching) -> None:
     for suffix in ("-wal", "-shm", "-journal"):
         watcher.queue(FileModifiedEvent(str(key_dir / quiet / f"state.db{suffix}")))
     watcher.queue(FileModifiedEvent(str(key_dir / loud / "state.db")))
-    wait_for(seen.has(loud), 2.0, "the plain file's event")
+    wait_until(seen.has(loud), "the plain file's event", 2.0, setup=False)
     assert not seen.has(quiet)()
 
 

@@ -24,7 +24,8 @@ from agentkeep.model import rfc3339
 from agentkeep.paths import Env
 from build_claude import ClaudeSessionPaths, make_session
 from fakehome import FakeHome
-from test_daemon_serve import start_daemon, stop_daemons, wait_for
+from test_daemon_serve import start_daemon, stop_daemons
+from waiting import wait_until
 
 __all__ = ["stop_daemons"]
 
@@ -175,7 +176,7 @@ def test_the_daemon_pauses_says_why_and_a_cli_prune_resumes_it(fake_home: FakeHo
     real = run_cli(fake_home, "prune", "--json")
     assert real.returncode == 0, real.stderr
     assert len(removed_ids(report_of(real))) == CAP
-    wait_for(lambda: daemon.status()["paused"] is None, 5, "the pause to lift")
+    wait_until(lambda: daemon.status()["paused"] is None, "the pause to lift", 5, setup=False)
     assert len(present(old)) == 5 - CAP and recent.transcript.exists()
     assert daemon.stop() == 0, daemon.stderr()
 

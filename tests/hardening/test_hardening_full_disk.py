@@ -32,7 +32,8 @@ from agentkeep import core, journal
 from agentkeep.paths import Env
 from build_claude import ClaudeSessionPaths, make_session
 from fakehome import FakeHome
-from test_daemon_serve import start_daemon, stop_daemons, wait_for
+from test_daemon_serve import start_daemon, stop_daemons
+from waiting import wait_until
 
 __all__ = ["stop_daemons"]
 
@@ -155,7 +156,12 @@ def test_the_daemon_logs_a_full_journal_and_recovers(fake_home: FakeHome) -> Non
     assert real.returncode == 0, real.stderr
     assert sorted(removed_ids(report_of(real))) == sorted(s.id for s in old)
     assert all(gone(s) for s in old) and whole(recent)
-    wait_for(lambda: daemon.status()["last_prune"]["failed"] == 0, 5, "status to show recovery")
+    wait_until(
+        lambda: daemon.status()["last_prune"]["failed"] == 0,
+        "status to show recovery",
+        5,
+        setup=False,
+    )
     assert daemon.stop() == 0, daemon.stderr()
 
 
