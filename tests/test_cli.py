@@ -427,6 +427,22 @@ def test_ls_and_du_text_have_human_sizes_and_ages(world: World) -> None:
     assert "{" not in ls.stdout + du.stdout, "text, not JSON"
 
 
+def test_piped_ls_keeps_each_session_on_one_line(fake_home: FakeHome) -> None:
+    """Text sent to a pipe (grep, cut) is not folded to a terminal's width."""
+    deep = "/home/user/" + "/".join(f"a-rather-long-folder-name-{n}" for n in range(6))
+    sessions = [make_session(fake_home, cwd=deep, age_days=40 + n, full=False) for n in range(3)]
+    environ = {k: v for k, v in fake_home.environ.items() if k != "COLUMNS"}
+
+    ls = fake_home.cli("ls", env=environ)
+
+    assert ls.returncode == 0, ls.stderr
+    lines = ls.stdout.splitlines()
+    assert len([line for line in lines if "folder-name" in line]) == len(sessions), ls.stdout
+    for s in sessions:
+        (line,) = [line for line in lines if s.id in line]
+        assert deep in line
+
+
 # -- pin, and reading changes nothing ----------------------------------------
 
 

@@ -35,10 +35,16 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_NO_SUCH = 0, 1, 2, 4, 5
 _READS = frozenset({"ls", "show", "du"})
 
 
+# Piped text keeps each row on one line (for grep and cut): there is no
+# terminal width to fold it to. COLUMNS, when set, still decides.
+_PIPED_WIDTH = 1000
+
+
 def _console() -> Console:
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
+    return Console(highlight=False, soft_wrap=False, width=_PIPED_WIDTH if piped else None)
 
 
 def _fail(exit_code: int, message: str) -> NoReturn:
