@@ -41,6 +41,11 @@ HOLD_OPEN = "import sys, time; f = open(sys.argv[1]); time.sleep(120)"
 STORE = "issue-stores"
 
 
+def listed(ctx: core.Context, agent: str | None = None, idle_over: str | None = None) -> Any:
+    """`ls` as its JSON reads."""
+    return json.loads(core.ls_text(ctx, agent, idle_over).text)
+
+
 def slow_ls(
     ctx: core.Context, agent: str | None = None, idle_over: str | None = None
 ) -> list[dict[str, Any]]:
@@ -192,11 +197,11 @@ def test_ls_gives_what_looking_at_every_session_gives(home: Home) -> None:
     if states(slow) != home.expected:
         pytest.fail(f"SETUP INVALID: the slow path says {states(slow)}")
 
-    assert core.ls(home.ctx) == slow
+    assert listed(home.ctx) == slow
     assert unfolded(core.ls_text(home.ctx).text) == json.dumps(slow, indent=2)
     for agent in ("claude", "codex", "opencode", "zero", STORE):
-        assert core.ls(home.ctx, agent) == slow_ls(home.ctx, agent)
-    assert core.ls(home.ctx, idle_over="33d") == slow_ls(home.ctx, idle_over="33d")
+        assert listed(home.ctx, agent) == slow_ls(home.ctx, agent)
+    assert listed(home.ctx, idle_over="33d") == slow_ls(home.ctx, idle_over="33d")
 
 
 def test_reclaimable_gives_what_looking_at_every_session_gives(home: Home) -> None:
@@ -227,8 +232,8 @@ def test_a_process_holding_the_opencode_database_holds_every_opencode_session(
         if {r["state"] for r in slow} != {"live"}:
             pytest.fail(f"SETUP INVALID: the slow path says {states(slow)}")
 
-        assert core.ls(home.ctx, "opencode") == slow
-        assert core.ls(home.ctx) == slow_ls(home.ctx)
+        assert listed(home.ctx, "opencode") == slow
+        assert listed(home.ctx) == slow_ls(home.ctx)
     finally:
         kill_group(proc)
 

@@ -8,7 +8,6 @@ rendering.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -432,14 +431,6 @@ def _written_here(
             key = (r.agent, r.id)
             out[key] = folded_item(session_json(r, states.get(key, State.IDLE)))
     return out
-
-
-def ls(
-    ctx: Context, agent: str | None = None, idle_over: str | None = None
-) -> list[dict[str, Any]]:
-    """The sessions in the index, oldest activity first, each with its state."""
-    rows: list[dict[str, Any]] = json.loads(ls_text(ctx, agent, idle_over).text)
-    return rows
 
 
 def _find(ctx: Context, agent: str, raw_id: str) -> IndexedSession:
