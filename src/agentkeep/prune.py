@@ -218,7 +218,6 @@ class _Held:
     session as listed from the disk under them."""
 
     session: Session
-    view: DiskView
     locks: list[leases.Lease]
 
     def entry(self, trash: bool) -> JournalEntry:
@@ -479,7 +478,7 @@ class Pruner:
             if self._capped(opts, report):
                 act.stay(Kept(s.agent, s.id, Reason.CAPPED, "over max_removals"))
                 continue
-            held = self._take(s, views[s.agent])
+            held = self._take(s)
             if isinstance(held, _Held):
                 batch.append(held)
             else:
@@ -496,7 +495,7 @@ class Pruner:
             return False
         return len(report.removed) + pending >= opts.max_removals
 
-    def _take(self, s: Session, view: DiskView) -> _Held | Kept:
+    def _take(self, s: Session) -> _Held | Kept:
         """Take the session's leases exclusively, or say who holds one."""
         adapter = self.adapters[s.agent]
         locks: list[leases.Lease] = []
@@ -513,7 +512,7 @@ class Pruner:
             if _after_lease is not None:
                 _after_lease(s.agent, s.id)
             taken = True
-            return _Held(s, view, locks)
+            return _Held(s, locks)
         except leases.LeaseError as exc:
             return Kept(s.agent, s.id, Reason.HELD, f"lease error: {exc}")
         finally:
@@ -531,11 +530,12 @@ class Pruner:
             by_agent.setdefault(held.session.agent, []).append(held)
         for agent, items in by_agent.items():
             fresh = self.adapters[agent].load_many([h.session.id for h in items])
+            view = act.views[agent]
             # A fork made after the plan shows as a child from here on.
-            items[0].view.refresh()
+            view.refresh()
             for held in items:
                 session = fresh[held.session.id]
-                reason = None if session is None else self._recheck(session, held.view, act)
+                reason = None if session is None else self._recheck(session, view, act)
                 if session is None or reason is not None:
                     _release(held.locks)  # gone already, or it stays
                     if reason is not None:
@@ -590,7 +590,7 @@ class Pruner:
                 if n and STOP.is_set():
                     act.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
                     continue
-                outcome = self._remove(self.adapters[s.agent], s, r.view, act.opts)
+                outcome = self._remove(self.adapters[s.agent], s, act.views[s.agent], act.opts)
                 _release(r.locks)
                 if isinstance(outcome, Removed):
                     act.removed_one(outcome)
