@@ -63,7 +63,7 @@ def _measure_by_path(path: str, st: os.stat_result, seen: set[Ident]) -> Tree | 
 
     The hottest loop of a scan (every entry of every session's tree): it
     opens and lists each directory inline rather than through scandir()'s
-    context manager, which cost a fifth of a scan."""
+    context manager, which cost a fifth of the walk."""
     total, newest, complete = 0, st.st_mtime, True
     stack = [path]
     while stack:

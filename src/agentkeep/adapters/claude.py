@@ -350,11 +350,11 @@ def _same_process(record: dict[str, object], proc: Proc) -> bool | None:
 
 
 class _Listings:
-    """Listings of the two shared directories that cannot be probed by id
-    (todos/ names files `<id>-agent-*.json`, sessions/ names them by pid), and
-    the registry records read from them. Without this, listing one session
-    again costs a pass over every session's files, and a prune of N sessions
-    costs N of them. A listing is reused while its directory's mtime is the
+    """Listings of the directories many sessions share (the project and tmp
+    key dirs, todos/ with its `<id>-agent-*.json`, sessions/ named by pid),
+    and the registry records read from them. Without this, listing a few
+    sessions again costs a pass over every session's files, and a prune of N
+    sessions costs N of them. A listing is reused while its directory's mtime is the
     same (a new or removed file changes it); a record is re-read whenever
     its file's (mtime, size, inode) changed (a /clear or /resume inside a
     running claude rewrites it in place). agentkeep's own removals patch the
