@@ -548,3 +548,17 @@ def test_linked_rollout_dir_is_never_removed(fake_home: FakeHome, tree: CodexTre
     with pytest.raises(RemovalError):
         adapter(fake_home).remove(s, remover(sid))
     assert path.exists()
+
+
+def test_listing_many_at_once_equals_listing_each(fake_home: FakeHome, tree: CodexTree) -> None:
+    """load_many() (a prune's batch, a reconcile) goes over the date dirs and
+    databases once, and finds exactly what load() finds for each."""
+    ids = [tree.full_session(cwd=f"/home/u/p{i}") for i in range(3)]
+    wanted = [*ids, ids[1].upper(), new_id(), "not-an-id"]
+
+    many = adapter(fake_home).load_many(wanted)
+
+    assert set(many) == set(wanted)
+    assert all(many[sid] is not None for sid in ids)
+    for sid in wanted:
+        assert many[sid] == adapter(fake_home).load(sid), sid

@@ -230,3 +230,18 @@ def test_scans_change_no_timestamp(adapter: GeminiAdapter, root: Path) -> None:
             adapter.session_for_path(a.path)
     adapter.watch_dirs()
     assert mtimes(root) == before
+
+
+def test_listing_many_at_once_equals_listing_each(adapter: GeminiAdapter, root: Path) -> None:
+    """load_many() goes over the projects once, and finds exactly what
+    load() finds for each, subagents' chats included."""
+    make_gemini_session(root, A, subagents=(SUB,), days=40)
+    make_gemini_session(root, B, project="other", days=3)
+    wanted = [A, B, SUB, "0b7c1d2e-9999-4aaa-8bbb-000000000009", "not-an-id"]
+
+    many = adapter.load_many(wanted)
+
+    assert set(many) == set(wanted)
+    assert many[A] is not None and many[B] is not None
+    for sid in wanted:
+        assert many[sid] == adapter.load(sid), sid

@@ -505,3 +505,17 @@ def test_dry_run_decides_the_same_and_changes_nothing(
     ] + [str(p) for p in files]
     assert r.residuals == []
     assert snapshot(tree.data) == before and tree.row_counts(sid) == rows
+
+
+def test_listing_many_at_once_equals_listing_each(fake_home: FakeHome, tree: OpencodeTree) -> None:
+    """load_many() goes over the storage and the database once, and finds
+    exactly what load() finds for each."""
+    ids = [tree.full_session() for _ in range(3)]
+    wanted = [*ids, new_id(), "not an id"]
+
+    many = adapter(fake_home).load_many(wanted)
+
+    assert set(many) == set(wanted)
+    assert all(many[sid] is not None for sid in ids)
+    for sid in wanted:
+        assert many[sid] == adapter(fake_home).load(sid), sid

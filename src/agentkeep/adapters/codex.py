@@ -15,7 +15,7 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -149,10 +149,13 @@ class CodexAdapter(Adapter):
                 yield session
 
     def load(self, session_id: str) -> Session | None:
-        sid = self.canonical_id(session_id)
-        if sid is None:
-            return None
-        return self._session(sid, self._list(sid))
+        return self.load_many([session_id])[session_id]
+
+    def load_many(self, session_ids: Sequence[str]) -> dict[str, Session | None]:
+        """One pass over the date dirs and databases for all of them."""
+        sids = {raw: self.canonical_id(raw) for raw in session_ids}
+        listing = self._list(frozenset(s for s in sids.values() if s))
+        return {raw: self._session(sid, listing) if sid else None for raw, sid in sids.items()}
 
     def session_for_path(self, path: str) -> str | None:
         try:
@@ -274,8 +277,9 @@ class CodexAdapter(Adapter):
                 raise RemovalError(f"cannot read {db}: {exc}") from exc
 
     # -- listing ----------------------------------------------------------
-    def _list(self, only: str | None) -> _Listing:
-        """Everything under the root that names a session (`only`: one id)."""
+    def _list(self, only: frozenset[str] | None) -> _Listing:
+        """Everything under the root that names a session (only those in
+        `only` when it is given)."""
         root = self.root
         listing = _Listing(linked_root=self.root_problem(root) is not None)
         for sid, file in self._rollouts(only, listing):
@@ -305,7 +309,7 @@ class CodexAdapter(Adapter):
             for sid in ids:
                 listing.found.setdefault(sid, _Found()).item_dbs.append(db)
         for entry in entries(root / _TUI_REFS):
-            if _UUID.fullmatch(entry.name) and only in (None, entry.name):
+            if _UUID.fullmatch(entry.name) and (only is None or entry.name in only):
                 file = _File(Path(entry.path), KIND_TUI_REF, listing.linked_root)
                 listing.found.setdefault(entry.name, _Found()).files.append(file)
         # session_index.jsonl only ever names: it never makes a session.
@@ -314,7 +318,9 @@ class CodexAdapter(Adapter):
                 listing.found[sid].in_index = True
         return listing
 
-    def _rollouts(self, only: str | None, listing: _Listing) -> Iterator[tuple[str, _File]]:
+    def _rollouts(
+        self, only: frozenset[str] | None, listing: _Listing
+    ) -> Iterator[tuple[str, _File]]:
         root = self.root
         top = listing.linked_root
         sessions = root / "sessions"
@@ -328,7 +334,7 @@ class CodexAdapter(Adapter):
     def _databases(self, pattern: re.Pattern[str]) -> list[Path]:
         return [Path(e.path) for e in entries(self.root) if pattern.fullmatch(e.name) and not e.dir]
 
-    def _threads(self, db: Path, only: str | None) -> list[tuple[str, _Thread]]:
+    def _threads(self, db: Path, only: frozenset[str] | None) -> list[tuple[str, _Thread]]:
         with sqlite.reading(db) as conn:
             cols = sqlite.columns(conn, THREADS)
             if "id" not in cols:
@@ -337,7 +343,7 @@ class CodexAdapter(Adapter):
                 c for c in ("updated_at", "updated_at_ms", "cwd", "parent_thread_id") if c in cols
             ]
             sql = f"SELECT {', '.join(['id', *wanted])} FROM {THREADS}"
-            rows = conn.execute(sql + " WHERE id = ?", (only,)) if only else conn.execute(sql)
+            rows = conn.execute(*sqlite.among(sql, "id", only))
             records = [dict(zip(["id", *wanted], row, strict=True)) for row in rows]
         found = []
         for record in records:
@@ -354,18 +360,15 @@ class CodexAdapter(Adapter):
             found.append((sid, _Thread(db, _thread_time(record), cwd, parent)))
         return found
 
-    def _item_ids(self, db: Path, only: str | None) -> set[str]:
+    def _item_ids(self, db: Path, only: frozenset[str] | None) -> set[str]:
         with sqlite.reading(db) as conn:
             if "thread_id" not in sqlite.columns(conn, THREAD_ITEMS):
                 return set()
-            if only:
-                sql = f"SELECT thread_id FROM {THREAD_ITEMS} WHERE thread_id = ? LIMIT 1"
-                rows = conn.execute(sql, (only,)).fetchall()
-            else:
-                rows = conn.execute(f"SELECT DISTINCT thread_id FROM {THREAD_ITEMS}").fetchall()
+            sql = f"SELECT DISTINCT thread_id FROM {THREAD_ITEMS}"
+            rows = conn.execute(*sqlite.among(sql, "thread_id", only)).fetchall()
         return {r[0] for r in rows if isinstance(r[0], str) and _UUID.fullmatch(r[0])}
 
-    def _index_ids(self, only: str | None) -> set[str]:
+    def _index_ids(self, only: frozenset[str] | None) -> set[str]:
         """Ids session_index.jsonl names: reported as residual, never edited
         (it is Codex's own list of names, shared by every session)."""
         handle = disk.open_quietly(self.root / _INDEX)
@@ -379,7 +382,7 @@ class CodexAdapter(Adapter):
                 except ValueError:
                     continue
                 sid = record.get("id") if isinstance(record, dict) else None
-                if isinstance(sid, str) and _UUID.fullmatch(sid) and only in (None, sid):
+                if isinstance(sid, str) and _UUID.fullmatch(sid) and (only is None or sid in only):
                     ids.add(sid)
         return ids
 
@@ -479,7 +482,7 @@ def _real_dirs(path: Path) -> list[Path]:
 
 
 def _rollouts_in(
-    directory: Path, kind: str, only: str | None, linked: bool
+    directory: Path, kind: str, only: frozenset[str] | None, linked: bool
 ) -> Iterator[tuple[str, _File]]:
     for entry in entries(directory):
         if not entry.name.startswith("rollout-"):
@@ -488,7 +491,7 @@ def _rollouts_in(
         if sid is None:
             log.warning("rollout name without a session id; skipped", path=entry.path)
             continue
-        if only is not None and sid != only:
+        if only is not None and sid not in only:
             continue
         if entry.dir and not entry.link:
             log.warning("a directory named like a rollout; skipped", path=entry.path)

@@ -26,7 +26,7 @@ import json
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from json.decoder import scanstring
@@ -146,11 +146,16 @@ class GeminiAdapter(Adapter):
             yield self._session(sid, merged[sid])
 
     def load(self, session_id: str) -> Session | None:
-        sid = self.canonical_id(session_id)
-        if sid is None:
-            return None
-        found = self._collect(sid).get(sid)
-        return self._session(sid, found) if found else None
+        return self.load_many([session_id])[session_id]
+
+    def load_many(self, session_ids: Sequence[str]) -> dict[str, Session | None]:
+        """One pass over the projects for all of them."""
+        sids = {raw: self.canonical_id(raw) for raw in session_ids}
+        merged = self._collect(frozenset(s for s in sids.values() if s))
+        return {
+            raw: self._session(sid, merged[sid]) if sid and sid in merged else None
+            for raw, sid in sids.items()
+        }
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.tmp)
@@ -181,13 +186,14 @@ class GeminiAdapter(Adapter):
             if e.dir and e.name != "bin"  # tmp/bin holds Gemini's tools
         ]
 
-    def _collect(self, only: str | None) -> dict[str, list[_Found]]:
-        """Every session's artifacts by id (one id when `only`), measured."""
+    def _collect(self, only: frozenset[str] | None) -> dict[str, list[_Found]]:
+        """Every session's artifacts by id (only those in `only` when it is
+        given), measured."""
         problem = self.root_problem(self.root)
         linked_tmp = disk.is_link(self.tmp)
         merged: dict[str, list[_Found]] = defaultdict(list)
         for project in self._projects():
-            items = [i for i in self._layout(project) if only is None or i.sid == only]
+            items = [i for i in self._layout(project) if only is None or i.sid in only]
             if not items:
                 continue
             # Invariant 6: through a linked tmp/ or project dir, or on a root

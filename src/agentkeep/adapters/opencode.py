@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -147,10 +147,13 @@ class OpencodeAdapter(Adapter):
                 yield session
 
     def load(self, session_id: str) -> Session | None:
-        sid = self.canonical_id(session_id)
-        if sid is None:
-            return None
-        return self._session(sid, self._list(sid))
+        return self.load_many([session_id])[session_id]
+
+    def load_many(self, session_ids: Sequence[str]) -> dict[str, Session | None]:
+        """One pass over the storage and the database for all of them."""
+        sids = {raw: self.canonical_id(raw) for raw in session_ids}
+        listing = self._list(frozenset(s for s in sids.values() if s))
+        return {raw: self._session(sid, listing) if sid else None for raw, sid in sids.items()}
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.data_dir)
@@ -286,8 +289,9 @@ class OpencodeAdapter(Adapter):
             remover.residual(path)
 
     # -- listing ----------------------------------------------------------
-    def _list(self, only: str | None) -> _Listing:
-        """Everything in the data dir that names a session (`only`: one id)."""
+    def _list(self, only: frozenset[str] | None) -> _Listing:
+        """Everything in the data dir that names a session (only those in
+        `only` when it is given)."""
         listing = _Listing(linked_root=self.root_problem(self.data_dir) is not None)
         storage = self.data_dir / "storage"
         self._list_json(only, listing)
@@ -301,7 +305,7 @@ class OpencodeAdapter(Adapter):
             found.files.extend(self._storage_files(sid, storage, linked))
         return listing
 
-    def _list_json(self, only: str | None, listing: _Listing) -> None:
+    def _list_json(self, only: frozenset[str] | None, listing: _Listing) -> None:
         sessions = self.data_dir / "storage" / "session"
         linked = listing.linked_root or disk.is_link(sessions.parent) or disk.is_link(sessions)
         for project in entries(sessions):
@@ -314,7 +318,7 @@ class OpencodeAdapter(Adapter):
                 if sid is None:
                     log.warning("session file name is not a session id; skipped", path=entry.path)
                     continue
-                if only is not None and sid != only:
+                if only is not None and sid not in only:
                     continue
                 found = listing.found.setdefault(sid, _Found())
                 found.files.append(
@@ -326,7 +330,7 @@ class OpencodeAdapter(Adapter):
                 if record is not None:
                     found.records.append(record)
 
-    def _list_rows(self, only: str | None, listing: _Listing) -> None:
+    def _list_rows(self, only: frozenset[str] | None, listing: _Listing) -> None:
         db = self.db_path
         if not os.path.lexists(db):
             return
@@ -361,15 +365,16 @@ class OpencodeAdapter(Adapter):
                 if self.canonical_id(sid) is not None:
                     listing.found.setdefault(sid, _Found()).rows[table] = None
 
-    def _list_leftovers(self, only: str | None, storage: Path, listing: _Listing) -> None:
+    def _list_leftovers(
+        self, only: frozenset[str] | None, storage: Path, listing: _Listing
+    ) -> None:
         """Message dirs, todo and diff files name their session too: what a
         removal stopped half way (or `opencode session delete`) leaves is
         listed, so that the next removal finds and finishes it."""
         names: list[str] = []
         for folder, suffix in (("message", ""), ("todo", ".json"), ("session_diff", ".json")):
             if only is not None:
-                if os.path.lexists(storage / folder / f"{only}{suffix}"):
-                    names.append(only)
+                names.extend(s for s in only if os.path.lexists(storage / folder / f"{s}{suffix}"))
                 continue
             names.extend(
                 e.name.removesuffix(suffix)
@@ -382,7 +387,7 @@ class OpencodeAdapter(Adapter):
                 listing.found.setdefault(sid, _Found())
 
     def _listing_rows(
-        self, conn: sqlite3.Connection, table: str, only: str | None
+        self, conn: sqlite3.Connection, table: str, only: frozenset[str] | None
     ) -> list[tuple[str, _Record]]:
         cols = sqlite.columns(conn, table)
         if "id" not in cols:
@@ -390,7 +395,7 @@ class OpencodeAdapter(Adapter):
         time_col = next((c for c in ("time_updated", "updated_at") if c in cols), None)
         wanted = [c for c in ("parent_id", time_col, "directory") if c is not None and c in cols]
         sql = f"SELECT {', '.join(['id', *wanted])} FROM {table}"
-        rows = conn.execute(sql + " WHERE id = ?", (only,)) if only else conn.execute(sql)
+        rows = conn.execute(*sqlite.among(sql, "id", only))
         found = []
         for row in rows:
             record = dict(zip(["id", *wanted], row, strict=True))
@@ -489,16 +494,13 @@ def _is_service(cmdline: tuple[str, ...]) -> bool:
     return "serve" in cmdline and "--service" in cmdline
 
 
-def _keyed_ids(conn: sqlite3.Connection, table: str, key: str, only: str | None) -> set[str]:
+def _keyed_ids(
+    conn: sqlite3.Connection, table: str, key: str, only: frozenset[str] | None
+) -> set[str]:
     """Ids with rows in `table` (a table missing in this version has none)."""
     if key not in sqlite.columns(conn, table):
         return set()
-    if only:
-        rows = conn.execute(
-            f"SELECT {key} FROM {table} WHERE {key} = ? LIMIT 1", (only,)
-        ).fetchall()
-    else:
-        rows = conn.execute(f"SELECT DISTINCT {key} FROM {table}").fetchall()
+    rows = conn.execute(*sqlite.among(f"SELECT DISTINCT {key} FROM {table}", key, only)).fetchall()
     return {r[0] for r in rows if isinstance(r[0], str)}
 
 

@@ -10,6 +10,7 @@ at the same time could resurrect or corrupt what we delete).
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import stat
@@ -58,6 +59,15 @@ def reading(path: str | os.PathLike[str]) -> Iterator[sqlite3.Connection]:
         yield conn
     finally:
         conn.close()
+
+
+def among(sql: str, column: str, ids: Iterable[str] | None) -> tuple[str, tuple[str, ...]]:
+    """`sql` (a SELECT without WHERE) and its parameters, kept to the rows
+    whose `column` is one of `ids` when they are given: the ids go as one
+    JSON array, however many there are."""
+    if ids is None:
+        return sql, ()
+    return f"{sql} WHERE {column} IN (SELECT value FROM json_each(?))", (json.dumps(sorted(ids)),)
 
 
 def columns(conn: sqlite3.Connection, table: str) -> set[str]:
