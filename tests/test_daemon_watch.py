@@ -38,9 +38,9 @@ class Seen:
         self.sessions: list[tuple[str, str]] = []
         self.lock = threading.Lock()
 
-    def __call__(self, agent: str, session_id: str) -> None:
+    def __call__(self, agent: str, session_ids: list[str]) -> None:
         with self.lock:
-            self.sessions.append((agent, session_id))
+            self.sessions.extend((agent, sid) for sid in session_ids)
 
     def has(self, session_id: str) -> Callable[[], bool]:
         return lambda: any(sid == session_id for _, sid in list(self.sessions))
@@ -90,6 +90,32 @@ def test_an_append_reaches_its_session(
         wait_until(seen.has(sid), "the append to reach the session", 2.0, setup=False)
     finally:
         watcher.stop()
+
+
+def test_sessions_changed_together_are_handed_over_together(
+    fake_home, claude: ClaudeAdapter
+) -> None:
+    """One agent's sessions changed in one debounce window go to the handler
+    in one call: listing them again then costs about one listing."""
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    paths = [transcript(fake_home.claude / "projects", "-work-proj", sid) for sid in ids]
+    calls: list[tuple[str, list[str]]] = []
+    watcher = Watcher(lambda: {"claude": claude}, lambda agent, sids: calls.append((agent, sids)))
+    watcher.start()
+    try:
+        for path in paths:
+            with path.open("a") as f:
+                f.write('{"type": "assistant"}\n')
+        wait_until(
+            lambda: {sid for _, sids in calls for sid in sids} >= set(ids),
+            "every append to reach its session",
+            3.0,
+            setup=False,
+        )
+    finally:
+        watcher.stop()
+    assert all(agent == "claude" for agent, _ in calls)
+    assert any(len(sids) > 1 for _, sids in calls), calls
 
 
 def test_a_project_dir_made_after_start_is_watched(fake_home, watching) -> None:

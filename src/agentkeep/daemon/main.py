@@ -290,9 +290,9 @@ class Daemon:
                 self.watcher.resync(replan=True)
         self.notifier.status(self._status_line())
 
-    def _refresh(self, agent: str, session_id: str) -> None:
+    def _refresh(self, agent: str, session_ids: list[str]) -> None:
         assert self.ctx is not None
-        core.refresh(self.ctx, agent, session_id)
+        core.relist(self.ctx, agent, session_ids)
 
     # -- jobs -------------------------------------------------------------
     def _prune_job(self) -> None:

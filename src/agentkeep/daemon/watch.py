@@ -20,7 +20,8 @@ On Linux every directory shares one inotify instance and one reader thread
 ordinary observer (FSEvents, kqueue), which is `ObserverWatches`.
 
 Events are debounced, mapped to sessions through the adapters and handed to
-`on_session`; handlers are idempotent, because duplicate and out-of-order
+`on_sessions`, an agent's at a time (listing many again costs about one
+listing); handlers are idempotent, because duplicate and out-of-order
 events are normal. SQLite's -wal/-shm/-journal files are ignored: a
 read-only open of an agent's database may create them, and reacting to them
 would make every scan trigger another.
@@ -283,14 +284,14 @@ class Watcher:
     def __init__(
         self,
         adapters: Callable[[], dict[str, Adapter]],
-        on_session: Callable[[str, str], None],
+        on_sessions: Callable[[str, list[str]], None],
         *,
         budget: Callable[[], tuple[int, int] | None] = inotify_budget,
         watches: Callable[[Sink], DirWatches] = native_watches,
     ) -> None:
         self._adapters = adapters
         self._read_budget = budget
-        self._on_session = on_session
+        self._on_sessions = on_sessions
         self._lock = threading.RLock()
         # What self._dirs holds: added, and not removed since.
         self._watches: set[Path] = set()
@@ -472,8 +473,8 @@ class Watcher:
             return batch, dirs
 
     def _apply_events(self, paths: set[str]) -> None:
-        sessions: set[tuple[str, str]] = set()
         for agent, adapter in self._adapters().items():
+            sessions: set[str] = set()
             for path in paths:
                 try:
                     session_id = adapter.session_for_path(path)
@@ -481,12 +482,13 @@ class Watcher:
                     log.warning("event not mapped", agent=agent, path=path, error=str(exc))
                     continue
                 if session_id is not None:
-                    sessions.add((agent, session_id))
-        for agent, session_id in sorted(sessions):
+                    sessions.add(session_id)
+            if not sessions:
+                continue
             try:
-                self._on_session(agent, session_id)
+                self._on_sessions(agent, sorted(sessions))
             except Exception:
-                log.exception("refresh failed", agent=agent, session=session_id)
+                log.exception("refresh failed", agent=agent, sessions=sorted(sessions))
 
 
 def _entries(directories: Iterable[Path]) -> set[str]:
