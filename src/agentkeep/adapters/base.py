@@ -103,15 +103,24 @@ class Adapter(ABC):
         """Every session on disk, each with every artifact. Malformed entries
         are skipped with a log line, never raised."""
 
-    @abstractmethod
     def load(self, session_id: str) -> Session | None:
         """List one session again from the disk (never from the index); None
         when nothing of it is left."""
+        return self.load_many([session_id])[session_id]
 
     def load_many(self, session_ids: Sequence[str]) -> dict[str, Session | None]:
-        """load() for each of `session_ids`, by the id as given; an adapter
-        whose sessions share directories lists them in one pass."""
-        return {sid: self.load(sid) for sid in session_ids}
+        """load() for each of `session_ids`, by the id as given, in one pass
+        over the agent's directories (a prune's batch, a reconcile). An id
+        that is not one of this agent's has no session."""
+        sids = {raw: self.canonical_id(raw) for raw in session_ids}
+        wanted = frozenset(sid for sid in sids.values() if sid is not None)
+        listed = self.list_again(wanted) if wanted else {}
+        return {raw: listed.get(sid) if sid is not None else None for raw, sid in sids.items()}
+
+    @abstractmethod
+    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
+        """Those of the sessions of these canonical ids that are on disk,
+        listed from the disk (never from the index)."""
 
     @abstractmethod
     def session_for_path(self, path: str) -> str | None:

@@ -586,16 +586,11 @@ class ClaudeAdapter(Adapter):
             if session is not None:
                 yield session
 
-    def load(self, session_id: str) -> Session | None:
-        return self.load_many([session_id])[session_id]
-
-    def load_many(self, session_ids: Sequence[str]) -> dict[str, Session | None]:
+    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
         """One pass over the shared directories for all of them: listing each
         session again on its own cost a look at every key dir per session."""
-        sids = {raw: canonical(raw) for raw in session_ids}
-        valid = frozenset(s for s in sids.values() if s)
-        found = self._find(self._layout(), valid) if valid else _Grouped(valid)
-        return {raw: self._session(sid, found) if sid else None for raw, sid in sids.items()}
+        found = self._find(self._layout(), session_ids)
+        return {sid: s for sid in session_ids if (s := self._session(sid, found)) is not None}
 
     def _find(self, layout: _Layout, only: frozenset[str] | None) -> _Grouped:
         found = _Grouped(only)

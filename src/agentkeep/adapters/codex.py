@@ -15,7 +15,7 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -148,14 +148,10 @@ class CodexAdapter(Adapter):
             if session is not None:
                 yield session
 
-    def load(self, session_id: str) -> Session | None:
-        return self.load_many([session_id])[session_id]
-
-    def load_many(self, session_ids: Sequence[str]) -> dict[str, Session | None]:
+    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
         """One pass over the date dirs and databases for all of them."""
-        sids = {raw: self.canonical_id(raw) for raw in session_ids}
-        listing = self._list(frozenset(s for s in sids.values() if s))
-        return {raw: self._session(sid, listing) if sid else None for raw, sid in sids.items()}
+        listing = self._list(session_ids)
+        return {sid: s for sid in session_ids if (s := self._session(sid, listing)) is not None}
 
     def session_for_path(self, path: str) -> str | None:
         try:

@@ -26,7 +26,7 @@ import json
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from json.decoder import scanstring
@@ -145,17 +145,10 @@ class GeminiAdapter(Adapter):
         for sid in sorted(merged):
             yield self._session(sid, merged[sid])
 
-    def load(self, session_id: str) -> Session | None:
-        return self.load_many([session_id])[session_id]
-
-    def load_many(self, session_ids: Sequence[str]) -> dict[str, Session | None]:
+    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
         """One pass over the projects for all of them."""
-        sids = {raw: self.canonical_id(raw) for raw in session_ids}
-        merged = self._collect(frozenset(s for s in sids.values() if s))
-        return {
-            raw: self._session(sid, merged[sid]) if sid and sid in merged else None
-            for raw, sid in sids.items()
-        }
+        merged = self._collect(session_ids)
+        return {sid: self._session(sid, found) for sid, found in merged.items()}
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.tmp)

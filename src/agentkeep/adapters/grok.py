@@ -87,10 +87,10 @@ class GrokAdapter(Adapter):
             if session is not None:
                 yield session
 
-    def load(self, session_id: str) -> Session | None:
-        sid = self.canonical_id(session_id)
-        if sid is None:
-            return None
+    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
+        return {sid: s for sid in session_ids if (s := self._load(sid)) is not None}
+
+    def _load(self, sid: str) -> Session | None:
         places = [
             (workspace, entry / sid)
             for workspace, entry in self._workspace_dirs()

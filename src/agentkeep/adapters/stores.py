@@ -99,10 +99,10 @@ class StoreAdapter(Adapter):
                 if session is not None:
                     yield session
 
-    def load(self, session_id: str) -> Session | None:
-        sid = self.canonical_id(session_id)
-        if sid is None:
-            return None
+    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
+        return {sid: s for sid in session_ids if (s := self._load(sid)) is not None}
+
+    def _load(self, sid: str) -> Session | None:
         # No link on the way down: a linked level above the session is not
         # this store's namespace.
         current = self.root

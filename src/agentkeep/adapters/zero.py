@@ -84,11 +84,9 @@ class ZeroAdapter(Adapter):
             if session is not None:
                 yield session
 
-    def load(self, session_id: str) -> Session | None:
-        sid = self.canonical_id(session_id)
-        if sid is None:
-            return None
-        return self._session(sid, self.root_problem(self.root))
+    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
+        problem = self.root_problem(self.root)
+        return {sid: s for sid in session_ids if (s := self._session(sid, problem)) is not None}
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.root)
