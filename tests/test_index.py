@@ -95,6 +95,14 @@ def test_replace_agent_holds_exactly_what_it_is_given(fake_home: FakeHome, index
     assert index.sessions("claude") == [] and index.count() == 1
 
 
+def test_a_scan_with_every_agent_disabled_indexes_nothing(fake_home: FakeHome) -> None:
+    make_session(fake_home, age_days=40)
+    fake_home.write_config("enabled = []\n")
+    done = fake_home.cli("scan", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["sessions"] == {}
+
+
 def test_put_and_delete_are_idempotent(fake_home: FakeHome, index: Index) -> None:
     a = make_session(fake_home, age_days=40)
     (session,) = claude_sessions()

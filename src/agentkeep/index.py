@@ -12,7 +12,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +106,67 @@ class IndexedSession:
     unsafe: str | None
 
 
+@dataclass(slots=True)
+class Rows:
+    """Sessions as the index stores them: a row per session, a row per
+    artifact. Built where the sessions are measured (a scan's worker process
+    sends these back: plain tuples pickle far faster than Sessions)."""
+
+    sessions: list[tuple[object, ...]]
+    artifacts: list[tuple[object, ...]]
+    bytes: int = 0
+
+
+def rows(sessions: Iterable[Session], restored: Mapping[tuple[str, str], float]) -> Rows:
+    done = Rows([], [])
+    for s in sessions:
+        activity = s.last_activity(restored.get(s.key))
+        done.bytes += s.bytes
+        done.sessions.append(
+            (s.agent, s.id, s.workspace, s.parent, activity, s.bytes, len(s.artifacts), s.unsafe)
+        )
+        done.artifacts += [
+            (s.agent, s.id, a.path, a.kind, a.bytes, a.mtime, a.root, a.primary, a.linked, a.is_dir)
+            for a in s.artifacts
+        ]
+    return done
+
+
+def batches(
+    sessions: Iterable[Session], restored: Mapping[tuple[str, str], float]
+) -> Iterator[Rows]:
+    """rows() of _BATCH sessions at a time: a batch bounds the memory a scan
+    holds, and one statement per session was a sixth of a scan."""
+    batch: list[Session] = []
+    for session in sessions:
+        batch.append(session)
+        if len(batch) == _BATCH:
+            yield rows(batch, restored)
+            batch.clear()
+    yield rows(batch, restored)
+
+
+def _write(db: sqlite3.Connection, done: Rows) -> None:
+    db.executemany("INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?)", done.sessions)
+    db.executemany("INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?)", done.artifacts)
+
+
+class Replacement:
+    """The sessions a scan adds inside Index.replacing(), with what it
+    counted per agent: (sessions, artifacts, bytes)."""
+
+    def __init__(self, db: sqlite3.Connection, agents: Sequence[str]) -> None:
+        self._db = db
+        self.counts: dict[str, tuple[int, int, int]] = {agent: (0, 0, 0) for agent in agents}
+
+    def add(self, agent: str, parts: Iterable[Rows]) -> None:
+        n, arts, total = self.counts[agent]
+        for done in parts:
+            _write(self._db, done)
+            n, arts, total = n + len(done.sessions), arts + len(done.artifacts), total + done.bytes
+        self.counts[agent] = (n, arts, total)
+
+
 class Index:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -153,25 +214,21 @@ class Index:
     def replace_agent(
         self, agent: str, sessions: Iterable[Session], restored: dict[tuple[str, str], float]
     ) -> tuple[int, int, int]:
-        """Make the index hold exactly `sessions` for `agent` (a scan).
-        Returns (sessions, artifacts, bytes)."""
-        counts = [0, 0, 0]
+        """Make the index hold exactly `sessions` for `agent` (a scan of one
+        agent). Returns (sessions, artifacts, bytes)."""
+        with self.replacing([agent]) as replacement:
+            replacement.add(agent, batches(sessions, restored))
+        return replacement.counts[agent]
+
+    @contextmanager
+    def replacing(self, agents: Sequence[str]) -> Iterator[Replacement]:
+        """One transaction in which the index comes to hold exactly the
+        sessions added for each of `agents` (a scan)."""
         with self._tx() as db:
-            db.execute("DELETE FROM sessions WHERE agent = ?", (agent,))
-            db.execute("DELETE FROM artifacts WHERE agent = ?", (agent,))
-            # Rows go in a batch at a time: one statement per session was a
-            # sixth of a scan. A batch bounds the memory a scan holds.
-            batch: list[Session] = []
-            for session in sessions:
-                batch.append(session)
-                counts[0] += 1
-                counts[1] += len(session.artifacts)
-                counts[2] += session.bytes
-                if len(batch) == _BATCH:
-                    self._insert(db, batch, restored)
-                    batch.clear()
-            self._insert(db, batch, restored)
-        return counts[0], counts[1], counts[2]
+            marks = ",".join("?" * len(agents))
+            db.execute(f"DELETE FROM sessions WHERE agent IN ({marks})", list(agents))
+            db.execute(f"DELETE FROM artifacts WHERE agent IN ({marks})", list(agents))
+            yield Replacement(db, agents)
 
     def put(
         self,
@@ -185,7 +242,7 @@ class Index:
         with self._tx() as db:
             for agent, session_id in [*gone, *(s.key for s in sessions)]:
                 self._delete(db, agent, session_id)
-            self._insert(db, sessions, restored or {})
+            _write(db, rows(sessions, restored or {}))
 
     def delete(self, keys: Iterable[tuple[str, str]]) -> None:
         """Forget the sessions of `keys` ((agent, id) each), in one transaction."""
@@ -206,46 +263,6 @@ class Index:
     def _delete(db: sqlite3.Connection, agent: str, session_id: str) -> None:
         db.execute("DELETE FROM sessions WHERE agent = ? AND id = ?", (agent, session_id))
         db.execute("DELETE FROM artifacts WHERE agent = ? AND session_id = ?", (agent, session_id))
-
-    @staticmethod
-    def _insert(
-        db: sqlite3.Connection, batch: list[Session], restored: Mapping[tuple[str, str], float]
-    ) -> None:
-        db.executemany(
-            "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?)",
-            [
-                (
-                    s.agent,
-                    s.id,
-                    s.workspace,
-                    s.parent,
-                    s.last_activity(restored.get(s.key)),
-                    s.bytes,
-                    len(s.artifacts),
-                    s.unsafe,
-                )
-                for s in batch
-            ],
-        )
-        db.executemany(
-            "INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?)",
-            [
-                (
-                    s.agent,
-                    s.id,
-                    a.path,
-                    a.kind,
-                    a.bytes,
-                    a.mtime,
-                    a.root,
-                    a.primary,
-                    a.linked,
-                    a.is_dir,
-                )
-                for s in batch
-                for a in s.artifacts
-            ],
-        )
 
     # -- directory signatures (cheap warm reconcile) ---------------------
     def dir_signatures(self, agent: str) -> dict[str, int | None]:
