@@ -1,3 +1,5 @@
 from agentkeep.cli import main
 
-main()
+# Guarded: a worker process started by `spawn` imports the main module again.
+if __name__ == "__main__":
+    main()

@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import __version__, adapters, disk, leases, trash, view
+from agentkeep import __version__, adapters, disk, leases, trash, view, workers
 from agentkeep.adapters.base import Adapter
 from agentkeep.config import Config, ConfigError, parse_duration
 from agentkeep.errors import Failure
@@ -112,21 +112,39 @@ Progress = Callable[[int, int], None]
 
 def scan(ctx: Context, progress: Progress | None = None) -> dict[str, Any]:
     started = time.monotonic()
-    restored = _restored(ctx)
-    counts: dict[str, int] = {}
-    artifacts = total = 0
-    for done, (name, adapter) in enumerate(ctx.adapters.items()):
-        if progress is not None:
-            progress(done, len(ctx.adapters))
-        n, a, b = ctx.index.replace_agent(name, adapter.scan(), restored)
-        ctx.index.set_dir_signatures(name, _dir_signatures(adapter))
-        counts[name], artifacts, total = n, artifacts + a, total + b
+    counts = _scan(ctx, list(ctx.adapters), progress)
     return {
-        "sessions": counts,
-        "artifacts": artifacts,
-        "bytes": total,
+        "sessions": {agent: n for agent, (n, _, _) in counts.items()},
+        "artifacts": sum(a for _, a, _ in counts.values()),
+        "bytes": sum(b for _, _, b in counts.values()),
         "seconds": round(time.monotonic() - started, 3),
     }
+
+
+def _scan(
+    ctx: Context, agents: list[str], progress: Progress | None = None
+) -> dict[str, tuple[int, int, int]]:
+    """Scan `agents` into the index, in one transaction: (sessions,
+    artifacts, bytes) per agent. A big home is measured in worker
+    processes (see workers)."""
+    # Taken before anything is listed: a directory that changes during the
+    # scan then differs at the next reconcile, which lists it again.
+    signatures = {agent: _dir_signatures(ctx.adapters[agent]) for agent in agents}
+    hints = {agent: ctx.adapters[agent].expected_sessions() for agent in agents}
+    expected = sum(ctx.index.count(a) if hint is None else hint for a, hint in hints.items())
+    # Agents that list here before they hand out parts go last, so that
+    # workers run the others' parts meanwhile.
+    order = sorted(agents, key=lambda agent: hints[agent] is not None)
+    parts = ((agent, part) for agent in order for part in ctx.adapters[agent].scan_parts())
+    with ctx.index.replacing(agents) as replacement:
+        for agent, rows in workers.run(parts, expected, _restored(ctx)):
+            replacement.add(agent, rows)
+            if progress is not None:
+                done = sum(n for n, _, _ in replacement.counts.values())
+                progress(min(done, expected), max(done, expected))
+    for agent, signature in signatures.items():
+        ctx.index.set_dir_signatures(agent, signature)
+    return replacement.counts
 
 
 def _restored(ctx: Context) -> dict[tuple[str, str], float]:
@@ -171,15 +189,15 @@ def reconcile(ctx: Context) -> int:
     indexed artifacts changed on disk, and those named by entries new in
     directories whose mtime changed. Returns how many sessions were
     re-listed (or scanned)."""
-    done = 0
+    olds = {name: ctx.index.dir_signatures(name) for name in ctx.adapters}
+    # Never indexed: one full scan of all of them, nothing to re-list after it.
+    fresh = [name for name, old in olds.items() if not old]
+    done = sum(n for n, _, _ in _scan(ctx, fresh).values()) if fresh else 0
     for name, adapter in ctx.adapters.items():
-        old = ctx.index.dir_signatures(name)
-        new = _dir_signatures(adapter)
-        if not old:
-            # Never indexed: one full scan, nothing to re-list after it.
-            done += ctx.index.replace_agent(name, adapter.scan(), _restored(ctx))[0]
-        else:
-            done += _reconcile_agent(ctx, name, adapter, {d for d in new if old.get(d) != new[d]})
+        if name in fresh:
+            continue
+        old, new = olds[name], _dir_signatures(adapter)
+        done += _reconcile_agent(ctx, name, adapter, {d for d in new if old.get(d) != new[d]})
         ctx.index.set_dir_signatures(name, new)
     return done
 
@@ -191,7 +209,7 @@ def _reconcile_agent(ctx: Context, agent: str, adapter: Adapter, moved: set[str]
     gone, newer, known = _changed_artifacts(ctx, agent, moved)
     unknown = [p for d in sorted(moved) for p in _entries_of(d) if p not in known]
     if len(gone) + len(newer) + len(unknown) > max(RELIST_BATCH, ctx.index.count(agent) // 4):
-        return ctx.index.replace_agent(agent, adapter.scan(), _restored(ctx))[0]
+        return _scan(ctx, [agent])[agent][0]
     # A newer file may name another session now (a registry file rewritten
     # by a /clear); a new entry names a new session or a new artifact.
     sids = set(gone) | {sid for _, sid in newer}

@@ -36,11 +36,22 @@ import structlog  # noqa: E402
 _QUIET = ("apscheduler", "watchdog")
 
 
+# What configure() was last called with: worker processes log the same way.
+_settings: tuple[bool | None, str] = (None, "info")
+
+
+def settings() -> tuple[bool | None, str]:
+    """configure()'s arguments as last given, for a worker process to repeat."""
+    return _settings
+
+
 def configure(json: bool | None = None, level: str = "info") -> None:
     """Send every log line to stderr: JSON lines when `json` (default: when
     stderr is not a terminal), else readable key=value lines."""
     if json is None:
         json = not sys.stderr.isatty()
+    global _settings
+    _settings = (json, level)
     shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,

@@ -18,7 +18,7 @@ import shutil
 import stat
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -47,6 +47,28 @@ class Root:
     @classmethod
     def check(cls, path: Path, kind: str, uid: int) -> Root:
         return cls(path, kind, disk.root_problem(path, uid) if path.exists() else None)
+
+
+class ScanPart(Protocol):
+    """A piece of a scan: picklable, so that another process can run it."""
+
+    @property
+    def sessions(self) -> int | None:
+        """How many sessions the part holds, when known before it runs."""
+
+    def __call__(self) -> Iterable[Session]: ...
+
+
+@dataclass(frozen=True)
+class WholeScan:
+    """An agent's whole scan as one part (the adapter travels with it: an
+    adapter is its Env and paths derived from it)."""
+
+    adapter: Adapter
+    sessions: int | None = None
+
+    def __call__(self) -> Iterator[Session]:
+        return self.adapter.scan()
 
 
 class RemovalError(Exception):
@@ -102,6 +124,19 @@ class Adapter(ABC):
     def scan(self) -> Iterator[Session]:
         """Every session on disk, each with every artifact. Malformed entries
         are skipped with a log line, never raised."""
+
+    def expected_sessions(self) -> int | None:
+        """A cheap count of the sessions a scan will find, when the agent
+        has one (None: the index's count from the last scan stands in). It
+        decides whether a scan is spread over worker processes."""
+        return None
+
+    def scan_parts(self) -> Iterator[ScanPart]:
+        """scan() as parts that a worker process can run (a big home's scan
+        is spread over the CPUs). The default is one part, the whole scan;
+        an agent with many sessions lists them once and hands out the
+        measuring in parts."""
+        yield WholeScan(self)
 
     def load(self, session_id: str) -> Session | None:
         """List one session again from the disk (never from the index); None

@@ -31,7 +31,7 @@ import psutil
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Remover, Root, valid_name
+from agentkeep.adapters.base import Adapter, Remover, Root, ScanPart, valid_name
 from agentkeep.model import Holder, HolderKind, Session
 from agentkeep.paths import Env
 from agentkeep.processes import Proc, ProcessTable
@@ -67,6 +67,9 @@ _TODO = re.compile(r"(?P<id>[0-9a-fA-F-]{36})-agent-.+\.json")
 _JOB = re.compile(r"[0-9a-fA-F]{8}")
 _REGISTRY = re.compile(r"(?P<pid>[0-9]{1,10})\.json")
 _REGISTRY_KEY = re.compile(r"(?P<pid>[0-9]{1,10})\.[0-9a-fA-F]+\.key")
+# Sessions per scan part: enough that a part's hand-over to a worker
+# process is small beside its measuring, few enough to share out evenly.
+SCAN_PART = 1000
 _CONFIG_AREAS = ("file-history", "session-env", "todos", "debug", "jobs", "sessions")
 
 
@@ -87,17 +90,6 @@ class _Entry:
     path: str
     link: bool
     dir: bool
-
-
-@dataclass(slots=True)
-class _Found:
-    """An artifact found by name, before it is measured."""
-
-    path: str
-    kind: str
-    root: Root
-    linked: bool
-    primary: bool = False
 
 
 @dataclass
@@ -150,19 +142,92 @@ class _Layout:
     tmp: tuple[Root, ...]
 
 
+# One artifact found by name, before it is measured: (path, kind, root,
+# linked, primary). A tuple: a big scan finds some 300,000 and pickles them
+# over to worker processes, and a tuple is built and pickled several times
+# faster than a dataclass.
+_Item = tuple[str, str, str, bool, bool]
+# One session found: (id, its items, the parent its job names).
+_FoundSession = tuple[str, list[_Item], str | None]
+
+
 class _Grouped:
     """What one pass found, grouped by session id (only those in `only`
     when it is given)."""
 
     def __init__(self, only: frozenset[str] | None) -> None:
         self.only = only
-        self.found: dict[str, dict[str, _Found]] = defaultdict(dict)
+        self.found: dict[str, dict[str, _Item]] = defaultdict(dict)
         self.job_parents: dict[str, str] = {}
 
-    def add(self, sid: str | None, found: _Found) -> None:
+    def add(
+        self, sid: str | None, path: str, kind: str, root: Root, linked: bool, primary: bool = False
+    ) -> None:
         if sid is None or (self.only is not None and sid not in self.only):
             return
-        self.found[sid].setdefault(found.path, found)
+        self.found[sid].setdefault(path, (path, kind, str(root.path), linked, primary))
+
+    def take(self, sid: str) -> _FoundSession:
+        """What was found of `sid`, handed over (and forgotten here)."""
+        return sid, list(self.found.pop(sid, {}).values()), self.job_parents.get(sid)
+
+
+def _measure(sid: str, found: list[_Item], job_parent: str | None) -> Session | None:
+    """Measure what was found of a session into a Session; None when all of
+    it vanished meanwhile."""
+    seen: set[tuple[int, int]] = set()
+    items = sorted(found, key=lambda f: (not f[4], f[0]))
+    artifacts = []
+    for path, kind, root, linked, primary in items:
+        artifact = disk.artifact(path, kind, root, primary=primary, linked=linked, seen=seen)
+        if artifact is not None:
+            artifacts.append(artifact)
+    if not artifacts:
+        return None
+    workspace, parent = _lineage(sid, [item[0] for item in items if item[4]])
+    return Session(
+        agent=ClaudeAdapter.name,
+        id=sid,
+        workspace=workspace,
+        parent=parent or job_parent,
+        artifacts=artifacts,
+        bytes=sum(a.bytes for a in artifacts),
+    )
+
+
+@dataclass(frozen=True)
+class _Measuring:
+    """A scan part: sessions one listing found, measured where it runs (in a
+    worker process for a big home: measuring is most of a scan)."""
+
+    found: list[_FoundSession]
+
+    @property
+    def sessions(self) -> int:
+        return len(self.found)
+
+    def __call__(self) -> Iterator[Session]:
+        for what in self.found:
+            session = _measure(*what)
+            if session is not None:
+                yield session
+
+
+def _lineage(sid: str, transcripts: list[str]) -> tuple[str | None, str | None]:
+    """The workspace (the records' cwd, never the lossy key) and the parent a
+    fork names, from the heads of the session's transcripts."""
+    workspace: str | None = None
+    parent: str | None = None
+    for path in transcripts:
+        data = _read_head(path, TRANSCRIPT_HEAD)
+        if data is None:
+            continue
+        cwd, fork = _transcript_facts(sid, data)
+        workspace = workspace or cwd
+        parent = parent or fork
+        if workspace and parent:
+            break
+    return workspace, parent
 
 
 def _list(directory: str, probe: Sequence[str] | None) -> list[_Entry]:
@@ -579,18 +644,37 @@ class ClaudeAdapter(Adapter):
     def canonical_id(self, raw: str) -> str | None:
         return canonical(raw)
 
+    def expected_sessions(self) -> int:
+        """The transcripts in the key dirs, counted by name alone."""
+        count = 0
+        for key in _list(str(self._paths.projects), None):
+            if not _listable(key):
+                continue
+            try:
+                with disk.scandir(key.path, follow=True) as listing:
+                    count += sum(entry.name.endswith(".jsonl") for entry in listing)
+            except OSError:
+                continue  # the scan logs what it cannot list
+        return count
+
     def scan(self) -> Iterator[Session]:
+        for part in self.scan_parts():
+            yield from part()
+
+    def scan_parts(self) -> Iterator[ScanPart]:
+        """One listing of every shared directory, then the measuring of what
+        it found in parts of SCAN_PART sessions."""
         found = self._find(self._layout(), None)
-        for sid in sorted(found.found):
-            session = self._session(sid, found)
-            if session is not None:
-                yield session
+        sids = sorted(found.found)
+        for start in range(0, len(sids), SCAN_PART):
+            yield _Measuring([found.take(sid) for sid in sids[start : start + SCAN_PART]])
 
     def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
         """One pass over the shared directories for all of them: listing each
         session again on its own cost a look at every key dir per session."""
         found = self._find(self._layout(), session_ids)
-        return {sid: s for sid in session_ids if (s := self._session(sid, found)) is not None}
+        listed = {sid: _measure(*found.take(sid)) for sid in session_ids}
+        return {sid: s for sid, s in listed.items() if s is not None}
 
     def _find(self, layout: _Layout, only: frozenset[str] | None) -> _Grouped:
         found = _Grouped(only)
@@ -614,9 +698,9 @@ class ClaudeAdapter(Adapter):
                 linked = base_linked or key.link
                 if entry.name.endswith(".jsonl"):
                     sid = canonical(entry.name[: -len(".jsonl")])
-                    found.add(sid, _Found(entry.path, TRANSCRIPT, root, linked, primary=True))
+                    found.add(sid, entry.path, TRANSCRIPT, root, linked, primary=True)
                 else:
-                    found.add(canonical(entry.name), _Found(entry.path, SESSION_DIR, root, linked))
+                    found.add(canonical(entry.name), entry.path, SESSION_DIR, root, linked)
 
     def _entries(
         self,
@@ -650,7 +734,7 @@ class ClaudeAdapter(Adapter):
             cached = found.only is not None
             listed = self._config_entries(layout, area, probe, cached, identify, found.only)
             for entry, linked in listed:
-                found.add(identify(entry.name), _Found(entry.path, kind, layout.config, linked))
+                found.add(identify(entry.name), entry.path, kind, layout.config, linked)
 
     def _config_entries(
         self,
@@ -690,7 +774,7 @@ class ClaudeAdapter(Adapter):
             if sid is None or sid[:8] != entry.name.lower():
                 log.debug("job not named by its state.json", path=entry.path)
                 continue
-            found.add(sid, _Found(entry.path, JOB, layout.config, linked))
+            found.add(sid, entry.path, JOB, layout.config, linked)
             parent = canonical(state.get("forkParentSessionId"))
             if parent is not None and parent != sid:
                 found.job_parents.setdefault(sid, parent)
@@ -706,11 +790,11 @@ class ClaudeAdapter(Adapter):
                 sid = _registry_id(_read_json(entry.path))
                 if sid is not None:
                     by_pid[match["pid"]] = sid
-                    found.add(sid, _Found(entry.path, REGISTRY, layout.config, linked))
+                    found.add(sid, entry.path, REGISTRY, layout.config, linked)
             elif match := _REGISTRY_KEY.fullmatch(entry.name):
                 keys.append((entry, linked, match["pid"]))
         for entry, linked, pid in keys:
-            found.add(by_pid.get(pid), _Found(entry.path, REGISTRY_KEY, layout.config, linked))
+            found.add(by_pid.get(pid), entry.path, REGISTRY_KEY, layout.config, linked)
 
     def _find_registered(self, layout: _Layout, found: _Grouped, sids: frozenset[str]) -> None:
         """The registry files naming the sessions, from the cached registry."""
@@ -721,9 +805,9 @@ class ClaudeAdapter(Adapter):
         linked = bool(layout.config.problem) or disk.is_link(directory)
         for sid in sids:
             for pid in sorted(registry.pids_of.get(sid, ())):
-                found.add(sid, _Found(registry.files[pid].path, REGISTRY, layout.config, linked))
+                found.add(sid, registry.files[pid].path, REGISTRY, layout.config, linked)
                 for key in registry.keys.get(pid, []):
-                    found.add(sid, _Found(key.path, REGISTRY_KEY, layout.config, linked))
+                    found.add(sid, key.path, REGISTRY_KEY, layout.config, linked)
 
     def _find_tmp(self, layout: _Layout, found: _Grouped) -> None:
         for root in layout.tmp:
@@ -732,52 +816,7 @@ class ClaudeAdapter(Adapter):
                     continue
                 for entry in self._entries(key.path, found.only, _spellings):
                     linked = bool(root.problem) or key.link
-                    found.add(canonical(entry.name), _Found(entry.path, TMP, root, linked))
-
-    def _session(self, sid: str, found: _Grouped) -> Session | None:
-        """Measure what was found for `sid` into a Session; None when all of
-        it vanished meanwhile."""
-        seen: set[tuple[int, int]] = set()
-        items = sorted(found.found.get(sid, {}).values(), key=lambda f: (not f.primary, f.path))
-        artifacts = []
-        for item in items:
-            artifact = disk.artifact(
-                item.path,
-                item.kind,
-                item.root.path,
-                primary=item.primary,
-                linked=item.linked,
-                seen=seen,
-            )
-            if artifact is not None:
-                artifacts.append(artifact)
-        if not artifacts:
-            return None
-        workspace, parent = self._lineage(sid, [i.path for i in items if i.primary])
-        return Session(
-            agent=self.name,
-            id=sid,
-            workspace=workspace,
-            parent=parent or found.job_parents.get(sid),
-            artifacts=artifacts,
-            bytes=sum(a.bytes for a in artifacts),
-        )
-
-    def _lineage(self, sid: str, transcripts: list[str]) -> tuple[str | None, str | None]:
-        """The workspace (the records' cwd, never the lossy key) and the
-        parent a fork names, from the heads of the session's transcripts."""
-        workspace: str | None = None
-        parent: str | None = None
-        for path in transcripts:
-            data = _read_head(path, TRANSCRIPT_HEAD)
-            if data is None:
-                continue
-            cwd, fork = _transcript_facts(sid, data)
-            workspace = workspace or cwd
-            parent = parent or fork
-            if workspace and parent:
-                break
-        return workspace, parent
+                    found.add(canonical(entry.name), entry.path, TMP, root, linked)
 
     def session_for_path(self, path: str) -> str | None:
         path = os.path.abspath(path)

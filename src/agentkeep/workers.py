@@ -1,0 +1,111 @@
+"""Worker processes for a big scan.
+
+A scan is the interpreter's work per file measured (a few syscalls each, and
+the Python around them), so one process is bound to one CPU. A home with
+many sessions is measured by one worker process per CPU instead; this
+process lists, hands out parts, and writes the index as they come back.
+Workers only read the disk, through the same adapters and `disk` functions
+as a scan in this process, so they keep every rule a scan keeps (no link
+followed, no atime moved).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+
+import structlog
+
+from agentkeep import index, logs
+from agentkeep.adapters.base import ScanPart
+from agentkeep.index import Rows
+
+log = structlog.get_logger("agentkeep.workers")
+
+# Below this many sessions a scan takes well under a second in one process,
+# and starting workers (a fresh interpreter each, some 0.15 s) is not worth it.
+PARALLEL_FROM = 4000
+
+# Parts handed to each worker ahead: enough that the whole-agent parts, few
+# and first, are all handed out before an agent that lists here starts its
+# listing, so that workers run them meanwhile.
+IN_FLIGHT = 4
+
+Restored = Mapping[tuple[str, str], float]
+Done = Iterator[tuple[str, Iterable[Rows]]]
+
+
+def cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where there is one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def run(parts: Iterable[tuple[str, ScanPart]], expected: int, restored: Restored) -> Done:
+    """Run every part, yielding (agent, its sessions as index rows) as each
+    finishes: here and in order for a small home or a single CPU, else in
+    worker processes in whatever order they finish. `parts` is consumed as
+    workers need more, so an agent that lists its sessions here before it
+    hands out parts does so while workers run the parts before it."""
+    workers = min(cpus(), 8)
+    if workers < 2 or expected < PARALLEL_FROM:
+        return _here(parts, restored)
+    return _pooled(iter(parts), restored, workers)
+
+
+def _here(parts: Iterable[tuple[str, ScanPart]], restored: Restored) -> Done:
+    for agent, part in parts:
+        yield agent, index.batches(part(), restored)
+
+
+def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, workers: int) -> Done:
+    log.info("scan spread over worker processes", workers=workers)
+    # spawn, not fork: the daemon has threads, and a forked child would
+    # inherit whatever locks they held.
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start_worker,
+        initargs=logs.settings(),
+    )
+    running: dict[Future[Rows], tuple[str, ScanPart]] = {}
+    try:
+        while True:
+            # At most IN_FLIGHT parts per worker: parts finished but not yet
+            # written wait in memory, and this bounds how many.
+            for agent, part in parts:
+                running[pool.submit(_measure, part, restored)] = (agent, part)
+                if len(running) >= IN_FLIGHT * workers:
+                    break
+            if not running:
+                return
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                agent, part = running.pop(future)
+                try:
+                    rows = future.result()
+                except BrokenProcessPool as exc:
+                    # A worker died (killed, out of memory): what it and the
+                    # others had in hand, and the rest, is measured here.
+                    log.warning("scan worker died; the rest is measured here", error=str(exc))
+                    yield from _here([(agent, part), *running.values(), *parts], restored)
+                    return
+                yield agent, [rows]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _start_worker(json: bool | None, level: str) -> None:
+    # Ctrl-C reaches the whole process group: the scan's own process
+    # decides what stops, and shutting the pool down stops its workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logs.configure(json, level)
+
+
+def _measure(part: ScanPart, restored: Restored) -> Rows:
+    return index.rows(part(), restored)

@@ -1,0 +1,185 @@
+"""A big scan spread over worker processes indexes exactly what a scan in one
+process does, survives a worker that dies, logs where logs belong, and when
+it is stopped half way leaves the index as it was.
+
+The threshold (workers.PARALLEL_FROM) and Claude's part size are lowered so
+that a small home takes the worker path; every test checks that it did.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import sqlite3
+
+import pytest
+from structlog.testing import capture_logs
+
+from agentkeep import core, logs, workers
+from agentkeep.adapters import claude
+from agentkeep.paths import Env
+from build_agents import (
+    gemini_root,
+    grok_root,
+    make_gemini_session,
+    make_grok_session,
+    make_zero_session,
+    zero_root,
+)
+from build_claude import make_many
+from build_codex import build_codex
+from build_opencode import build_opencode
+from fakehome import FakeHome
+from waiting import wait_until
+
+SPREAD = "scan spread over worker processes"
+DIED = "scan worker died; the rest is measured here"
+
+
+@pytest.fixture
+def home(fake_home: FakeHome) -> FakeHome:
+    """Every agent, with forks, jobs and a session of each kind."""
+    make_many(fake_home, 40, projects=4, forks_every=5)
+    codex = build_codex(fake_home)
+    for _ in range(4):
+        codex.full_session()
+    opencode = build_opencode(fake_home)
+    opencode.create_db()
+    parent = opencode.full_session()
+    opencode.full_session(parent=parent)
+    for i in range(3):
+        make_gemini_session(gemini_root(fake_home.home), f"gem-{i}")
+        make_grok_session(grok_root(fake_home.home), f"grok-{i}")
+        make_zero_session(zero_root(fake_home.data), f"zero-{i}")
+    return fake_home
+
+
+def _context() -> core.Context:
+    return core.Context.open(Env.from_environ())
+
+
+def _indexed(ctx: core.Context) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    """Every session and artifact row, in a fixed order."""
+    db = sqlite3.connect(ctx.index.path)
+    try:
+        sessions = db.execute("SELECT * FROM sessions ORDER BY agent, id").fetchall()
+        artifacts = db.execute(
+            "SELECT * FROM artifacts ORDER BY agent, session_id, path"
+        ).fetchall()
+        return sessions, artifacts
+    finally:
+        db.close()
+
+
+def _serial(ctx: core.Context, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    monkeypatch.setattr(workers, "PARALLEL_FROM", 10**9)
+    return core.scan(ctx)
+
+
+@pytest.fixture
+def spread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claude's parts of 3 sessions, so that there are many."""
+    if workers.cpus() < 2:
+        pytest.skip("one CPU: a scan never spreads")
+    monkeypatch.setattr(claude, "SCAN_PART", 3)
+
+
+def _spread_scan(ctx: core.Context, monkeypatch: pytest.MonkeyPatch, **kw: object) -> list[dict]:
+    monkeypatch.setattr(workers, "PARALLEL_FROM", 0)
+    with capture_logs() as captured:
+        core.scan(ctx, **kw)  # type: ignore[arg-type]
+    return captured
+
+
+def test_spread_scan_indexes_what_one_process_indexes(
+    home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = _context()
+    one = _serial(ctx, monkeypatch)
+    alone = _indexed(ctx)
+    assert {a for a, n in one["sessions"].items() if n} == {  # type: ignore[attr-defined]
+        "claude",
+        "codex",
+        "opencode",
+        "gemini",
+        "grok",
+        "zero",
+    }
+    monkeypatch.setattr(workers, "PARALLEL_FROM", 0)
+    with capture_logs() as captured:
+        many = core.scan(ctx)
+    assert any(e["event"] == SPREAD for e in captured), "SETUP INVALID: the scan never spread"
+    assert {k: v for k, v in many.items() if k != "seconds"} == {
+        k: v for k, v in one.items() if k != "seconds"
+    }
+    assert _indexed(ctx) == alone
+    assert not multiprocessing.active_children(), "workers left running after the scan"
+
+
+def test_a_worker_that_dies_costs_time_not_the_scan(
+    home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = _context()
+    _serial(ctx, monkeypatch)
+    alone = _indexed(ctx)
+    killed: list[int] = []
+
+    def kill_a_worker(done: int, total: int) -> None:
+        if killed:
+            return
+        for child in multiprocessing.active_children():
+            os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]
+            killed.append(child.pid)  # type: ignore[arg-type]
+            break
+
+    captured = _spread_scan(ctx, monkeypatch, progress=kill_a_worker)
+    assert killed and any(e["event"] == DIED for e in captured), (
+        "SETUP INVALID: no worker was killed while parts were left"
+    )
+    assert _indexed(ctx) == alone
+
+
+def test_worker_log_lines_go_to_stderr_as_configured(
+    home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # A file name that is not an opencode id: its adapter logs a warning,
+    # from inside a worker (a whole agent's scan is one part).
+    bad = home.data / "opencode" / "storage" / "session" / "global" / "not an id.json"
+    bad.write_text("{}")
+    logs.configure(json=True, level="info")
+    ctx = _context()
+    monkeypatch.setattr(workers, "PARALLEL_FROM", 0)
+    core.scan(ctx)
+    out, err = capfd.readouterr()
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    events = {(line["event"], line.get("logger")) for line in lines}
+    assert (SPREAD, "agentkeep.workers") in events, "SETUP INVALID: the scan never spread"
+    warned = [line for line in lines if line.get("path") == str(bad)]
+    assert warned and warned[0]["level"] == "warning"
+    assert warned[0]["logger"] == "agentkeep.adapters.opencode"
+    assert out == ""
+
+
+def test_a_scan_stopped_half_way_leaves_the_index_as_it_was(
+    home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = _context()
+    _serial(ctx, monkeypatch)
+    before = _indexed(ctx)
+    (home.claude / "projects").rename(home.claude / "projects-moved")
+    calls: list[int] = []
+
+    def interrupt(done: int, total: int) -> None:
+        calls.append(done)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _spread_scan(ctx, monkeypatch, progress=interrupt)
+    assert len(calls) == 2, "SETUP INVALID: the scan ended before it was stopped"
+    assert _indexed(ctx) == before
+    wait_until(
+        lambda: not multiprocessing.active_children(), "the workers to stop", 10, setup=False
+    )
