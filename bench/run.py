@@ -157,7 +157,12 @@ def bench_scan(s: Settings, bh: homes.BenchHome, n: int) -> None:
     cpu = m.median([r.cpu_s for r in scans])
     s.add(
         Figure(
-            n, "scan CPU (user+sys)", cpu, "cpu-s", m.median([r.cpu_s for r in finds]), "find CPU"
+            n,
+            "scan CPU (user+sys, its worker processes included)",
+            cpu,
+            "cpu-s",
+            m.median([r.cpu_s for r in finds]),
+            "find CPU",
         )
     )
     inner = m.median([r.json()["seconds"] for r in scans])
@@ -166,7 +171,7 @@ def bench_scan(s: Settings, bh: homes.BenchHome, n: int) -> None:
     s.add(
         Figure(
             n,
-            "scan peak RSS",
+            "scan peak RSS (the largest of its processes)",
             rss,
             "MB",
             target="< 100 MB" if n == 10_000 else "",

@@ -40,8 +40,13 @@ DIED = "scan worker died; the rest is measured here"
 
 @pytest.fixture
 def home(fake_home: FakeHome) -> FakeHome:
-    """Every agent, with forks, jobs and a session of each kind."""
-    make_many(fake_home, 40, projects=4, forks_every=5)
+    """Every agent, with forks, jobs and a session of each kind, and names
+    that must cross to a worker process intact."""
+    made = make_many(fake_home, 40, projects=4, forks_every=5)
+    odd = os.fsencode(made[0].file_history) + b"/bad-\xff-utf8\nnewline"
+    with open(odd, "wb") as f:
+        f.write(b"x" * 10)
+    os.symlink("/etc/passwd", made[1].file_history / "a-link")
     codex = build_codex(fake_home)
     for _ in range(4):
         codex.full_session()
