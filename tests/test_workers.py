@@ -188,3 +188,17 @@ def test_a_scan_stopped_half_way_leaves_the_index_as_it_was(
     wait_until(
         lambda: not multiprocessing.active_children(), "the workers to stop", 10, setup=False
     )
+
+
+def test_one_agent_spreads_only_when_its_scan_splits(
+    home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = _context()
+    monkeypatch.setattr(workers, "PARALLEL_FROM", 0)
+    with capture_logs() as whole:
+        core._scan(ctx, ["codex"])
+    with capture_logs() as parted:
+        core._scan(ctx, ["claude"])
+    assert any(e["event"] == SPREAD for e in parted), "SETUP INVALID: Claude alone never spread"
+    assert not any(e["event"] == SPREAD for e in whole), "one part went to a worker pool"
+    assert ctx.index.count("codex") == 4 and ctx.index.count("claude") == 40

@@ -136,8 +136,11 @@ def _scan(
     # workers run the others' parts meanwhile.
     order = sorted(agents, key=lambda agent: hints[agent] is not None)
     parts = ((agent, part) for agent in order for part in ctx.adapters[agent].scan_parts())
+    # One agent that does not split its scan would be one part: nothing to spread.
+    splits = len(agents) > 1 or any(hint is not None for hint in hints.values())
+    spread = splits and workers.worth_spreading(expected)
     with ctx.index.replacing(agents) as replacement:
-        for agent, rows in workers.run(parts, expected, _restored(ctx)):
+        for agent, rows in workers.run(parts, _restored(ctx), spread=spread):
             replacement.add(agent, rows)
             if progress is not None:
                 done = sum(n for n, _, _ in replacement.counts.values())

@@ -46,16 +46,20 @@ def cpus() -> int:
     return os.cpu_count() or 1
 
 
-def run(parts: Iterable[tuple[str, ScanPart]], expected: int, restored: Restored) -> Done:
+def worth_spreading(expected: int) -> bool:
+    """Whether a scan of about `expected` sessions goes to worker processes."""
+    return cpus() >= 2 and expected >= PARALLEL_FROM
+
+
+def run(parts: Iterable[tuple[str, ScanPart]], restored: Restored, *, spread: bool) -> Done:
     """Run every part, yielding (agent, its sessions as index rows) as each
-    finishes: here and in order for a small home or a single CPU, else in
-    worker processes in whatever order they finish. `parts` is consumed as
-    workers need more, so an agent that lists its sessions here before it
-    hands out parts does so while workers run the parts before it."""
-    workers = min(cpus(), 8)
-    if workers < 2 or expected < PARALLEL_FROM:
+    finishes: here and in order unless `spread`, else in worker processes in
+    whatever order they finish. `parts` is consumed as workers need more, so
+    an agent that lists its sessions here before it hands out parts does so
+    while workers run the parts before it."""
+    if not spread:
         return _here(parts, restored)
-    return _pooled(iter(parts), restored, workers)
+    return _pooled(iter(parts), restored, min(cpus(), 8))
 
 
 def _here(parts: Iterable[tuple[str, ScanPart]], restored: Restored) -> Done:
