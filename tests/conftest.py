@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fakehome import SCRUB, FakeHome, make_fake_home
+from fakehome import SCRUB, FakeHome, Spawn, kill_group, make_fake_home
 
 __all__ = ["FakeHome", "make_fake_home"]
 
@@ -32,3 +32,37 @@ def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeH
     yield fh
     runtime = Path(fh.environ["XDG_RUNTIME_DIR"])
     subprocess.run(["rm", "-rf", str(runtime)], check=False)
+
+
+@pytest.fixture
+def spawn(fake_home: FakeHome) -> Iterator[Spawn]:
+    """Start real processes (by default in the fake user's environment),
+    each in its own process group with pipes for stdin, stdout and stderr;
+    `ready` waits until the process prints a line. Every one is killed with
+    its whole group in teardown."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(
+        argv: list[str], env: dict[str, str] | None = None, *, ready: bool = False
+    ) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            argv,
+            env=env or fake_home.environ,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        started.append(proc)
+        if ready:
+            assert proc.stdout is not None
+            assert proc.stdout.readline(), "SETUP INVALID: helper process died before it was ready"
+        return proc
+
+    yield start
+    for proc in started:
+        kill_group(proc)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()

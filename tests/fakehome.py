@@ -12,10 +12,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 # Variables that could point a test at real data: always replaced or removed.
+# The `spawn` fixture's starter (conftest.py): argv, env=None, *, ready=False.
+Spawn = Callable[..., subprocess.Popen[str]]
+
 SCRUB = (
     "AGENTKEEP_CONFIG",
     "AGENTKEEP_SOCKET",

@@ -7,9 +7,7 @@ import hashlib
 import json
 import os
 import sqlite3
-import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,27 +41,6 @@ def tree(fake_home: FakeHome) -> CodexTree:
     # No real codex is ever run: PATH keeps no directory that has one.
     fake_home.environ["PATH"] = without(fake_home, "codex")
     return build_codex(fake_home)
-
-
-@pytest.fixture
-def spawn(fake_home: FakeHome) -> Iterator[object]:
-    """Start a real process (env = the fake user's) and wait until it prints
-    a line; every one is killed at teardown."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(*argv: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, *argv], env=fake_home.environ, stdout=subprocess.PIPE, text=True
-        )
-        started.append(proc)
-        assert proc.stdout is not None
-        assert proc.stdout.readline(), "SETUP INVALID: helper process died before it was ready"
-        return proc
-
-    yield start
-    for proc in started:
-        proc.kill()
-        proc.wait()
 
 
 def adapter(fake_home: FakeHome) -> CodexAdapter:
@@ -362,7 +339,16 @@ def test_in_use_by_a_command_line_naming_the_id(
     fake_home: FakeHome, tree: CodexTree, spawn
 ) -> None:
     sid, other = tree.full_session(), tree.full_session()
-    proc = spawn("-c", "import time; print('up', flush=True); time.sleep(60)", "resume", sid)
+    proc = spawn(
+        [
+            sys.executable,
+            "-c",
+            "import time; print('up', flush=True); time.sleep(60)",
+            "resume",
+            sid,
+        ],
+        ready=True,
+    )
     a = adapter(fake_home)
     procs = ProcessTable.snapshot()
     assert proc.pid in {h.pid for h in a.holders(a.load(sid), procs)}  # type: ignore[arg-type]
@@ -374,7 +360,7 @@ def test_in_use_by_a_process_holding_the_rollout_open(
 ) -> None:
     sid = tree.full_session()
     rollout = next(tree.root.glob(f"sessions/*/*/*/rollout-*-{sid}.jsonl"))
-    proc = spawn("-c", HOLD_OPEN, str(rollout))
+    proc = spawn([sys.executable, "-c", HOLD_OPEN, str(rollout)], ready=True)
     fds = [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")]
     assert str(rollout) in fds, "SETUP INVALID: the helper does not hold the rollout"
     a = adapter(fake_home)
@@ -495,7 +481,7 @@ def test_a_database_held_for_writing_refuses_before_anything_is_removed(
 ) -> None:
     sid = tree.full_session()
     before = snapshot(tree.root)
-    holder = spawn("-c", HOLD_WRITE_LOCK, str(tree.history_db))
+    holder = spawn([sys.executable, "-c", HOLD_WRITE_LOCK, str(tree.history_db)], ready=True)
     probe = sqlite3.connect(tree.history_db, timeout=0)
     with pytest.raises(sqlite3.OperationalError, match="locked"):
         probe.execute("BEGIN IMMEDIATE")  # SETUP: the write lock is really held

@@ -8,9 +8,7 @@ import hashlib
 import json
 import os
 import sqlite3
-import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -50,27 +48,6 @@ def tree(fake_home: FakeHome) -> OpencodeTree:
     # No real opencode is ever run: PATH keeps no directory that has one.
     fake_home.environ["PATH"] = without(fake_home, "opencode")
     return build_opencode(fake_home)
-
-
-@pytest.fixture
-def spawn(fake_home: FakeHome) -> Iterator[object]:
-    """Start a real process in the fake user's environment and wait until it
-    prints a line; every one is killed at teardown."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(*argv: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, *argv], env=fake_home.environ, stdout=subprocess.PIPE, text=True
-        )
-        started.append(proc)
-        assert proc.stdout is not None
-        assert proc.stdout.readline(), "SETUP INVALID: helper process died before it was ready"
-        return proc
-
-    yield start
-    for proc in started:
-        proc.kill()
-        proc.wait()
 
 
 def adapter(fake_home: FakeHome) -> OpencodeAdapter:
@@ -328,7 +305,10 @@ def test_in_use_by_a_command_line_naming_the_id(
     fake_home: FakeHome, tree: OpencodeTree, spawn
 ) -> None:
     sid, other = tree.full_session(), tree.full_session()
-    proc = spawn("-c", "import time; print('up', flush=True); time.sleep(60)", "-s", sid)
+    proc = spawn(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)", "-s", sid],
+        ready=True,
+    )
     a, procs = adapter(fake_home), ProcessTable.snapshot()
     assert proc.pid in {h.pid for h in a.holders(a.load(sid), procs)}  # type: ignore[arg-type]
     assert proc.pid not in {h.pid for h in a.holders(a.load(other), procs)}  # type: ignore[arg-type]
@@ -338,8 +318,10 @@ def test_in_use_by_a_process_with_the_database_open_but_not_the_service(
     fake_home: FakeHome, tree: OpencodeTree, spawn
 ) -> None:
     sid = tree.full_session()
-    service = spawn("-c", HOLD_OPEN, str(tree.db), "serve", "--service")
-    tui = spawn("-c", HOLD_OPEN, str(tree.db))
+    service = spawn(
+        [sys.executable, "-c", HOLD_OPEN, str(tree.db), "serve", "--service"], ready=True
+    )
+    tui = spawn([sys.executable, "-c", HOLD_OPEN, str(tree.db)], ready=True)
     for proc in (service, tui):
         fds = [
             os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")
@@ -451,7 +433,7 @@ def test_a_database_held_for_writing_refuses_before_anything_is_removed(
     sid = tree.full_session()
     log = install_fake_opencode(fake_home) if with_binary else None
     before, rows = snapshot(tree.data), tree.row_counts(sid)
-    holder = spawn("-c", HOLD_WRITE_LOCK, str(tree.db))
+    holder = spawn([sys.executable, "-c", HOLD_WRITE_LOCK, str(tree.db)], ready=True)
     probe = sqlite3.connect(tree.db, timeout=0)
     with pytest.raises(sqlite3.OperationalError, match="locked"):
         probe.execute("BEGIN IMMEDIATE")  # SETUP: the write lock is really held
@@ -474,7 +456,9 @@ def test_the_service_holding_the_database_keeps_rows_unwritten(
 ) -> None:
     # The service is no evidence of use, but nothing writes under an open database.
     sid = tree.full_session()
-    service = spawn("-c", HOLD_OPEN, str(tree.db), "serve", "--service")
+    service = spawn(
+        [sys.executable, "-c", HOLD_OPEN, str(tree.db), "serve", "--service"], ready=True
+    )
     a = adapter(fake_home)
     s = a.load(sid)
     assert s is not None and a.holders(s, ProcessTable.snapshot()) == []

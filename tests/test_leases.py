@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,37 +26,7 @@ from agentkeep.leases import (
     lease_path,
     try_exclusive,
 )
-from fakehome import kill_group
-
-Spawn = Callable[..., subprocess.Popen[str]]
-
-
-@pytest.fixture
-def spawn(fake_home) -> Iterator[Spawn]:
-    """Start real processes in the fake user's environment; each is killed
-    (with its whole process group) in teardown."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(argv: list[str], **kw: object) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            argv,
-            env=fake_home.environ,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-            **kw,  # type: ignore[call-overload]
-        )
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        kill_group(proc)
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+from fakehome import Spawn
 
 
 def read_line(proc: subprocess.Popen[str], timeout: float = 15) -> str:

@@ -18,7 +18,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from build_claude import (
     set_age,
     write_registry,
 )
-from fakehome import FakeHome, kill_group, make_fake_home
+from fakehome import FakeHome, Spawn, make_fake_home
 from waiting import wait_until as wait_for
 
 DAY = 86400.0
@@ -51,34 +51,8 @@ REPORT_KEYS = {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "res
 REASONS = {"live", "held", "pinned", "ancestor", "updated", "undated", "unsafe", "capped"}
 SLEEP = "import time; time.sleep(60)"
 
-Spawn = Callable[..., subprocess.Popen[str]]
-
 
 # -- helpers -------------------------------------------------------------------
-
-
-@pytest.fixture
-def spawn(fake_home: FakeHome) -> Iterator[Spawn]:
-    """Start real processes in the fake user's environment; each one is
-    killed with its whole process group in teardown."""
-    started: list[subprocess.Popen[str]] = []
-
-    def start(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            argv,
-            env=env or fake_home.environ,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        kill_group(proc)
 
 
 def context() -> core.Context:

@@ -13,10 +13,8 @@ import hashlib
 import json
 import os
 import stat
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,28 +25,11 @@ from agentkeep.model import parse_rfc3339
 from agentkeep.processes import ProcessTable
 from build_agents import make_zero_session, zero_root
 from build_claude import ClaudeSessionPaths, make_session, new_id
-from fakehome import FakeHome, kill_group
+from fakehome import FakeHome, Spawn
 from waiting import wait_until as wait_for
 
 DAY = 86400.0
 SLEEP = "import time; time.sleep(60)"
-
-Spawn = Callable[[list[str]], subprocess.Popen[bytes]]
-
-
-@pytest.fixture
-def spawn(fake_home: FakeHome) -> Iterator[Spawn]:
-    """Real processes in the fake user's environment, killed in teardown."""
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start(argv: list[str]) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen(argv, env=fake_home.environ, start_new_session=True)
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        kill_group(proc)
 
 
 def cli_json(fh: FakeHome, *args: str) -> tuple[int, Any, str]:
