@@ -13,7 +13,9 @@ import multiprocessing
 import os
 import signal
 import sqlite3
+import sys
 
+import psutil
 import pytest
 from structlog.testing import capture_logs
 
@@ -31,7 +33,7 @@ from build_agents import (
 from build_claude import make_many
 from build_codex import build_codex
 from build_opencode import build_opencode
-from fakehome import FakeHome
+from fakehome import FakeHome, Spawn
 from waiting import wait_until
 
 SPREAD = "scan spread over worker processes"
@@ -202,3 +204,42 @@ def test_one_agent_spreads_only_when_its_scan_splits(
     assert any(e["event"] == SPREAD for e in parted), "SETUP INVALID: Claude alone never spread"
     assert not any(e["event"] == SPREAD for e in whole), "one part went to a worker pool"
     assert ctx.index.count("codex") == 4 and ctx.index.count("claude") == 40
+
+
+# A scan spread over workers that stops in its first progress report.
+STOPS_HALF_WAY = """
+import time
+from agentkeep import core, logs, workers
+from agentkeep.adapters import claude
+from agentkeep.paths import Env
+
+def stop_here(done, total):
+    print("ready", flush=True)
+    time.sleep(60)
+
+if __name__ == "__main__":
+    logs.configure(json=True)
+    workers.PARALLEL_FROM = 0
+    claude.SCAN_PART = 3
+    core.scan(core.Context.open(Env.from_environ()), stop_here)
+"""
+
+
+def _gone(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_killed_scan_leaves_no_worker_behind(home: FakeHome, spawn: Spawn) -> None:
+    if workers.cpus() < 2:
+        pytest.skip("one CPU: a scan never spreads")
+    scan = spawn([sys.executable, "-c", STOPS_HALF_WAY], ready=True)
+    children = psutil.Process(scan.pid).children(recursive=True)
+    assert len(children) >= 2, "SETUP INVALID: the scan started no workers"
+    os.kill(scan.pid, signal.SIGKILL)  # the scan alone, as the OOM killer would
+    scan.wait()
+    wait_until(
+        lambda: all(_gone(child) for child in children), "its workers to exit", 15, setup=False
+    )

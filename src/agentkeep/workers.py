@@ -12,8 +12,10 @@ followed, no atime moved).
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -109,6 +111,18 @@ def _start_worker(json: bool | None, level: str) -> None:
     # decides what stops, and shutting the pool down stops its workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logs.configure(json, level)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        guard = threading.Thread(target=_end_with, args=(parent.sentinel,), daemon=True)
+        guard.start()
+
+
+def _end_with(parent: int) -> None:
+    """Exit when the scan's process is gone. A worker learns nothing from
+    the pool's queues when it is killed (every worker holds their writing
+    ends too), so a killed scan would leave its workers waiting forever."""
+    multiprocessing.connection.wait([parent])
+    os._exit(1)
 
 
 def _measure(part: ScanPart, restored: Restored) -> Rows:
