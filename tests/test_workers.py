@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import multiprocessing.spawn
 import os
 import signal
 import sqlite3
 import sys
+from collections.abc import Iterator
 
 import psutil
 import pytest
@@ -37,7 +39,7 @@ from fakehome import FakeHome, Spawn
 from waiting import wait_until
 
 SPREAD = "scan spread over worker processes"
-DIED = "scan worker died; the rest is measured here"
+DIED = "scan workers failed; the rest is measured here"
 
 
 @pytest.fixture
@@ -243,3 +245,24 @@ def test_a_killed_scan_leaves_no_worker_behind(home: FakeHome, spawn: Spawn) -> 
     wait_until(
         lambda: all(_gone(child) for child in children), "its workers to exit", 15, setup=False
     )
+
+
+@pytest.fixture
+def no_interpreter(fake_home: FakeHome) -> Iterator[None]:
+    """Worker processes cannot start: multiprocessing's interpreter is a path
+    that does not exist (as in a sandbox that forbids it)."""
+    before = multiprocessing.spawn.get_executable()
+    multiprocessing.set_executable(str(fake_home.root / "no-python"))
+    yield
+    multiprocessing.set_executable(before)
+
+
+def test_workers_that_cannot_start_cost_time_not_the_scan(
+    home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch, no_interpreter: None
+) -> None:
+    ctx = _context()
+    _serial(ctx, monkeypatch)
+    alone = _indexed(ctx)
+    captured = _spread_scan(ctx, monkeypatch)
+    assert any(e["event"] == DIED for e in captured), "SETUP INVALID: the workers started"
+    assert _indexed(ctx) == alone

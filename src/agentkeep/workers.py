@@ -38,6 +38,7 @@ PARALLEL_FROM = 4000
 IN_FLIGHT = 4
 
 Restored = Mapping[tuple[str, str], float]
+Parts = list[tuple[str, ScanPart]]
 Done = Iterator[tuple[str, Iterable[Rows]]]
 
 
@@ -70,22 +71,30 @@ def _here(parts: Iterable[tuple[str, ScanPart]], restored: Restored) -> Done:
 
 
 def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, workers: int) -> Done:
-    log.info("scan spread over worker processes", workers=workers)
     # spawn, not fork: the daemon has threads, and a forked child would
     # inherit whatever locks they held.
-    pool = ProcessPoolExecutor(
-        workers,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_start_worker,
-        initargs=logs.settings(),
-    )
+    try:
+        pool = ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_worker,
+            initargs=logs.settings(),
+        )
+    except OSError as exc:  # no POSIX semaphores here (/dev/shm), no interpreter to start
+        yield from _instead(exc, list(parts), restored)
+        return
+    log.info("scan spread over worker processes", workers=workers)
     running: dict[Future[Rows], tuple[str, ScanPart]] = {}
     try:
         while True:
             # At most IN_FLIGHT parts per worker: parts finished but not yet
             # written wait in memory, and this bounds how many.
             for agent, part in parts:
-                running[pool.submit(_measure, part, restored)] = (agent, part)
+                try:
+                    running[pool.submit(_measure, part, restored)] = (agent, part)
+                except (OSError, BrokenProcessPool) as exc:  # a worker could not start
+                    yield from _instead(exc, [(agent, part), *running.values(), *parts], restored)
+                    return
                 if len(running) >= IN_FLIGHT * workers:
                     break
             if not running:
@@ -95,15 +104,19 @@ def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, workers: 
                 agent, part = running.pop(future)
                 try:
                     rows = future.result()
-                except BrokenProcessPool as exc:
-                    # A worker died (killed, out of memory): what it and the
-                    # others had in hand, and the rest, is measured here.
-                    log.warning("scan worker died; the rest is measured here", error=str(exc))
-                    yield from _here([(agent, part), *running.values(), *parts], restored)
+                except BrokenProcessPool as exc:  # a worker died: killed, out of memory
+                    yield from _instead(exc, [(agent, part), *running.values(), *parts], restored)
                     return
                 yield agent, [rows]
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _instead(exc: BaseException, left: Parts, restored: Restored) -> Done:
+    """Workers failed: what they had in hand, and the rest, is measured here.
+    It costs time, never the scan."""
+    log.warning("scan workers failed; the rest is measured here", error=str(exc))
+    return _here(left, restored)
 
 
 def _start_worker(json: bool | None, level: str) -> None:
