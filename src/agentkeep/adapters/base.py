@@ -52,10 +52,6 @@ class Root:
 class ScanPart(Protocol):
     """A piece of a scan: picklable, so that another process can run it."""
 
-    @property
-    def sessions(self) -> int | None:
-        """How many sessions the part holds, when known before it runs."""
-
     def __call__(self) -> Iterable[Session]: ...
 
 
@@ -65,7 +61,6 @@ class WholeScan:
     adapter is its Env and paths derived from it)."""
 
     adapter: Adapter
-    sessions: int | None = None
 
     def __call__(self) -> Iterator[Session]:
         return self.adapter.scan()

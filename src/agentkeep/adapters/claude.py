@@ -202,10 +202,6 @@ class _Measuring:
 
     found: list[_FoundSession]
 
-    @property
-    def sessions(self) -> int:
-        return len(self.found)
-
     def __call__(self) -> Iterator[Session]:
         for what in self.found:
             session = _measure(*what)
