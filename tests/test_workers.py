@@ -95,11 +95,14 @@ def spread(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(claude, "SCAN_PART", 3)
 
 
-def _spread_scan(ctx: core.Context, monkeypatch: pytest.MonkeyPatch, **kw: object) -> list[dict]:
+def _spread_scan(
+    ctx: core.Context, monkeypatch: pytest.MonkeyPatch, progress: core.Progress | None = None
+) -> tuple[dict[str, object], list[dict]]:
+    """A scan that takes the worker path whatever the size: its result and its log events."""
     monkeypatch.setattr(workers, "PARALLEL_FROM", 0)
     with capture_logs() as captured:
-        core.scan(ctx, **kw)  # type: ignore[arg-type]
-    return captured
+        done = core.scan(ctx, progress)
+    return done, captured
 
 
 def test_spread_scan_indexes_what_one_process_indexes(
@@ -116,9 +119,7 @@ def test_spread_scan_indexes_what_one_process_indexes(
         "grok",
         "zero",
     }
-    monkeypatch.setattr(workers, "PARALLEL_FROM", 0)
-    with capture_logs() as captured:
-        many = core.scan(ctx)
+    many, captured = _spread_scan(ctx, monkeypatch)
     assert any(e["event"] == SPREAD for e in captured), "SETUP INVALID: the scan never spread"
     assert {k: v for k, v in many.items() if k != "seconds"} == {
         k: v for k, v in one.items() if k != "seconds"
@@ -143,7 +144,7 @@ def test_a_worker_that_dies_costs_time_not_the_scan(
             killed.append(child.pid)  # type: ignore[arg-type]
             break
 
-    captured = _spread_scan(ctx, monkeypatch, progress=kill_a_worker)
+    _, captured = _spread_scan(ctx, monkeypatch, kill_a_worker)
     assert killed and any(e["event"] == DIED for e in captured), (
         "SETUP INVALID: no worker was killed while parts were left"
     )
@@ -186,7 +187,7 @@ def test_a_scan_stopped_half_way_leaves_the_index_as_it_was(
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        _spread_scan(ctx, monkeypatch, progress=interrupt)
+        _spread_scan(ctx, monkeypatch, interrupt)
     assert len(calls) == 2, "SETUP INVALID: the scan ended before it was stopped"
     assert _indexed(ctx) == before
     wait_until(
@@ -263,6 +264,6 @@ def test_workers_that_cannot_start_cost_time_not_the_scan(
     ctx = _context()
     _serial(ctx, monkeypatch)
     alone = _indexed(ctx)
-    captured = _spread_scan(ctx, monkeypatch)
+    _, captured = _spread_scan(ctx, monkeypatch)
     assert any(e["event"] == DIED for e in captured), "SETUP INVALID: the workers started"
     assert _indexed(ctx) == alone
