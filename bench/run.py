@@ -536,26 +536,12 @@ def _daemon_idle(s: Settings, d: Daemon, n: int) -> None:
     mem = m.proc_status(pid)
     limit = {10_000: 100, 50_000: 150}.get(n)
     tgt = f"<= {limit} MB" if limit else ""
-    s.add(
-        Figure(
-            n,
-            "daemon peak RSS (VmHWM, warm-started, after all requests)",
-            mem["VmHWM"],
-            "MB",
-            target=tgt,
-            met=mem["VmHWM"] <= limit if limit else None,
-        )
-    )
-    s.add(
-        Figure(
-            n,
-            "daemon steady RSS (VmRSS after idling)",
-            mem["VmRSS"],
-            "MB",
-            target=tgt,
-            met=mem["VmRSS"] <= limit if limit else None,
-        )
-    )
+    for key, name in (
+        ("VmHWM", "daemon peak RSS (VmHWM, warm-started, after all requests)"),
+        ("VmRSS", "daemon steady RSS (VmRSS after idling)"),
+    ):
+        met = mem[key] <= limit if limit else None
+        s.add(Figure(n, name, mem[key], "MB", target=tgt, met=met))
 
 
 # -- report ------------------------------------------------------------------
