@@ -127,6 +127,28 @@ def test_scan_attributes_every_artifact_to_its_session(
     assert adapter(fake_home).load(sid) == s
 
 
+def test_a_storage_folder_behind_a_link_is_found_and_marked_linked(
+    fake_home: FakeHome, tree: OpencodeTree
+) -> None:
+    """A scan lists each storage folder once; one that is a link is not
+    listed through, so its files are looked up one by one, and found all
+    the same (as linked: never removed)."""
+    sid = tree.full_session()
+    outside = fake_home.root / "elsewhere-parts"
+    (tree.storage / "part").rename(outside)
+    (tree.storage / "part").symlink_to(outside)
+    parts = {str(tree.storage / "part" / p.name) for p in outside.iterdir()}
+    assert len(parts) == 2, "SETUP INVALID: the session's part dirs moved behind the link"
+
+    s = by_id(fake_home)[sid]
+
+    found = {a.path: a for a in s.artifacts}
+    assert parts <= found.keys()
+    assert all(found[p].linked for p in parts)
+    assert not any(a.linked for p, a in found.items() if p not in parts and "#" not in p)
+    assert adapter(fake_home).load(sid) == s
+
+
 def test_parents_down_to_depth_three(fake_home: FakeHome, tree: OpencodeTree) -> None:
     root, child, grandchild, great = new_id(), new_id(), new_id(), new_id()
     tree.full_session(root)

@@ -81,7 +81,7 @@ class _Record:
 
 @dataclass(frozen=True)
 class _File:
-    path: Path
+    path: str
     kind: str
     linked: bool
     primary: bool = False
@@ -124,6 +124,10 @@ class OpencodeAdapter(Adapter):
     @cached_property
     def db_path(self) -> Path:
         return self.data_dir / _DB
+
+    @cached_property
+    def _root(self) -> str:
+        return str(self.data_dir)
 
     # -- where ----------------------------------------------------------
     def roots(self) -> list[Root]:
@@ -295,10 +299,14 @@ class OpencodeAdapter(Adapter):
         self._list_rows(only, listing)
         base = listing.linked_root or disk.is_link(storage)
         # Whether each storage folder is a link, looked at once per listing
-        # rather than once per session.
+        # rather than once per session; for a scan, what each holds too.
         linked = {folder: base or disk.is_link(storage / folder) for folder in _STORAGE_FOLDERS}
+        folders = {
+            folder: _Folder(str(storage / folder), linked[folder], only is None)
+            for folder in _STORAGE_FOLDERS
+        }
         for sid, found in listing.found.items():
-            found.files.extend(self._storage_files(sid, storage, linked))
+            found.files.extend(_storage_files(sid, folders))
         return listing
 
     def _list_json(self, only: frozenset[str] | None, listing: _Listing) -> None:
@@ -317,10 +325,8 @@ class OpencodeAdapter(Adapter):
                 if only is not None and sid not in only:
                     continue
                 found = listing.found.setdefault(sid, _Found())
-                found.files.append(
-                    _File(Path(entry.path), KIND_SESSION, linked or project.link, True)
-                )
-                record = None if entry.link else _read_info(Path(entry.path), sid)
+                found.files.append(_File(entry.path, KIND_SESSION, linked or project.link, True))
+                record = None if entry.link else _read_info(entry.path, sid)
                 if record is None or record.updated is None:
                     found.undated = True
                 if record is not None:
@@ -408,21 +414,6 @@ class OpencodeAdapter(Adapter):
             found.append((sid, _Record(updated, parent, directory)))
         return found
 
-    def _storage_files(self, sid: str, storage: Path, linked: dict[str, bool]) -> Iterator[_File]:
-        """The session's message dir, the part dir of each of its messages
-        (named by the message file names), its todo and diff files.
-        `linked`: whether each storage folder lies behind a link."""
-        messages = storage / "message" / sid
-        if os.path.lexists(messages):
-            yield _File(messages, KIND_MESSAGES, linked["message"])
-            # Message names read through a link could name anyone's parts.
-            if not (linked["message"] or disk.is_link(messages)):
-                yield from _part_dirs(messages, storage / "part", linked["part"])
-        for folder, kind in (("todo", KIND_TODO), ("session_diff", KIND_DIFF)):
-            path = storage / folder / f"{sid}.json"
-            if os.path.lexists(path):
-                yield _File(path, kind, linked[folder])
-
     def _parent(self, value: object, sid: str) -> str | None:
         if isinstance(value, str) and value != sid and self.canonical_id(value):
             return value
@@ -433,7 +424,7 @@ class OpencodeAdapter(Adapter):
         found = listing.found.get(sid)
         if found is None:
             return None
-        root = str(self.data_dir)
+        root = self._root
         seen: set[tuple[int, int]] = set()
         artifacts: list[Artifact] = []
         for file in found.files:
@@ -477,13 +468,60 @@ ADAPTER = OpencodeAdapter
 # -- helpers ------------------------------------------------------------------
 
 
-def _part_dirs(messages: Path, parts: Path, linked: bool) -> Iterator[_File]:
+class _Folder:
+    """One of the storage folders that name sessions' files: its path,
+    whether it lies behind a link, and for a scan the names it holds (listed
+    once, rather than a lookup per session and message)."""
+
+    def __init__(self, path: str, linked: bool, listed: bool) -> None:
+        self.path = path
+        self.linked = linked
+        self._names = _names(path) if listed else None
+
+    def has(self, name: str) -> str | None:
+        """The path of `name` in this folder when it exists (as anything)."""
+        path = f"{self.path}/{name}"
+        known = self._names
+        present = name in known if known is not None else os.path.lexists(path)
+        return path if present else None
+
+
+def _names(directory: str) -> frozenset[str] | None:
+    """Every name in `directory`; None when it cannot be listed (each name
+    is then looked up on its own)."""
+    try:
+        with disk.scandir(directory) as listing:
+            return frozenset(entry.name for entry in listing)
+    except FileNotFoundError:
+        return frozenset()
+    except OSError:
+        return None
+
+
+def _storage_files(sid: str, folders: dict[str, _Folder]) -> Iterator[_File]:
+    """The session's message dir, the part dir of each of its messages
+    (named by the message file names), its todo and diff files."""
+    message = folders["message"]
+    messages = message.has(sid)
+    if messages is not None:
+        yield _File(messages, KIND_MESSAGES, message.linked)
+        # Message names read through a link could name anyone's parts.
+        if not (message.linked or disk.is_link(messages)):
+            yield from _part_dirs(messages, folders["part"])
+    for folder, kind in (("todo", KIND_TODO), ("session_diff", KIND_DIFF)):
+        path = folders[folder].has(f"{sid}.json")
+        if path is not None:
+            yield _File(path, kind, folders[folder].linked)
+
+
+def _part_dirs(messages: str, parts: _Folder) -> Iterator[_File]:
     for entry in entries(messages):
         msgid = entry.name.removesuffix(".json")
         if entry.dir or not entry.name.endswith(".json") or not _ID.fullmatch(msgid):
             continue
-        if os.path.lexists(parts / msgid):
-            yield _File(parts / msgid, KIND_PARTS, linked)
+        path = parts.has(msgid)
+        if path is not None:
+            yield _File(path, KIND_PARTS, parts.linked)
 
 
 def _is_service(cmdline: tuple[str, ...]) -> bool:
@@ -500,29 +538,29 @@ def _keyed_ids(
     return {r[0] for r in rows if isinstance(r[0], str)}
 
 
-def _read_info(path: Path, sid: str) -> _Record | None:
+def _read_info(path: str, sid: str) -> _Record | None:
     """Parent, update time and workspace from a 1.x session file; None
     (logged) when it cannot be read (the session is then undated)."""
     handle = disk.open_quietly(path)
     if handle is None:
-        log.warning("session file cannot be opened", path=str(path))
+        log.warning("session file cannot be opened", path=path)
         return None
     try:
         with handle:
             data = handle.read(_JSON_LIMIT + 1)
     except OSError as exc:
-        log.warning("session file cannot be read", path=str(path), error=str(exc))
+        log.warning("session file cannot be read", path=path, error=str(exc))
         return None
     if len(data) > _JSON_LIMIT:
-        log.warning("session file too large; undated", path=str(path))
+        log.warning("session file too large; undated", path=path)
         return None
     try:
         info = json.loads(data)
     except ValueError:
-        log.warning("session file is not JSON (truncated?); undated", path=str(path))
+        log.warning("session file is not JSON (truncated?); undated", path=path)
         return None
     if not isinstance(info, dict) or info.get("id", sid) != sid:
-        log.warning("session file names another session; undated", path=str(path))
+        log.warning("session file names another session; undated", path=path)
         return None
     times = info.get("time")
     updated = sqlite.column_time(times.get("updated")) if isinstance(times, dict) else None
