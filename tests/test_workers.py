@@ -8,6 +8,7 @@ that a small home takes the worker path; every test checks that it did.
 
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing
 import multiprocessing.spawn
@@ -267,3 +268,35 @@ def test_workers_that_cannot_start_cost_time_not_the_scan(
     _, captured = _spread_scan(ctx, monkeypatch)
     assert any(e["event"] == DIED for e in captured), "SETUP INVALID: the workers started"
     assert _indexed(ctx) == alone
+
+
+def test_the_cycle_collector_rests_during_a_scan_and_comes_back(
+    home: FakeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = _context()
+    monkeypatch.setattr(workers, "PARALLEL_FROM", 10**9)
+    seen: list[bool] = []
+
+    def stop_half_way(done: int, total: int) -> None:
+        seen.append(gc.isenabled())
+        raise KeyboardInterrupt
+
+    core.scan(ctx, lambda done, total: seen.append(gc.isenabled()))
+    assert gc.isenabled()
+    with pytest.raises(KeyboardInterrupt):
+        core.scan(ctx, stop_half_way)
+    assert gc.isenabled()
+    # Another scan (a daemon thread) still running keeps it off.
+    with core._collector_paused():
+        core.scan(ctx)
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    assert len(seen) > 2, "SETUP INVALID: the scans reported no progress"
+    assert not any(seen)
+
+    gc.disable()  # someone else's choice stands
+    try:
+        core.scan(ctx)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -8,12 +8,14 @@ rendering.
 
 from __future__ import annotations
 
+import gc
 import os
 import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,7 +141,7 @@ def _scan(
     # One agent that does not split its scan would be one part: nothing to spread.
     splits = len(agents) > 1 or any(hint is not None for hint in hints.values())
     spread = splits and workers.worth_spreading(expected)
-    with ctx.index.replacing(agents) as replacement:
+    with _collector_paused(), ctx.index.replacing(agents) as replacement:
         for agent, rows in workers.run(parts, _restored(ctx), spread=spread):
             replacement.add(agent, rows)
             if progress is not None:
@@ -148,6 +150,38 @@ def _scan(
     for agent, signature in signatures.items():
         ctx.index.set_dir_signatures(agent, signature)
     return replacement.counts
+
+
+class _CollectorPause:
+    """Python's cycle collector off while any scan runs. A scan makes
+    hundreds of thousands of tuples (the listing, the rows coming back),
+    none of them in a cycle; the collector walked them again and again as
+    they were made: a tenth of the scan's own CPU. Counted, because daemon
+    threads may scan at once; the collector comes back (if it was on) with
+    the last of them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scans = 0
+        self._was_on = False
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._scans == 0:
+                self._was_on = gc.isenabled()
+                gc.disable()
+            self._scans += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._scans -= 1
+                if self._scans == 0 and self._was_on:
+                    gc.enable()
+
+
+_collector_paused = _CollectorPause()
 
 
 def _restored(ctx: Context) -> dict[tuple[str, str], float]:

@@ -11,6 +11,7 @@ followed, no atime moved).
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -123,6 +124,10 @@ def _start_worker(json: bool | None, level: str) -> None:
     # Ctrl-C reaches the whole process group: the scan's own process
     # decides what stops, and shutting the pool down stops its workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A worker lives for one scan and makes no cycles worth collecting: the
+    # cycle collector would only walk its rows again and again (see
+    # core._CollectorPause).
+    gc.disable()
     logs.configure(json, level)
     parent = multiprocessing.parent_process()
     if parent is not None:
