@@ -40,9 +40,10 @@ CREATE TABLE IF NOT EXISTS artifacts (
 );
 CREATE INDEX IF NOT EXISTS artifacts_by_session ON artifacts (agent, session_id);
 CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions (agent, parent);
--- The few artifacts that holders() reads (registry files, rollouts), found
--- without reading every artifact when many sessions are listed.
-CREATE INDEX IF NOT EXISTS artifacts_by_kind ON artifacts (kind);
+-- No index by kind for the few artifacts holders() reads: it would cost a
+-- scan of 50,000 sessions a fifth of its inserts to save a listing of them
+-- some 40 ms. An older version made one; it goes.
+DROP INDEX IF EXISTS artifacts_by_kind;
 CREATE TABLE IF NOT EXISTS dirs (path TEXT PRIMARY KEY, agent TEXT NOT NULL, mtime_ns INTEGER);
 """
 
@@ -344,9 +345,7 @@ class Index:
         sessions), only of `kinds` when given."""
         where, args = [], []
         if agent is not None:
-            # A few kinds are fewer rows than an agent's artifacts: the unary
-            # + keeps SQLite on the index by kind then.
-            where.append("agent = ?" if kinds is None else "+agent = ?")
+            where.append("agent = ?")
             args.append(agent)
         if kinds is not None:
             kinds = list(kinds)
