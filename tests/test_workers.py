@@ -17,6 +17,7 @@ import signal
 import sqlite3
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 
 import psutil
 import pytest
@@ -300,3 +301,15 @@ def test_the_cycle_collector_rests_during_a_scan_and_comes_back(
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_worker_process_imports_structlog_without_rich(fake_home: FakeHome) -> None:
+    """What a worker imports is paid once per worker on every spread scan:
+    rich (some 40 ms) is the CLI's, not a worker's."""
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        1, mp_context=spawn, initializer=workers._start_worker, initargs=logs.settings()
+    ) as pool:
+        loaded = pool.submit(eval, "sorted(__import__('sys').modules)").result(timeout=60)
+    assert "structlog" in loaded and "agentkeep.workers" in loaded, "SETUP INVALID"
+    assert not [m for m in loaded if m.split(".")[0] == "rich"]

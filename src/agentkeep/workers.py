@@ -21,9 +21,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
+# A worker process imports this module first: logs must import structlog
+# (its way, without rich) before anything else does.
+from agentkeep import logs
+
+# isort: split
 import structlog
 
-from agentkeep import index, logs
+from agentkeep import index
 from agentkeep.adapters.base import ScanPart
 from agentkeep.index import Rows
 
