@@ -604,6 +604,70 @@ def test_a_fork_made_after_the_plan_keeps_its_old_parent(
     assert whole(parent)
 
 
+def test_a_fork_made_after_the_plan_in_a_new_project_keeps_its_old_parent(
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fork's key dir is new since the plan, and holds all there is of
+    it so far (its transcript): the view finds the dir as a new one to
+    watch, and the fork in it."""
+    parent = make_session(fake_home, age_days=40)
+    forks: list[ClaudeSessionPaths] = []
+
+    def fork_it() -> None:
+        fork = make_session(
+            fake_home, parent=parent.id, cwd="/new/project", age_days=0.01, full=False
+        )
+        forks.append(fork)
+
+    monkeypatch.setattr(prune, "_after_plan", fork_it)
+    doc = run_prune(older_than="30d")
+
+    if len(forks) != 1 or forks[0].transcript.parent == parent.transcript.parent:
+        pytest.fail("SETUP INVALID: no fork was made in a new project between plan and act")
+    assert reasons(doc) == {parent.id: "ancestor"}
+    assert removed_ids(doc) == [] and whole(parent)
+
+
+@pytest.mark.parametrize("new_entries", [1, 6])
+def test_a_home_in_use_is_not_listed_again_whole_between_batches(
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch, new_entries: int
+) -> None:
+    """Files appearing in watched directories during a prune (a claude at
+    work) make the view list only what is new; past its bound (lowered
+    here to 0, and a quarter of 8 sessions is 2) the agent once again."""
+    idle = [make_session(fake_home, age_days=40) for _ in range(8)]
+    monkeypatch.setattr(prune, "BATCH", 2)
+    monkeypatch.setattr(prune, "REFRESH_ALONE", 0)
+    calls = {"scan": 0, "for_path": 0}
+    scan, for_path = ClaudeAdapter.scan, ClaudeAdapter.session_for_path
+
+    def counted_scan(self: ClaudeAdapter) -> Iterator[Any]:
+        calls["scan"] += 1
+        return scan(self)
+
+    def counted_for_path(self: ClaudeAdapter, path: str) -> str | None:
+        calls["for_path"] += 1
+        return for_path(self, path)
+
+    monkeypatch.setattr(ClaudeAdapter, "scan", counted_scan)
+    monkeypatch.setattr(ClaudeAdapter, "session_for_path", counted_for_path)
+    planned: list[int] = []
+    monkeypatch.setattr(prune, "_after_plan", lambda: planned.append(calls["scan"]))
+
+    def claude_at_work(agent: str, sid: str) -> None:
+        for n in range(new_entries):
+            (fake_home.claude / "debug" / f"{sid}-work-{n}.log").write_text("x")
+
+    monkeypatch.setattr(prune, "_after_lease", claude_at_work)
+    doc = run_prune(older_than="30d")
+
+    scans_in_act = calls["scan"] - planned[0] if planned else 0
+    if calls["for_path"] == 0 and scans_in_act == 0:
+        pytest.fail("SETUP INVALID: the act never saw a directory change")
+    assert sorted(removed_ids(doc)) == sorted(s.id for s in idle)
+    assert scans_in_act == (0 if new_entries == 1 else len(idle) // 2)  # each batch
+
+
 def test_a_recent_parent_of_a_session_kept_at_removal_is_not_reported(
     fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -244,7 +244,7 @@ def _reconcile_agent(ctx: Context, agent: str, adapter: Adapter, moved: set[str]
     what the agent has indexed, one scan of the agent costs less (and needs
     no path mapped to its session)."""
     gone, newer, known = _changed_artifacts(ctx, agent, moved)
-    unknown = [p for d in sorted(moved) for p in _entries_of(d) if p not in known]
+    unknown = [p for d in sorted(moved) for p in disk.entry_paths(d) if p not in known]
     if len(gone) + len(newer) + len(unknown) > max(RELIST_BATCH, ctx.index.count(agent) // 4):
         return _scan(ctx, [agent])[agent][0]
     # A newer file may name another session now (a registry file rewritten
@@ -254,14 +254,6 @@ def _reconcile_agent(ctx: Context, agent: str, adapter: Adapter, moved: set[str]
     sids.update(o for path in unknown if (o := adapter.session_for_path(path)))
     relist(ctx, agent, sorted(sids))
     return len(sids)
-
-
-def _entries_of(directory: str) -> list[str]:
-    try:
-        with disk.scandir(directory, follow=True) as entries:
-            return [os.path.join(directory, entry.name) for entry in entries]
-    except OSError:
-        return []
 
 
 def _changed_artifacts(

@@ -411,6 +411,16 @@ def open_quietly(path: str | os.PathLike[str]) -> BinaryIO | None:
     return os.fdopen(fd, "rb")
 
 
+def entry_paths(directory: str) -> list[str]:
+    """The path of every entry of `directory` (listed through a link at it);
+    none when it cannot be listed."""
+    try:
+        with scandir(directory, follow=True) as entries:
+            return [os.path.join(directory, entry.name) for entry in entries]
+    except OSError:
+        return []
+
+
 def dir_mtimes(dirs: Iterable[str | os.PathLike[str]]) -> dict[str, int | None]:
     """Each directory's mtime in ns (None when it cannot be read): a new or
     removed entry changes it, so this tells cheaply whether a listing moved."""

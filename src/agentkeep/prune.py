@@ -42,6 +42,9 @@ PROCESS_SNAPSHOT_TTL = 1.0
 # Sessions checked under their leases and journaled together (one durable
 # write per batch, see journal); each holds its leases until it is removed.
 BATCH = 64
+# New entries a DiskView lists the sessions of on their own, at least;
+# past that (or a quarter of the agent's sessions) it lists the agent again.
+REFRESH_ALONE = 256
 
 # Set by the daemon when it is told to stop: a run in flight finishes the
 # session it is removing and keeps the rest (`capped`) for the next run.
@@ -175,28 +178,63 @@ def ancestors(session_id: str, parent_of: Callable[[str], str | None]) -> Iterat
 
 class DiskView:
     """One agent's sessions as last listed from the disk. A new session (a
-    fork made after the plan) changes the mtime of a directory that names
-    sessions, which makes the view list the agent again."""
+    fork made after the plan) is a new entry in a directory that names
+    sessions: its mtime changes, and the view lists what is new there."""
 
     def __init__(self, adapter: Adapter, sessions: list[Session]) -> None:
         self.adapter = adapter
         self._set(sessions)
         self.dirs = [os.fspath(d) for d in adapter.watch_dirs()]
         self.signatures = disk.dir_mtimes(self.dirs)
+        # Entries looked at already that are no session's (a shared file).
+        self._looked_at: set[str] = set()
 
     def _set(self, sessions: list[Session]) -> None:
-        self.sessions = {s.id: s for s in sessions}
-        self._children: dict[str, list[str]] = {}
+        self.sessions: dict[str, Session] = {}
+        self._children: dict[str, set[str]] = {}
+        self._paths: set[str] = set()
         for s in sessions:
+            self._put(s.id, s)
+
+    def _put(self, session_id: str, s: Session | None) -> None:
+        """`s` is what the disk now holds of `session_id` (None: nothing)."""
+        old = self.sessions.pop(session_id, None)
+        if old is not None:
+            if old.parent is not None:
+                self._children.get(old.parent, set()).discard(session_id)
+            self._paths.difference_update(a.path for a in old.artifacts)
+        if s is not None:
+            self.sessions[session_id] = s
             if s.parent is not None:
-                self._children.setdefault(s.parent, []).append(s.id)
+                self._children.setdefault(s.parent, set()).add(session_id)
+            self._paths.update(a.path for a in s.artifacts)
 
     def refresh(self) -> None:
-        now = disk.dir_mtimes(self.dirs)
-        if now != self.signatures:
+        """List the sessions named by entries new in the directories that
+        changed (and in directories new to watch, such as a new project's).
+        Only what is new: on a home in use some directory changes between
+        most batches, and listing the whole agent again cost a full scan of
+        it each time. Past a quarter of the agent, one scan costs less."""
+        if disk.dir_mtimes(self.dirs) == self.signatures:
+            return
+        # Taken before the listing: a change during it shows next time.
+        dirs = [os.fspath(d) for d in self.adapter.watch_dirs()]
+        signatures = disk.dir_mtimes(dirs)
+        moved = [d for d in dirs if d not in self.signatures or signatures[d] != self.signatures[d]]
+        unknown = [
+            p
+            for d in moved
+            for p in disk.entry_paths(d)
+            if p not in self._paths and p not in self._looked_at
+        ]
+        self._looked_at.update(unknown)
+        if len(unknown) > max(REFRESH_ALONE, len(self.sessions) // 4):
             self._set(list(self.adapter.scan()))
-            self.dirs = [os.fspath(d) for d in self.adapter.watch_dirs()]
-            self.signatures = disk.dir_mtimes(self.dirs)
+        else:
+            named = {sid for p in unknown if (sid := self.adapter.session_for_path(p))}
+            for sid, s in self.adapter.load_many(sorted(named)).items():
+                self._put(sid, s)
+        self.dirs, self.signatures = dirs, signatures
 
     def settle(self, removed: list[str]) -> None:
         """After our own removal changed the mtimes of the directories that
@@ -209,7 +247,7 @@ class DiskView:
         return s.parent if s else None
 
     def children(self, session_id: str) -> list[str]:
-        return sorted(self._children.get(session_id, []))
+        return sorted(self._children.get(session_id, ()))
 
 
 @dataclass
