@@ -1,7 +1,7 @@
 """The words agentkeep speaks in: sessions, artifacts, holders, reasons.
 
 These types cross every module boundary (adapters -> index -> prune -> cli),
-so they are plain dataclasses and enums, never dicts.
+so they are plain dataclasses, named tuples and enums, never dicts.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import NamedTuple
 
 
 class State(StrEnum):
@@ -53,8 +54,7 @@ class Holder:
         return f"pid {self.pid}" + (f" ({self.detail})" if self.detail else "")
 
 
-@dataclass(frozen=True, slots=True)
-class Artifact:
+class Artifact(NamedTuple):
     """One thing on disk (or one database row set) that belongs to a session.
 
     `root` is the agent root the path lies under: removal opens that root once
@@ -65,6 +65,9 @@ class Artifact:
     removed first, and a linked primary makes the whole session `unsafe`.
     Directory artifacts carry the summed size and newest mtime of their tree.
     `mtime` None means a time in it could not be read (the session is undated).
+    A named tuple, immutable like a frozen dataclass: a scan makes one per
+    artifact of every session, and a frozen dataclass costs three times as
+    much to make.
     """
 
     path: str
