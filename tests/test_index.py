@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentkeep import core
+from agentkeep import adapters, core
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.adapters.zero import ZeroAdapter
 from agentkeep.index import IDLE_TAIL, Index, IndexedSession, written_as_python
@@ -231,6 +231,40 @@ def test_an_index_from_an_older_version_loses_its_index_by_kind_and_nothing_else
     assert "artifacts_by_kind" not in names
     assert "artifacts_by_session" in names
     assert before[0] and rows(index.path) == before
+
+
+def test_the_few_artifacts_holders_read_come_from_a_partial_index(
+    fake_home: FakeHome,
+) -> None:
+    """Listing many sessions reads their registry files and rollouts: from
+    an index of those alone, remade when the kinds it holds change."""
+    for n in range(3):
+        make_session(fake_home, pid=4_200_000 + n)  # pids Linux never hands out
+    ctx = context()
+    core.scan(ctx)
+    kinds = adapters.evidence_kinds()
+    assert {"registry", "rollout"} <= kinds
+
+    ran: list[str] = []
+    ctx.index._db().set_trace_callback(ran.append)
+    found = ctx.index.all_artifacts("claude", {"registry"})
+    ctx.index._db().set_trace_callback(None)
+
+    assert len(found) == 3 and all(a.kind == "registry" for v in found.values() for a in v)
+    db = sqlite3.connect(ctx.index.path)
+    sql = db.execute("SELECT sql FROM sqlite_master WHERE name = 'artifacts_evidence'")
+    assert "kind = 'registry' OR" in sql.fetchone()[0]
+    (query,) = [q for q in ran if q.startswith("SELECT")]
+    plan = db.execute(f"EXPLAIN QUERY PLAN {query}").fetchall()
+    assert "USING INDEX artifacts_evidence" in str(plan), (query, plan)
+    db.close()
+
+    Index(ctx.index.path, {"registry"})  # another version's kinds
+    db = sqlite3.connect(ctx.index.path)
+    sql = db.execute("SELECT sql FROM sqlite_master WHERE name = 'artifacts_evidence'")
+    assert sql.fetchone()[0].endswith("WHERE (kind = 'registry')")
+    db.close()
+    assert Index(ctx.index.path, kinds).all_artifacts("claude", {"registry"}) == found
 
 
 def test_building_the_index_changes_no_timestamp_it_reads(fake_home: FakeHome) -> None:

@@ -49,7 +49,7 @@ SUGGESTED_SECONDS = 30 * 86400.0
 
 def _open_index(path: Path) -> Index:
     try:
-        return Index(path)
+        return Index(path, adapters.evidence_kinds())
     except (sqlite3.Error, OSError) as exc:
         raise Failure(1, f"cannot open the index {path}: {exc} (is the disk full?)") from None
 

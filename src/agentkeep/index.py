@@ -40,9 +40,8 @@ CREATE TABLE IF NOT EXISTS artifacts (
 );
 CREATE INDEX IF NOT EXISTS artifacts_by_session ON artifacts (agent, session_id);
 CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions (agent, parent);
--- No index by kind for the few artifacts holders() reads: it would cost a
--- scan of 50,000 sessions a fifth of its inserts to save a listing of them
--- some 40 ms. An older version made one; it goes.
+-- An older version indexed every artifact by kind (a fifth of a big
+-- scan's inserts); Index keeps a partial index of the few it reads instead.
 DROP INDEX IF EXISTS artifacts_by_kind;
 CREATE TABLE IF NOT EXISTS dirs (path TEXT PRIMARY KEY, agent TEXT NOT NULL, mtime_ns INTEGER);
 """
@@ -168,13 +167,46 @@ class Replacement:
         self.counts[agent] = (n, arts, total)
 
 
+def _one_of(kinds: Iterable[str]) -> str:
+    """`kinds` as SQL: `(kind = 'a' OR kind = 'b')`, literals in a fixed
+    order. A partial index is used only by a query that repeats its WHERE
+    term exactly, and `kind IN (...)` there costs each insert an ephemeral
+    table (three times what the whole index costs)."""
+    terms = [f"kind = '{k.replace(chr(39), chr(39) * 2)}'" for k in sorted(kinds)]
+    return "(" + (" OR ".join(terms) or "0") + ")"
+
+
 class Index:
-    def __init__(self, path: Path) -> None:
+    """`evidence_kinds`: the kinds of artifact that holders() reads (every
+    agent's), kept in a partial index: listing 50,000 sessions reads a few
+    thousand of their 300,000 artifacts, and a scan pays nothing for it."""
+
+    def __init__(self, path: Path, evidence_kinds: Iterable[str] = ()) -> None:
         self.path = path
         self._local = threading.local()
+        self._evidence = frozenset(evidence_kinds)
         db = self._db()
         db.executescript(_SCHEMA)  # each statement is idempotent; executescript commits
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self._index_evidence(db)
+
+    def _index_evidence(self, db: sqlite3.Connection) -> None:
+        """Made, or made again where another version's kinds differ."""
+        want = "CREATE INDEX artifacts_evidence ON artifacts (agent) WHERE " + _one_of(
+            self._evidence
+        )
+        if self._evidence_sql(db) == want:
+            return
+        with self._tx() as tx:
+            if self._evidence_sql(tx) != want:  # another process may have made it meanwhile
+                tx.execute("DROP INDEX IF EXISTS artifacts_evidence")
+                tx.execute(want)
+
+    @staticmethod
+    def _evidence_sql(db: sqlite3.Connection) -> str | None:
+        row = db.execute("SELECT sql FROM sqlite_master WHERE name = 'artifacts_evidence'")
+        found = row.fetchone()
+        return None if found is None else str(found[0])
 
     # -- connections ----------------------------------------------------
     def _db(self) -> sqlite3.Connection:
@@ -349,6 +381,8 @@ class Index:
             args.append(agent)
         if kinds is not None:
             kinds = list(kinds)
+            if self._evidence and self._evidence.issuperset(kinds):
+                where.append(_one_of(self._evidence))  # the partial index's own term
             marks = ",".join("?" * len(kinds)) or "NULL"  # IN (NULL) matches nothing
             where.append(f"kind IN ({marks})")
             args += kinds

@@ -14,7 +14,16 @@ if TYPE_CHECKING:
 
 AGENTS: tuple[str, ...] = ("claude", "codex", "opencode", "gemini", "grok", "zero")
 
-__all__ = ["AGENTS", "Adapter", "RemovalError", "Remover", "Root", "agent_roots", "build"]
+__all__ = [
+    "AGENTS",
+    "Adapter",
+    "RemovalError",
+    "Remover",
+    "Root",
+    "agent_roots",
+    "build",
+    "evidence_kinds",
+]
 
 
 def _adapter_class(agent: str) -> type[Adapter]:
@@ -26,6 +35,12 @@ def _adapter_class(agent: str) -> type[Adapter]:
 def agent_roots(env: Env) -> dict[str, list[Path]]:
     """Every built-in agent's roots, enabled or not (config checks use them)."""
     return {agent: [r.path for r in _adapter_class(agent)(env).roots()] for agent in AGENTS}
+
+
+def evidence_kinds() -> frozenset[str]:
+    """The kinds of artifact any built-in agent reads its evidence of use
+    from (a store has none)."""
+    return frozenset().union(*(_adapter_class(agent).evidence_kinds for agent in AGENTS))
 
 
 def build(env: Env, config: Config) -> dict[str, Adapter]:
