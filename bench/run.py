@@ -659,7 +659,8 @@ def settings(argv: list[str] | None = None) -> Settings:
         prune_sizes=prune_sizes if "prune" in only else [],
         quick=q,
         tmpdir=a.tmpdir,
-        repeats=3,
+        # Scan and ls wall times are medians of this many alternating runs.
+        repeats=3 if q else 5,
         status_requests=50 if q else 200,
         event_samples=10 if q else 30,
         idle_seconds=10 if q else 60,
