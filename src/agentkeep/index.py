@@ -172,7 +172,8 @@ def _one_of(kinds: Iterable[str]) -> str:
     order. A partial index is used only by a query that repeats its WHERE
     term exactly, and `kind IN (...)` there costs each insert an ephemeral
     table (three times what the whole index costs)."""
-    terms = [f"kind = '{k.replace(chr(39), chr(39) * 2)}'" for k in sorted(kinds)]
+    quoted = (k.replace("'", "''") for k in sorted(kinds))
+    terms = [f"kind = '{k}'" for k in quoted]
     return "(" + (" OR ".join(terms) or "0") + ")"
 
 
