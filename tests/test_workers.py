@@ -16,6 +16,7 @@ import os
 import signal
 import sqlite3
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 
@@ -107,9 +108,11 @@ def _spread_scan(
     return done, captured
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_spread_scan_indexes_what_one_process_indexes(
-    home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch
+    home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch, method: str
 ) -> None:
+    monkeypatch.setattr(workers, "START_METHOD", method)
     ctx = _context()
     one = _serial(ctx, monkeypatch)
     alone = _indexed(ctx)
@@ -122,7 +125,8 @@ def test_spread_scan_indexes_what_one_process_indexes(
         "zero",
     }
     many, captured = _spread_scan(ctx, monkeypatch)
-    assert any(e["event"] == SPREAD for e in captured), "SETUP INVALID: the scan never spread"
+    started = [e["start"] for e in captured if e["event"] == SPREAD]
+    assert started == [method], "SETUP INVALID: the scan never spread"
     assert {k: v for k, v in many.items() if k != "seconds"} == {
         k: v for k, v in one.items() if k != "seconds"
     }
@@ -213,6 +217,7 @@ def test_one_agent_spreads_only_when_its_scan_splits(
 
 # A scan spread over workers that stops in its first progress report.
 STOPS_HALF_WAY = """
+import sys
 import time
 from agentkeep import core, logs, workers
 from agentkeep.adapters import claude
@@ -224,6 +229,7 @@ def stop_here(done, total):
 
 if __name__ == "__main__":
     logs.configure(json=True)
+    workers.START_METHOD = sys.argv[1]
     workers.PARALLEL_FROM = 0
     claude.SCAN_PART = 3
     core.scan(core.Context.open(Env.from_environ()), stop_here)
@@ -237,10 +243,11 @@ def _gone(proc: psutil.Process) -> bool:
         return True
 
 
-def test_a_killed_scan_leaves_no_worker_behind(home: FakeHome, spawn: Spawn) -> None:
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_killed_scan_leaves_no_worker_behind(home: FakeHome, spawn: Spawn, method: str) -> None:
     if workers.cpus() < 2:
         pytest.skip("one CPU: a scan never spreads")
-    scan = spawn([sys.executable, "-c", STOPS_HALF_WAY], ready=True)
+    scan = spawn([sys.executable, "-c", STOPS_HALF_WAY, method], ready=True)
     children = psutil.Process(scan.pid).children(recursive=True)
     assert len(children) >= 2, "SETUP INVALID: the scan started no workers"
     os.kill(scan.pid, signal.SIGKILL)  # the scan alone, as the OOM killer would
@@ -251,9 +258,11 @@ def test_a_killed_scan_leaves_no_worker_behind(home: FakeHome, spawn: Spawn) -> 
 
 
 @pytest.fixture
-def no_interpreter(fake_home: FakeHome) -> Iterator[None]:
+def no_interpreter(fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Worker processes cannot start: multiprocessing's interpreter is a path
-    that does not exist (as in a sandbox that forbids it)."""
+    that does not exist (as in a sandbox that forbids it). Spawned workers
+    only: a forked one needs no interpreter."""
+    monkeypatch.setattr(workers, "START_METHOD", "spawn")
     before = multiprocessing.spawn.get_executable()
     multiprocessing.set_executable(str(fake_home.root / "no-python"))
     yield
@@ -313,3 +322,19 @@ def test_a_worker_process_imports_structlog_without_rich(fake_home: FakeHome) ->
         loaded = pool.submit(eval, "sorted(__import__('sys').modules)").result(timeout=60)
     assert "structlog" in loaded and "agentkeep.workers" in loaded, "SETUP INVALID"
     assert not [m for m in loaded if m.split(".")[0] == "rich"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers are only forked on Linux")
+def test_workers_are_forked_only_from_a_process_without_threads() -> None:
+    if threading.active_count() != 1:
+        pytest.fail(f"SETUP INVALID: {threading.active_count()} threads before the test")
+    assert workers.start_method() == "fork"
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert workers.start_method() == "spawn"
+    finally:
+        release.set()
+        other.join()
+    assert workers.start_method() == "fork"

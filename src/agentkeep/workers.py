@@ -16,6 +16,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -76,20 +77,36 @@ def _here(parts: Iterable[tuple[str, ScanPart]], restored: Restored) -> Done:
         yield agent, index.batches(part(), restored)
 
 
+def start_method() -> str:
+    """How workers start. `fork` where that is safe: on Linux, from a process
+    with no other thread (the CLI off a terminal); a forked worker is ready
+    at once, where a spawned one starts an interpreter and imports agentkeep
+    (some 0.15 CPU-s each). `spawn` everywhere else: a forked child of a
+    process with threads (the daemon; the CLI's progress bar timer) would
+    inherit whatever locks they held, and macOS's system libraries are not
+    safe to fork."""
+    if START_METHOD is not None:
+        return START_METHOD
+    return "fork" if sys.platform == "linux" and threading.active_count() == 1 else "spawn"
+
+
+# Test seam, None in production: the start method every pool uses.
+START_METHOD: str | None = None
+
+
 def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, workers: int) -> Done:
-    # spawn, not fork: the daemon has threads, and a forked child would
-    # inherit whatever locks they held.
+    method = start_method()
     try:
         pool = ProcessPoolExecutor(
             workers,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=multiprocessing.get_context(method),
             initializer=_start_worker,
             initargs=logs.settings(),
         )
     except OSError as exc:  # no POSIX semaphores here (/dev/shm), no interpreter to start
         yield from _instead(exc, list(parts), restored)
         return
-    log.info("scan spread over worker processes", workers=workers)
+    log.info("scan spread over worker processes", workers=workers, start=method)
     running: dict[Future[Rows], tuple[str, ScanPart]] = {}
     try:
         while True:
