@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentkeep import adapters, core
+from agentkeep.adapters import base
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.adapters.zero import ZeroAdapter
 from agentkeep.index import IDLE_TAIL, Index, IndexedSession, written_as_python
@@ -389,6 +390,7 @@ def test_reconcile_relists_in_batches_and_agrees_with_a_scan(
     ctx = context()
     core.scan(ctx)
     monkeypatch.setattr(core, "RELIST_BATCH", 2)
+    monkeypatch.setattr(base, "LOOKUPS_ALONE", 2)
     passes: list[int] = []
     load_many = ClaudeAdapter.load_many
 

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from agentkeep import core, leases, prune, trash
-from agentkeep.adapters import AGENTS
+from agentkeep.adapters import AGENTS, base
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.index import Index
 from agentkeep.journal import Journal
@@ -637,7 +637,7 @@ def test_a_home_in_use_is_not_listed_again_whole_between_batches(
     here to 0, and a quarter of 8 sessions is 2) the agent once again."""
     idle = [make_session(fake_home, age_days=40) for _ in range(8)]
     monkeypatch.setattr(prune, "BATCH", 2)
-    monkeypatch.setattr(prune, "REFRESH_ALONE", 0)
+    monkeypatch.setattr(base, "LOOKUPS_ALONE", 0)
     calls = {"scan": 0, "for_path": 0}
     scan, for_path = ClaudeAdapter.scan, ClaudeAdapter.session_for_path
 

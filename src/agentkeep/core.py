@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from agentkeep import __version__, adapters, disk, leases, trash, view, workers
-from agentkeep.adapters.base import Adapter
+from agentkeep.adapters.base import Adapter, listing_again_is_cheaper
 from agentkeep.config import Config, ConfigError, parse_duration
 from agentkeep.errors import Failure
 from agentkeep.index import IDLE_TAIL, Index, IndexedSession, written_as_python
@@ -245,13 +245,13 @@ def _reconcile_agent(ctx: Context, agent: str, adapter: Adapter, moved: set[str]
     no path mapped to its session)."""
     gone, newer, known = _changed_artifacts(ctx, agent, moved)
     unknown = [p for d in sorted(moved) for p in disk.entry_paths(d) if p not in known]
-    if len(gone) + len(newer) + len(unknown) > max(RELIST_BATCH, ctx.index.count(agent) // 4):
+    if listing_again_is_cheaper(len(gone) + len(newer) + len(unknown), ctx.index.count(agent)):
         return _scan(ctx, [agent])[agent][0]
     # A newer file may name another session now (a registry file rewritten
     # by a /clear); a new entry names a new session or a new artifact.
     sids = set(gone) | {sid for _, sid in newer}
-    sids.update(o for path, _ in newer if (o := adapter.session_for_path(path)))
-    sids.update(o for path in unknown if (o := adapter.session_for_path(path)))
+    sids |= adapter.sessions_named(path for path, _ in newer)
+    sids |= adapter.sessions_named(unknown)
     relist(ctx, agent, sorted(sids))
     return len(sids)
 

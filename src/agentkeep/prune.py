@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 
 from agentkeep import disk, leases, trash
-from agentkeep.adapters.base import Adapter, RemovalError
+from agentkeep.adapters.base import Adapter, RemovalError, listing_again_is_cheaper
 from agentkeep.config import MIN_RETENTION
 from agentkeep.index import Index
 from agentkeep.journal import Journal, JournalEntry
@@ -42,9 +42,6 @@ PROCESS_SNAPSHOT_TTL = 1.0
 # Sessions checked under their leases and journaled together (one durable
 # write per batch, see journal); each holds its leases until it is removed.
 BATCH = 64
-# New entries a DiskView lists the sessions of on their own, at least;
-# past that (or a quarter of the agent's sessions) it lists the agent again.
-REFRESH_ALONE = 256
 
 # Set by the daemon when it is told to stop: a run in flight finishes the
 # session it is removing and keeps the rest (`capped`) for the next run.
@@ -214,7 +211,8 @@ class DiskView:
         changed (and in directories new to watch, such as a new project's).
         Only what is new: on a home in use some directory changes between
         most batches, and listing the whole agent again cost a full scan of
-        it each time. Past a quarter of the agent, one scan costs less."""
+        it each time. Past a bound (see listing_again_is_cheaper), one scan
+        of the agent costs less."""
         if disk.dir_mtimes(self.dirs) == self.signatures:
             return
         # Taken before the listing: a change during it shows next time.
@@ -228,10 +226,10 @@ class DiskView:
             if p not in self._paths and p not in self._looked_at
         ]
         self._looked_at.update(unknown)
-        if len(unknown) > max(REFRESH_ALONE, len(self.sessions) // 4):
+        if listing_again_is_cheaper(len(unknown), len(self.sessions)):
             self._set(list(self.adapter.scan()))
         else:
-            named = {sid for p in unknown if (sid := self.adapter.session_for_path(p))}
+            named = self.adapter.sessions_named(unknown)
             for sid, s in self.adapter.load_many(sorted(named)).items():
                 self._put(sid, s)
         self.dirs, self.signatures = dirs, signatures

@@ -66,6 +66,16 @@ class WholeScan:
         return self.adapter.scan()
 
 
+# Changes (new entries, changed artifacts) an agent's listing is brought up
+# to date by looking up on their own, at least; past this many, or a quarter
+# of the agent's sessions, listing the whole agent again costs less.
+LOOKUPS_ALONE = 256
+
+
+def listing_again_is_cheaper(changes: int, sessions: int) -> bool:
+    return changes > max(LOOKUPS_ALONE, sessions // 4)
+
+
 class RemovalError(Exception):
     """A removal step failed; the session is reported `failed` and retried."""
 
@@ -155,6 +165,11 @@ class Adapter(ABC):
     @abstractmethod
     def session_for_path(self, path: str) -> str | None:
         """Which session a path (as a watcher reports it) belongs to."""
+
+    def sessions_named(self, paths: Iterable[str]) -> set[str]:
+        """The sessions these paths (new entries in a watched directory, or
+        changed files) belong to."""
+        return {sid for path in paths if (sid := self.session_for_path(path))}
 
     # -- in use ---------------------------------------------------------
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
