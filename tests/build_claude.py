@@ -291,7 +291,10 @@ def make_session(
     if unknown:
         raise ValueError(f"unknown kinds {sorted(unknown)}")
     key = key or project_key(cwd)
-    when = (time.time() if now is None else now) - age_days * 86400
+    # One moment for the recorded mtime and the files' own: read twice, a
+    # second boundary between the reads made reports differ by a second.
+    now = time.time() if now is None else now
+    when = now - age_days * 86400
     paths = ClaudeSessionPaths(id=sid, key=key, cwd=cwd, layout=layout, mtime=when)
     m = _Maker(paths)
     start_ms = int(when * 1000)
