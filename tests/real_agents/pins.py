@@ -1,0 +1,33 @@
+"""The agent versions the conformance suite installs and checks against.
+
+Bumping one: change its version here, run `python tests/real_agents/install.py`
+and the suite (README, "The real agents"), and write in FIELD-NOTES what the
+new version writes differently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Pin:
+    agent: str
+    package: str
+    version: str
+    command: str
+
+    @property
+    def spec(self) -> str:
+        return f"{self.package}@{self.version}"
+
+
+PINS: dict[str, Pin] = {
+    pin.agent: pin
+    for pin in (
+        Pin("claude", "@anthropic-ai/claude-code", "2.1.197", "claude"),
+        Pin("codex", "@openai/codex", "0.169.0", "codex"),
+        Pin("opencode", "opencode-ai", "1.18.33", "opencode"),
+        Pin("gemini", "@google/gemini-cli", "0.61.0", "gemini"),
+    )
+}
