@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sqlite3
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from agentkeep.disk import _size as inode_size
 from agentkeep.model import Artifact
 
 if TYPE_CHECKING:
+    from agentkeep.adapters.sqlite import TableRows
     from agentkeep.trash import TrashWriter
 
 log = structlog.get_logger("agentkeep.removal")
@@ -397,6 +399,15 @@ class SessionRemoval:
     def residual(self, path: str) -> None:
         if path not in self.residuals:
             self.residuals.append(path)
+
+    def keep_rows(self, rows: TableRows) -> None:
+        if self.trash is None or self.dry_run:
+            return
+        try:
+            self.trash.add_rows(rows)
+        except (OSError, sqlite3.Error) as exc:
+            why = f"trash {self.trash.path}: cannot keep rows of {rows.table}: {exc}"
+            raise RemovalError(why) from exc
 
 
 def _empty_dir(name: str, dir_fd: int) -> bool:

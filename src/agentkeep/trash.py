@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import sqlite3
 import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -31,10 +32,16 @@ from agentkeep.paths import ensure_private_dir
 from agentkeep.removal import DirCursor, remove_tree_at
 from agentkeep.statefiles import write_json
 
+if TYPE_CHECKING:
+    from agentkeep.adapters.sqlite import TableRows
+
 log = structlog.get_logger("agentkeep.trash")
 
 _ENTRY = "entry.json"
 _ROOTS = "roots"
+# The database rows removed with the session: one table per (database,
+# table) they came from, named in `tables`, with the columns they had.
+_ROWS = "rows.sqlite"
 _RESTORED = "restored.json"
 # Entries being discarded are renamed to "~...": '~' never occurs in an
 # encoded id, so such a name is never an entry, and a discard that stopped
@@ -221,6 +228,38 @@ class TrashWriter:
         self.entry.items.append(TrashItem(n, rel))
         self.entry.bytes += nbytes
         self._save()
+
+    def add_rows(self, rows: TableRows) -> None:
+        """Keep `rows` (removed with the session) in the entry, durably,
+        before they are deleted. Raises sqlite3.Error or OSError."""
+        conn = sqlite3.connect(self.path / _ROWS, isolation_level=None)
+        try:
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS tables (n INTEGER PRIMARY KEY,"
+                " db TEXT NOT NULL, name TEXT NOT NULL, columns TEXT NOT NULL)"
+            )
+            cols = json.dumps(list(rows.columns))
+            found = conn.execute(
+                "SELECT n FROM tables WHERE db = ? AND name = ? AND columns = ?",
+                (rows.db, rows.table, cols),
+            ).fetchone()
+            if found is None:
+                n = conn.execute(
+                    "INSERT INTO tables (db, name, columns) VALUES (?, ?, ?)",
+                    (rows.db, rows.table, cols),
+                ).lastrowid
+                names = ", ".join(f"c{i}" for i in range(len(rows.columns)))
+                conn.execute(f"CREATE TABLE t{n} ({names})")
+            else:
+                n = found[0]
+            marks = ", ".join("?" for _ in rows.columns)
+            conn.executemany(f"INSERT INTO t{n} VALUES ({marks})", rows.rows)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        os.chmod(self.path / _ROWS, 0o600)
 
     def mark_partial(self, what: str) -> None:
         if not self.entry.partial:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import structlog
 
@@ -30,6 +30,9 @@ from agentkeep import disk
 from agentkeep.model import Artifact, Holder, Session
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
+
+if TYPE_CHECKING:
+    from agentkeep.adapters.sqlite import TableRows
 
 log = structlog.get_logger("agentkeep.adapters")
 
@@ -96,6 +99,13 @@ class Remover(Protocol):
     def residual(self, path: str) -> None:
         """Report something that still names the session and is not ours."""
 
+    def keep_rows(self, rows: TableRows) -> None:
+        """Rows about to be removed with the session (by agentkeep or by the
+        agent's own command): saved into its trash entry, so that restore
+        can write them back. Nothing in a dry run or without a trash.
+        Raises RemovalError when they cannot be saved: the caller must then
+        remove nothing of them."""
+
 
 class Adapter(ABC):
     """One agent. Instances are cheap; roots are resolved from `env`."""
@@ -104,6 +114,10 @@ class Adapter(ABC):
     # The artifact kinds holders() reads (its evidence of use beyond the id):
     # listing many sessions loads only these from the index.
     evidence_kinds: ClassVar[frozenset[str]] = frozenset()
+    # Finds this agent's session ids in a file name, for looking again after
+    # a removal (see lookagain): None for agents whose ids are not distinct
+    # enough to be told apart inside other names.
+    id_in_name: ClassVar[re.Pattern[str] | None] = None
 
     def __init__(self, env: Env) -> None:
         # Never replaced: a reload builds new adapters. Paths derived from it
@@ -170,6 +184,11 @@ class Adapter(ABC):
         """The sessions these paths (new entries in a watched directory, or
         changed files) belong to."""
         return {sid for path in paths if (sid := self.session_for_path(path))}
+
+    def databases(self) -> list[Path]:
+        """The agent's SQLite databases whose rows may name sessions: after a
+        removal every table of them is looked at again for the id."""
+        return []
 
     # -- in use ---------------------------------------------------------
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:

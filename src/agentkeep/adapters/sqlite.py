@@ -15,9 +15,11 @@ import os
 import sqlite3
 import stat
 import urllib.parse
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -112,10 +114,46 @@ def ensure_alone(databases: Iterable[Path], procs: ProcessTable) -> None:
                 raise RemovalError(f"database {db} in use by pid {hits[0][0]}")
 
 
-def delete_rows(db: Path, deletions: Sequence[tuple[str, str, str]]) -> None:
+@dataclass(frozen=True)
+class TableRows:
+    """Some rows of one table, as they were: what the trash keeps of a
+    session's rows. `columns` name the values of each row, in order."""
+
+    db: str
+    table: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+
+# (table, key column, value): the rows of `table` whose `column` is `value`.
+Deletion = tuple[str, str, str]
+Keep = Callable[[TableRows], None]
+
+
+def _select(conn: sqlite3.Connection, db: Path, deletion: Deletion) -> TableRows:
+    table, column, value = deletion
+    cursor = conn.execute(f'SELECT * FROM "{table}" WHERE "{column}" = ?', (value,))
+    names = tuple(d[0] for d in cursor.description)
+    return TableRows(os.fspath(db), table, names, tuple(cursor.fetchall()))
+
+
+def read_rows(db: Path, deletions: Sequence[Deletion]) -> list[TableRows]:
+    """The rows `deletions` name, read without changing the database (for
+    rows an agent's own command is about to delete). Tables missing in this
+    version have none. Raises RemovalError when the database cannot be read."""
+    try:
+        with reading(db) as conn:
+            return [_select(conn, db, d) for d in deletions if columns(conn, d[0])]
+    except sqlite3.Error as exc:
+        raise RemovalError(f"{db}: {exc}") from exc
+
+
+def delete_rows(db: Path, deletions: Sequence[Deletion], keep: Keep | None = None) -> None:
     """Delete rows in one transaction, in the order given: each deletion is
     (table, key column, value). Table and column names are the adapters' own
-    constants. Raises RemovalError and changes nothing when any step fails."""
+    constants. `keep` is handed each table's rows, inside the transaction,
+    before they are deleted (the trash saves them); when it raises, nothing
+    is deleted. Raises RemovalError and changes nothing when any step fails."""
     try:
         conn = sqlite3.connect(
             _uri(db, "rw"), uri=True, timeout=WRITE_TIMEOUT_S, isolation_level=None
@@ -124,15 +162,22 @@ def delete_rows(db: Path, deletions: Sequence[tuple[str, str, str]]) -> None:
         raise RemovalError(f"{db}: {exc}") from exc
     try:
         conn.execute("BEGIN IMMEDIATE")
-        for table, column, value in deletions:
+        for deletion in deletions:
+            table, column, value = deletion
+            if keep is not None:
+                rows = _select(conn, db, deletion)
+                if rows.rows:
+                    keep(rows)
             conn.execute(f'DELETE FROM "{table}" WHERE "{column}" = ?', (value,))
         conn.execute("COMMIT")
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, RemovalError) as exc:
         if conn.in_transaction:
             try:
                 conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass  # closing the connection rolls back what is left
+        if isinstance(exc, RemovalError):
+            raise
         raise RemovalError(f"{db}: {exc}") from exc
     finally:
         conn.close()
