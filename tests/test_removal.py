@@ -245,13 +245,13 @@ def test_a_directory_on_another_file_system_is_left_and_reported(
     mount = root / "sess" / "sub"
     faked: list[str] = []
 
-    def fake_dev(path: str, st: os.stat_result) -> int:
+    def fake_mount(path: str, mount_id: int) -> int:
         if path == str(mount) or path.startswith(str(mount) + "/"):
             faked.append(path)
-            return st.st_dev + 1
-        return st.st_dev
+            return mount_id + 1
+        return mount_id
 
-    monkeypatch.setattr(removal, "_st_dev_override", fake_dev)
+    monkeypatch.setattr(removal, "_mount_id_override", fake_mount)
     r = remover()
     r.remove_path(art(root, "sess"))
     assert faked, "SETUP INVALID: the mount was never looked at"
@@ -265,6 +265,51 @@ def test_a_directory_on_another_file_system_is_left_and_reported(
     r2.remove_path(art(root, "sess/sub/b.txt"))
     assert r2.residuals == [str(mount / "b.txt")]
     assert (mount / "b.txt").exists()
+
+
+def test_a_directory_mounted_over_after_it_was_listed_is_left(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race a mount id check on entry alone would miss: `sub` is on the
+    root's mount when listed, and on another once the walk stands in it (a
+    directory bound onto itself keeps its (st_dev, st_ino))."""
+    make_tree(root / "sess")
+    mount = str(root / "sess" / "sub")
+    looks: list[str] = []
+
+    def mounted_after_listing(path: str, mount_id: int) -> int:
+        if path == mount:
+            looks.append(path)
+            return mount_id if len(looks) == 1 else mount_id + 1
+        return mount_id
+
+    monkeypatch.setattr(removal, "_mount_id_override", mounted_after_listing)
+    r = remover()
+    r.remove_path(art(root, "sess"))
+    if len(looks) < 2:
+        pytest.fail("SETUP INVALID: the walk never looked at the directory it stood in")
+    assert r.residuals == [mount]
+    assert (root / "sess" / "sub" / "b.txt").exists() and (
+        root / "sess" / "sub" / "deeper"
+    ).is_dir()
+    assert sorted(os.listdir(root / "sess")) == ["sub"]
+
+
+def test_mount_ids_tell_mounts_apart_where_st_dev_may_not() -> None:
+    """statx's mount id and /proc's agree; a mount point is on its own
+    mount, seen by name from its parent or by a descriptor in it."""
+    from agentkeep import mounts
+
+    dev = os.open("/dev", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        shm = mounts.mount_id("shm", dir_fd=dev, follow_symlinks=False)
+        assert shm == mounts._by_fdinfo("shm", dev, False) == mounts.mount_id("/dev/shm")
+        assert mounts.mount_id(dev) == mounts._by_fdinfo(dev, None, True) != shm
+    finally:
+        os.close(dev)
+    assert mounts.mount_id("/proc") != mounts.mount_id("/")
+    with pytest.raises(FileNotFoundError):
+        mounts.mount_id("/nonexistent-agentkeep-test")
 
 
 def test_a_ten_thousand_deep_tree_with_bounded_descriptors(

@@ -250,13 +250,13 @@ def test_an_artifact_on_another_file_system_is_removed_at_once(
     (root / "sid.jsonl").write_text("transcript")
     looked: list[str] = []
 
-    def tmpfs(path: str, st: os.stat_result) -> int:
+    def tmpfs(path: str, mount_id: int) -> int:
         if path == str(tmp_root) or path.startswith(str(tmp_root) + "/"):
             looked.append(path)
-            return st.st_dev + 1
-        return st.st_dev
+            return mount_id + 1
+        return mount_id
 
-    monkeypatch.setattr(removal, "_st_dev_override", tmpfs)
+    monkeypatch.setattr(removal, "_mount_id_override", tmpfs)
     with open_entry(state, "claude", "sid", parent=None, keep_for=WEEK, now=NOW) as writer:
         r = SessionRemoval("claude", "sid", dry_run=False, trash=writer)
         r.remove_path(art(root, "sid.jsonl"))

@@ -4,7 +4,11 @@ Invariant 6: removal never follows a link. Every path is opened relative to
 its root's directory descriptor; no component between root and leaf may be a
 link (O_NOFOLLOW on each), and what lies behind one is reported residual,
 never removed. A link at the leaf or inside a tree is unlinked as a link.
-Nothing on another file system than the root's is touched. Trees are walked
+No mount point is crossed, moved or emptied: each component on the way and
+each entry of a tree is checked to be on the root's own mount, judged by
+mount id (mounts.py), since a bind mount of a directory on the same file
+system has the same st_dev; a mount point is left and reported residual,
+and what holds it stays, as its parents must. Trees are walked
 iteratively by one descriptor that goes down by name and back up by "..",
 each step checked against the (st_dev, st_ino) seen before, so a directory
 swapped for a link or moved away mid-walk is never followed, and a tree of
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from agentkeep import mounts
 from agentkeep.adapters.base import RemovalError
 from agentkeep.disk import DirCursor, Ident, TreeChanged, ident_of
 from agentkeep.disk import _size as inode_size
@@ -39,24 +44,35 @@ log = structlog.get_logger("agentkeep.removal")
 # Called with a path just before it is acted on (unlinked, descended into,
 # moved), after it was looked at: a test can swap it for a link, or raise.
 _before_leaf: Callable[[str], None] | None = None
-# Returns the st_dev to use for a path's fs-crossing decisions (tests fake a
-# mount); identity checks always use the real st_dev.
-_st_dev_override: Callable[[str, os.stat_result], int] | None = None
+# Given a path and the id of the mount it really lies on, returns the id to
+# use instead: a test fakes a mount point where it cannot make one.
+_mount_id_override: Callable[[str, int], int] | None = None
 
 _OWNER_RWX = stat.S_IRWXU
 # A directory opened where a link or file now stands.
 _NOT_A_DIR = (errno.ELOOP, errno.ENOTDIR)
 
 
-def device(path: str, st: os.stat_result) -> int:
-    """The file system `st` (of `path`) is on, as fs-crossing checks see it."""
-    return _st_dev_override(path, st) if _st_dev_override is not None else st.st_dev
+def _mount_of(cursor: DirCursor, name: str | None = None) -> int:
+    """The mount `name` in the cursor's directory lies on (a link at it not
+    followed; a mount point is on its own mount); the cursor's directory's
+    own mount when `name` is None."""
+    if name is None:
+        found = mounts.mount_id(cursor.fd)
+    else:
+        found = mounts.mount_id(name, dir_fd=cursor.fd, follow_symlinks=False)
+    return found if _mount_id_override is None else _mount_id_override(cursor.path(name), found)
+
+
+def _mount_at(path: str) -> int:
+    found = mounts.mount_id(path)
+    return found if _mount_id_override is None else _mount_id_override(path, found)
 
 
 @dataclass
 class _Level:
     subdirs: list[tuple[str, Ident]] = field(default_factory=list)
-    # Something below stays (an error, another file system): this directory
+    # Something below stays (an error, a mount point): this directory
     # cannot be removed, nor any above it.
     keep: bool = False
 
@@ -65,7 +81,7 @@ class _Level:
 class _Walk:
     """Removes (or, in a dry run, counts) one leaf and everything below it."""
 
-    root_dev: int
+    root_mount: int
     dry_run: bool
     seen: set[tuple[int, int]]
     bytes: int = 0
@@ -112,8 +128,9 @@ class _Walk:
         try:
             if _before_leaf is not None:
                 _before_leaf(cursor.path(name))
-            if self._foreign(cursor, name, st):
-                # Never cross into another file system (a mount inside).
+            if _mount_of(cursor, name) != self.root_mount:
+                # Invariant 6: a mount point (a bind mount of the same file
+                # system too) is never descended into, unlinked or moved.
                 self.residuals.append(cursor.path(name))
                 return False
             if stat.S_ISDIR(st.st_mode):
@@ -129,11 +146,6 @@ class _Walk:
             return True
         except OSError as exc:
             return self._fail(cursor.path(name), exc)
-
-    def _foreign(self, cursor: DirCursor, name: str, st: os.stat_result) -> bool:
-        if _st_dev_override is None:
-            return st.st_dev != self.root_dev
-        return device(cursor.path(name), st) != self.root_dev
 
     def _descend(self, cursor: DirCursor, name: str, ident: Ident, level: _Level) -> _Level | None:
         try:
@@ -151,6 +163,17 @@ class _Walk:
             if again.subdirs:
                 gone = self._fail(cursor.path(name), exc)
             level.keep |= not gone
+            return None
+        try:
+            mounted = _mount_of(cursor) != self.root_mount
+        except OSError as exc:
+            return _Level(keep=not self._fail(cursor.path(), exc))
+        if mounted:
+            # Mounted over between its listing and now (a directory bound
+            # onto itself keeps its identity): left, like any mount point.
+            self.residuals.append(cursor.path())
+            cursor.up()
+            level.keep = True
             return None
         child = _Level()
         try:
@@ -192,7 +215,7 @@ class _Parent:
     """Where a leaf lies: a cursor at its parent, checked link-free."""
 
     cursor: DirCursor
-    root_dev: int
+    root_mount: int
     # (name, mode) of each component between root and leaf, for the trash.
     chain: list[tuple[str, int]]
 
@@ -209,7 +232,7 @@ def _relative_parts(root: str, path: str) -> list[str]:
 
 def _open_parent(root: str, parts: list[str], residual: Callable[[], None]) -> _Parent | None:
     """A cursor at the leaf's parent, or None when the leaf is gone already or
-    lies behind a link or on another file system (then `residual` is called).
+    lies behind a link or a mount point (then `residual` is called).
     Raises RemovalError when the way cannot be checked."""
     try:
         cursor = DirCursor.open(root)
@@ -218,7 +241,7 @@ def _open_parent(root: str, parts: list[str], residual: Callable[[], None]) -> _
     except OSError as exc:
         raise RemovalError(f"{root}: {type(exc).__name__}: {exc.strerror or exc}") from exc
     try:
-        root_dev = device(root, os.fstat(cursor.fd))
+        root_mount = _mount_of(cursor)
         chain: list[tuple[str, int]] = []
         for name in parts[:-1]:
             try:
@@ -233,12 +256,13 @@ def _open_parent(root: str, parts: list[str], residual: Callable[[], None]) -> _
                 residual()
                 cursor.close()
                 return None
-            if device(cursor.path(), st) != root_dev:
+            if _mount_of(cursor) != root_mount:
+                # A mount point on the way: nothing below it is ours to remove.
                 residual()
                 cursor.close()
                 return None
             chain.append((name, stat.S_IMODE(st.st_mode)))
-        return _Parent(cursor, root_dev, chain)
+        return _Parent(cursor, root_mount, chain)
     except OSError as exc:
         cursor.close()
         raise RemovalError(f"{cursor.path()}: {type(exc).__name__}: {exc.strerror or exc}") from exc
@@ -252,7 +276,7 @@ def _raise_errors(errors: list[str]) -> None:
 
 def remove_tree_at(root: str | Path, relpath: str) -> list[str]:
     """Remove `root/relpath` link-safely (never following a link, never
-    leaving root's file system); the residual paths left. Raises
+    crossing a mount point); the residual paths left. Raises
     RemovalError after removing what could be removed."""
     root = os.fspath(root)
     parts = _relative_parts(root, os.path.join(root, relpath))
@@ -260,7 +284,7 @@ def remove_tree_at(root: str | Path, relpath: str) -> list[str]:
     parent = _open_parent(root, parts, lambda: residuals.append(os.path.join(root, relpath)))
     if parent is None:
         return residuals
-    walk = _Walk(parent.root_dev, dry_run=False, seen=set())
+    walk = _Walk(parent.root_mount, dry_run=False, seen=set())
     with parent.cursor:
         try:
             walk.run(parent.cursor, parts[-1])
@@ -283,9 +307,10 @@ class SessionRemoval:
         trash: TrashWriter | None,
         same_fs_as: Path | None = None,
     ) -> None:
-        """`same_fs_as`: artifacts on this path's file system are moved into
-        the trash (default: the trash entry's own directory); the rest are
-        removed at once and the entry is marked partial."""
+        """`same_fs_as`: artifacts on this path's mount are moved into the
+        trash (default: the trash entry's own directory); the rest, which no
+        rename could move, are removed at once and the entry is marked
+        partial."""
         self.agent = agent
         self.session_id = session_id
         self.dry_run = dry_run
@@ -295,10 +320,10 @@ class SessionRemoval:
         self.bytes = 0
         self.partial = False
         self._seen: set[tuple[int, int]] = set()
-        self._trash_dev: int | None = None
+        self._trash_mount: int | None = None
         if trash is not None and not dry_run:
             where = os.fspath(same_fs_as if same_fs_as is not None else trash.path)
-            self._trash_dev = device(where, os.stat(where))
+            self._trash_mount = _mount_at(where)
 
     def remove_path(self, artifact: Artifact) -> None:
         if artifact.linked:
@@ -311,12 +336,12 @@ class SessionRemoval:
         if parent is None:
             return
         with parent.cursor:
-            if self._trash_dev == parent.root_dev and self._move(artifact, parts, parent):
+            if self._trash_mount == parent.root_mount and self._move(artifact, parts, parent):
                 return
             self._delete(artifact, parts, parent)
 
     def _delete(self, artifact: Artifact, parts: list[str], parent: _Parent) -> None:
-        walk = _Walk(parent.root_dev, dry_run=self.dry_run, seen=self._seen)
+        walk = _Walk(parent.root_mount, dry_run=self.dry_run, seen=self._seen)
         try:
             gone = walk.run(parent.cursor, parts[-1])
         except TreeChanged as exc:
@@ -335,11 +360,12 @@ class SessionRemoval:
         """Rename the leaf into the trash; False when it must be removed at
         once instead (something below it stays, or it cannot be moved)."""
         assert self.trash is not None
-        # The same walk, counting only, first: a tree that holds another file
-        # system or an unreadable part is removed at once instead, so the
-        # trash never holds a mount or half a tree.
+        # The same walk, counting only, first: a tree that holds a mount point
+        # or an unreadable part is removed at once instead (around the mount
+        # point, which stays), so the trash never holds a mount, whose
+        # expiry would empty it, or half a tree.
         seen = set(self._seen)
-        probe = _Walk(parent.root_dev, dry_run=True, seen=seen)
+        probe = _Walk(parent.root_mount, dry_run=True, seen=seen)
         try:
             clean = probe.run(parent.cursor, parts[-1])
         except TreeChanged:
