@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -15,17 +16,21 @@ from pathlib import Path
 
 import pytest
 
+from agentkeep.errors import Failure
 from agentkeep.leases import (
     Lease,
     LeaseError,
     LeaseHeld,
+    LeaseUnsafe,
     PrunerLock,
     encode_id,
     hold_shared,
     is_held,
     lease_path,
+    open_lock_file,
     try_exclusive,
 )
+from agentkeep.model import Reason
 from fakehome import Spawn
 
 
@@ -141,16 +146,60 @@ def test_lock_errors_count_as_in_use(fake_home) -> None:
     path.parent.mkdir(parents=True)
     outside = fake_home.root / "elsewhere.lock"
     os.symlink(outside, path)
-    # A link planted at the lease's name is never followed, nor created through.
-    with pytest.raises(LeaseError):
+    # A link planted at the lease's name is never followed, nor created
+    # through: it is no lease file, so it holds nothing and is never taken.
+    with pytest.raises(LeaseUnsafe, match="is a link, not a lock file") as refused:
         try_exclusive(path)
-    assert is_held(path)
+    assert refused.value.reason == Reason.UNSAFE
+    assert not is_held(path)
     assert not outside.exists()
 
     blocked = state / "leases" / "grok"
     blocked.write_text("a file where a directory should be")
     with pytest.raises(LeaseError):
         try_exclusive(lease_path(state, "grok", "s"))
+
+
+def _not_a_file(path: Path, kind: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(path))
+    return path
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kind", ["fifo", "directory", "socket"])
+def test_anything_but_a_regular_file_is_never_a_lease(fake_home, kind: str) -> None:
+    """A FIFO at a lease's name made every open of it wait for a writer for
+    ever; now nothing but a regular file is opened, and the rest refused."""
+    path = _not_a_file(fake_home.root / "z" / "lease.lock", kind)
+    refusals: list[LeaseUnsafe] = []
+    for take in (
+        lambda: try_exclusive(path, create_dirs=False),
+        lambda: hold_shared(path, wait=False),
+        lambda: hold_shared(path),
+        lambda: open_lock_file(path, writable=True),
+    ):
+        with pytest.raises(LeaseUnsafe) as refused:
+            take()
+        refusals.append(refused.value)
+    assert all(str(path) in str(r) and r.reason == Reason.UNSAFE for r in refusals)
+    assert not is_held(path), "it holds nothing"
+    assert stat.S_IFMT(os.lstat(path).st_mode) != stat.S_IFREG, "and is left as it was"
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_prune_lock_is_a_failure_naming_it(fake_home) -> None:
+    path = _not_a_file(fake_home.state / "prune.lock", "fifo")
+    for wait in (False, True):
+        with pytest.raises(Failure, match="cannot take the prune lock") as failed:
+            PrunerLock(fake_home.state).acquire(wait=wait)
+        assert failed.value.exit == 1 and str(path) in failed.value.message
 
 
 def test_create_dirs_false_never_recreates_a_vanished_directory(fake_home) -> None:

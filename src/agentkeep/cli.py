@@ -337,7 +337,10 @@ def hold(agent: str, session_id: str, command: tuple[str, ...]) -> None:
         sid = r.ctx.session_id(agent, session_id)
     except Failure as exc:
         _fail(exc.exit, exc.message)
-    leases.hold_and_exec(leases.lease_path(r.ctx.state_dir, agent, sid), argv)
+    try:
+        leases.hold_and_exec(leases.lease_path(r.ctx.state_dir, agent, sid), argv)
+    except leases.LeaseError as exc:
+        _fail(EXIT_FAILED, f"cannot hold {agent} {sid}: {exc}")
 
 
 def _pin(agent: str, session_id: str, pinned: bool, as_json: bool) -> None:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentkeep.adapters import AGENTS
+from agentkeep.disk import read_regular
 
 MIN_RETENTION: float = 86400.0
 DEFAULT_PRUNE_INTERVAL: float = 6 * 3600.0
@@ -165,7 +166,7 @@ def load_config(
 
 def _read(path: Path) -> dict[str, object] | None:
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)  # a FIFO there must not hang every command
     except FileNotFoundError:
         # A link to nothing is a mistake to show, not a file to ignore.
         if os.path.islink(path):

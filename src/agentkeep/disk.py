@@ -392,6 +392,45 @@ def is_link(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+class NotRegularFile(OSError):
+    """A FIFO, socket, device or directory stands where a file belongs."""
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words for an error message."""
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISLNK, "a link"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def read_regular(path: str | os.PathLike[str]) -> bytes:
+    """The whole of the regular file at `path` (a link at it is followed).
+
+    Anything else planted under the name raises NotRegularFile before it is
+    ever opened: opening a FIFO for reading waits for a writer for ever, and
+    opening a device can have effects of its own. The open itself is
+    O_NONBLOCK and checked again, so a FIFO swapped in between cannot block
+    it either. FileNotFoundError when nothing is there; OSError otherwise.
+    """
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFile(errno.EINVAL, f"{file_kind(st.st_mode)}, not a file", os.fspath(path))
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(errno.EINVAL, f"{file_kind(mode)}, not a file", os.fspath(path))
+        return f.read()
+
+
 def open_quietly(path: str | os.PathLike[str]) -> BinaryIO | None:
     """Open a regular file for reading without moving its atime; None when it
     is missing, a link, not a regular file, or cannot be opened. O_NOFOLLOW

@@ -32,6 +32,7 @@ from agentkeep.config import (
     load_config,
 )
 from agentkeep.daemon import watch
+from agentkeep.disk import read_regular
 from agentkeep.paths import Env
 from agentkeep.statefiles import read_json
 
@@ -97,7 +98,7 @@ def _settings(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """An agent's settings.json: (data, None), (None, None) when absent,
     (None, why) when it cannot be read as a JSON object."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(read_regular(path))  # never hangs on a FIFO
     except FileNotFoundError:
         return None, None
     except (OSError, ValueError) as exc:

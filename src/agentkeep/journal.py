@@ -29,6 +29,7 @@ from typing import Any
 import structlog
 
 from agentkeep.adapters.base import valid_name
+from agentkeep.disk import read_regular
 from agentkeep.leases import encode_id
 from agentkeep.paths import ensure_private_dir
 
@@ -139,9 +140,10 @@ class Journal:
         try:
             if _write_hook is not None:
                 _write_hook(tmp)
-            fd = os.open(
-                tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-            )
+            # O_NONBLOCK: a FIFO at the name fails (ENXIO) instead of waiting
+            # for a reader.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
+            fd = os.open(tmp, flags | os.O_CLOEXEC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 json.dump(data, f)
                 f.flush()
@@ -198,8 +200,8 @@ class Journal:
 
     def _read_batch(self, path: Path) -> list[JournalEntry]:
         try:
-            with open(path, encoding="utf-8") as f:
-                batch = json.load(f)["batch"]
+            # Only a regular file is read: a FIFO would hang the prune.
+            batch = json.loads(read_regular(path))["batch"]
             entries = [JournalEntry.from_json(item) for item in batch]
         except (OSError, ValueError, TypeError, KeyError) as exc:
             log.warning("journal batch unreadable, skipped", path=str(path), error=str(exc))
@@ -210,8 +212,7 @@ class Journal:
 
     def _read(self, path: Path) -> JournalEntry | None:
         try:
-            with open(path, encoding="utf-8") as f:
-                entry = JournalEntry.from_json(json.load(f))
+            entry = JournalEntry.from_json(json.loads(read_regular(path)))
         except (OSError, ValueError, TypeError, KeyError) as exc:
             log.warning("journal entry unreadable, skipped", path=str(path), error=str(exc))
             return None

@@ -6,6 +6,12 @@ process, so two holders in one process (the daemon's threads) would not
 conflict, and closing any descriptor of the file would drop them. Every Lease
 opens its own description, so two holders in one process conflict exactly
 like two processes. A lease file that nobody has locked holds nothing.
+
+Only a regular file is ever a lease file: whatever else stands at its name
+(a FIFO, whose open would wait for a writer for ever, a socket, a device, a
+directory, a link) is never opened, holds nothing, and can never be taken
+(LeaseUnsafe), so the session it names stays. Every open is O_NONBLOCK too,
+for what is swapped in between the look and the open.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import fcntl
 import hashlib
 import os
 import re
+import stat
 import sys
 import warnings
 from pathlib import Path
@@ -24,6 +31,9 @@ from typing import NoReturn
 import structlog
 
 from agentkeep.adapters.base import valid_name
+from agentkeep.disk import file_kind
+from agentkeep.errors import Failure
+from agentkeep.model import Reason
 from agentkeep.paths import ensure_private_dir
 
 log = structlog.get_logger("agentkeep.leases")
@@ -41,6 +51,16 @@ _REOPENS = 8
 
 class LeaseError(Exception):
     """A lease could not be checked or taken; callers treat it as in use."""
+
+    # Why a prune keeps the session it names.
+    reason = Reason.HELD
+
+
+class LeaseUnsafe(LeaseError):
+    """Something other than a regular file stands where the lease file
+    belongs: no lease can be taken or honoured there."""
+
+    reason = Reason.UNSAFE
 
 
 class LeaseHeld(LeaseError):
@@ -122,12 +142,53 @@ def _make_dirs(directory: Path) -> None:
         ensure_private_dir(path)
 
 
-def _open(path: Path, *, create_dirs: bool, inheritable: bool = False) -> int:
+# O_NOFOLLOW: a link planted at the lock's name must not make us create or
+# lock a file somewhere else. O_NONBLOCK: a FIFO must not stop the open.
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC | os.O_NONBLOCK
+# What open gives for a link (ELOOP, EMLINK on the BSDs), a directory
+# (EISDIR with O_CREAT) or a socket (ENXIO) at the name.
+_NOT_A_FILE = (errno.ELOOP, errno.EMLINK, errno.EISDIR, errno.ENXIO)
+
+
+def _not_a_file(path: Path, mode: int) -> LeaseUnsafe:
+    return LeaseUnsafe(f"{path} is {file_kind(mode)}, not a lock file")
+
+
+def _regular_or_missing(path: Path) -> bool:
+    """True when a regular file is at `path`, False when nothing is; raises
+    LeaseUnsafe for anything else, which is never opened."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_a_file(path, st.st_mode)
+    return True
+
+
+def open_lock_file(
+    path: Path, *, create_dirs: bool = True, writable: bool = False, inheritable: bool = False
+) -> int:
+    """Open (creating it 0600) the lock file at `path`, never anything but a
+    regular file: LeaseUnsafe for whatever else stands there, OSError when
+    it cannot be opened. The descriptor is blocking, close-on-exec unless
+    `inheritable`."""
     if create_dirs:
         _make_dirs(path.parent)
-    # O_NOFOLLOW: a link planted at the lock's name must not make us create or
-    # lock a file somewhere else.
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC, 0o600)
+    _regular_or_missing(path)
+    access = os.O_RDWR if writable else os.O_RDONLY
+    try:
+        fd = os.open(path, access | _OPEN_FLAGS | os.O_CREAT, 0o600)
+    except OSError as exc:
+        if exc.errno in _NOT_A_FILE:
+            raise LeaseUnsafe(f"{path} is not a lock file: {exc.strerror}") from exc
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):  # swapped in since the look
+        os.close(fd)
+        raise _not_a_file(path, mode)
+    # Blocking again: the descriptor may pass to a command (hold) that reads it.
+    os.set_blocking(fd, True)
     if inheritable:
         # os.open makes every descriptor close-on-exec (PEP 446).
         os.set_inheritable(fd, True)
@@ -147,7 +208,8 @@ def _lock(
     path: Path, operation: int, *, create_dirs: bool = True, inheritable: bool = False
 ) -> int:
     """Open `path` and flock it; the descriptor. Raises BlockingIOError when
-    LOCK_NB was asked and someone holds it, OSError otherwise.
+    LOCK_NB was asked and someone holds it, LeaseUnsafe when `path` is no
+    regular file, OSError otherwise.
 
     A lock taken on a file that was unlinked or replaced meanwhile locks
     nothing anybody else will look at, so after locking we check that the
@@ -155,7 +217,7 @@ def _lock(
     removes a lease file while holding it can never hand out a dead lease.
     """
     for _ in range(_REOPENS):
-        fd = _open(path, create_dirs=create_dirs, inheritable=inheritable)
+        fd = open_lock_file(path, create_dirs=create_dirs, inheritable=inheritable)
         try:
             fcntl.flock(fd, operation)
             if _same_file(fd, path):
@@ -170,10 +232,11 @@ def _lock(
 def try_exclusive(path: Path, *, create_dirs: bool = True) -> Lease | None:
     """Take `path` exclusively without waiting; None when anyone holds it.
 
-    Any other failure raises LeaseError: the caller treats the session as in
-    use (invariant 2). Pass create_dirs=False for a lock file inside an
-    agent's own directory (zero's `lease.lock`): a session directory that
-    vanished must not be recreated by locking it.
+    Any other failure raises LeaseError (LeaseUnsafe when no lease file can
+    be there): the caller treats the session as in use (invariant 2). Pass
+    create_dirs=False for a lock file inside an agent's own directory
+    (zero's `lease.lock`): a session directory that vanished must not be
+    recreated by locking it.
     """
     try:
         return Lease(path, _lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB, create_dirs=create_dirs))
@@ -207,15 +270,26 @@ def hold_shared(path: Path, *, wait: bool = True, create_dirs: bool = True) -> L
 def is_held(path: Path) -> bool:
     """True when anyone other than this probe holds `path` (including other
     Lease objects of this process). A missing file holds nothing; a probe that
-    fails counts as held (a check that cannot be made means in use)."""
+    fails counts as held (a check that cannot be made means in use).
+
+    Anything but a regular file at `path` holds nothing either, and is never
+    opened: it is no lease file, and try_exclusive refuses it (LeaseUnsafe),
+    so a prune still keeps the session, as `unsafe` rather than `held`."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NOCTTY | os.O_CLOEXEC)
+        if not _regular_or_missing(path):
+            return False
+        fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
+    except LeaseUnsafe as exc:
+        log.warning("not a lease file", path=str(path), error=str(exc))
+        return False
     except FileNotFoundError:
         return False
     except OSError as exc:
         log.warning("lease cannot be probed", path=str(path), error=str(exc))
         return True
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
@@ -266,16 +340,25 @@ class PrunerLock:
 
     def acquire(self, *, wait: bool) -> bool:
         """Take the lock; False when another prune holds it and `wait` is
-        False. Raises LeaseError when the lock cannot be taken at all."""
+        False. With `wait`, waits for as long as the other prune runs: a
+        prune takes minutes at most, and the one waiting says so on the log;
+        in the CLI an interrupt (Ctrl-C) ends the wait, as flock(2) returns
+        EINTR to Python's signal handler. Raises Failure (exit 1) when the
+        lock cannot be taken at all: then no prune runs."""
         if self.held:
             return True
-        operation = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
         try:
-            self._lease = Lease(self.path, _lock(self.path, operation))
-        except BlockingIOError:
-            return False
-        except OSError as exc:
-            raise LeaseError(f"{self.path}: {exc}") from exc
+            try:
+                self._lease = Lease(self.path, _lock(self.path, fcntl.LOCK_EX | fcntl.LOCK_NB))
+            except BlockingIOError:
+                if not wait:
+                    return False
+                log.warning(
+                    "another prune is running; waiting for it to finish", lock=str(self.path)
+                )
+                self._lease = Lease(self.path, _lock(self.path, fcntl.LOCK_EX))
+        except (OSError, LeaseError) as exc:
+            raise Failure(1, f"cannot take the prune lock {self.path}: {exc}") from exc
         return True
 
     def release(self) -> None:

@@ -1,7 +1,9 @@
 """Small JSON files in agentkeep's state dir (pins, the pause, the last prune).
 
 Each is written whole to a temporary file, fsynced and renamed into place, so
-a crash leaves either the old or the new content, never half of one.
+a crash leaves either the old or the new content, never half of one. Each is
+read only when it is a regular file (disk.read_regular): a FIFO planted under
+its name must never hang the reader.
 """
 
 from __future__ import annotations
@@ -14,14 +16,27 @@ from typing import Any
 
 import structlog
 
+from agentkeep.disk import read_regular
+from agentkeep.errors import Failure
+
 log = structlog.get_logger("agentkeep.statefiles")
 
 
-def read_json(path: Path, default: Any) -> Any:
+def load_json(path: Path, default: Any) -> Any:
+    """The value in `path`; `default` when it does not exist. Raises OSError
+    or ValueError when it cannot be read as JSON."""
     try:
-        return json.loads(path.read_text())
+        data = read_regular(path)
     except FileNotFoundError:
         return default
+    return json.loads(data)
+
+
+def read_json(path: Path, default: Any) -> Any:
+    """load_json, with `default` (logged) for a file that cannot be read:
+    for state whose loss costs no session."""
+    try:
+        return load_json(path, default)
     except (OSError, ValueError) as exc:
         log.warning("state file unreadable", path=str(path), error=str(exc))
         return default
@@ -66,7 +81,15 @@ class Pins:
         self.path = state_dir / "pins.json"
 
     def all(self) -> set[tuple[str, str]]:
-        return {(a, i) for a, i in read_json(self.path, [])}
+        """Every pin. Raises Failure (exit 1) when the pins cannot be read:
+        taking "no pins" instead would prune the pinned sessions."""
+        try:
+            pins = load_json(self.path, [])
+            return {(a, i) for a, i in pins}
+        except (OSError, ValueError, TypeError) as exc:
+            raise Failure(
+                1, f"cannot read the pins {self.path}: {exc}; nothing is pruned until it is fixed"
+            ) from None
 
     def set(self, agent: str, session_id: str, pinned: bool) -> None:
         pins = self.all()

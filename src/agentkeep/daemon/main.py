@@ -130,8 +130,8 @@ class Daemon:
         path = self.env.state_dir / "daemon.lock"
         try:
             ensure_private_dir(self.env.state_dir)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
+            fd = leases.open_lock_file(path, create_dirs=False, writable=True)
+        except (OSError, leases.LeaseError) as exc:
             log.error("cannot take the daemon lock", lock=str(path), error=str(exc))
             return None
         try:
