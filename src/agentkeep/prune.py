@@ -550,7 +550,7 @@ class Pruner:
             taken = True
             return _Held(s, locks)
         except leases.LeaseError as exc:
-            return Kept(s.agent, s.id, Reason.HELD, f"lease error: {exc}")
+            return Kept(s.agent, s.id, exc.reason, f"lease error: {exc}")
         finally:
             if not taken:
                 _release(locks)
