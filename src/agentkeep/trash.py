@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agentkeep.adapters.base import RemovalError, valid_name
+from agentkeep.disk import read_regular
 from agentkeep.leases import Lease, LeaseError, encode_id, hold_exclusive, lease_path, try_exclusive
 from agentkeep.paths import ensure_private_dir
 from agentkeep.removal import DirCursor, remove_tree_at
@@ -165,8 +166,7 @@ def _read_entry(path: Path) -> TrashEntry | None:
     """The entry in directory `path`; None (logged) when it is missing,
     unreadable, malformed or does not match the directory it lies in."""
     try:
-        with open(path / _ENTRY, encoding="utf-8") as f:
-            entry = TrashEntry.from_json(json.load(f), path)
+        entry = TrashEntry.from_json(json.loads(read_regular(path / _ENTRY)), path)
     except FileNotFoundError:
         log.warning("trash entry without entry.json skipped", path=str(path))
         return None
@@ -579,8 +579,7 @@ def restore(state_dir: Path, agent: str, session_id: str, *, now: float) -> Rest
 
 def _read_restored(path: Path) -> dict[str, float]:
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = json.loads(read_regular(path))
         if not isinstance(data, dict):
             raise ValueError("not an object")
         return {_text(key): _number(value) for key, value in data.items()}
