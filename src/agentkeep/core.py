@@ -29,7 +29,7 @@ from agentkeep.errors import Failure
 from agentkeep.index import IDLE_TAIL, Index, IndexedSession, written_as_python
 from agentkeep.jsontext import JSONText, folded_item, folded_list
 from agentkeep.model import Artifact, Holder, HolderKind, Session, State, rfc3339
-from agentkeep.paths import Env, ensure_private_dir
+from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
 from agentkeep.processes import ProcessTable
 from agentkeep.prune import (
     PruneOptions,
@@ -69,8 +69,16 @@ class Context:
 
     @classmethod
     def open(cls, env: Env) -> Context:
-        state_dir = ensure_private_dir(env.state_dir)
-        os.chmod(state_dir, 0o700)
+        """One user's view. Refused (exit 1) when the state dir, or a folder
+        of it, is not the user's alone: someone else's pins.json or leases
+        would decide what is removed (paths.private_state_dir)."""
+        try:
+            state_dir = private_state_dir(env)
+        except UnsafeDirectory as exc:
+            raise Failure(1, f"refusing the state dir: {exc}") from None
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise Failure(1, f"cannot create the state dir {env.state_dir}: {why}") from None
         config, error = view.load(env, state_dir)
         index = _open_index(state_dir / "index.sqlite")
         ctx = cls(env, state_dir, config, error, adapters.build(env, config), index)

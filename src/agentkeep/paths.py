@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentkeep.disk import root_problem
+
 
 def _var(environ: Mapping[str, str], name: str) -> str | None:
     value = environ.get(name)
@@ -72,13 +74,69 @@ class Env:
         return self.xdg("XDG_DATA_HOME", ".local/share")
 
 
-def ensure_private_dir(path: Path) -> Path:
+class UnsafeDirectory(OSError):
+    """A folder agentkeep keeps its own files in is not the user's alone."""
+
+
+# The state dir's own folders, checked with it: another user's hand in any
+# of them could steer a prune or a restore (the leases say what is held, the
+# journal names removals to finish, a trash entry says where restore writes).
+STATE_FOLDERS = ("trash", "journal", "leases")
+
+
+def private_dir_problem(path: Path, uid: int | None = None) -> str | None:
+    """Why agentkeep must not keep its files in the existing folder `path`:
+    the rule of every agent root (disk.root_problem: the user's own, nobody
+    else can write to it, no link on the way that another user owns), and a
+    directory. None when it is safe."""
+    problem = root_problem(path, uid)
+    if problem is None and not path.is_dir():
+        problem = f"{path} is not a directory"
+    return problem
+
+
+def ensure_private_dir(path: Path, uid: int | None = None) -> Path:
     """Create `path` (and parents) with mode 0700 for the leaf; return it.
 
-    An existing directory keeps its mode: agentkeep never chmods a folder it
-    did not create.
+    Whether just made or found, it is used only when private_dir_problem()
+    finds nothing, else UnsafeDirectory names it and why: another user who
+    made it, or can write to it, could rewrite pins.json or swap a lease
+    file. A folder found is never chmodded (agentkeep changes only the mode
+    of what it made): making it private would leave it theirs.
     """
-    if not path.is_dir():
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(path, 0o700)
+    try:
+        path.mkdir(parents=True, mode=0o700)
+    except FileExistsError:
+        pass
+    else:
+        os.chmod(path, 0o700)  # mkdir's mode is cut by the umask
+    problem = private_dir_problem(path, uid)
+    if problem is not None:
+        raise UnsafeDirectory(problem)
     return path
+
+
+def private_state_dir(env: Env) -> Path:
+    """The state dir, made private or checked, and each of its own folders
+    (STATE_FOLDERS and the per-agent folders in them) that exists already;
+    UnsafeDirectory for the first that is not the user's alone."""
+    state = ensure_private_dir(env.state_dir, env.uid)
+    for name in STATE_FOLDERS:
+        folder = state / name
+        if not os.path.lexists(folder):
+            continue
+        for path in (folder, *_folders_in(folder)):
+            problem = private_dir_problem(path, env.uid)
+            if problem is not None:
+                raise UnsafeDirectory(problem)
+    return state
+
+
+def _folders_in(folder: Path) -> list[Path]:
+    """The directories in `folder` (links to one included); none when it
+    cannot be listed (private_dir_problem has said why already)."""
+    try:
+        with os.scandir(folder) as entries:
+            return [folder / e.name for e in entries if e.is_dir()]
+    except OSError:
+        return []

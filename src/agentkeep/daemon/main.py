@@ -43,7 +43,7 @@ from agentkeep.daemon.server import (
 )
 from agentkeep.daemon.watch import Watcher
 from agentkeep.model import rfc3339
-from agentkeep.paths import Env, ensure_private_dir
+from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
 
 log = structlog.get_logger("agentkeep.daemon")
 
@@ -129,7 +129,11 @@ class Daemon:
         (after saying who has it) when another daemon of this user holds it."""
         path = self.env.state_dir / "daemon.lock"
         try:
-            ensure_private_dir(self.env.state_dir)
+            private_state_dir(self.env)
+        except UnsafeDirectory as exc:
+            log.error("refusing the state dir; not starting", error=str(exc))
+            return None
+        try:
             fd = leases.open_lock_file(path, create_dirs=False, writable=True)
         except (OSError, leases.LeaseError) as exc:
             log.error("cannot take the daemon lock", lock=str(path), error=str(exc))

@@ -30,9 +30,8 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk
 from agentkeep.jsontext import JSONText
-from agentkeep.paths import ensure_private_dir
+from agentkeep.paths import UnsafeDirectory, ensure_private_dir
 
 log = structlog.get_logger("agentkeep.daemon.server")
 
@@ -184,14 +183,14 @@ class Server:
         """Take the socket: a safe folder, no live daemon, a stale file replaced."""
         folder = self.path.parent
         try:
-            ensure_private_dir(folder)
+            # An existing folder others can write to is refused, never
+            # chmodded: whoever can write there can swap the socket under the
+            # clients.
+            ensure_private_dir(folder, self.uid)
+        except UnsafeDirectory as exc:
+            raise ServerError(f"refusing the socket's folder: {exc}") from exc
         except OSError as exc:
             raise ServerError(f"cannot create the socket's folder {folder}: {exc}") from exc
-        # An existing folder others can write to is refused, never chmodded:
-        # whoever can write there can swap the socket under the clients.
-        problem = disk.root_problem(folder, self.uid)
-        if problem:
-            raise ServerError(f"refusing the socket's folder: {problem}")
         self._clear_stale()
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
