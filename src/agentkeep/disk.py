@@ -353,6 +353,17 @@ def root_problem(path: str | os.PathLike[str], uid: int | None = None) -> str | 
     made by someone else). Ancestors that others can write to are accepted
     only with the sticky bit (like /tmp), where nobody can rename our entry.
     """
+    return _way_problem(path, uid, strict_leaf=True)
+
+
+def way_problem(path: str | os.PathLike[str], uid: int | None = None) -> str | None:
+    """Why a root must not be made below the directory `path` (as restore
+    makes again a root that is gone): every component, `path` included, is
+    held to the rule for the ancestors of a root."""
+    return _way_problem(path, uid, strict_leaf=False)
+
+
+def _way_problem(path: str | os.PathLike[str], uid: int | None, *, strict_leaf: bool) -> str | None:
     uid = os.getuid() if uid is None else uid
     path = os.path.abspath(os.fspath(path))
     parts = Path(path).parts
@@ -371,7 +382,9 @@ def root_problem(path: str | os.PathLike[str], uid: int | None = None) -> str | 
             except OSError as exc:
                 return f"{current}: {exc.strerror}"
         last = depth == len(parts) - 1
-        if last:
+        if last and not stat.S_ISDIR(st.st_mode) and not strict_leaf:
+            return f"{path} is not a directory"
+        if last and strict_leaf:
             if st.st_uid != uid:
                 return f"{path} belongs to uid {st.st_uid}, not {uid}"
             if _others_can_write(st, uid):
