@@ -28,7 +28,7 @@ from agentkeep.journal import Journal, JournalEntry
 from agentkeep.model import Holder, Reason, Session, rfc3339
 from agentkeep.processes import ProcessTable
 from agentkeep.removal import SessionRemoval
-from agentkeep.statefiles import read_json, remove, write_json
+from agentkeep.statefiles import StateFileError, read_json, read_state, remove, write_json
 
 log = structlog.get_logger("agentkeep.prune")
 
@@ -880,9 +880,9 @@ class Pruner:
 
     # -- the scheduled prune's pause ------------------------------------------
     def _pause_reason(self, views: dict[str, DiskView], opts: PruneOptions) -> str | None:
-        existing = read_json(self.state_dir / "pause.json", None)
+        existing = read_pause(self.state_dir)
         if existing:
-            return str(existing.get("reason", "paused"))
+            return existing
         reason = pause_reason(self.state_dir, views, opts, self._activity)
         if reason:
             write_json(
@@ -904,7 +904,12 @@ def pause_reason(
     index never pauses."""
     if not any(view.sessions for view in views.values()):
         return None  # an empty index never pauses
-    last = read_json(state_dir / "last_prune.json", None)
+    try:
+        last = read_state(state_dir / "last_prune.json", _summary)
+    except StateFileError as exc:
+        # Without it the clock cannot be checked: pause (a person's prune
+        # writes it afresh).
+        return f"the record of the last prune cannot be read: {exc}"
     retention = min((opts.now - c for c in opts.cutoffs.values()), default=None)
     if last and isinstance(last.get("ts"), int | float) and retention is not None:
         if opts.now < last["ts"]:
@@ -929,6 +934,27 @@ def pause_reason(
     if read_json(acknowledged, None) is None:
         return "even the newest session is idle past the retention"
     return None
+
+
+def _summary(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError("not an object")
+    return value
+
+
+def _pause(value: Any) -> str:
+    if not isinstance(value, dict) or not isinstance(value.get("reason"), str):
+        raise TypeError("no reason in it")
+    return value["reason"]
+
+
+def read_pause(state_dir: Path) -> str | None:
+    """Why the scheduled prune is paused, or None. A damaged pause file still
+    pauses it (a pause that cannot be read must not let a prune run)."""
+    try:
+        return read_state(state_dir / "pause.json", _pause)
+    except StateFileError as exc:
+        return f"the pause file cannot be read: {exc}"
 
 
 def lift_pause(state_dir: Path, now: float) -> None:
