@@ -216,8 +216,8 @@ class _Parent:
 
     cursor: DirCursor
     root_mount: int
-    # (name, mode) of each component between root and leaf, for the trash.
-    chain: list[tuple[str, int]]
+    # (name, stat) of each component between root and leaf, for the trash.
+    chain: list[tuple[str, os.stat_result]]
 
 
 def _relative_parts(root: str, path: str) -> list[str]:
@@ -242,7 +242,7 @@ def _open_parent(root: str, parts: list[str], residual: Callable[[], None]) -> _
         raise RemovalError(f"{root}: {type(exc).__name__}: {exc.strerror or exc}") from exc
     try:
         root_mount = _mount_of(cursor)
-        chain: list[tuple[str, int]] = []
+        chain: list[tuple[str, os.stat_result]] = []
         for name in parts[:-1]:
             try:
                 st = cursor.down(name)
@@ -261,7 +261,7 @@ def _open_parent(root: str, parts: list[str], residual: Callable[[], None]) -> _
                 residual()
                 cursor.close()
                 return None
-            chain.append((name, stat.S_IMODE(st.st_mode)))
+            chain.append((name, st))
         return _Parent(cursor, root_mount, chain)
     except OSError as exc:
         cursor.close()
@@ -320,6 +320,7 @@ class SessionRemoval:
         self.bytes = 0
         self.partial = False
         self._seen: set[tuple[int, int]] = set()
+        self._kept_rows: set[str] = set()
         self._trash_mount: int | None = None
         if trash is not None and not dry_run:
             where = os.fspath(same_fs_as if same_fs_as is not None else trash.path)
@@ -419,7 +420,9 @@ class SessionRemoval:
 
     def removed_at_once(self, what: str) -> None:
         self.removed.append(what)
-        if self.trash is not None and not self.dry_run:
+        # Rows kept in the trash come back with it: only what is gone for
+        # good makes the entry partial.
+        if self.trash is not None and not self.dry_run and what not in self._kept_rows:
             self._mark_partial(what)
 
     def residual(self, path: str) -> None:
@@ -431,6 +434,7 @@ class SessionRemoval:
             return
         try:
             self.trash.add_rows(rows)
+            self._kept_rows.add(f"{rows.db}#{rows.table}")
         except (OSError, sqlite3.Error) as exc:
             why = f"trash {self.trash.path}: cannot keep rows of {rows.table}: {exc}"
             raise RemovalError(why) from exc
