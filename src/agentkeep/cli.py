@@ -121,6 +121,10 @@ class Runner:
 
                     render.report(_console(), exc.report)
             _fail(exc.exit, exc.message)
+        except OSError as exc:
+            # A state file that cannot be written (a full disk): one line.
+            where = f" ({exc.filename})" if exc.filename else ""
+            _fail(EXIT_FAILED, f"{exc.strerror or exc}{where}")
         sys.exit(code)
 
 

@@ -39,6 +39,7 @@ from agentkeep.prune import (
     lift_pause,
     read_pause,
     record_last_prune,
+    state_disk_full,
 )
 from agentkeep.statefiles import Pins, StateFileError, read_json
 
@@ -49,10 +50,13 @@ SUGGESTED_SECONDS = 30 * 86400.0
 
 
 def _open_index(path: Path) -> Index:
+    """The index; kept in memory when it cannot be written at `path` (a full
+    disk): it is a cache of the disk, so everything still works from memory."""
     try:
         return Index(path, adapters.evidence_kinds())
     except (sqlite3.Error, OSError) as exc:
-        raise Failure(1, f"cannot open the index {path}: {exc} (is the disk full?)") from None
+        log.warning("the index cannot be written; kept in memory", path=str(path), error=str(exc))
+        return Index(path, adapters.evidence_kinds(), memory=True)
 
 
 @dataclass
@@ -67,6 +71,9 @@ class Context:
     adapters: dict[str, Adapter]
     index: Index
     prune_lock: threading.Lock = field(default_factory=threading.Lock)
+    # The last prune's summary when it could not be saved (a full disk):
+    # status shows it from here.
+    unsaved_prune: dict[str, Any] | None = None
 
     @classmethod
     def open(cls, env: Env) -> Context:
@@ -654,9 +661,12 @@ def prune(
 
 def _run_locked(ctx: Context, opts: PruneOptions, *, wait: bool) -> PruneReport | None:
     lock = leases.PrunerLock(ctx.state_dir)
-    if not lock.acquire(wait=wait):
-        log.info("a prune is already running; this turn is skipped")
-        return None
+    try:
+        if not lock.acquire(wait=wait):
+            log.info("a prune is already running; this turn is skipped")
+            return None
+    except leases.LeaseError as exc:
+        raise Failure(1, f"cannot take the prune lock: {exc}; nothing was removed") from None
     try:
         try:
             report = _pruner(ctx).run(opts)
@@ -664,14 +674,22 @@ def _run_locked(ctx: Context, opts: PruneOptions, *, wait: bool) -> PruneReport 
             raise Failure(exc.exit_code, str(exc), -32602) from None
         except trash.TrashError as exc:
             raise Failure(1, f"prune refused: {exc}") from None
+        summary = None
         if not opts.dry_run and not report.paused:
-            if not opts.scheduled:
+            summary = report.summary(opts.now, opts.scheduled)
+        elif report.paused:
+            summary = report.summary(opts.now, opts.scheduled) | _last_ts(ctx)
+        # The report is what the run did: a record that cannot be written
+        # (a full disk) is one error line, never the report's loss.
+        try:
+            if summary is not None and not report.paused and not opts.scheduled:
                 lift_pause(ctx.state_dir, opts.now)
-            record_last_prune(ctx.state_dir, report.summary(opts.now, opts.scheduled))
-        if report.paused:
-            record_last_prune(
-                ctx.state_dir, report.summary(opts.now, opts.scheduled) | _last_ts(ctx)
-            )
+            if summary is not None:
+                record_last_prune(ctx.state_dir, summary)
+                ctx.unsaved_prune = None
+        except OSError as exc:
+            log.error("the prune's record was not saved", error=exc.strerror or str(exc))
+            ctx.unsaved_prune = summary
         return report
     finally:
         lock.release()
@@ -749,7 +767,7 @@ def expire_trash(ctx: Context) -> None:
 
 # -- status --------------------------------------------------------------------
 def status_fields(ctx: Context) -> dict[str, Any]:
-    last = read_json(ctx.state_dir / "last_prune.json", None)
+    last = ctx.unsaved_prune or read_json(ctx.state_dir / "last_prune.json", None)
     if isinstance(last, dict):
         last = {k: v for k, v in last.items() if k != "ts"}
     return {
@@ -761,7 +779,7 @@ def status_fields(ctx: Context) -> dict[str, Any]:
             "retention": ctx.config.retention_text if not ctx.config_error else None,
         },
         "last_prune": last,
-        "paused": read_pause(ctx.state_dir),
+        "paused": read_pause(ctx.state_dir) or state_disk_full(ctx.state_dir),
     }
 
 

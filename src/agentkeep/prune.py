@@ -633,16 +633,10 @@ class Pruner:
                 try:
                     written = self.journal.begin_batch([r.entry(act.opts) for r in batch])
                 except OSError as exc:
+                    why = f"cannot write the journal {self.journal.dir}: {exc.strerror or exc}"
+                    log.error("journal write failed; this batch removes nothing", error=why)
                     for r in batch:
-                        agent, sid = r.session.agent, r.session.id
-                        log.error(
-                            "journal write failed; nothing removed",
-                            agent=agent,
-                            id=sid,
-                            error=str(exc),
-                        )
-                        why = f"cannot write the journal: {exc}"
-                        act.fail(Failed(agent, sid, why), r.session)
+                        act.fail(Failed(r.session.agent, r.session.id, why), r.session)
                     return
             unfinished: list[_Held] = []
             for n, r in enumerate(batch):
@@ -880,7 +874,7 @@ class Pruner:
 
     # -- the scheduled prune's pause ------------------------------------------
     def _pause_reason(self, views: dict[str, DiskView], opts: PruneOptions) -> str | None:
-        existing = read_pause(self.state_dir)
+        existing = read_pause(self.state_dir) or state_disk_full(self.state_dir)
         if existing:
             return existing
         reason = pause_reason(self.state_dir, views, opts, self._activity)
@@ -955,6 +949,23 @@ def read_pause(state_dir: Path) -> str | None:
         return read_state(state_dir / "pause.json", _pause)
     except StateFileError as exc:
         return f"the pause file cannot be read: {exc}"
+
+
+# Below this much room, a prune cannot journal its removals.
+_ROOM = 64 * 1024
+
+
+def state_disk_full(state_dir: Path) -> str | None:
+    """Why the scheduled prune waits for room: the disk holding the state dir
+    is full, and every removal would fail without its journal entry. Not
+    recorded (there is no room to): it lasts as long as the disk is full."""
+    try:
+        st = os.statvfs(state_dir)
+    except OSError:
+        return None
+    if st.f_bavail * st.f_frsize >= _ROOM:
+        return None
+    return f"the disk holding {state_dir} is full: nothing can be pruned until there is room"
 
 
 def lift_pause(state_dir: Path, now: float) -> None:
