@@ -583,8 +583,9 @@ def reclaimable(ctx: Context, retention: float | None = None) -> set[tuple[str, 
 
 
 def reclaim_hint(ctx: Context) -> dict[str, Any] | None:
-    """With no retention configured: what a 30-day retention would reclaim."""
-    if ctx.config.has_retention():
+    """With no retention configured: what a 30-day retention would reclaim
+    (nothing to say while the config is bad: its error says what to fix)."""
+    if ctx.config.has_retention() or ctx.config_error:
         return None
     keys = reclaimable(ctx, SUGGESTED_SECONDS)
     total = sum(s.bytes for s in ctx.index.sessions() if (s.agent, s.id) in keys)
