@@ -432,7 +432,46 @@ class Pruner:
             self._keep_ancestors(agent, sid, views[agent], kept, candidate_keys)
         report.kept.extend(kept.values())
         remaining = [s for s in candidates if s.key not in kept]
-        return sorted(remaining, key=lambda s: -self._depth(s, views[s.agent]))
+        return self._removal_order(remaining, views)
+
+    def _removal_order(self, plan: list[Session], views: dict[str, DiskView]) -> list[Session]:
+        """Longest idle first across every agent (max_removals takes the
+        oldest), and each session after its descendants (invariant 3): a
+        session's planned descendants are pulled ahead of it, deepest first."""
+        known = [t for s in plan if (t := self._known_activity(s)) is not None]
+        floor = min(known, default=0.0)
+
+        def idle_order(s: Session) -> tuple[float, str, str]:
+            activity = self._known_activity(s)
+            return (floor if activity is None else activity, s.agent, s.id)
+
+        planned = {s.key: s for s in plan}
+        below: dict[tuple[str, str], list[Session]] = {}
+        for s in plan:
+            parent = views[s.agent].parent_of(s.id)
+            if parent is not None and (s.agent, parent) in planned:
+                below.setdefault((s.agent, parent), []).append(s)
+        ordered: list[Session] = []
+        placed: set[tuple[str, str]] = set()
+        seen: set[tuple[str, str]] = set()  # expanded once: parents may loop
+        for s in sorted(plan, key=idle_order):
+            # Iteratively: descendants (deepest first), then the session.
+            stack: list[tuple[Session, bool]] = [(s, False)]
+            while stack:
+                current, expanded = stack.pop()
+                if current.key in placed:
+                    continue
+                if expanded:
+                    placed.add(current.key)
+                    ordered.append(current)
+                    continue
+                if current.key in seen:
+                    continue
+                seen.add(current.key)
+                stack.append((current, True))
+                children = sorted(below.get(current.key, []), key=idle_order, reverse=True)
+                stack.extend((c, False) for c in children if c.key not in placed)
+        return ordered
 
     def _targets(self, agent: str, view: DiskView, opts: PruneOptions) -> set[str]:
         if opts.purge is not None:
@@ -477,10 +516,6 @@ class Pruner:
             if (agent, parent) in kept or (agent, parent) not in candidates:
                 continue  # kept already, or recent: not old enough to be in the report
             kept[(agent, parent)] = Kept(agent, parent, Reason.ANCESTOR, f"parent of {sid}")
-
-    @staticmethod
-    def _depth(s: Session, view: DiskView) -> int:
-        return sum(1 for _ in ancestors(s.id, view.parent_of))
 
     # -- evidence of use ----------------------------------------------------
     def _procs_now(self, fresh: bool = False) -> ProcessTable:
@@ -585,9 +620,10 @@ class Pruner:
     def _check(self, batch: list[_Held], act: _Act) -> list[_Held]:
         """Invariant 4: with every lease of the batch held, list its sessions
         from the disk again (one pass per agent) and check each again; the
-        index may be stale, this never is. Those still to go, each holding
-        its leases and carrying its fresh listing; the rest are released."""
-        ready: list[_Held] = []
+        index may be stale, this never is. Those still to go, in the plan's
+        order, each holding its leases and carrying its fresh listing; the
+        rest are released."""
+        ready: set[int] = set()
         by_agent: dict[str, list[_Held]] = {}
         for held in batch:
             by_agent.setdefault(held.session.agent, []).append(held)
@@ -605,8 +641,8 @@ class Pruner:
                         act.stay(reason)
                     continue
                 held.session = session
-                ready.append(held)
-        return ready
+                ready.add(id(held))
+        return [held for held in batch if id(held) in ready]
 
     def _recheck(self, s: Session, view: DiskView, act: _Act) -> Kept | None:
         opts = act.opts

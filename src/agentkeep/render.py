@@ -150,11 +150,21 @@ def report(console: Console, doc: dict[str, Any]) -> None:
         for r in doc["removed"]:
             table.add_row(r["agent"], _short(r["id"]), size(r["bytes"]), age(r["last_activity"]))
         console.print(table)
-    if doc["kept"]:
+    # Sessions over max_removals are one line, not thousands of rows.
+    capped = [k for k in doc["kept"] if k["reason"] == "capped"]
+    listed = [k for k in doc["kept"] if k["reason"] != "capped"]
+    if listed:
         table = _table("KEPT", "ID", "REASON", "DETAIL")
-        for k in doc["kept"]:
+        for k in listed:
             table.add_row(k["agent"], _short(k["id"]), k["reason"], k.get("detail", ""))
         console.print(table)
+    if capped:
+        why = sorted({k.get("detail") or "over max_removals" for k in capped})
+        waits = "waits" if len(capped) == 1 else "wait"
+        console.print(
+            f"{_count(len(capped), 'more old session')} {waits} for the next run"
+            f" (capped: {'; '.join(why)})"
+        )
     for f in doc["failed"]:
         console.print(f"[red]failed[/red] {f['agent']} {f['id']}: {f['reason']}")
     for r in doc["residual"]:
