@@ -63,7 +63,8 @@ from hardening.hardening_util import (
 __all__ = ["processes"]  # a fixture, used by name
 
 DAY = 86400.0
-REPORT_KEYS = {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "residual"}
+# The contract's keys, and `trash` (what went there, until when: README).
+REPORT_KEYS = {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "residual", "trash"}
 UNDATED = "a time of it cannot be read"
 GARBAGE = b"this is not a database\n" * 64
 STORE = "issues"

@@ -70,6 +70,8 @@ class Removed:
     last_activity: float | None
     paths: list[str]
     residual: list[str] = field(default_factory=list)
+    # Of `bytes`, what went into the trash: still on disk until it expires.
+    trashed: int = 0
 
 
 @dataclass
@@ -89,10 +91,20 @@ class PruneReport:
     failed: list[Failed] = field(default_factory=list)
     residual: list[tuple[str, str, str]] = field(default_factory=list)
     paused: str | None = None
+    # When what this run moves to the trash expires (None: no trash).
+    trash_until: float | None = None
 
     @property
     def bytes(self) -> int:
         return sum(r.bytes for r in self.removed)
+
+    @property
+    def trashed(self) -> int:
+        """Bytes moved to the trash: freed only when it expires (a dry run
+        counts what it would move)."""
+        if self.trash_until is None:
+            return 0
+        return self.bytes if self.dry_run else sum(r.trashed for r in self.removed)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -115,6 +127,15 @@ class PruneReport:
             ],
             "failed": [{"agent": f.agent, "id": f.id, "reason": f.reason} for f in self.failed],
             "residual": [{"agent": a, "id": i, "path": p} for a, i, p in self.residual],
+            # Removed sessions wait in the trash: nothing of `bytes` is
+            # freed until then, but what could not go there (`freed_bytes`).
+            "trash": None
+            if self.trash_until is None
+            else {
+                "until": rfc3339(self.trash_until),
+                "bytes": self.trashed,
+                "freed_bytes": self.bytes - self.trashed,
+            },
         }
         if self.paused:
             doc["paused"] = self.paused
@@ -129,6 +150,7 @@ class PruneReport:
             "kept": len(self.kept),
             "failed": len(self.failed),
             "bytes": self.bytes,
+            "trashed_bytes": self.trashed,
             "paused": self.paused,
             # What went wrong, in words (status must say why, not only how many).
             "errors": sorted({f.reason for f in self.failed})[:5],
@@ -346,6 +368,7 @@ class Pruner:
             cutoff=same.pop() if len(same) == 1 and opts.purge is None else None,
             cutoffs={} if opts.purge is not None else dict(opts.cutoffs),
             dry_run=opts.dry_run,
+            trash_until=opts.now + opts.trash_for if opts.trash_for > 0 else None,
         )
         views = {agent: self._list(agent) for agent in opts.cutoffs}
         if opts.scheduled:
@@ -737,6 +760,7 @@ class Pruner:
             self._activity(s),
             list(removal.removed),
             list(removal.residuals),
+            removal.trash.entry.bytes if removal.trash is not None else 0,
         )
 
     def _removal(
@@ -856,8 +880,9 @@ class Pruner:
         finally:
             self._close_trash(removal)
         log.info("finished an interrupted removal", agent=s.agent, id=s.id)
+        trashed = removal.trash.entry.bytes if removal.trash is not None else 0
         return Removed(
-            s.agent, s.id, s.bytes, self._activity(s), removal.removed, removal.residuals
+            s.agent, s.id, s.bytes, self._activity(s), removal.removed, removal.residuals, trashed
         )
 
     def _finishing_activity(self, s: Session) -> float | None:
