@@ -418,6 +418,22 @@ def test_a_hold_past_the_lease_budget_is_refused_and_nothing_held_is_dropped(
     assert sorted(handler.closed) == ["a", "b", "c", "d", "d"]
 
 
+def test_when_every_slot_is_mid_request_a_newcomer_is_told_busy(small, env: Env) -> None:
+    srv, handler = small
+    busy = [raw_connect(env) for _ in range(2)]
+    for sock in busy:
+        sock.sendall(b'{"id": 1, "method": "wait"}\n')
+    wait_until(lambda: handler.waiting == 2, "both slots to be mid-request")
+    with pytest.raises(client.Busy, match="too many connections"):
+        client.call(env, "echo", {}, timeout=5)
+    handler.go.set()
+    for sock in busy:
+        assert read_answer(sock)["result"] == "went"  # never closed to make room
+    assert client.call(env, "echo", {"after": 1}) == {"after": 1}
+    for sock in busy:
+        sock.close()
+
+
 def test_unfinished_lines_past_the_total_close_the_largest_others(env: Env) -> None:
     half = b'{"id": 1, "method": "echo", "params": {"x": "' + b"a" * (120 << 10)
     # A whole line of 200 KiB, arriving in pieces: it passes the 256 KiB
@@ -467,6 +483,68 @@ def test_the_descriptor_limit_is_raised_toward_the_hard_one() -> None:
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split()
     # Up to what the budgets can use, never past the hard limit.
     assert out == [str(want), str(want), str(hard), "2000", "2000", "2000"]
+
+
+# -- the client's side of a busy daemon -------------------------------------------------
+
+
+@pytest.fixture
+def full_backlog(env: Env) -> Iterator[tuple[socket.socket, list[socket.socket]]]:
+    """A listener that accepts nothing, its backlog full: (listener, the
+    connections queued in it)."""
+    env.socket_path.parent.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(env.socket_path))
+    listener.listen(0)
+    queued: list[socket.socket] = []
+    for _ in range(20):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            sock.connect(str(env.socket_path))
+        except BlockingIOError:
+            sock.close()
+            break
+        queued.append(sock)
+    else:
+        pytest.fail("SETUP INVALID: the backlog never filled (no EAGAIN)")
+    yield listener, queued
+    for sock in queued:
+        sock.close()
+    listener.close()
+
+
+def test_connect_retries_a_full_backlog_within_its_deadline(
+    env: Env, full_backlog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listener, _ = full_backlog
+    retried: list[OSError] = []
+    accepted: list[socket.socket] = []
+
+    def make_room(exc: OSError) -> None:
+        retried.append(exc)
+        if len(retried) == 2:  # the second refusal: one queued client goes
+            accepted.append(listener.accept()[0])
+
+    monkeypatch.setattr(client, "_retrying", make_room)
+    sock = client.connect(env, timeout=10)
+    sock.close()
+    assert len(retried) >= 2, "SETUP INVALID: connect never met a full backlog"
+    assert all(isinstance(e, BlockingIOError) for e in retried)
+    for conn in accepted:
+        conn.close()
+
+
+def test_connect_is_busy_when_the_backlog_stays_full(
+    env: Env, full_backlog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    retried: list[OSError] = []
+    monkeypatch.setattr(client, "_retrying", retried.append)
+    started = time.monotonic()
+    with pytest.raises(client.Busy, match="accepted nothing for 0.3 s"):
+        client.connect(env, timeout=0.3)
+    assert time.monotonic() - started < 2
+    assert retried, "SETUP INVALID: connect never met a full backlog"
 
 
 def test_the_backlog_takes_a_burst(env: Env) -> None:
