@@ -82,16 +82,23 @@ class Runner:
     ) -> Any:
         """The daemon's answer, else `local`'s; with `raw`, the answer as
         JSON text (client.request), which `local` then gives too."""
+        import structlog
+
         from agentkeep import client, view
 
+        log = structlog.get_logger("agentkeep.cli")
         try:
             with client.connect(self.env) as sock:
                 # Resolved once a daemon answers, and without opening the
                 # index: nothing of the in-process work is imported or opened.
                 fingerprint = self._ctx.fingerprint() if self._ctx else view.resolve(self.env)
-                return client.request(sock, method, {**params, "env": fingerprint}, raw=raw)
-        except client.NoDaemon:
-            pass
+                answer = client.request(sock, method, {**params, "env": fingerprint}, raw=raw)
+            log.debug("answered by the daemon", method=method)
+            return answer
+        except client.NoDaemon as exc:
+            # Nothing of the request was done (no daemon, or a busy one that
+            # took none of it): doing it here cannot do it twice.
+            log.debug("working in-process", method=method, why=str(exc))
         except client.RemoteError as exc:
             if exc.code != -32001:
                 data = exc.data if isinstance(exc.data, dict) else {}
@@ -100,6 +107,7 @@ class Runner:
                         int(data.get("exit", 1)), exc.message, report=data["report"]
                     ) from None
                 raise Failure(int(data.get("exit", 1)), exc.message) from None
+            log.debug("working in-process", method=method, why=exc.message)
         if method in _READS:
             from agentkeep import core
 
