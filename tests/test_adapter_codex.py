@@ -581,7 +581,7 @@ def test_every_row_and_the_rollout_go_into_the_trash(
 ) -> None:
     """What a purge takes is kept for restore: the rollout is moved into the
     trash, every row (the ones `codex delete` deletes too) is copied there
-    before it goes."""
+    before it goes, and restore puts all of it back."""
     sid, other = tree.full_session(), tree.full_session()
     rollout = next(tree.root.glob(f"sessions/*/*/*/rollout-*-{sid}.jsonl"))
     content, rows = rollout.read_bytes(), tree.naming(sid)
@@ -600,6 +600,10 @@ def test_every_row_and_the_rollout_go_into_the_trash(
     assert len(moved) == 1 and moved[0].read_bytes() == content
     assert _kept_rows(entry / "rows.sqlite") == expected
     assert adapter(fake_home).load(other) is not None
+
+    fake_home.cli("restore", "codex", sid, check=True)
+    assert rollout.read_bytes() == content
+    assert {(db, t): _rows_of(Path(db), t, sid) for db, t in expected} == expected
 
 
 def _rows_of(db: Path, table: str, sid: str) -> list[tuple[object, ...]]:

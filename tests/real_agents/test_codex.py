@@ -279,11 +279,6 @@ def test_purge_to_the_trash_restore_and_codex_resumes(tmp_path: Path) -> None:
     # Read before Codex runs again: from a rollout alone it rebuilds the
     # threads row and the history (FIELD-NOTES), which would hide rows that
     # restore did not bring back.
-    rows_back = _ground_truth(d, {sid})[sid] == truth
-    assert {p for p in _ground_truth(d, {sid})[sid] if "#" not in p} == {
-        p for p in truth if "#" not in p
-    }
+    assert _ground_truth(d, {sid})[sid] == truth
     assert sid in _listed(cx)
     assert _resumes(d, sid)
-    if not rows_back:
-        pytest.xfail("restore does not write the trashed rows back yet (rows.sqlite)")
