@@ -247,6 +247,7 @@ def test_a_real_prune_removes_all_of_it_children_first(driven: Driven) -> None:
     residual = {(r["id"], r["path"]) for r in report["residual"]}
     leftovers = {(sid, p) for sid, paths in left.items() for p in paths} - residual
     print(f"\ncodex: leftovers after prune outside residual: {len(leftovers)} {sorted(leftovers)}")
+    print("codex: residual:", sorted(p.rpartition("/")[2] for _, p in residual))
     assert leftovers == set()
     assert groundtruth.digests(others) == before
     # Codex's own verdict.
