@@ -992,7 +992,7 @@ def test_an_unreadable_database_keeps_every_session_undated(
 @pytest.mark.parametrize(
     ("b", "partial"),
     [
-        (CODEX, True),
+        (CODEX, False),  # every row is kept in the trash: nothing is gone for good
         (OPENCODE, True),
         (GEMINI, False),
         (ZERO, False),
