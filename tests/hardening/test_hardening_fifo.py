@@ -144,7 +144,8 @@ STATE_FIFOS = [
     pytest.param(
         "restored.json", ("prune", "--older-than", "30d"), 1, "restored.json", id="restored"
     ),
-    pytest.param("index.sqlite", ("ls", "--json"), 1, "index.sqlite", id="index"),
+    # The index is a cache: one that cannot be opened is kept in memory.
+    pytest.param("index.sqlite", ("ls", "--json"), 0, "index.sqlite", id="index"),
 ]
 
 
