@@ -196,6 +196,12 @@ def test_prune_and_purge_leave_nothing_and_gemini_agrees(driven: Driven) -> None
         assert "Invalid session identifier" in refused.stderr, name
     print("gemini: after the prune it lists and resumes X and Q, refuses P, S, I and T")
 
+    # A pruned session restored from the trash is Gemini's to resume again.
+    restored = d.cli("restore", "gemini", d.ids["S"])
+    assert [r["id"] for r in restored["restored"]] == [d.ids["S"]], restored  # type: ignore[index]
+    assert d.ids["S"] in g.listed(d.alpha)
+    assert g.resume(d.alpha, d.ids["S"]) == d.ids["S"]
+
 
 def test_geminis_own_clean_up_is_on_by_default_and_takes_a_resumed_session(
     agent_home: FakeHome,
