@@ -8,6 +8,7 @@ file's data is open_quietly, which moves no atime (invariant 10).
 from __future__ import annotations
 
 import errno
+import math
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -56,6 +57,39 @@ def measure(path: str | os.PathLike[str], seen: set[tuple[int, int]] | None = No
         seen.update(before)
         tree = _measure_by_fd(os.fspath(path), st, seen)
     return tree
+
+
+def newest_file_mtime(path: str | os.PathLike[str]) -> float | None:
+    """The newest mtime of anything below `path` (itself included) that is
+    not a directory: a write leaves one, while removing entries (as an
+    interrupted removal of our own did) only moves directories' mtimes.
+    -inf when there is nothing but directories; None when it cannot all be
+    read (a time that cannot be read never lets a session look idle)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return -math.inf
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return st.st_mtime
+    newest = -math.inf
+    stack = [os.fspath(path)]
+    while stack:
+        current = stack.pop()
+        try:
+            with scandir(current) as entries:
+                for entry in entries:
+                    est = entry.stat(follow_symlinks=False)
+                    if stat.S_ISDIR(est.st_mode):
+                        stack.append(f"{current}/{entry.name}")
+                    else:
+                        newest = max(newest, est.st_mtime)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+    return newest
 
 
 def _measure_by_path(path: str, st: os.stat_result, seen: set[Ident]) -> Tree | None:

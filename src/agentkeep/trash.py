@@ -385,8 +385,10 @@ def expire(state_dir: Path, *, now: float) -> list[TrashEntry]:
     for entry in list_entries(state_dir):
         if entry.expires_at > now:
             continue
+        path = lease_path(state_dir, entry.agent, entry.id)
+        made = not os.path.lexists(path)
         try:
-            lease = try_exclusive(lease_path(state_dir, entry.agent, entry.id))
+            lease = try_exclusive(path)
         except LeaseError:
             continue
         if lease is None:
@@ -402,6 +404,8 @@ def expire(state_dir: Path, *, now: float) -> list[TrashEntry]:
             except OSError as exc:
                 log.warning("trash entry cannot be removed", path=str(current.path), error=str(exc))
                 continue
+            if made:
+                lease.discard()  # the last step: expiry leaves no lease file it made
             expired.append(current)
     for agent_dir in _agent_dirs(state_dir):
         for path in agent_dir.iterdir():
