@@ -169,7 +169,10 @@ def make_gemini_session(
         write(root / "history" / project / "HEAD", "ref: refs/heads/main\n").parent,
         write(tmp / "logs.json", json.dumps([{"sessionId": sid, "message": "hi"}])),
         write(tmp / "shell_history", "ls\n"),
-        write(tmp / "checkpoints" / f"checkpoint-{sid}.json", "{}"),
+        # /restore checkpoints are named by time, file and tool, not by the
+        # session; /chat save by the user's tag.
+        write(tmp / "checkpoints" / f"{stamp}-hello.txt-write_file.json", "{}"),
+        write(tmp / "checkpoint-mytag.json", "{}"),
     ]
     for p in artifacts:
         age(p, days)
