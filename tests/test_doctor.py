@@ -288,6 +288,22 @@ def test_gemini_session_retention_that_does_not_validate_does_not_run(
     assert not _check(env, "gemini").ok
 
 
+def test_gemini_settings_may_carry_comments(fake_home: FakeHome) -> None:
+    """Gemini CLI reads its settings with // and /* */ comments."""
+    env = _env(fake_home)
+    (fake_home.home / ".gemini").mkdir(parents=True)
+    settings = fake_home.home / ".gemini" / "settings.json"
+    settings.write_text(
+        '{\n  // mine, "not" a string\n  "general": { /* until\n */ "sessionRetention":'
+        ' {"enabled": false} },\n  "proxy": "http://host//x /* kept */"\n}\n'
+    )
+    gemini = _check(env, "gemini")
+    assert gemini.ok and "enabled is false" in gemini.detail, gemini.detail
+    settings.write_text('{"general": {"sessionRetention": {"maxAge": "7d"}} /* open')
+    gemini = _check(env, "gemini")
+    assert gemini.ok and "cannot be read" in gemini.detail
+
+
 def test_gemini_settings_follow_gemini_cli_home(fake_home: FakeHome) -> None:
     other = fake_home.root / "gemini-home"
     _gemini_settings(other, {"enabled": False})

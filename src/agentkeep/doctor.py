@@ -99,11 +99,13 @@ def _daemon(env: Env) -> dict[str, Any] | str:
     return answer if isinstance(answer, dict) else f"unexpected answer: {answer!r}"
 
 
-def _settings(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+def _settings(path: Path, *, comments: bool = False) -> tuple[dict[str, Any] | None, str | None]:
     """An agent's settings.json: (data, None), (None, None) when absent,
-    (None, why) when it cannot be read as a JSON object."""
+    (None, why) when it cannot be read as a JSON object. With `comments`,
+    `//` and `/* */` comments are allowed, as Gemini CLI allows them."""
     try:
-        data = json.loads(path.read_text())
+        text = path.read_text()
+        data = json.loads(_JSON_COMMENT.sub(_uncomment, text) if comments else text)
     except FileNotFoundError:
         return None, None
     except (OSError, ValueError) as exc:
@@ -112,6 +114,15 @@ def _settings(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(data, dict):
         return None, f"{path} is not a JSON object"
     return data, None
+
+
+# A JSON string (kept whole, so that a `//` inside one is no comment) or a
+# comment outside strings.
+_JSON_COMMENT = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/', re.S)
+
+
+def _uncomment(match: re.Match[str]) -> str:
+    return match[0] if match[0].startswith('"') else " "
 
 
 def _text(seconds: float) -> str:
@@ -341,7 +352,7 @@ def _gemini_age(value: object) -> float | None:
 
 def check_gemini(env: Env, config: Config) -> Check:
     path = GeminiAdapter(env).root / "settings.json"
-    data, unreadable = _settings(path)
+    data, unreadable = _settings(path, comments=True)
     if unreadable:
         return Check(
             "gemini",
