@@ -109,12 +109,13 @@ case ":${PATH:-}:" in
 esac
 
 # 4. The service (itself idempotent; it says when lingering is needed). A
-# machine without a user service manager (a container) still gets the command.
+# machine without a user service manager (a container) still gets the
+# command; `service install` says why, once, and writes nothing.
+without=
 if [ "$no_service" -eq 0 ]; then
-    run "$venv/bin/agentkeep" service install ||
-        say "note: the service could not be installed here; run 'agentkeep serve' yourself"
+    run "$venv/bin/agentkeep" service install || without=" (without the service)"
 fi
-say "agentkeep is installed: $link"
+say "agentkeep is installed: $link$without"
 
 # 5. The main job, on this user's real agent homes, or a demo home without any.
 has_agent_home() {
