@@ -14,6 +14,7 @@ import json
 import os
 import plistlib
 import re
+import select
 import shutil
 import stat
 import subprocess
@@ -24,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.build_claude import make_session
 from tests.conftest import FakeHome
 from tests.test_daemon_serve import start_daemon, stop_daemons  # noqa: F401 (fixture)
-from tests.user_systemd import UserManager, user_manager
+from tests.user_systemd import UserManager, user_manager, why_not
 from tests.waiting import wait_until
 
 from agentkeep import service
@@ -926,3 +928,109 @@ def test_install_sh_installs_and_is_safe_to_rerun(fake_home: FakeHome) -> None:
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.strip() == str(venv)
     assert not (fake_home.home / ".config" / "systemd").exists(), "--no-service installed one"
+
+
+def _install_sh_on_a_terminal(
+    fh: FakeHome, answer: str, *args: str, environ: dict[str, str]
+) -> tuple[int, str]:
+    """install.sh with a terminal for stdin and stdout (a pty), answering its
+    question with `answer`; (exit status, what it printed)."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen(
+        ["sh", str(INSTALL_SH), *args],
+        env=environ,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
+    os.close(slave)
+    out = b""
+    answered = False
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the script is done and the pty closed
+                break
+            if not chunk:
+                break
+            out += chunk
+            if not answered and b"[y/N]" in out:
+                os.write(master, answer.encode() + b"\n")
+                answered = True
+        return proc.wait(timeout=30), out.decode(errors="replace")
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _uninstall_flow(fh: FakeHome, environ: dict[str, str], is_running: Any) -> None:
+    """Install with the service, leave something in agentkeep's state and the
+    trash, then uninstall: the venv, link and service go; the state dir and
+    the config stay until a "y" on a terminal (or --purge)."""
+    venv = fh.home / ".local" / "share" / "agentkeep" / "venv"
+    link = fh.home / ".local" / "bin" / "agentkeep"
+    env = Env.from_environ(environ)
+    installed = subprocess.run(
+        ["sh", str(INSTALL_SH)], env=environ, capture_output=True, text=True, timeout=240
+    )
+    assert installed.returncode == 0, installed.stderr
+    assert service.unit_path(env).is_file() and is_running()
+    config = fh.write_config('retention = "30d"\n')
+    make_session(fh, age_days=45)
+    pruned = fh.cli("prune", "--older-than", "30d", "--json", env=environ)
+    assert pruned.returncode == 0 and len(json.loads(pruned.stdout)["removed"]) == 1, pruned
+    state = fh.state
+    assert (state / "trash").is_dir()
+    claude = fh.claude
+    before = sorted(p.relative_to(claude) for p in claude.rglob("*"))
+
+    dry = _install_sh(fh, "--uninstall", "--dry-run", environ=environ)
+    assert dry.returncode == 0, dry.stderr
+    assert f"would run: {venv}/bin/agentkeep service uninstall" in dry.stdout
+    assert f"would run: rm -rf {venv}" in dry.stdout and f"would run: rm -f {link}" in dry.stdout
+    assert venv.is_dir() and link.is_symlink() and service.unit_path(env).is_file()
+
+    done = _install_sh(fh, "--uninstall", environ=environ)
+    assert done.returncode == 0, done.stderr
+    assert not venv.exists() and not os.path.lexists(link)
+    assert _unit_files(env) == [] and not is_running()
+    assert state.is_dir() and config.is_file(), "removed without being asked"
+    assert f"{state}: the index, pins and the trash (1 pruned session in the trash)" in done.stdout
+    assert f"{config}: the config" in done.stdout and "--uninstall --purge" in done.stdout
+
+    code, out = _install_sh_on_a_terminal(fh, "n", "--uninstall", environ=environ)
+    assert code == 0 and "Remove them too?" in out, out
+    assert state.is_dir() and config.is_file(), "removed after a no"
+    code, out = _install_sh_on_a_terminal(fh, "y", "--uninstall", environ=environ)
+    assert code == 0, out
+    assert not state.exists() and not config.exists() and not config.parent.exists()
+    assert sorted(p.relative_to(claude) for p in claude.rglob("*")) == before
+    assert fh.home.is_dir() and (fh.home / ".config").is_dir()
+    again = _install_sh(fh, "--uninstall", "--purge", environ=environ)
+    assert again.returncode == 0 and "left nothing behind" in again.stdout, again
+
+
+def test_install_sh_uninstall_takes_back_what_install_did(fake_home: FakeHome) -> None:
+    """A real install (pip, ~15 s) and uninstall: with a real `systemd --user`
+    running the installed daemon where the machine allows one, else with the
+    fake systemctl."""
+    if why_not() is not None:
+        env, log = _systemd(fake_home, FAKE_LINGER="yes", FAKE_ACTIVE="active")
+        environ = dict(_with_python(env).environ)
+        _uninstall_flow(fake_home, environ, lambda: service.unit_path(env).is_file())
+        assert "systemctl --user disable --now agentkeep.service" in _mutations(log)
+        return
+    with user_manager(fake_home) as manager:
+
+        def running() -> bool:
+            return _unit(manager)["ActiveState"] == "active"
+
+        _uninstall_flow(fake_home, dict(fake_home.environ), running)
