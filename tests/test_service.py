@@ -915,7 +915,7 @@ def test_install_sh_installs_and_is_safe_to_rerun(fake_home: FakeHome) -> None:
     assert f"reusing {venv}" in second.stdout
     demo = fake_home.home / ".local" / "share" / "agentkeep" / "demo"
     assert "showing a demo home" in second.stdout
-    assert "would remove" in second.stdout and "ancestor" in second.stdout, second.stdout
+    assert "would move to the trash" in second.stdout and "ancestor" in second.stdout, second.stdout
     assert (demo / "home" / ".claude" / "projects").is_dir()
     assert (venv / "pyvenv.cfg").stat().st_ino == cfg.st_ino, "the venv was rebuilt"
     probe = subprocess.run(
