@@ -600,6 +600,8 @@ def test_every_row_and_the_rollout_go_into_the_trash(
     assert len(moved) == 1 and moved[0].read_bytes() == content
     assert _kept_rows(entry / "rows.sqlite") == expected
     assert adapter(fake_home).load(other) is not None
+    [listed] = json.loads(fake_home.cli("trash", "--json", check=True).stdout)["entries"]
+    assert listed["partial"] is False, "all that was taken waits in the trash"
 
     fake_home.cli("restore", "codex", sid, check=True)
     assert rollout.read_bytes() == content

@@ -274,7 +274,9 @@ class CodexAdapter(Adapter):
         left = self.load(session.id)
         left_rows = {a.path for a in left.artifacts if a.kind == KIND_ROW} if left else set()
         if not run.failure or left_rows != {a.path for a in rows}:
-            remover.removed_at_once(command)
+            # Its rows were kept and its rollouts moved first: the trash
+            # holds all the command took.
+            remover.removed_at_once(command, kept=True)
         if left is None:
             return
         listed = [a for a in left.artifacts if _table(a) == THREADS]
