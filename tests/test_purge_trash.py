@@ -199,7 +199,16 @@ def test_purge_ignores_age_and_the_floor(fake_home: FakeHome) -> None:
     code, doc, err = cli_json(fake_home, "purge", "claude", s.id)
 
     assert code == 0, err
-    assert set(doc) == {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "residual"}
+    assert set(doc) == {
+        "cutoff",
+        "cutoffs",
+        "dry_run",
+        "removed",
+        "kept",
+        "failed",
+        "residual",
+        "trash",
+    }
     assert doc["cutoff"] is None
     assert removed_ids(doc) == [s.id]
     assert gone(s)
