@@ -13,6 +13,7 @@ it, rich) are imported inside the commands that use them: `--version` and
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -149,6 +150,10 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="agentkeep")
 def main() -> None:
     """Keep coding agents' sessions, prune what has been idle past your retention."""
+    # A file name that is not UTF-8 reaches text output as lone surrogates:
+    # written as escapes, so that output is always UTF-8 and never an error.
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="backslashreplace")
 
 
 @main.command()

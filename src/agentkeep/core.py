@@ -37,9 +37,10 @@ from agentkeep.prune import (
     PruneRefused,
     PruneReport,
     lift_pause,
+    read_pause,
     record_last_prune,
 )
-from agentkeep.statefiles import Pins, read_json
+from agentkeep.statefiles import Pins, StateFileError, read_json
 
 log = structlog.get_logger("agentkeep.core")
 
@@ -301,7 +302,16 @@ def _evidence(ctx: Context) -> Evidence:
             files[agent] = set(os.listdir(ctx.state_dir / "leases" / agent))
         except OSError:
             files[agent] = set()
-    return Evidence(ProcessTable.snapshot(ctx.env.uid), Pins(ctx.state_dir).all(), files)
+    return Evidence(ProcessTable.snapshot(ctx.env.uid), _pins(ctx), files)
+
+
+def _pins(ctx: Context) -> set[tuple[str, str]]:
+    """Every pin. A damaged pins.json stops whatever needs the pins (a prune
+    above all: a lost pin would let its session go) until a person fixes it."""
+    try:
+        return Pins(ctx.state_dir).all()
+    except StateFileError as exc:
+        raise Failure(1, f"{exc}; until then nothing is pruned") from None
 
 
 def _as_session(ctx: Context, s: IndexedSession, arts: list[Artifact] | None = None) -> Session:
@@ -595,7 +605,7 @@ def _cutoffs(
 
 
 def _pruner(ctx: Context) -> Pruner:
-    return Pruner(ctx.adapters, ctx.state_dir, index=ctx.index, pins=Pins(ctx.state_dir).all())
+    return Pruner(ctx.adapters, ctx.state_dir, index=ctx.index, pins=_pins(ctx))
 
 
 def prune(
@@ -728,6 +738,7 @@ def _descendants(adapter: Adapter, sid: str) -> list[str]:
 
 def pin(ctx: Context, agent: str, id: str, pinned: bool = True) -> dict[str, Any]:
     found = _find(ctx, agent, id)
+    _pins(ctx)  # a damaged file is reported, never overwritten
     Pins(ctx.state_dir).set(agent, found.id, pinned)
     return {"agent": agent, "id": found.id, "pinned": pinned}
 
@@ -741,7 +752,6 @@ def status_fields(ctx: Context) -> dict[str, Any]:
     last = read_json(ctx.state_dir / "last_prune.json", None)
     if isinstance(last, dict):
         last = {k: v for k, v in last.items() if k != "ts"}
-    pause = read_json(ctx.state_dir / "pause.json", None)
     return {
         "version": __version__,
         "sessions": ctx.index.count(),
@@ -751,7 +761,7 @@ def status_fields(ctx: Context) -> dict[str, Any]:
             "retention": ctx.config.retention_text if not ctx.config_error else None,
         },
         "last_prune": last,
-        "paused": pause.get("reason") if isinstance(pause, dict) else None,
+        "paused": read_pause(ctx.state_dir),
     }
 
 

@@ -33,7 +33,7 @@ from agentkeep.config import (
 )
 from agentkeep.daemon import watch
 from agentkeep.paths import Env
-from agentkeep.statefiles import read_json
+from agentkeep.prune import read_pause
 
 log = structlog.get_logger("agentkeep.doctor")
 
@@ -246,13 +246,13 @@ def check_socket(env: Env, daemon: dict[str, Any] | str) -> Check:
 
 
 def check_pause(env: Env) -> Check:
-    pause = read_json(env.state_dir / "pause.json", None)
-    if not isinstance(pause, dict):
+    pause = read_pause(env.state_dir)
+    if pause is None:
         return Check("pause", True, "the scheduled prune is not paused")
     return Check(
         "pause",
         False,
-        f"the scheduled prune paused itself: {pause.get('reason', 'no reason recorded')}",
+        f"the scheduled prune paused itself: {pause}",
         "check `agentkeep prune --dry-run`, then run `agentkeep prune` once to lift the pause",
     )
 

@@ -629,9 +629,9 @@ class _Listings:
 class ClaudeAdapter(Adapter):
     name = "claude"
     evidence_kinds = frozenset({REGISTRY})
-    # A canonical UUID in either spelling, not part of a longer run of hex
-    # digits. Claude has no databases: databases() stays empty.
-    id_in_name = re.compile(r"(?<![0-9a-fA-F])" + _UUID.pattern + r"(?![0-9a-fA-F])")
+    # A canonical UUID in either spelling, wherever it stands in a name (a
+    # name that carries the id is worth reporting). Claude has no databases.
+    id_in_name = _UUID
 
     def __init__(self, env: Env) -> None:
         super().__init__(env)

@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import core, leases, prune
+from agentkeep import core, leases, processes, prune
 from agentkeep.daemon import schedule, watch
 from agentkeep.daemon.notify import Notifier
 from agentkeep.daemon.schedule import Jobs, Schedule
@@ -393,7 +393,7 @@ class Daemon:
         if "env" in params:
             self._check_env(params["env"])
         params = {k: v for k, v in params.items() if k != "env"}
-        with self._working():
+        with self._working(), processes.asked_by(conn.pid):
             try:
                 return self._call(conn, method, params)
             except core.Failure as exc:
