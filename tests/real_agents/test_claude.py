@@ -192,7 +192,10 @@ def test_claude_sessions_are_found_pruned_and_purged_whole(
         for sid in removed_ids
     }
     assert leftovers == {sid: [] for sid in removed_ids}
-    print("leftovers outside residual:", sum(map(len, leftovers.values())))
+    # And residual is honest: each entry still names its session.
+    named = {(sid, p) for sid in removed_ids for p in left[sid].names}
+    assert {(r["id"], r["path"]) for rep in (report, purge) for r in rep["residual"]} <= named
+    print("leftovers outside residual:", sum(map(len, leftovers.values())), "residual:", residual)
 
     # -- Claude's own verdict ------------------------------------------------
     for name in ("F", "K"):
