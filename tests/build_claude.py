@@ -373,7 +373,15 @@ def make_session(
         _ensure_tmp_root(layout)
         d = m.dir(layout.tmp_root / key / sid)
         m.dir(d / "tasks")
-        m.file(d / "tasks" / f"{BASH_TASK}.output", "task output\n" * 8)
+        output = d / "tasks" / f"{BASH_TASK}.output"
+        persisted = layout.projects / key / sid / "tool-results" / f"{BASH_TASK}.txt"
+        if persisted.exists():
+            # A command output Claude kept in tool-results/ is the same inode
+            # as its tmp output, linked across the two roots.
+            os.link(persisted, output)
+            m.paths.files.append(output)
+        else:
+            m.file(output, "task output\n" * 8)
         # A subagent's output is a link into its transcript (a leaf link).
         subagent = layout.projects / key / sid / "subagents" / f"agent-{AGENT}.jsonl"
         link = d / "tasks" / f"{AGENT}.output"
