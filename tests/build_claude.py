@@ -383,9 +383,11 @@ def make_session(
         else:
             m.file(output, "task output\n" * 8)
         # A subagent's output is a link into its transcript (a leaf link).
+        # Claude links the absolute path; a relative one keeps the link's
+        # size, and so the session's bytes, the same in every fake home.
         subagent = layout.projects / key / sid / "subagents" / f"agent-{AGENT}.jsonl"
         link = d / "tasks" / f"{AGENT}.output"
-        link.symlink_to(subagent)
+        link.symlink_to(os.path.relpath(subagent, link.parent))
         m.paths.files.append(link)
         m.artifact(TMP, d)
     set_age(paths.all_paths(), age_days, now)

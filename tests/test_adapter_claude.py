@@ -1082,3 +1082,16 @@ def test_listing_many_sessions_at_once_equals_listing_each(
         assert together[sid] == alone[sid], sid
     assert {a.kind for a in together[sessions[0].id].artifacts} >= set(ALL_KINDS) - {REGISTRY}
     assert REGISTRY in {a.kind for a in together[sessions[1].id].artifacts}
+
+
+def test_ids_in_names_are_found_in_either_spelling(adapter: ClaudeAdapter) -> None:
+    """For looking again after a removal: any canonical UUID in a name."""
+    sid = new_id()
+    pattern = ClaudeAdapter.id_in_name
+    assert pattern is not None
+    names = [f"{sid}.jsonl", f"{sid.upper()}-1700000000000.cast", f"agent-{sid}.meta.json"]
+    for name in names:
+        found = {adapter.canonical_id(m.group(0)) for m in pattern.finditer(name)}
+        assert found == {sid}, name
+    assert not list(pattern.finditer(sid.replace("-", ""))), "no dashes, no id"
+    assert adapter.databases() == [], "Claude keeps no database"
