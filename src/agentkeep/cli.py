@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from agentkeep import core
-    from agentkeep.trash import TrashEntry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_NO_SUCH = 0, 1, 2, 4, 5
 # Commands answered from the index.
@@ -83,16 +82,23 @@ class Runner:
     ) -> Any:
         """The daemon's answer, else `local`'s; with `raw`, the answer as
         JSON text (client.request), which `local` then gives too."""
+        import structlog
+
         from agentkeep import client, view
 
+        log = structlog.get_logger("agentkeep.cli")
         try:
             with client.connect(self.env) as sock:
                 # Resolved once a daemon answers, and without opening the
                 # index: nothing of the in-process work is imported or opened.
                 fingerprint = self._ctx.fingerprint() if self._ctx else view.resolve(self.env)
-                return client.request(sock, method, {**params, "env": fingerprint}, raw=raw)
-        except client.NoDaemon:
-            pass
+                answer = client.request(sock, method, {**params, "env": fingerprint}, raw=raw)
+            log.debug("answered by the daemon", method=method)
+            return answer
+        except client.NoDaemon as exc:
+            # Nothing of the request was done (no daemon, or a busy one that
+            # took none of it): doing it here cannot do it twice.
+            log.debug("working in-process", method=method, why=str(exc))
         except client.RemoteError as exc:
             if exc.code != -32001:
                 data = exc.data if isinstance(exc.data, dict) else {}
@@ -101,6 +107,7 @@ class Runner:
                         int(data.get("exit", 1)), exc.message, report=data["report"]
                     ) from None
                 raise Failure(int(data.get("exit", 1)), exc.message) from None
+            log.debug("working in-process", method=method, why=exc.message)
         if method in _READS:
             from agentkeep import core
 
@@ -121,6 +128,10 @@ class Runner:
 
                     render.report(_console(), exc.report)
             _fail(exc.exit, exc.message)
+        except OSError as exc:
+            # A state file that cannot be written (a full disk): one line.
+            where = f" ({exc.filename})" if exc.filename else ""
+            _fail(EXIT_FAILED, f"{exc.strerror or exc}{where}")
         sys.exit(code)
 
 
@@ -128,17 +139,39 @@ def _json_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(f)
 
 
+# Commands that run with a config that is bad: the daemon serves on (and
+# its status says why it prunes nothing); `service` does not read it;
+# status and doctor report it, then exit 2.
+_BAD_CONFIG_RUNS = frozenset({"serve", "service", "install", "uninstall", "status", "doctor"})
+
+
 class _Command(click.Command):
     """A command that sets up the log once its arguments are parsed, so that
-    `--help` never imports the logging stack."""
+    `--help` never imports the logging stack, and refuses a bad config."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from agentkeep.logs import configure
+        from agentkeep.logs import configure, level_from
 
         # A person at the CLI sees results, not the log; the daemon logs every
         # removal and kept session (AGENTKEEP_LOG_LEVEL overrides both).
-        configure(level=os.environ.get("AGENTKEEP_LOG_LEVEL", "warning"))
+        try:
+            level = level_from(os.environ, "info" if self.name == "serve" else "warning")
+        except ValueError as exc:
+            _fail(EXIT_USAGE, str(exc))
+        configure(level=level)
+        if self.name not in _BAD_CONFIG_RUNS:
+            error = config_error(Env.from_environ())
+            if error is not None:
+                _fail(EXIT_USAGE, f"config error: {error}")
         return super().invoke(ctx)
+
+
+def config_error(env: Env) -> str | None:
+    """The user's config's error, or None: every command that reads it
+    refuses a bad one (exit 2, naming the key and the value)."""
+    from agentkeep import view
+
+    return view.load(env, env.state_dir)[1]
 
 
 class _Group(click.Group):
@@ -255,7 +288,8 @@ def du(by: str, as_json: bool) -> None:
         else:
             from agentkeep import core, render
 
-            render.du(_console(), doc, core.reclaim_hint(r.ctx))
+            held = core.trash_total(r.env.state_dir)
+            render.du(_console(), doc, core.reclaim_hint(r.ctx), held)
         return EXIT_OK
 
     r.run(body)
@@ -384,35 +418,34 @@ def unpin(agent: str, session_id: str, as_json: bool) -> None:
     _pin(agent, session_id, False, as_json)
 
 
-def _trash_json(e: TrashEntry) -> dict[str, Any]:
-    from agentkeep.model import rfc3339
-
-    return {
-        "agent": e.agent,
-        "id": e.id,
-        "parent": e.parent,
-        "bytes": e.bytes,
-        "partial": e.partial,
-        "trashed_at": rfc3339(e.trashed_at),
-        "expires_at": rfc3339(e.expires_at),
-        "last_activity": rfc3339(e.last_activity),
-    }
-
-
 @main.command("trash")
+@click.option("--empty", is_flag=True, help="Free the trash now (under each session's lease).")
+@click.option("--older-than", metavar="AGE", help="With --empty: only what was trashed before.")
 @_json_option
-def trash_cmd(as_json: bool) -> None:
-    """List the trash."""
-    from agentkeep import trash
+def trash_cmd(empty: bool, older_than: str | None, as_json: bool) -> None:
+    """List the trash, or empty it now."""
+    from agentkeep import core, render
 
-    env = Env.from_environ()
-    entries = [_trash_json(e) for e in trash.list_entries(env.state_dir)]
-    if as_json:
-        _emit_json({"entries": entries})
-    else:
-        from agentkeep import render
+    if older_than is not None and not empty:
+        _fail(EXIT_USAGE, "--older-than goes with --empty")
+    state_dir = Env.from_environ().state_dir
 
-        render.trash_entries(_console(), entries)
+    def body() -> int:
+        if not empty:
+            doc = core.trash_list(state_dir)
+            if as_json:
+                _emit_json(doc)
+            else:
+                render.trash_entries(_console(), doc["entries"])
+            return EXIT_OK
+        doc = core.trash_empty(state_dir, older_than)
+        if as_json:
+            _emit_json(doc)
+        else:
+            render.emptied(_console(), doc)
+        return EXIT_OK
+
+    Runner().run(body, as_json)
 
 
 @main.command()
@@ -421,32 +454,17 @@ def trash_cmd(as_json: bool) -> None:
 @_json_option
 def restore(agent: str, session_id: str, as_json: bool) -> None:
     """Put a pruned session back where it was (with its trashed ancestors)."""
-    import time
-
-    from agentkeep import core, render, trash
+    from agentkeep import core, render
 
     r = Runner()
 
     def body() -> int:
-        sid = r.ctx.session_id(agent, session_id)
-        try:
-            result = trash.restore(r.ctx.state_dir, agent, sid, now=time.time())
-        except trash.NoSuchEntry as exc:
-            raise Failure(EXIT_NO_SUCH, str(exc)) from None
-        except (trash.TrashError, OSError) as exc:
-            raise Failure(EXIT_FAILED, str(exc)) from None
-        for entry in result.entries:
-            core.refresh(r.ctx, entry.agent, entry.id)
-        doc = {
-            "restored": [{"agent": e.agent, "id": e.id} for e in result.entries],
-            "bytes": result.bytes,
-            "paths": result.paths,
-        }
+        doc = core.restore(r.ctx, agent, session_id)
         if as_json:
             _emit_json(doc)
         else:
-            for e in result.entries:
-                click.echo(f"restored {e.agent} {e.id} ({render.size(e.bytes)})")
+            for e in doc["restored"]:
+                click.echo(f"restored {e['agent']} {e['id']} ({render.size(e['bytes'])})")
         return EXIT_OK
 
     r.run(body)
@@ -456,9 +474,7 @@ def restore(agent: str, session_id: str, as_json: bool) -> None:
 def serve() -> None:
     """Run the daemon in the foreground (what the service runs)."""
     from agentkeep.daemon.main import serve as run_daemon
-    from agentkeep.logs import configure
 
-    configure(level=os.environ.get("AGENTKEEP_LOG_LEVEL", "info"))
     sys.exit(run_daemon(Env.from_environ()))
 
 
@@ -478,6 +494,8 @@ def status(as_json: bool) -> None:
         doc = {"pid": None, "version": __version__, "uptime_s": None, **core.status_fields(r.ctx)}
         doc.update(watch={"mode": None, "roots": []}, next_prune=None)
         code = EXIT_FAILED
+    if not (doc.get("config") or {}).get("ok", True):
+        code = EXIT_USAGE  # a bad config: shown, and what to fix first
     if not as_json:
         from agentkeep import core, render
 
@@ -547,4 +565,6 @@ def doctor(as_json: bool) -> None:
         _emit_json([c.__dict__ for c in checks])
     else:
         doc_mod.render(checks, click.echo)
+    if any(c.name == "config" and not c.ok for c in checks):
+        sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if all(c.ok for c in checks) else EXIT_FAILED)

@@ -39,6 +39,7 @@ from agentkeep.prune import (
     lift_pause,
     read_pause,
     record_last_prune,
+    state_disk_full,
 )
 from agentkeep.statefiles import Pins, StateFileError, read_json
 
@@ -49,10 +50,13 @@ SUGGESTED_SECONDS = 30 * 86400.0
 
 
 def _open_index(path: Path) -> Index:
+    """The index; kept in memory when it cannot be written at `path` (a full
+    disk): it is a cache of the disk, so everything still works from memory."""
     try:
         return Index(path, adapters.evidence_kinds())
     except (sqlite3.Error, OSError) as exc:
-        raise Failure(1, f"cannot open the index {path}: {exc} (is the disk full?)") from None
+        log.warning("the index cannot be written; kept in memory", path=str(path), error=str(exc))
+        return Index(path, adapters.evidence_kinds(), memory=True)
 
 
 @dataclass
@@ -67,6 +71,9 @@ class Context:
     adapters: dict[str, Adapter]
     index: Index
     prune_lock: threading.Lock = field(default_factory=threading.Lock)
+    # The last prune's summary when it could not be saved (a full disk):
+    # status shows it from here.
+    unsaved_prune: dict[str, Any] | None = None
 
     @classmethod
     def open(cls, env: Env) -> Context:
@@ -576,8 +583,9 @@ def reclaimable(ctx: Context, retention: float | None = None) -> set[tuple[str, 
 
 
 def reclaim_hint(ctx: Context) -> dict[str, Any] | None:
-    """With no retention configured: what a 30-day retention would reclaim."""
-    if ctx.config.has_retention():
+    """With no retention configured: what a 30-day retention would reclaim
+    (nothing to say while the config is bad: its error says what to fix)."""
+    if ctx.config.has_retention() or ctx.config_error:
         return None
     keys = reclaimable(ctx, SUGGESTED_SECONDS)
     total = sum(s.bytes for s in ctx.index.sessions() if (s.agent, s.id) in keys)
@@ -654,9 +662,12 @@ def prune(
 
 def _run_locked(ctx: Context, opts: PruneOptions, *, wait: bool) -> PruneReport | None:
     lock = leases.PrunerLock(ctx.state_dir)
-    if not lock.acquire(wait=wait):
-        log.info("a prune is already running; this turn is skipped")
-        return None
+    try:
+        if not lock.acquire(wait=wait):
+            log.info("a prune is already running; this turn is skipped")
+            return None
+    except leases.LeaseError as exc:
+        raise Failure(1, f"cannot take the prune lock: {exc}; nothing was removed") from None
     try:
         try:
             report = _pruner(ctx).run(opts)
@@ -664,14 +675,22 @@ def _run_locked(ctx: Context, opts: PruneOptions, *, wait: bool) -> PruneReport 
             raise Failure(exc.exit_code, str(exc), -32602) from None
         except trash.TrashError as exc:
             raise Failure(1, f"prune refused: {exc}") from None
+        summary = None
         if not opts.dry_run and not report.paused:
-            if not opts.scheduled:
+            summary = report.summary(opts.now, opts.scheduled)
+        elif report.paused:
+            summary = report.summary(opts.now, opts.scheduled) | _last_ts(ctx)
+        # The report is what the run did: a record that cannot be written
+        # (a full disk) is one error line, never the report's loss.
+        try:
+            if summary is not None and not report.paused and not opts.scheduled:
                 lift_pause(ctx.state_dir, opts.now)
-            record_last_prune(ctx.state_dir, report.summary(opts.now, opts.scheduled))
-        if report.paused:
-            record_last_prune(
-                ctx.state_dir, report.summary(opts.now, opts.scheduled) | _last_ts(ctx)
-            )
+            if summary is not None:
+                record_last_prune(ctx.state_dir, summary)
+                ctx.unsaved_prune = None
+        except OSError as exc:
+            log.error("the prune's record was not saved", error=exc.strerror or str(exc))
+            ctx.unsaved_prune = summary
         return report
     finally:
         lock.release()
@@ -747,9 +766,63 @@ def expire_trash(ctx: Context) -> None:
     trash.expire(ctx.state_dir, now=time.time())
 
 
+# -- the trash (always in-process: it is this user's state dir) -----------------
+def _entry_json(e: trash.TrashEntry) -> dict[str, Any]:
+    return {
+        "agent": e.agent,
+        "id": e.id,
+        "parent": e.parent,
+        "bytes": e.bytes,
+        "partial": e.partial,
+        "trashed_at": rfc3339(e.trashed_at),
+        "expires_at": rfc3339(e.expires_at),
+        "last_activity": rfc3339(e.last_activity),
+    }
+
+
+def trash_list(state_dir: Path) -> dict[str, Any]:
+    return {"entries": [_entry_json(e) for e in trash.list_entries(state_dir)]}
+
+
+def trash_empty(state_dir: Path, older_than: str | None = None) -> dict[str, Any]:
+    """Free the trash now (all of it, or what was trashed longer ago than
+    `older_than`), each entry under its session's lease as expiry takes it."""
+    before = None if older_than is None else time.time() - _parse_age(older_than, "--older-than")
+    done = trash.empty(state_dir, trashed_before=before)
+    return {
+        "emptied": [_entry_json(e) for e in done.removed],
+        "held": [_entry_json(e) for e in done.held],
+        "bytes": sum(e.bytes for e in done.removed),
+    }
+
+
+def trash_total(state_dir: Path) -> dict[str, int]:
+    entries = trash.list_entries(state_dir)
+    return {"bytes": sum(e.bytes for e in entries), "sessions": len(entries)}
+
+
+def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
+    """Put a session back from the trash (with its trashed ancestors), then
+    list it again into the index."""
+    sid = ctx.session_id(agent, id)
+    try:
+        result = trash.restore(ctx.state_dir, agent, sid, now=time.time())
+    except trash.NoSuchEntry as exc:
+        raise Failure(5, str(exc)) from None
+    except (trash.TrashError, OSError) as exc:
+        raise Failure(1, str(exc)) from None
+    for entry in result.entries:
+        refresh(ctx, entry.agent, entry.id)
+    return {
+        "restored": [{"agent": e.agent, "id": e.id, "bytes": e.bytes} for e in result.entries],
+        "bytes": result.bytes,
+        "paths": result.paths,
+    }
+
+
 # -- status --------------------------------------------------------------------
 def status_fields(ctx: Context) -> dict[str, Any]:
-    last = read_json(ctx.state_dir / "last_prune.json", None)
+    last = ctx.unsaved_prune or read_json(ctx.state_dir / "last_prune.json", None)
     if isinstance(last, dict):
         last = {k: v for k, v in last.items() if k != "ts"}
     return {
@@ -761,7 +834,7 @@ def status_fields(ctx: Context) -> dict[str, Any]:
             "retention": ctx.config.retention_text if not ctx.config_error else None,
         },
         "last_prune": last,
-        "paused": read_pause(ctx.state_dir),
+        "paused": read_pause(ctx.state_dir) or state_disk_full(ctx.state_dir),
     }
 
 

@@ -224,10 +224,16 @@ class Index:
     agent's), kept in a partial index: listing 50,000 sessions reads a few
     thousand of their 300,000 artifacts, and a scan pays nothing for it."""
 
-    def __init__(self, path: Path, evidence_kinds: Iterable[str] = ()) -> None:
+    def __init__(
+        self, path: Path, evidence_kinds: Iterable[str] = (), *, memory: bool = False
+    ) -> None:
         self.path = path
+        # In memory: one database every thread of this process shares (a
+        # connection held open keeps it), for a disk that cannot take it.
+        self._uri = f"file:agentkeep-index-{id(self)}?mode=memory&cache=shared" if memory else None
         self._local = threading.local()
         self._evidence = frozenset(evidence_kinds)
+        self._keep = self._connect() if memory else None
         db = self._db()
         db.executescript(_SCHEMA)  # each statement is idempotent; executescript commits
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -255,14 +261,24 @@ class Index:
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
-            fresh = not self.path.exists()
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            if fresh:
-                os.chmod(self.path, 0o600)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
+            db = self._connect()
             self._local.db = db
         return db
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._uri is not None:
+            return sqlite3.connect(self._uri, uri=True, timeout=30, isolation_level=None)
+        fresh = not self.path.exists()
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        if fresh:
+            os.chmod(self.path, 0o600)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        return db
+
+    @property
+    def in_memory(self) -> bool:
+        return self._uri is not None
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

@@ -76,7 +76,15 @@ def read_json(path: Path, default: Any) -> Any:
 
 def write_json(path: Path, value: Any) -> None:
     """Replace `path` atomically and durably (file and folder fsynced): a
-    reader sees the old file or the new one, never half of one."""
+    reader sees the old file or the new one, never half of one. Raises
+    OSError naming `path` (a write's own error names no file)."""
+    try:
+        _write_json(path, value)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}", str(path)) from exc
+
+
+def _write_json(path: Path, value: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
     try:

@@ -88,3 +88,13 @@ def test_a_damaged_last_prune_record_pauses_the_scheduled_prune(fake_home: FakeH
     assert report["removed"] == []
     assert "last prune cannot be read" in report["paused"]
     assert everything([recent])
+
+
+def test_a_prune_lock_that_cannot_be_taken_is_one_clear_line(fake_home: FakeHome) -> None:
+    s = make_session(fake_home, age_days=50)
+    (fake_home.state / "prune.lock").mkdir(parents=True)  # not a file: it cannot be locked
+    proc = fake_home.cli("prune", "--older-than", "30d")
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "prune lock" in proc.stderr and "prune.lock" in proc.stderr
+    assert everything([s])

@@ -147,7 +147,10 @@ class Daemon:
             )
             return None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:  # a full disk: the lock holds, without its pid
+            log.warning("the daemon lock names no pid", lock=str(path), error=str(exc))
         return fd
 
     def _start(self) -> bool:
@@ -399,6 +402,13 @@ class Daemon:
             except core.Failure as exc:
                 data = {"report": exc.report} if exc.report is not None else None
                 raise RpcError(exc.code, exc.message, exit=exc.exit, data=data) from None
+            except OSError as exc:
+                # A state file that cannot be written (a full disk): said in
+                # words, naming it, as the CLI says it in-process.
+                where = f" ({exc.filename})" if exc.filename else ""
+                message = f"{exc.strerror or exc}{where}"
+                log.error("request failed", method=method, error=message)
+                raise RpcError(SERVER_ERROR, message, exit=1) from None
             finally:
                 _close_thread_index(self.ctx)
 
