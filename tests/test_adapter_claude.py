@@ -29,6 +29,7 @@ from build_claude import (
     REGISTRY_KEY,
     TMP,
     TRANSCRIPT,
+    USAGE_DATA,
     ClaudeLayout,
     ClaudeSessionPaths,
     jsonl,
@@ -1095,3 +1096,18 @@ def test_ids_in_names_are_found_in_either_spelling(adapter: ClaudeAdapter) -> No
         assert found == {sid}, name
     assert not list(pattern.finditer(sid.replace("-", ""))), "no dashes, no id"
     assert adapter.databases() == [], "Claude keeps no database"
+
+
+def test_an_area_below_a_linked_directory_is_linked(
+    fake_home: FakeHome, adapter: ClaudeAdapter
+) -> None:
+    """usage-data/ a link: what its session-meta/ and facets/ hold is reached
+    through it (never removed), though neither is a link itself."""
+    s = make_session(fake_home)
+    usage = s.layout.config / "usage-data"
+    move_behind_link(usage, fake_home.root / "elsewhere" / "usage-data")
+    for got in (scan(adapter)[s.id], adapter.load(s.id)):
+        assert got is not None
+        assert artifact_set(got) == s.artifact_set()
+        meta = {p for p, is_linked in linked(got).items() if is_linked}
+        assert meta == {str(p) for p in s.artifacts[USAGE_DATA]}
