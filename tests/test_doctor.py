@@ -294,10 +294,51 @@ def test_service_not_installed_not_running_and_linger(fake_home: FakeHome) -> No
 
 
 def test_service_without_a_service_manager(fake_home: FakeHome) -> None:
-    env, _ = fake_service_manager(fake_home, AGENTKEEP_SERVICE_KIND="systemd")
-    _install_unit(env)
+    """A unit written where no user manager answers (a container): the fix
+    is one that works there, not a `systemctl` that cannot."""
+    without_systemctl, _ = fake_service_manager(fake_home, AGENTKEEP_SERVICE_KIND="systemd")
+    _install_unit(without_systemctl)
+    checks = [_check(without_systemctl, "service")]
+    # (this one puts a systemctl on PATH: it comes second)
+    checks.append(_check(_env(fake_home, FAKE_NO_MANAGER="1"), "service"))
+    for check in checks:
+        assert not check.ok and "no user service manager answers here" in check.detail
+        assert check.fix is not None and "agentkeep service uninstall" in check.fix
+    assert "systemctl is not installed" in checks[0].detail
+    assert "No medium found" in checks[1].detail
+
+
+def test_a_restart_loop_is_a_problem_whatever_moment_it_is_seen(fake_home: FakeHome) -> None:
+    """systemd shows a loop as waiting to restart, or as starting once more
+    after restarts; given up on, as failed. None of them is "running"."""
+    _install_unit(_env(fake_home))
+    for answers in (
+        {"FAKE_ACTIVE": "activating", "FAKE_SUB": "auto-restart", "FAKE_RESTARTS": "12"},
+        {"FAKE_ACTIVE": "activating", "FAKE_SUB": "start", "FAKE_RESTARTS": "12"},
+        {"FAKE_ACTIVE": "failed", "FAKE_SUB": "failed", "FAKE_RESTARTS": "5"},
+    ):
+        check = _check(_env(fake_home, FAKE_EXIT="1", **answers), "service")
+        assert not check.ok, answers
+        assert "12 restarts" in check.detail or "5 restarts" in check.detail, check.detail
+        assert "keeps failing to start" in check.detail
+        assert check.fix is not None and "journalctl --user -u agentkeep.service" in check.fix
+        assert "reset-failed" in check.fix
+    starting = _check(_env(fake_home, FAKE_ACTIVE="activating", FAKE_SUB="start"), "service")
+    assert starting.ok, "a first start (a long first scan) is no loop"
+
+
+def test_a_daemon_not_run_by_the_service_is_named(
+    fake_home: FakeHome, daemon: dict[str, object]
+) -> None:
+    _install_unit(_env(fake_home))
+    env = _env(fake_home, FAKE_ACTIVE="failed", FAKE_SUB="failed", FAKE_EXIT="10")
     check = _check(env, "service")
-    assert not check.ok and "cannot be asked" in check.detail
+    assert not check.ok
+    assert f"pid {os.getpid()}" in check.detail and "not run by the service" in check.detail
+    assert check.fix is not None and check.fix.startswith(f"stop pid {os.getpid()}, then: ")
+    # The service's own daemon answering is the normal case.
+    env = _env(fake_home, FAKE_MAINPID=str(os.getpid()), FAKE_SUB="running")
+    assert _check(env, "service").ok
 
 
 def test_socket_reachable_or_not(fake_home: FakeHome, real_daemon: subprocess.Popen[bytes]) -> None:

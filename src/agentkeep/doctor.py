@@ -198,41 +198,77 @@ def check_watches(env: Env, config: Config, daemon: dict[str, Any] | str) -> Che
     )
 
 
-def check_service(env: Env) -> Check:
+def check_service(env: Env, daemon: dict[str, Any] | str) -> Check:
     try:
         state = service.status(env)
     except service.ServiceError as exc:
         return Check("service", False, str(exc), "unset AGENTKEEP_SERVICE_KIND")
-    path, kind = state["unit_path"], state["kind"]
-    if not state["installed"]:
+    path = state.unit_path
+    if not state.installed:
         return Check(
             "service", False, f"not installed ({path} does not exist)", "agentkeep service install"
         )
-    if state["active"] is None:
+    if state.state == service.UNKNOWN:
         return Check(
             "service",
             False,
-            f"installed at {path}, but the service manager cannot be asked whether it runs",
-            "run `agentkeep doctor` from your own login session (systemctl --user needs it)",
+            f"installed at {path}, but no user service manager answers here ({state.problem})",
+            "run `agentkeep doctor` from your own login session; where there is no service "
+            "manager, run `agentkeep serve` yourself and remove the unit: "
+            "agentkeep service uninstall",
         )
-    if not state["active"]:
-        if kind == "launchd":
-            target = f"gui/{env.uid}/{service.LABEL}"
-            fix = f"launchctl kickstart {target}; its logs: {service.log_dir(env)}"
-        else:
-            fix = (
-                f"systemctl --user start {service.UNIT_NAME}; "
-                f"why it stopped: journalctl --user -u {service.UNIT_NAME}"
-            )
-        return Check("service", False, f"installed at {path}, but not running", fix)
-    detail = f"installed at {path} and running"
-    if state["linger"] is False:
+    other = daemon.get("pid") if isinstance(daemon, dict) else None
+    if isinstance(other, int) and other != state.pid and not state.active:
+        return Check(
+            "service",
+            False,
+            f"installed at {path}, but {state.doing()}: another "
+            f"agentkeep daemon (pid {other}), not run by the service, holds the state dir, "
+            "so the service's own cannot start",
+            f"stop pid {other}, then: {_start_command(env)} "
+            "(or keep that one, and remove the service: agentkeep service uninstall)",
+        )
+    if state.failing:
+        return _service_failing(env, state)
+    if not state.active and state.state != service.STARTING:
+        return Check("service", False, f"installed at {path}, but {state.doing()}", _start_fix(env))
+    detail = f"installed at {path}: {state.doing()}"
+    if state.linger is False:
         user = service.user_name(env)
         detail += (
             f"; it stops when you log out (lingering is off: "
             f"`loginctl enable-linger {user}` keeps it running)"
         )
     return Check("service", True, detail)
+
+
+def _start_command(env: Env) -> str:
+    if service.platform_kind(env) == "launchd":
+        return f"launchctl kickstart gui/{env.uid}/{service.LABEL}"
+    return f"systemctl --user start {service.UNIT_NAME}"
+
+
+def _start_fix(env: Env) -> str:
+    if service.platform_kind(env) == "launchd":
+        return f"{_start_command(env)}; its logs: {service.log_dir(env)}"
+    return f"{_start_command(env)}; why it stopped: journalctl --user -u {service.UNIT_NAME}"
+
+
+def _service_failing(env: Env, state: service.State) -> Check:
+    """A service that failed, or keeps failing to start (a restart loop)."""
+    unit = service.UNIT_NAME
+    detail = f"installed at {state.unit_path}, but {state.doing()}"
+    if state.restarts:
+        detail += ": the daemon keeps failing to start"
+    if state.kind == "launchd":
+        return Check("service", False, detail, _start_fix(env))
+    return Check(
+        "service",
+        False,
+        detail,
+        f"why: journalctl --user -u {unit} -n 50; once mended: "
+        f"systemctl --user reset-failed {unit} && systemctl --user start {unit}",
+    )
 
 
 def check_socket(env: Env, daemon: dict[str, Any] | str) -> Check:
@@ -356,7 +392,7 @@ def run_checks(env: Env) -> list[Check]:
     return [
         check_config(env, config, error),
         check_watches(env, config, daemon),
-        check_service(env),
+        check_service(env, daemon),
         check_socket(env, daemon),
         check_pause(env),
         check_state_disk(env),
