@@ -1,6 +1,6 @@
 """Hostile trees inside sessions, through the real `agentkeep prune` (issue #7):
 a directory swapped for a link while it is removed, a directory on another
-file system (the mount-id seam), names with newlines and invalid UTF-8, a
+file system (the st_dev seam), names with newlines and invalid UTF-8, a
 10,000-deep directory, and a hard link to a file outside every root. Whatever
 lies outside is byte-identical afterwards, whatever is not the session's stays,
 and the session itself is removed completely or not at all.
@@ -57,13 +57,13 @@ import agentkeep.removal as removal
 
 MOUNT = os.environ["MOUNT"]
 
-def mount_id(path, found):
-    # MOUNT and everything below it are on another mount.
+def device(path, st):
+    # MOUNT and everything below it are on another file system.
     if path == MOUNT or path.startswith(MOUNT + "/"):
-        return found + 1
-    return found
+        return st.st_dev + 1
+    return st.st_dev
 
-removal._mount_id_override = mount_id
+removal._st_dev_override = device
 """
 
 # One descriptor per level would run out long before the bottom of the tree.
@@ -150,7 +150,7 @@ def test_a_directory_swapped_for_a_link_mid_prune_is_not_followed(
     assert removed_ids(doc) == [s.id] and doc["failed"] == []
     assert gone(s), [p for p in s.all_paths() if os.path.lexists(p)]
     assert not os.path.lexists(target), "the link goes, as a link"
-    assert (away / ("b1c2d3e4.output" if where == "inside" else "tasks")).exists()
+    assert (away / ("bwdin25xx.output" if where == "inside" else "tasks")).exists()
     assert paths_state(recent.all_paths()) == recent_before
 
 
@@ -192,7 +192,10 @@ def test_a_link_swapped_in_on_the_way_to_an_artifact_is_not_followed(
         pytest.fail("SETUP INVALID: the key dir was never swapped")
     assert tree_state(fake_home.root / "outside") == before, "the prune followed the link"
     assert removed_ids(doc) == [s.id] and doc["failed"] == []
-    assert {r["path"] for r in doc["residual"]} == {str(s.session_dir)}
+    # What lay beside the transcript is behind the link now, and so is the
+    # decoy named like the transcript, which looking again finds.
+    beside = {str(p) for _, p in s.artifact_set() if Path(p).parent == key} - {str(s.transcript)}
+    assert {r["path"] for r in doc["residual"]} == beside | {str(s.transcript)}
     assert not (away / f"{s.id}.jsonl").exists(), "the transcript itself went"
     assert (away / s.id / "subagents").is_dir(), "what moved away with the key dir stays"
     assert not s.file_history.exists() and not s.tmp.exists()
@@ -218,12 +221,9 @@ def test_a_directory_on_another_file_system_stays_and_is_reported(
 
     assert removed_ids(doc) == [s.id] and doc["failed"] == []
     assert tree_state(mount) == before, "something on the other file system was touched"
-    # The mount point stays, and with it the session dir, whose name is the
-    # session's (found when the prune looks again).
-    assert {(r["id"], r["path"]) for r in doc["residual"]} == {
-        (s.id, str(mount)),
-        (s.id, str(s.session_dir)),
-    }
+    # The session dir stays around the mount, and looking again finds it.
+    residual = {(r["id"], r["path"]) for r in doc["residual"]}
+    assert residual == {(s.id, str(mount)), (s.id, str(s.session_dir))}
     assert not s.transcript.exists() and not s.tmp.exists() and not s.file_history.exists()
     assert os.listdir(s.session_dir) == ["mnt"], "the rest of the session dir goes"
 
