@@ -112,16 +112,18 @@ def test_the_daemon_prunes_past_a_fifo_lease_and_keeps_answering(fake_home: Fake
     make_zero_session(zero_root(fake_home.data), "z-recent", days=2)
     daemon = start_daemon(fake_home, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.2"})
 
+    # The scheduled prune ends (a new retention's first one is a preview)...
     done = daemon.wait(
         lambda: events_named(daemon.log, "scheduled prune done"), DEADLINE, "the scheduled prune"
     )
-    assert done[0]["removed"] == 1 and done[0]["failed"] == 0, daemon.stderr()
+    assert done[0]["kept"] == 1 and done[0]["failed"] == 0, daemon.stderr()
+    # ...and neither ls nor a prune over the socket is stuck behind it.
+    listed = daemon.call("ls", {}, timeout=DEADLINE)
+    assert sid in {s["id"] for s in listed}
+    doc = daemon.call("prune", {"older_than": "30d"}, timeout=DEADLINE)
+    assert kept_reasons(doc) == {sid: "unsafe"} and removed_ids(doc) == [other]
     listed = daemon.call("ls", {}, timeout=DEADLINE)
     assert [s["id"] for s in listed] == [sid, "z-recent"]
-    # A prune over the socket is not stuck behind the scheduled one.
-    doc = daemon.call("prune", {"older_than": "30d"}, timeout=DEADLINE)
-    assert kept_reasons(doc) == {sid: "unsafe"} and doc["removed"] == []
-    assert other not in {s["id"] for s in listed}
     assert is_fifo(fifo)
     assert daemon.stop() == 0, daemon.stderr()
 

@@ -1,6 +1,6 @@
 """Hostile trees inside sessions, through the real `agentkeep prune` (issue #7):
 a directory swapped for a link while it is removed, a directory on another
-file system (the st_dev seam), names with newlines and invalid UTF-8, a
+file system (the mount-id seam), names with newlines and invalid UTF-8, a
 10,000-deep directory, and a hard link to a file outside every root. Whatever
 lies outside is byte-identical afterwards, whatever is not the session's stays,
 and the session itself is removed completely or not at all.
@@ -57,13 +57,14 @@ import agentkeep.removal as removal
 
 MOUNT = os.environ["MOUNT"]
 
-def device(path, st):
-    # MOUNT and everything below it are on another file system.
+def mount_id(path, found):
+    # MOUNT and everything below it are on another mount.
     if path == MOUNT or path.startswith(MOUNT + "/"):
-        return st.st_dev + 1
-    return st.st_dev
+        return found + 1
+    return found
 
-removal._st_dev_override = device
+assert hasattr(removal, "_mount_id_override"), "the mount-id seam is gone"
+removal._mount_id_override = mount_id
 """
 
 # One descriptor per level would run out long before the bottom of the tree.
