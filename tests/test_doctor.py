@@ -211,6 +211,24 @@ def test_claude_cleanup_shorter_than_retention_deletes_first(fake_home: FakeHome
     assert _check(env, "claude").ok
 
 
+@pytest.mark.parametrize("value", [0, -3, "30", None])
+def test_a_claude_sweep_setting_under_one_day_is_a_problem(
+    fake_home: FakeHome, value: object
+) -> None:
+    """Claude Code 2.1 rejects cleanupPeriodDays under 1 and skips its sweep;
+    older versions stopped writing transcripts at 0 (#23710)."""
+    env = _env(fake_home)
+    fake_home.write_config('retention = "30d"\n')
+    settings = _claude_settings(fake_home, {"cleanupPeriodDays": value})
+    claude = _check(env, "claude")
+    assert not claude.ok, claude.detail
+    assert "skips its own clean-up" in claude.detail
+    assert (
+        claude.fix
+        == f'set "cleanupPeriodDays": 99999 in {settings} to leave the clean-up to agentkeep'
+    )
+
+
 def test_claude_default_sweep_against_a_longer_retention(fake_home: FakeHome) -> None:
     env = _env(fake_home)
     fake_home.write_config('retention = "45d"\n')

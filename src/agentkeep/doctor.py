@@ -317,11 +317,15 @@ def _claude_settings(env: Env) -> Path:
     return config_dir / "settings.json"
 
 
-def _claude_days(data: dict[str, Any] | None) -> tuple[float, str]:
-    value = (data or {}).get("cleanupPeriodDays")
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+def _claude_days(data: dict[str, Any] | None) -> tuple[float | None, str]:
+    """Claude's sweep period and the setting in words; None when Claude
+    skips its sweep (2.1.x rejects a value under 1 and then does not sweep)."""
+    if "cleanupPeriodDays" not in (data or {}):
+        return CLAUDE_DEFAULT_DAYS, f"cleanupPeriodDays is not set (default {CLAUDE_DEFAULT_DAYS})"
+    value = (data or {})["cleanupPeriodDays"]
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
         return float(value), f"cleanupPeriodDays is {value:g}"
-    return CLAUDE_DEFAULT_DAYS, f"cleanupPeriodDays is not set (default {CLAUDE_DEFAULT_DAYS})"
+    return None, f"cleanupPeriodDays is {json.dumps(value)}"
 
 
 def check_claude(env: Env, config: Config) -> Check:
@@ -329,7 +333,16 @@ def check_claude(env: Env, config: Config) -> Check:
     data, unreadable = _settings(path)
     days, setting = _claude_days(data)
     if unreadable:
-        setting = f"{unreadable}; assuming the default {CLAUDE_DEFAULT_DAYS} days"
+        days = CLAUDE_DEFAULT_DAYS
+        setting = f"{unreadable}; assuming the default {CLAUDE_DEFAULT_DAYS}"
+    if days is None:
+        return Check(
+            "claude",
+            False,
+            f"{setting}: Claude Code 2.1 rejects it and skips its own clean-up, and older"
+            " versions stop writing transcripts at all",
+            f'set "cleanupPeriodDays": 99999 in {path} to leave the clean-up to agentkeep',
+        )
     sweep = f"Claude Code deletes sessions idle over {days:g} days when it starts ({setting})"
     if "claude" not in config.enabled:
         return Check("claude", True, f"{sweep}; agentkeep does not manage Claude (not in enabled)")

@@ -208,10 +208,10 @@ class _Layout:
 
 
 # One artifact found by name, before it is measured: (path, kind, root,
-# linked, primary). A tuple: a big scan finds some 300,000 and pickles them
+# linked, primary, foreign). A tuple: a big scan finds some 300,000 and pickles them
 # over to worker processes, and a tuple is built and pickled several times
 # faster than a dataclass.
-_Item = tuple[str, str, str, bool, bool]
+_Item = tuple[str, str, str, bool, bool, bool]
 # One session found: (id, its items, the parent its job names).
 _FoundSession = tuple[str, list[_Item], str | None]
 
@@ -230,7 +230,8 @@ class _Grouped:
     ) -> None:
         if sid is None or (self.only is not None and sid not in self.only):
             return
-        self.found[sid].setdefault(path, (path, kind, str(root.path), linked, primary))
+        foreign = root.problem is not None  # another user's root: not our activity
+        self.found[sid].setdefault(path, (path, kind, str(root.path), linked, primary, foreign))
 
     def take(self, sid: str) -> _FoundSession:
         """What was found of `sid`, handed over (and forgotten here)."""
@@ -243,8 +244,10 @@ def _measure(sid: str, found: list[_Item], job_parent: str | None) -> Session | 
     seen: set[tuple[int, int]] = set()
     items = sorted(found, key=lambda f: (not f[4], f[0]))
     artifacts = []
-    for path, kind, root, linked, primary in items:
-        artifact = disk.artifact(path, kind, root, primary=primary, linked=linked, seen=seen)
+    for path, kind, root, linked, primary, foreign in items:
+        artifact = disk.artifact(
+            path, kind, root, primary=primary, linked=linked, seen=seen, foreign=foreign
+        )
         if artifact is not None:
             artifacts.append(artifact)
     if not artifacts:
