@@ -183,13 +183,15 @@ def test_an_older_database_without_the_new_tables(fake_home: FakeHome, tree: Ope
     assert paths(s) == {f"{tree.db}#session"}
 
 
-def test_data_dir_follows_xdg_only_inside_the_home(fake_home: FakeHome) -> None:
-    inside = fake_home.home / "data"
-    fake_home.environ["XDG_DATA_HOME"] = str(inside)
-    assert adapter(fake_home).data_dir == inside / "opencode"
-    for elsewhere in (str(fake_home.root / "shared"), "relative/data", f"{fake_home.home}/../x"):
-        fake_home.environ["XDG_DATA_HOME"] = elsewhere
-        assert adapter(fake_home).data_dir == fake_home.home / ".local" / "share" / "opencode"
+def test_data_dir_follows_xdg_data_home_wherever_it_points(fake_home: FakeHome) -> None:
+    """As opencode does (`opencode debug paths` prints `data <XDG_DATA_HOME>/opencode`
+    for a data home outside the home too); whose the place is, is the root
+    check's to say. A relative value is no XDG value at all."""
+    for value in (fake_home.home / "data", fake_home.root / "shared", "/srv/../data"):
+        fake_home.environ["XDG_DATA_HOME"] = str(value)
+        assert adapter(fake_home).data_dir == Path(value) / "opencode"
+    fake_home.environ["XDG_DATA_HOME"] = "relative/data"
+    assert adapter(fake_home).data_dir == fake_home.home / ".local" / "share" / "opencode"
 
 
 def test_leftovers_of_a_half_removal_are_listed(fake_home: FakeHome, tree: OpencodeTree) -> None:

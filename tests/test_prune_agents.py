@@ -904,6 +904,66 @@ def test_a_database_held_for_writing_leaves_the_session_kept_or_failed_never_hal
     assert s.gone() == []
 
 
+# -- opencode's data home outside the home ------------------------------------------
+
+
+def data_home_elsewhere(fh: FakeHome) -> Path:
+    """XDG_DATA_HOME on a directory of the user's outside the home, as on a
+    machine with a data disk: opencode follows it there."""
+    data = fh.root / "data-disk"
+    data.mkdir(mode=0o700)
+    fh.environ["XDG_DATA_HOME"] = str(data)
+    assert not data.is_relative_to(fh.home), "SETUP INVALID: the data home is in the home"
+    return data
+
+
+def test_opencode_with_a_data_home_outside_the_home_is_found_and_pruned(
+    fake_home: FakeHome,
+) -> None:
+    data = data_home_elsewhere(fake_home)
+    OPENCODE.setup(fake_home)
+    old, recent = OPENCODE.make(fake_home, days=40), OPENCODE.make(fake_home, days=2)
+    assert old.files[0].is_relative_to(data), "SETUP INVALID: the session is not there"
+    stays = recent.state()
+
+    run = prune(fake_home)
+
+    assert run.code == 0, run.stderr
+    assert run.doc["removed"] == [old.removed()]
+    assert [run.doc[k] for k in ("kept", "failed", "residual")] == [[], [], []]
+    assert old.gone() == []
+    assert recent.state() == stays
+
+
+@pytest.mark.parametrize("whose", ["another user's", "world-writable", "in a world-writable dir"])
+def test_opencode_with_a_data_home_others_can_write_to_is_never_removed(
+    fake_home: FakeHome, whose: str
+) -> None:
+    """The contract's root rule: a root another user owns or can write to
+    (so could have planted) is used only to report; nothing on it goes."""
+    if whose == "another user's" and os.geteuid() != 0:
+        pytest.skip("making a directory another user's needs root")
+    data = data_home_elsewhere(fake_home)
+    OPENCODE.setup(fake_home)
+    old = OPENCODE.make(fake_home, days=40)
+    root = data / "opencode"
+    if whose == "another user's":
+        os.chown(root, 65534, 65534)
+    elif whose == "world-writable":
+        root.chmod(0o777)
+    else:
+        data.chmod(0o777)
+    before = old.state()
+
+    run = prune(fake_home)
+
+    assert run.code == 0, run.stderr
+    detail = f"{old.files[0]} lies behind a link or on an unsafe root"
+    assert run.doc["kept"] == [old.kept("unsafe", detail)]
+    assert [run.doc[k] for k in ("removed", "failed", "residual")] == [[], [], []]
+    assert old.state() == before
+
+
 # -- zero's own lease ------------------------------------------------------------------
 
 

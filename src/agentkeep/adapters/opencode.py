@@ -113,13 +113,11 @@ class OpencodeAdapter(Adapter):
 
     @cached_property
     def data_dir(self) -> Path:
-        """`$XDG_DATA_HOME/opencode` when XDG_DATA_HOME lies inside the
-        caller's own home, else `~/.local/share/opencode`: a data home set
-        elsewhere (another user's, a shared mount) is not this user's store."""
-        value = self.env.get("XDG_DATA_HOME")
-        if value and parts_below(value, self.env.home) is not None:
-            return Path(value) / "opencode"
-        return self.env.home / ".local" / "share" / "opencode"
+        """`$XDG_DATA_HOME/opencode` wherever it points, as opencode itself
+        follows it, else `~/.local/share/opencode`. One on a place another
+        user owns or can write to is a root with a problem (roots()): what
+        lies there is never removed."""
+        return self.env.data_home / "opencode"
 
     @cached_property
     def db_path(self) -> Path:
