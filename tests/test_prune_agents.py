@@ -48,6 +48,7 @@ from build_agents import (
 )
 from build_codex import HOLD_WRITE_LOCK, CodexTree, calls, install_fake_codex, without
 from build_codex import new_id as codex_id
+from build_opencode import TABLES as OPENCODE_ALL_TABLES
 from build_opencode import OpencodeTree, install_fake_opencode
 from build_opencode import new_id as opencode_id
 from fakehome import FakeHome, kill_group
@@ -67,17 +68,11 @@ REPORT_KEYS = {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "res
 UNDATED = "a time of it cannot be read"
 GARBAGE = b"this is not a database\n" * 64
 STORE = "issues"
-OPENCODE_TABLES = (
-    "session",
-    "session_v2",
-    "message",
-    "part",
-    "todo",
-    "session_share",
-    "event",
-    "event_sequence",
+OPENCODE_TABLES = OPENCODE_ALL_TABLES
+# What the 2.x `opencode session delete` leaves (#50260): agentkeep's to delete.
+OPENCODE_LEGACY = tuple(
+    t for t in OPENCODE_TABLES if t not in ("session_v2", "event", "event_sequence")
 )
-OPENCODE_LEGACY = ("session", "message", "part", "todo", "session_share")
 _OPENCODE_KEYS = {
     "session": "id",
     "session_v2": "id",
@@ -411,7 +406,8 @@ class Opencode(Builder):
     def make(
         self, fh: FakeHome, *, days: float, parent: str | None = None, variant: int = 0
     ) -> Made:
-        """The 1.x JSON storage, and with `db` the rows of every table."""
+        """The 1.x JSON storage, and with `db` the rows of every table and
+        a truncated tool output (which goes last)."""
         tree, sid, when = self.tree(fh), opencode_id(), ago(days)
         info = tree.session_json(sid, parent=parent, updated_ms=when * 1000)
         messages, *parts = tree.messages_json(sid)
@@ -420,10 +416,12 @@ class Opencode(Builder):
         if not self.db:
             return Made(self.agent, sid, when, paths=[str(p) for p in files], files=files)
         tree.session_rows(sid, parent=parent, updated_ms=when * 1000)
+        files.append(tree.tool_output(sid))
+        stamp(when, files[-1])
         rows = [Row(tree.db, t, _OPENCODE_KEYS.get(t, "session_id"), sid) for t in OPENCODE_TABLES]
         if self.binary:
             # `opencode session delete` takes the 2.x rows; the legacy rows
-            # and the JSON storage are ours.
+            # and the files are ours.
             paths = [f"opencode session delete {sid}"]
             paths += [f"{tree.db}#{t}" for t in OPENCODE_LEGACY]
         else:
