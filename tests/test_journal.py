@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import os
@@ -97,7 +98,9 @@ def test_entries_written_by_an_earlier_release_are_read_and_settled(state: Path)
     j.begin_batch([entry("claude", "new", 9.0, [], False)])
 
     pending = j.pending()
-    assert pending[0] == entry("codex-issue-stores", "issue/42", 5.0, ["/x"], True)
+    # It names no cutoff: finishing holds it to the floor before its start.
+    legacy = entry("codex-issue-stores", "issue/42", 5.0, ["/x"], True)
+    assert pending[0] == dataclasses.replace(legacy, cutoff=5.0 - 86400)
     j.settle(pending[0], pending[1:])
     assert ids(j.pending()) == [("claude", "new")]
 

@@ -201,7 +201,12 @@ def check_complete_prune(
     assert_report_shape(doc)
     assert doc["dry_run"] is False
     assert sorted(removed_ids(doc)) == sorted(s.id for s in old)
-    assert doc["kept"] == [] and doc["failed"] == [] and doc["residual"] == []
+    assert doc["kept"] == [] and doc["failed"] == []
+    # Looking again finds what names a removed session and is not the prune's
+    # to remove: here the image-cache dirs Claude keeps per session (shared).
+    named = [(r["id"], fh.claude / "image-cache" / r["id"]) for r in doc["removed"]]
+    residual = {(r["id"], r["path"]) for r in doc["residual"]}
+    assert residual == {(sid, str(path)) for sid, path in named if path.exists()}
     by_id = {s.id: s for s in old}
     for r in doc["removed"]:
         s = by_id[r["id"]]
@@ -1213,3 +1218,26 @@ def test_a_scheduled_prune_skips_its_turn_while_another_prune_runs(fake_home: Fa
     assert whole(old)
     doc = scheduled()
     assert doc is not None and removed_ids(doc) == [old.id]
+
+
+def lease_files(fh: FakeHome) -> list[str]:
+    folder = fh.state / "leases" / "claude"
+    return sorted(os.listdir(folder)) if folder.is_dir() else []
+
+
+def test_lease_files_go_with_their_sessions_and_a_dry_run_leaves_none(
+    fake_home: FakeHome,
+) -> None:
+    old = [make_session(fake_home, cwd=f"/home/u/p{i}", age_days=40 + i) for i in range(3)]
+    kept = make_session(fake_home, age_days=45)
+    held = lease_file(fake_home, kept.id)  # a lease file nobody holds: it stays
+    code, doc, err = cli_json(fake_home, "prune", "--older-than", "30d", "--dry-run")
+    assert code == 0, err
+    assert sorted(removed_ids(doc)) == sorted(s.id for s in [*old, kept])
+    assert lease_files(fake_home) == [held.name], "a dry run creates no lease file"
+
+    assert fake_home.cli("pin", "claude", kept.id).returncode == 0
+    code, doc, err = cli_json(fake_home, "prune", "--older-than", "30d")
+    assert code == 0, err
+    assert sorted(removed_ids(doc)) == sorted(s.id for s in old)
+    assert lease_files(fake_home) == [held.name], "each removed session's lease file is gone"

@@ -8,6 +8,7 @@ file's data is open_quietly, which moves no atime (invariant 10).
 from __future__ import annotations
 
 import errno
+import math
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -56,6 +57,39 @@ def measure(path: str | os.PathLike[str], seen: set[tuple[int, int]] | None = No
         seen.update(before)
         tree = _measure_by_fd(os.fspath(path), st, seen)
     return tree
+
+
+def newest_file_mtime(path: str | os.PathLike[str]) -> float | None:
+    """The newest mtime of anything below `path` (itself included) that is
+    not a directory: a write leaves one, while removing entries (as an
+    interrupted removal of our own did) only moves directories' mtimes.
+    -inf when there is nothing but directories; None when it cannot all be
+    read (a time that cannot be read never lets a session look idle)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return -math.inf
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return st.st_mtime
+    newest = -math.inf
+    stack = [os.fspath(path)]
+    while stack:
+        current = stack.pop()
+        try:
+            with scandir(current) as entries:
+                for entry in entries:
+                    est = entry.stat(follow_symlinks=False)
+                    if stat.S_ISDIR(est.st_mode):
+                        stack.append(f"{current}/{entry.name}")
+                    else:
+                        newest = max(newest, est.st_mtime)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+    return newest
 
 
 def _measure_by_path(path: str, st: os.stat_result, seen: set[Ident]) -> Tree | None:
@@ -353,6 +387,17 @@ def root_problem(path: str | os.PathLike[str], uid: int | None = None) -> str | 
     made by someone else). Ancestors that others can write to are accepted
     only with the sticky bit (like /tmp), where nobody can rename our entry.
     """
+    return _way_problem(path, uid, strict_leaf=True)
+
+
+def way_problem(path: str | os.PathLike[str], uid: int | None = None) -> str | None:
+    """Why a root must not be made below the directory `path` (as restore
+    makes again a root that is gone): every component, `path` included, is
+    held to the rule for the ancestors of a root."""
+    return _way_problem(path, uid, strict_leaf=False)
+
+
+def _way_problem(path: str | os.PathLike[str], uid: int | None, *, strict_leaf: bool) -> str | None:
     uid = os.getuid() if uid is None else uid
     path = os.path.abspath(os.fspath(path))
     parts = Path(path).parts
@@ -371,7 +416,9 @@ def root_problem(path: str | os.PathLike[str], uid: int | None = None) -> str | 
             except OSError as exc:
                 return f"{current}: {exc.strerror}"
         last = depth == len(parts) - 1
-        if last:
+        if last and not stat.S_ISDIR(st.st_mode) and not strict_leaf:
+            return f"{path} is not a directory"
+        if last and strict_leaf:
             if st.st_uid != uid:
                 return f"{path} belongs to uid {st.st_uid}, not {uid}"
             if _others_can_write(st, uid):

@@ -29,6 +29,7 @@ from typing import Any
 import structlog
 
 from agentkeep.adapters.base import valid_name
+from agentkeep.config import MIN_RETENTION
 from agentkeep.leases import encode_id
 from agentkeep.paths import ensure_private_dir
 
@@ -50,6 +51,9 @@ class JournalEntry:
     started: float
     paths: list[str]
     trash: bool
+    # The cutoff the removal began under; None for a purge (a person named
+    # the session, whatever its age). Finishing holds the session to it.
+    cutoff: float | None = None
     # Where it was read from: its own file, or a batch (never written).
     file: Path | None = field(default=None, compare=False)
 
@@ -60,6 +64,7 @@ class JournalEntry:
             "started": self.started,
             "paths": self.paths,
             "trash": self.trash,
+            "cutoff": self.cutoff,
         }
 
     @classmethod
@@ -67,19 +72,31 @@ class JournalEntry:
         """Raises ValueError (or TypeError, KeyError) for anything malformed."""
         agent, session_id, started = data["agent"], data["id"], data["started"]
         paths, trash = data["paths"], data["trash"]
+        # Entries of earlier releases name no cutoff: they are held to the
+        # floor before their start (never guess towards removing more).
+        cutoff = data["cutoff"] if "cutoff" in data else _number(started) - MIN_RETENTION
         if not isinstance(agent, str) or not valid_name(agent):
             raise ValueError(f"bad agent {agent!r}")
         if not isinstance(session_id, str) or not session_id:
             raise ValueError(f"bad id {session_id!r}")
-        if isinstance(started, bool) or not isinstance(started, int | float):
-            raise ValueError(f"bad start time {started!r}")
-        if not math.isfinite(started):
-            raise ValueError(f"bad start time {started!r}")
         if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
             raise ValueError("paths must be a list of strings")
         if not isinstance(trash, bool):
             raise ValueError(f"bad trash flag {trash!r}")
-        return cls(agent, session_id, float(started), paths, trash)
+        return cls(
+            agent,
+            session_id,
+            _number(started),
+            paths,
+            trash,
+            None if cutoff is None else _number(cutoff),
+        )
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"bad time {value!r}")
+    return float(value)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -89,6 +89,20 @@ class Lease:
             fd, self.fd = self.fd, -1
             os.close(fd)
 
+    def discard(self) -> None:
+        """Remove the lease file while it is held exclusively (its session is
+        gone), so that leases/ does not keep one file per removed session.
+        Only our own file goes: the path is checked to name it still. It must
+        be the last step under the lease: from the unlink on, another locker
+        makes a new file and takes it at once, while one that opened the old
+        file and locks it after us finds it unlinked and opens the path again
+        (_lock). Either way the session is already gone."""
+        if self.fd >= 0 and _same_file(self.fd, self.path):
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
     def __enter__(self) -> Lease:
         return self
 

@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
-from agentkeep import disk, leases, trash
+from agentkeep import disk, leases, lookagain, trash
 from agentkeep.adapters.base import Adapter, RemovalError, listing_again_is_cheaper
 from agentkeep.config import MIN_RETENTION
 from agentkeep.index import Index
@@ -255,10 +255,14 @@ class _Held:
 
     session: Session
     locks: list[leases.Lease]
+    # agentkeep's own lease among `locks` (a dry run may hold none).
+    own: leases.Lease | None = None
 
-    def entry(self, trash: bool) -> JournalEntry:
-        paths = [a.path for a in self.session.artifacts]
-        return JournalEntry(self.session.agent, self.session.id, time.time(), paths, trash)
+    def entry(self, opts: PruneOptions) -> JournalEntry:
+        s = self.session
+        paths = [a.path for a in s.artifacts]
+        cutoff = None if opts.purge is not None else opts.cutoffs[s.agent]
+        return JournalEntry(s.agent, s.id, time.time(), paths, opts.trash_for > 0, cutoff)
 
 
 def _release(locks: list[leases.Lease]) -> None:
@@ -351,14 +355,31 @@ class Pruner:
             if report.paused:
                 return report
         if not opts.dry_run:
-            if self._finish_journal(report, opts.trash_for):
+            if self._finish_journal(views, report, opts.trash_for):
                 views = {agent: self._list(agent) for agent in opts.cutoffs}
             trash.expire(self.state_dir, now=time.time())
         plan = self._plan(views, opts, report)
         if _after_plan is not None:
             _after_plan()
         self._act(plan, views, opts, report)
+        if not opts.dry_run:
+            self._look_again(report)
         return report
+
+    def _look_again(self, report: PruneReport) -> None:
+        """What still names a removed session, found by looking again from
+        the disk, is residual (an artifact kind the adapter does not know
+        shows here, never vanishes)."""
+        by_agent: dict[str, list[str]] = {}
+        for r in report.removed:
+            by_agent.setdefault(r.agent, []).append(r.id)
+        known = set(report.residual)
+        for agent, ids in by_agent.items():
+            for sid, what in lookagain.residual(self.adapters[agent], ids):
+                if (agent, sid, what) not in known:
+                    known.add((agent, sid, what))
+                    report.residual.append((agent, sid, what))
+                    log.warning("a removed session is still named", agent=agent, id=sid, by=what)
 
     def _list(self, agent: str) -> DiskView:
         adapter = self.adapters[agent]
@@ -514,7 +535,7 @@ class Pruner:
             if self._capped(opts, report):
                 act.stay(Kept(s.agent, s.id, Reason.CAPPED, "over max_removals"))
                 continue
-            held = self._take(s)
+            held = self._take(s, opts.dry_run)
             if isinstance(held, _Held):
                 batch.append(held)
             else:
@@ -531,24 +552,30 @@ class Pruner:
             return False
         return len(report.removed) + pending >= opts.max_removals
 
-    def _take(self, s: Session) -> _Held | Kept:
+    def _take(self, s: Session, dry_run: bool) -> _Held | Kept:
         """Take the session's leases exclusively, or say who holds one."""
         adapter = self.adapters[s.agent]
         locks: list[leases.Lease] = []
         taken = False
+        own_path = leases.lease_path(self.state_dir, s.agent, s.id)
         try:
-            own = [(leases.lease_path(self.state_dir, s.agent, s.id), True)]
-            for path, create_dirs in own + [(p, False) for p in adapter.lock_files(s)]:
+            for path in [own_path, *adapter.lock_files(s)]:
+                if dry_run and not os.path.lexists(path):
+                    # A lease file that does not exist holds nothing, and a
+                    # dry run leaves no file behind (it removes nothing, so
+                    # one made after this look changes nothing either).
+                    continue
                 # An agent's own lock file may be created, never its directory:
                 # that would bring a removed session back.
-                lease = leases.try_exclusive(path, create_dirs=create_dirs)
+                lease = leases.try_exclusive(path, create_dirs=path == own_path)
                 if lease is None:
                     return Kept(s.agent, s.id, Reason.HELD, f"lease {path}")
                 locks.append(lease)
             if _after_lease is not None:
                 _after_lease(s.agent, s.id)
             taken = True
-            return _Held(s, locks)
+            own = next((lease for lease in locks if lease.path == own_path), None)
+            return _Held(s, locks, own)
         except leases.LeaseError as exc:
             return Kept(s.agent, s.id, Reason.HELD, f"lease error: {exc}")
         finally:
@@ -604,9 +631,7 @@ class Pruner:
             written = None
             if not act.opts.dry_run:
                 try:
-                    written = self.journal.begin_batch(
-                        [r.entry(act.opts.trash_for > 0) for r in batch]
-                    )
+                    written = self.journal.begin_batch([r.entry(act.opts) for r in batch])
                 except OSError as exc:
                     for r in batch:
                         agent, sid = r.session.agent, r.session.id
@@ -627,6 +652,8 @@ class Pruner:
                     act.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
                     continue
                 outcome = self._remove(self.adapters[s.agent], s, act.views[s.agent], act.opts)
+                if isinstance(outcome, Removed) and r.own is not None and not act.opts.dry_run:
+                    r.own.discard()  # the session is gone: its lease file too
                 _release(r.locks)
                 if isinstance(outcome, Removed):
                     act.removed_one(outcome)
@@ -634,18 +661,18 @@ class Pruner:
                     act.fail(outcome, s)
                     unfinished.append(r)
             if written is not None:
-                self._end_batch(written, unfinished, act.opts.trash_for > 0)
+                self._end_batch(written, unfinished, act.opts)
         finally:
             for r in batch:
                 _release(r.locks)
 
-    def _end_batch(self, written: Path, unfinished: list[_Held], trash: bool) -> None:
+    def _end_batch(self, written: Path, unfinished: list[_Held], opts: PruneOptions) -> None:
         """Forget the batch, except the removals that failed half way."""
         if not unfinished:
             self.journal.end_batch(written)
             return
         try:
-            self.journal.narrow_batch(written, [r.entry(trash) for r in unfinished])
+            self.journal.narrow_batch(written, [r.entry(opts) for r in unfinished])
         except OSError as exc:
             # The whole batch stays: the next run finds the rest gone.
             log.error("journal not narrowed", path=str(written), error=str(exc))
@@ -712,15 +739,25 @@ class Pruner:
             )
 
     # -- the journal --------------------------------------------------------
-    def _finish_journal(self, report: PruneReport, trash_for: float) -> bool:
+    def _finish_journal(
+        self, views: dict[str, DiskView], report: PruneReport, trash_for: float
+    ) -> bool:
         """Invariant 5: a removal killed half way is finished by the next run,
         under the exclusive lease, after listing the session from the disk
-        again. A session whose primary record is back (or never went: its
-        batch was journaled before its removal started) is left for the
-        ordinary plan to judge. What is finished is in this run's report
-        (invariant 9). True when anything was."""
+        again. Finishing is a removal like any other: the session is checked
+        again as a fresh removal would be (_finishing_keeps), so one written,
+        opened or pinned since, or the parent of one that stays, stays; and a
+        session the journal named whose removal never began (its batch was
+        journaled whole) is held to the same rules. A session whose primary
+        record is back (or never went) is left for the ordinary plan to
+        judge. What is finished or kept is in this run's report (invariant
+        9). True when anything was removed."""
         finished = False
         unsettled = self.journal.pending()
+        # Descendants first, as a plan orders them: a child finished here
+        # no longer keeps its parent.
+        unsettled.sort(key=lambda e: -self._journal_depth(e, views))
+        removed: set[tuple[str, str]] = set()
         for entry in list(unsettled):
             adapter = self.adapters.get(entry.agent)
             if adapter is None:
@@ -733,37 +770,113 @@ class Pruner:
                 report.failed.append(Failed(entry.agent, entry.id, f"finishing: {exc}"))
                 continue
             if lease is None:
-                continue  # held: finished by a later run
-            try:
-                done = self._finish_one(
-                    adapter, entry.agent, entry.id, trash_for if entry.trash else 0.0
+                # Held: kept, and finished by a later run.
+                report.kept.append(
+                    Kept(entry.agent, entry.id, Reason.HELD, "finishing: lease held")
                 )
+                continue
+            try:
+                done = self._finish_one(adapter, entry, views, removed, report, trash_for)
             except (RemovalError, trash.TrashError, OSError) as exc:
                 report.failed.append(Failed(entry.agent, entry.id, f"finishing: {exc}"))
-                continue
-            finally:
                 lease.release()
+                continue
+            if done is not None:
+                lease.discard()  # the session is gone: so is its lease file
+            lease.release()
             unsettled = [e for e in unsettled if e is not entry]
             self.journal.settle(entry, unsettled)
             if done is not None:
+                removed.add((done.agent, done.id))
                 report.removed.append(done)
                 report.residual.extend((done.agent, done.id, p) for p in done.residual)
                 finished = True
         return finished
 
+    def _journal_depth(self, entry: JournalEntry, views: dict[str, DiskView]) -> int:
+        view = views.get(entry.agent)
+        return sum(1 for _ in ancestors(entry.id, view.parent_of)) if view else 0
+
     def _finish_one(
-        self, adapter: Adapter, agent: str, sid: str, trash_for: float
+        self,
+        adapter: Adapter,
+        entry: JournalEntry,
+        views: dict[str, DiskView],
+        removed: set[tuple[str, str]],
+        report: PruneReport,
+        trash_for: float,
     ) -> Removed | None:
-        s = adapter.load(sid)
+        """Finish one journaled removal under its lease; None when nothing
+        was removed (gone already, left to the plan, or kept: in report.kept)."""
+        s = adapter.load(entry.id)
         if s is None or s.primary:
             return None
-        removal = self._removal(s, dry_run=False, trash_for=trash_for, now=time.time())
+        kept = self._finishing_keeps(s, entry, views.get(entry.agent), removed)
+        if kept is not None:
+            log.info(
+                "an interrupted removal is not finished", agent=s.agent, id=s.id, why=kept.reason
+            )
+            report.kept.append(kept)
+            return None
+        removal = self._removal(
+            s, dry_run=False, trash_for=trash_for if entry.trash else 0.0, now=time.time()
+        )
         try:
             adapter.remove(s, removal)
         finally:
             self._close_trash(removal)
-        log.info("finished an interrupted removal", agent=agent, id=sid)
-        return Removed(agent, sid, s.bytes, self._activity(s), removal.removed, removal.residuals)
+        log.info("finished an interrupted removal", agent=s.agent, id=s.id)
+        return Removed(
+            s.agent, s.id, s.bytes, self._activity(s), removal.removed, removal.residuals
+        )
+
+    def _finishing_activity(self, s: Session) -> float | None:
+        """The session's activity, with the directories' own mtimes left out:
+        the interrupted removal moved them, and only a write says the
+        session was used since (a file's mtime)."""
+        times = [self.restored.get(s.key), s.updated]
+        for artifact in s.artifacts:
+            if artifact.root is None or not artifact.is_dir:
+                times.append(artifact.mtime)  # a file, or rows: as listed
+                if artifact.mtime is None:
+                    return None
+                continue
+            newest = disk.newest_file_mtime(artifact.path)
+            if newest is None:
+                return None
+            times.append(newest)
+        if s.undated:
+            return None
+        known = [t for t in times if t is not None and t != -math.inf]
+        return max(known) if known else -math.inf
+
+    def _finishing_keeps(
+        self,
+        s: Session,
+        entry: JournalEntry,
+        view: DiskView | None,
+        removed: set[tuple[str, str]],
+    ) -> Kept | None:
+        """Why a journaled session must not be finished: the checks of a fresh
+        removal under its lease (invariants 1-4). Activity since the removal
+        began, or at or after the cutoff it began under, keeps it (a purge
+        named it whatever its age, but not whatever is written since); so
+        do holders, a pin, an unsafe record and a child that stays."""
+        purge = entry.cutoff is None
+        activity = self._finishing_activity(s)
+        if activity is None and not purge:
+            return Kept(s.agent, s.id, Reason.UNDATED, "finishing: a time of it cannot be read")
+        since = entry.started if purge else min(entry.started, cast(float, entry.cutoff))
+        if activity is not None and activity >= since:
+            return Kept(s.agent, s.id, Reason.UPDATED, f"finishing: written at {rfc3339(activity)}")
+        static = self._static_reason(s, purge=purge, under_lease=True)
+        if static is not None:
+            return static
+        children = [] if view is None else view.children(s.id)
+        staying = [c for c in children if (s.agent, c) not in removed]
+        if staying:
+            return Kept(s.agent, s.id, Reason.ANCESTOR, f"parent of {staying[0]}")
+        return None
 
     # -- the scheduled prune's pause ------------------------------------------
     def _pause_reason(self, views: dict[str, DiskView], opts: PruneOptions) -> str | None:

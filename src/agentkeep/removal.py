@@ -193,8 +193,8 @@ class _Parent:
 
     cursor: DirCursor
     root_dev: int
-    # (name, mode) of each component between root and leaf, for the trash.
-    chain: list[tuple[str, int]]
+    # (name, stat) of each component between root and leaf, for the trash.
+    chain: list[tuple[str, os.stat_result]]
 
 
 def _relative_parts(root: str, path: str) -> list[str]:
@@ -219,7 +219,7 @@ def _open_parent(root: str, parts: list[str], residual: Callable[[], None]) -> _
         raise RemovalError(f"{root}: {type(exc).__name__}: {exc.strerror or exc}") from exc
     try:
         root_dev = device(root, os.fstat(cursor.fd))
-        chain: list[tuple[str, int]] = []
+        chain: list[tuple[str, os.stat_result]] = []
         for name in parts[:-1]:
             try:
                 st = cursor.down(name)
@@ -237,7 +237,7 @@ def _open_parent(root: str, parts: list[str], residual: Callable[[], None]) -> _
                 residual()
                 cursor.close()
                 return None
-            chain.append((name, stat.S_IMODE(st.st_mode)))
+            chain.append((name, st))
         return _Parent(cursor, root_dev, chain)
     except OSError as exc:
         cursor.close()
@@ -295,6 +295,7 @@ class SessionRemoval:
         self.bytes = 0
         self.partial = False
         self._seen: set[tuple[int, int]] = set()
+        self._kept_rows: set[str] = set()
         self._trash_dev: int | None = None
         if trash is not None and not dry_run:
             where = os.fspath(same_fs_as if same_fs_as is not None else trash.path)
@@ -393,7 +394,9 @@ class SessionRemoval:
 
     def removed_at_once(self, what: str) -> None:
         self.removed.append(what)
-        if self.trash is not None and not self.dry_run:
+        # Rows kept in the trash come back with it: only what is gone for
+        # good makes the entry partial.
+        if self.trash is not None and not self.dry_run and what not in self._kept_rows:
             self._mark_partial(what)
 
     def residual(self, path: str) -> None:
@@ -405,6 +408,7 @@ class SessionRemoval:
             return
         try:
             self.trash.add_rows(rows)
+            self._kept_rows.add(f"{rows.db}#{rows.table}")
         except (OSError, sqlite3.Error) as exc:
             why = f"trash {self.trash.path}: cannot keep rows of {rows.table}: {exc}"
             raise RemovalError(why) from exc

@@ -22,18 +22,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
+from agentkeep import disk
+from agentkeep.adapters import sqlite
 from agentkeep.adapters.base import RemovalError, valid_name
+from agentkeep.adapters.sqlite import TableRows
 from agentkeep.leases import Lease, LeaseError, encode_id, hold_exclusive, lease_path, try_exclusive
 from agentkeep.paths import ensure_private_dir
+from agentkeep.processes import ProcessTable
 from agentkeep.removal import DirCursor, remove_tree_at
 from agentkeep.statefiles import write_json
-
-if TYPE_CHECKING:
-    from agentkeep.adapters.sqlite import TableRows
 
 log = structlog.get_logger("agentkeep.trash")
 
@@ -88,6 +89,10 @@ class TrashEntry:
     items: list[TrashItem]
     last_activity: float | None
     path: Path
+    # "<root n>/<rel>" -> (atime_ns, mtime_ns) of each directory on the way to
+    # what was moved in, as it was before the first move changed it: restore
+    # gives the directories it makes again their own times back.
+    dir_times: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,6 +106,7 @@ class TrashEntry:
             "roots": {str(n): root for n, root in self.roots.items()},
             "items": [{"root": i.root, "rel": i.rel} for i in self.items],
             "last_activity": self.last_activity,
+            "dir_times": {rel: list(times) for rel, times in self.dir_times.items()},
         }
 
     @classmethod
@@ -114,6 +120,10 @@ class TrashEntry:
             raise ValueError("an item names an unknown root")
         parent = data.get("parent")
         last = data.get("last_activity")
+        dir_times = {
+            _text(rel): (_whole(times[0]), _whole(times[1]))
+            for rel, times in dict(data.get("dir_times", {})).items()
+        }
         return cls(
             agent=_text(data["agent"]),
             id=_text(data["id"]),
@@ -126,12 +136,19 @@ class TrashEntry:
             items=items,
             last_activity=None if last is None else _number(last),
             path=path,
+            dir_times=dir_times,
         )
 
 
 def _text(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def _whole(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected a whole number, got {value!r}")
     return value
 
 
@@ -201,15 +218,18 @@ class TrashWriter:
         self._save()
         return n
 
-    def destination(self, n: int, chain: list[tuple[str, int]]) -> int:
+    def destination(self, n: int, chain: list[tuple[str, os.stat_result]]) -> int:
         """A descriptor of `roots/<n>/<chain...>`, creating the directories
         (with the modes of the ones they stand for, and always writable by
-        us); the caller closes it."""
+        us, and their times recorded for restore); the caller closes it."""
         roots = ensure_private_dir(self.path / _ROOTS)
         ensure_private_dir(roots / str(n))
         cursor = DirCursor.open(roots / str(n))
+        made = False
         try:
-            for name, mode in chain:
+            rel = str(n)
+            for name, st in chain:
+                rel = f"{rel}/{name}"
                 try:
                     os.mkdir(name, 0o700, dir_fd=cursor.fd)
                     created = True
@@ -217,7 +237,11 @@ class TrashWriter:
                     created = False
                 cursor.down(name)
                 if created:
-                    os.fchmod(cursor.fd, mode | stat.S_IRWXU)
+                    os.fchmod(cursor.fd, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)
+                    self.entry.dir_times.setdefault(rel, (st.st_atime_ns, st.st_mtime_ns))
+                    made = True
+            if made:
+                self._save()
         except BaseException:
             cursor.close()
             raise
@@ -361,8 +385,10 @@ def expire(state_dir: Path, *, now: float) -> list[TrashEntry]:
     for entry in list_entries(state_dir):
         if entry.expires_at > now:
             continue
+        path = lease_path(state_dir, entry.agent, entry.id)
+        made = not os.path.lexists(path)
         try:
-            lease = try_exclusive(lease_path(state_dir, entry.agent, entry.id))
+            lease = try_exclusive(path)
         except LeaseError:
             continue
         if lease is None:
@@ -378,6 +404,8 @@ def expire(state_dir: Path, *, now: float) -> list[TrashEntry]:
             except OSError as exc:
                 log.warning("trash entry cannot be removed", path=str(current.path), error=str(exc))
                 continue
+            if made:
+                lease.discard()  # the last step: expiry leaves no lease file it made
             expired.append(current)
     for agent_dir in _agent_dirs(state_dir):
         for path in agent_dir.iterdir():
@@ -400,9 +428,13 @@ class _Level:
     created: os.stat_result | None = None
 
 
-def _restore_tree(src_root: Path, dst_root: str, *, act: bool) -> tuple[list[str], int]:
+def _restore_tree(
+    src_root: Path, dst_root: str, *, act: bool, times: dict[str, tuple[int, int]] | None = None
+) -> tuple[list[str], int]:
     """Check (act=False) or move back (act=True) the tree `src_root` into
     `dst_root`. Returns the conflicting destinations and the bytes moved.
+    `times` are the recorded times of directories below `dst_root` (by
+    their path relative to it): a directory restore makes again gets them.
 
     The destination is walked like a removal (invariant 6): a link on the way
     is a conflict, never followed. Directories that exist are merged into;
@@ -410,8 +442,6 @@ def _restore_tree(src_root: Path, dst_root: str, *, act: bool) -> tuple[list[str
     """
     if not src_root.is_dir():
         return [], 0
-    if act:
-        os.makedirs(dst_root, mode=0o700, exist_ok=True)
     try:
         dst: DirCursor | None = DirCursor.open(dst_root)
     except FileNotFoundError:
@@ -433,8 +463,10 @@ def _restore_tree(src_root: Path, dst_root: str, *, act: bool) -> tuple[list[str
                     break
                 if level.dst and dst is not None:
                     if level.created is not None:
+                        rel = "/".join(lv.name for lv in levels[1:] + [level])
+                        own = (level.created.st_atime_ns, level.created.st_mtime_ns)
                         os.fchmod(dst.fd, stat.S_IMODE(level.created.st_mode))
-                        os.utime(dst.fd, ns=(level.created.st_atime_ns, level.created.st_mtime_ns))
+                        os.utime(dst.fd, ns=(times or {}).get(rel, own))
                     dst.up()
                 src.up()
                 if act:
@@ -545,9 +577,12 @@ def _lease_all(state_dir: Path, chain: list[TrashEntry]) -> list[Lease]:
 
 def restore(state_dir: Path, agent: str, session_id: str, *, now: float) -> RestoreResult:
     """Put a session, and its ancestors still in the trash, back where they
-    were. Every destination is checked first: RestoreConflict (nothing moved)
-    when anything would be overwritten. RestoreRefused when a lease is held,
-    NoSuchEntry when the session is not in the trash."""
+    were, files and database rows. Everything is checked first, and nothing
+    moves unless all of it can: RestoreConflict when anything would be
+    overwritten (a file, a row with the same key that differs), RestoreRefused
+    when a lease is held, a destination root is not safe to write into (it is
+    not the user's, others can write to it, a link on the way is not theirs)
+    or a database is in use; NoSuchEntry when the session is not in the trash."""
     chain = _chain(state_dir, agent, session_id)
     leases = _lease_all(state_dir, chain)
     try:
@@ -555,19 +590,14 @@ def restore(state_dir: Path, agent: str, session_id: str, *, now: float) -> Rest
         current = [e for e in (_read_entry(e.path) for e in chain if e.path.is_dir()) if e]
         if not current or current[0].id != session_id:
             raise NoSuchEntry(f"no {agent} session {session_id} in the trash")
-        conflicts: list[str] = []
-        for entry in current:
-            for n, root in sorted(entry.roots.items()):
-                conflicts += _restore_tree(entry.path / _ROOTS / str(n), root, act=False)[0]
-        if conflicts:
-            raise RestoreConflict(conflicts)
+        rows = {id(e): saved_rows(e) for e in current}
+        _check(current, rows)
         # Recorded before anything moves: a restored session must never look
         # idle, even when the restore stops half way.
         _record_restored(state_dir, [(e.agent, e.id) for e in current], now)
         result = RestoreResult(entries=current)
         for entry in reversed(current):
-            for n, root in sorted(entry.roots.items()):
-                result.bytes += _restore_tree(entry.path / _ROOTS / str(n), root, act=True)[1]
+            result.bytes += _put_back(entry, rows[id(entry)])
             result.paths += [os.path.join(entry.roots[i.root], i.rel) for i in entry.items]
             _discard(entry.path)
             log.info("restored from the trash", agent=entry.agent, id=entry.id)
@@ -575,6 +605,107 @@ def restore(state_dir: Path, agent: str, session_id: str, *, now: float) -> Rest
     finally:
         for lease in leases:
             lease.release()
+
+
+def _check(entries: list[TrashEntry], rows: dict[int, dict[str, list[TableRows]]]) -> None:
+    """Everything restore needs, checked before anything moves."""
+    unsafe = [p for e in entries for root in e.roots.values() if (p := _destination_problem(root))]
+    if unsafe:
+        raise RestoreRefused("not restoring into an unsafe place: " + "; ".join(unsafe))
+    databases = sorted({db for e in entries for db in rows[id(e)]})
+    if databases:
+        try:
+            sqlite.ensure_alone([Path(db) for db in databases], ProcessTable.snapshot())
+        except RemovalError as exc:
+            raise RestoreRefused(str(exc)) from exc
+    conflicts: list[str] = []
+    for entry in entries:
+        for n, root in sorted(entry.roots.items()):
+            conflicts += _restore_tree(entry.path / _ROOTS / str(n), root, act=False)[0]
+        for db, saved in rows[id(entry)].items():
+            conflicts += _rows_back(db, saved, act=False)
+    if conflicts:
+        raise RestoreConflict(conflicts)
+
+
+def _put_back(entry: TrashEntry, rows: dict[str, list[TableRows]]) -> int:
+    """Move one entry's files back (the bytes moved), then write its rows
+    back: the files first, so that a row an agent lists the session by never
+    stands without them (the reverse of the removal's order)."""
+    moved = 0
+    for n, root in sorted(entry.roots.items()):
+        _make_root(root)
+        prefix = f"{n}/"
+        times = {k[len(prefix) :]: t for k, t in entry.dir_times.items() if k.startswith(prefix)}
+        moved += _restore_tree(entry.path / _ROOTS / str(n), root, act=True, times=times)[1]
+    for db, saved in rows.items():
+        conflicts = _rows_back(db, saved, act=True)
+        if conflicts:
+            raise RestoreConflict(conflicts)
+    return moved
+
+
+def _rows_back(db: str, saved: list[TableRows], *, act: bool) -> list[str]:
+    try:
+        return sqlite.write_back(Path(db), saved, act=act)
+    except RemovalError as exc:
+        raise TrashError(str(exc)) from exc
+
+
+def _destination_problem(root: str) -> str | None:
+    """Why files must not be put back under `root`: it is checked like an
+    agent root (the user's, not writable by others, no link on the way that
+    is not theirs); a root that is gone (a reboot emptied /tmp) is checked
+    by the way to it, which restore then makes, 0700, as the user's."""
+    uid = os.getuid()
+    if os.path.lexists(root):
+        return disk.root_problem(root, uid)
+    parent = os.path.dirname(root)
+    while parent != os.path.dirname(parent) and not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    return disk.way_problem(parent, uid)
+
+
+def _make_root(root: str) -> None:
+    """Make a root that is gone, each missing directory 0700 and ours; a
+    directory someone else planted meanwhile is refused, never used."""
+    missing: list[str] = []
+    path = root
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
+    problem = disk.root_problem(root, os.getuid())
+    if problem is not None:
+        raise RestoreRefused(f"not restoring into an unsafe place: {problem}")
+
+
+def saved_rows(entry: TrashEntry) -> dict[str, list[TableRows]]:
+    """The rows the entry keeps, by database. Raises TrashError when they
+    cannot be read (restore then moves nothing)."""
+    path = entry.path / _ROWS
+    if not os.path.lexists(path):
+        return {}
+    if not sqlite.is_database_file(path):
+        raise TrashError(f"{path} is not a regular file")
+    out: dict[str, list[TableRows]] = {}
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            listed = conn.execute("SELECT n, db, name, columns FROM tables ORDER BY n").fetchall()
+            for n, db, name, cols in listed:
+                values = tuple(tuple(r) for r in conn.execute(f"SELECT * FROM t{int(n)}"))
+                columns = tuple(json.loads(cols))
+                out.setdefault(db, []).append(TableRows(db, name, columns, values))
+        finally:
+            conn.close()
+    except (sqlite3.Error, ValueError, TypeError) as exc:
+        raise TrashError(f"{path} cannot be read: {exc}") from exc
+    return out
 
 
 def _read_restored(path: Path) -> dict[str, float]:

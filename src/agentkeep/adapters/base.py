@@ -94,7 +94,8 @@ class Remover(Protocol):
 
     def removed_at_once(self, what: str) -> None:
         """Record that `what` (database rows, an agent command's work) was
-        removed outside the trash: the trash entry becomes partial."""
+        removed outside the trash: the trash entry becomes partial, unless
+        `what` is `<db>#<table>` whose rows were kept first (keep_rows)."""
 
     def residual(self, path: str) -> None:
         """Report something that still names the session and is not ours."""

@@ -557,6 +557,7 @@ class _Listings:
 class ClaudeAdapter(Adapter):
     name = "claude"
     evidence_kinds = frozenset({REGISTRY})
+    id_in_name = _UUID
 
     def __init__(self, env: Env) -> None:
         super().__init__(env)

@@ -182,3 +182,75 @@ def delete_rows(db: Path, deletions: Sequence[Deletion], keep: Keep | None = Non
     finally:
         conn.close()
     log.info("rows deleted", db=os.fspath(db), tables=[d[0] for d in deletions])
+
+
+def _key_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    """The table's primary key columns, in key order; every column when it
+    has none (then a row that is there already is the same row)."""
+    info = list(conn.execute(f'PRAGMA table_info("{table}")'))
+    keyed = sorted((row[5], row[1]) for row in info if row[5])
+    return [name for _, name in keyed] or [row[1] for row in info]
+
+
+def _write_back(conn: sqlite3.Connection, saved: TableRows, *, act: bool) -> list[str]:
+    """Check (and with `act`, insert) the saved rows of one table; the
+    conflicts (a table or column gone, a row with the same key that differs).
+    A row that is already there, the same in every saved column, is skipped:
+    a removal that stopped half way left it."""
+    present = columns(conn, saved.table)
+    missing = [c for c in saved.columns if c not in present]
+    if missing:
+        return [f"{saved.db}#{saved.table}: no column {', '.join(missing)} any more"]
+    key = [c for c in _key_columns(conn, saved.table) if c in saved.columns]
+    if not key:
+        return [f"{saved.db}#{saved.table}: its key columns were not saved"]
+    where = " AND ".join(f'"{c}" IS ?' for c in key)
+    names = ", ".join(f'"{c}"' for c in saved.columns)
+    select = f'SELECT {names} FROM "{saved.table}" WHERE {where}'
+    insert = f'INSERT INTO "{saved.table}" ({names}) VALUES ({", ".join("?" * len(saved.columns))})'
+    at = [saved.columns.index(c) for c in key]
+    conflicts: list[str] = []
+    for row in saved.rows:
+        there = conn.execute(select, [row[i] for i in at]).fetchone()
+        if there is None:
+            if act:
+                conn.execute(insert, row)
+        elif tuple(there) != tuple(row):
+            shown = ", ".join(f"{c}={row[i]!r}" for c, i in zip(key, at, strict=True))
+            conflicts.append(f"{saved.db}#{saved.table} ({shown[:120]})")
+    return conflicts
+
+
+def write_back(db: Path, saved: Sequence[TableRows], *, act: bool) -> list[str]:
+    """Put rows a removal took back into `db`, all in one transaction: with
+    `act` False only check. Returns the conflicts (a row with the same key
+    that differs, a table or column gone): with any, nothing is written.
+    Raises RemovalError when the database cannot be opened or written."""
+    if not is_database_file(db):
+        return [f"{db}: the database is gone (nothing to put its rows back into)"]
+    try:
+        conn = sqlite3.connect(
+            _uri(db, "rw"), uri=True, timeout=WRITE_TIMEOUT_S, isolation_level=None
+        )
+    except sqlite3.Error as exc:
+        raise RemovalError(f"{db}: {exc}") from exc
+    try:
+        conn.execute("BEGIN IMMEDIATE" if act else "BEGIN")
+        conflicts: list[str] = []
+        for rows in saved:
+            conflicts += _write_back(conn, rows, act=act)
+        if conflicts or not act:
+            conn.execute("ROLLBACK")
+            return conflicts
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # closing the connection rolls back what is left
+        raise RemovalError(f"{db}: {exc}") from exc
+    finally:
+        conn.close()
+    log.info("rows put back", db=os.fspath(db), tables=sorted({r.table for r in saved}))
+    return []

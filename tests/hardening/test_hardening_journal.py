@@ -1,0 +1,130 @@
+"""Finishing the journal keeps every keep rule.
+
+A prune journals a whole batch before its first removal. When it is killed
+right then, the next run finds journal entries for sessions whose removal
+never began, orphans among them (a `file-history/<id>` left by a transcript
+Claude's own sweep deleted: no primary record). Finishing is a removal like
+any other: an orphan pinned, written or opened since the kill stays.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentkeep.journal import Journal
+from build_claude import FILE_HISTORY, SESSION_ENV, make_session
+from fakehome import FakeHome, Spawn
+
+# Killed at the first path a removal would act on: by then the batch is
+# journaled whole, and nothing of it is removed yet.
+KILL_AT_FIRST_LEAF = """
+import os, signal
+import agentkeep.removal as removal
+
+def kill(path):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+removal._before_leaf = kill
+from agentkeep.cli import main
+main()
+"""
+
+
+READY_THEN_WAIT = "import time; print('ready', flush=True); time.sleep(600)"
+
+
+def killed_prune(fh: FakeHome) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", KILL_AT_FIRST_LEAF, "prune", "--older-than", "30d"],
+        env=fh.environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if proc.returncode != -signal.SIGKILL:
+        pytest.fail(f"SETUP INVALID: the prune was not killed ({proc.returncode}): {proc.stderr}")
+
+
+def journaled(fh: FakeHome) -> set[str]:
+    return {e.id for e in Journal(fh.state).pending()}
+
+
+def exists(paths: list[Path]) -> bool:
+    return all(os.path.lexists(p) for p in paths)
+
+
+def test_finishing_an_orphan_applies_pins_writes_and_live_processes(
+    fake_home: FakeHome, spawn: Spawn
+) -> None:
+    orphans = {
+        why: make_session(fake_home, kinds=[FILE_HISTORY, SESSION_ENV], age_days=50)
+        for why in ("pinned", "written", "live", "idle")
+    }
+    killed_prune(fake_home)
+    if journaled(fake_home) != {s.id for s in orphans.values()}:
+        pytest.fail(f"SETUP INVALID: the journal names {journaled(fake_home)}")
+    if not all(exists(s.all_paths()) for s in orphans.values()):
+        pytest.fail("SETUP INVALID: something was removed before the kill")
+
+    # After the kill, before the restart: a person pins one, an agent writes
+    # into another, and a process opens the third.
+    assert fake_home.cli("pin", "claude", orphans["pinned"].id).returncode == 0
+    written = orphans["written"].artifacts[FILE_HISTORY][0] / "after-the-kill.txt"
+    written.write_text("new work")
+    holder = spawn(
+        [sys.executable, "-c", READY_THEN_WAIT, "--resume", orphans["live"].id], ready=True
+    )
+    assert holder.poll() is None, "SETUP INVALID: the live process is gone"
+
+    proc = fake_home.cli("prune", "--older-than", "30d", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    kept = {k["id"]: k["reason"] for k in report["kept"]}
+    assert kept[orphans["pinned"].id] == "pinned"
+    assert kept[orphans["written"].id] == "updated"
+    assert kept[orphans["live"].id] == "live"
+    for why in ("pinned", "written", "live"):
+        assert exists(orphans[why].all_paths()), f"the {why} orphan lost something"
+    assert [r["id"] for r in report["removed"]] == [orphans["idle"].id]
+    assert not any(os.path.lexists(p) for p in orphans["idle"].all_paths())
+    assert journaled(fake_home) == set(), "every entry was judged and settled"
+
+
+@pytest.mark.parametrize("trash", ["0", "7d"])
+def test_a_half_removed_session_is_still_finished(fake_home: FakeHome, trash: str) -> None:
+    """The directories an interrupted removal emptied have new mtimes: that
+    is our own doing, not a write, and the session is finished."""
+    fake_home.write_config(f'trash = "{trash}"\n')
+    s = make_session(fake_home, age_days=50)
+    seam = """
+import os, signal
+import agentkeep.removal as removal
+count = 0
+def kill(path):
+    global count
+    count += 1
+    if count > 4:
+        os.kill(os.getpid(), signal.SIGKILL)
+removal._before_leaf = kill
+from agentkeep.cli import main
+main()
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", seam, "prune", "--older-than", "30d"],
+        env=fake_home.environ,
+        capture_output=True,
+        timeout=120,
+    )
+    half = not exists(s.all_paths()) and any(os.path.lexists(p) for p in s.all_paths())
+    if proc.returncode != -signal.SIGKILL or not half:
+        pytest.fail("SETUP INVALID: the session was not left half removed")
+    report = json.loads(fake_home.cli("prune", "--older-than", "30d", "--json").stdout)
+    assert [r["id"] for r in report["removed"]] == [s.id], report
+    assert not any(os.path.lexists(p) for p in s.all_paths())
