@@ -392,9 +392,10 @@ def test_remove_with_opencode_then_the_legacy_rows_and_files(
     a.remove(a.load(sid), r)  # type: ignore[arg-type]
 
     assert calls(log) == [["debug", "paths"], ["session", "delete", sid]]
-    assert r.removed == [f"opencode session delete {sid}"] + [
-        f"{tree.db}#{t}" for t in LEGACY_TABLES
-    ] + [str(p) for p in files]
+    # The rows it took (read first, for the trash), then ours.
+    assert r.removed == [f"{tree.db}#{t}" for t in V2_TABLES + LEGACY_TABLES] + [
+        str(p) for p in files
+    ]
     assert set(tree.row_counts(sid).values()) == {0}
     assert not any(p.exists() for p in files)
     assert a.load(sid) is None
@@ -683,6 +684,7 @@ def test_every_row_removed_is_kept_in_the_trash_once(
     if log is not None:
         assert calls(log) == [["debug", "paths"], ["session", "delete", sid]]
     assert kept_rows(entry) == before
+    assert not r.partial, "everything of it can be put back"
     assert set(tree.row_counts(sid).values()) == {0}
     assert not output.exists() and str(output) in r.removed
     assert a.load(sid) is None

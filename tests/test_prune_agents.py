@@ -422,7 +422,7 @@ class Opencode(Builder):
         if self.binary:
             # `opencode session delete` takes the 2.x rows; the legacy rows
             # and the files are ours.
-            paths = [f"opencode session delete {sid}"]
+            paths = [f"{tree.db}#{t}" for t in OPENCODE_TABLES if t not in OPENCODE_LEGACY]
             paths += [f"{tree.db}#{t}" for t in OPENCODE_LEGACY]
         else:
             paths = [f"{tree.db}#{t}" for t in OPENCODE_TABLES]
@@ -1044,7 +1044,9 @@ def test_an_unreadable_database_keeps_every_session_undated(
     ("b", "partial"),
     [
         (CODEX, True),
-        (OPENCODE, True),
+        # opencode's rows, ours and those its own delete takes, are kept.
+        (OPENCODE, False),
+        (OPENCODE_BIN, False),
         (GEMINI, False),
         (ZERO, False),
         (GROK, False),

@@ -258,11 +258,13 @@ class OpencodeAdapter(Adapter):
             return
         before = [r for db, d in _deletions(rows, session.id) for r in sqlite.read_rows(db, d)]
         run = self.run_agent([binary, "session", "delete", session.id], _COMMAND_TIMEOUT_S)
-        left = self.load(session.id)
-        if not run.failure or left is None or _paths(left) != _paths(session):
+        left = self.load(session.id) or Session(self.name, session.id)
+        for taken in self._keep_taken(before, session.id, remover):
+            remover.removed_at_once(taken)
+        files = {a.path for a in session.artifacts if a.kind not in (KIND_ROW, KIND_TOOL_OUTPUT)}
+        if files - _paths(left):
+            # Files it removed (a JSON-era opencode's) are gone for good.
             remover.removed_at_once(f"opencode session delete {session.id}")
-        self._keep_taken(before, session.id, remover)
-        left = left or Session(self.name, session.id)
         if run.failure and any(_table(a) == "session_v2" for a in left.artifacts):
             raise RemovalError(
                 f"opencode session delete failed ({run.failure}); the session is still listed"
@@ -329,9 +331,11 @@ class OpencodeAdapter(Adapter):
                 "opencode session delete would take too"
             )
 
-    def _keep_taken(self, before: list[TableRows], sid: str, remover: Remover) -> None:
+    def _keep_taken(self, before: list[TableRows], sid: str, remover: Remover) -> list[str]:
         """Keep in the trash the rows read before `opencode session delete`
-        that it took (any it left are ours to delete, and kept then)."""
+        that it took (any it left are ours to delete, and kept then); the
+        `<db>#<table>` of each table it took rows of."""
+        kept = []
         for rows in before:
             try:
                 (now,) = sqlite.read_rows(Path(rows.db), [(rows.table, _key(rows.table), sid)])
@@ -340,6 +344,8 @@ class OpencodeAdapter(Adapter):
             taken = _taken(rows, now)
             if taken.rows:
                 remover.keep_rows(taken)
+                kept.append(f"{rows.db}#{rows.table}")
+        return kept
 
     def _finish(
         self,
