@@ -189,11 +189,20 @@ class Opencode:
 
     def agentkeep(self, *args: str, timeout: float = 900) -> isolation.Run:
         """agentkeep as the user runs it, isolated like opencode itself: a
-        removal runs `opencode debug paths` and `opencode session delete`.
-        The arguments go by the environment: the wrappers that make the
-        namespace are processes of the user's whose command lines would
-        otherwise name the session (and hold it live)."""
+        removal runs `opencode debug paths` and `opencode session delete`
+        (the opencode it finds first on PATH records each call, then is the
+        real one: agentkeep_calls()). The arguments go by the environment:
+        the wrappers that make the namespace are processes of the user's
+        whose command lines would otherwise name the session (and hold it
+        live)."""
+        shim = self.home.root / "recording-bin"
+        shim.mkdir(exist_ok=True)
+        (shim / "opencode").write_text(
+            f'#!/bin/sh\nprintf \'%s\\n\' "$*" >> {self.calls}\nexec {self.binary} "$@"\n'
+        )
+        (shim / "opencode").chmod(0o755)
         env = self.environ()
+        env["PATH"] = f"{shim}{os.pathsep}{env['PATH']}"
         env["AGENTKEEP_TEST_ARGS"] = json.dumps(args)
         return isolation.run(
             [sys.executable, "-c", _AGENTKEEP],
@@ -204,6 +213,14 @@ class Opencode:
             workdir=self.workdir,
             timeout=timeout,
         )
+
+    @property
+    def calls(self) -> Path:
+        return self.home.root / "opencode-calls-by-agentkeep"
+
+    def agentkeep_calls(self) -> list[str]:
+        """The opencode commands agentkeep ran, in order."""
+        return self.calls.read_text().splitlines() if self.calls.exists() else []
 
     def tool_outputs(self) -> dict[str, set[str]]:
         """tool-output file name -> the sessions whose part rows point at it

@@ -227,6 +227,10 @@ def conformance(oc: Opencode, s: dict[str, str]) -> None:
     removed = [r["id"] for r in doc["removed"]]
     assert set(removed) == doomed and doc["failed"] == [] and doc["kept"] == []
     assert removed.index(s["child"]) < removed.index(s["parent"]), "children first"
+    # opencode's own delete did it, asked only once agentkeep knew it uses our data dir.
+    assert oc.agentkeep_calls() == [
+        c for sid in removed for c in ("debug paths", f"session delete {sid}")
+    ]
 
     # -- nothing of them is left but what the report calls residual
     after = groundtruth.naming(user_tree(agent_home), ids)
