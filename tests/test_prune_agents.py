@@ -962,6 +962,35 @@ def test_opencode_with_a_data_home_others_can_write_to_is_never_removed(
     assert old.state() == before
 
 
+def test_what_opencode_keeps_of_a_session_that_agentkeep_does_not_know_is_residual(
+    fake_home: FakeHome,
+) -> None:
+    """Looking again after the removal: a row naming the session in an id
+    column of a table that is not a session's (opencode.db is the adapter's
+    database) and a file under the data dir whose name carries its `ses_`
+    id are reported, and left."""
+    OPENCODE.setup(fake_home)
+    s = OPENCODE.make(fake_home, days=40)
+    tree = OPENCODE.tree(fake_home)
+    conn = sqlite3.connect(tree.db)
+    with conn:
+        conn.execute("CREATE TABLE later_cache (key TEXT PRIMARY KEY, owner_id TEXT)")
+        conn.execute("INSERT INTO later_cache VALUES ('k', ?)", (s.id,))
+    conn.close()
+    unknown = write(tree.data / "later" / f"{s.id}.bin", "x")
+
+    run = prune(fake_home)
+
+    assert run.code == 0, run.stderr
+    assert run.doc["removed"] == [s.removed()]
+    assert by_id(run.doc["residual"]) == by_id(
+        {"agent": "opencode", "id": s.id, "path": path}
+        for path in (f"{tree.db}#later_cache", str(unknown))
+    )
+    assert unknown.exists() and Row(tree.db, "later_cache", "owner_id", s.id).count() == 1
+    assert s.gone() == []
+
+
 # -- zero's own lease ------------------------------------------------------------------
 
 
