@@ -407,7 +407,8 @@ def test_status_shows_a_config_error(fake_home: FakeHome) -> None:
 
     code, doc, _ = cli_json(fake_home, "status")
 
-    assert code == 1 and doc["pid"] is None
+    # Shown, and exit 2: a bad config is what to fix first.
+    assert code == 2 and doc["pid"] is None
     assert doc["config"]["ok"] is False and doc["config"]["retention"] is None
     assert "retention" in doc["config"]["error"] and "30x" in doc["config"]["error"]
 

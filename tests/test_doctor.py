@@ -130,7 +130,7 @@ def test_all_well_exits_0_and_problems_exit_1(fake_home: FakeHome, real_daemon: 
 
     fake_home.write_config('retention = "30x"\n')
     done = fake_home.cli("doctor")
-    assert done.returncode == 1, done.stdout
+    assert done.returncode == 2, done.stdout  # a config error, as every command says
     assert re.search(r"^PROBLEM +config: .*retention = '30x'", done.stdout, re.M), done.stdout
     assert re.search(r"^ +fix: correct retention in ", done.stdout, re.M), done.stdout
     assert done.stdout.splitlines()[-1] == "1 problem found"
@@ -328,4 +328,13 @@ def test_doctor_json_is_one_document(fake_home: FakeHome) -> None:
     done = fake_home.cli("doctor", "--json")
     assert done.returncode == 1, done.stderr
     names = [c["name"] for c in json.loads(done.stdout)]
-    assert names == ["config", "watches", "service", "socket", "pause", "claude", "gemini"]
+    assert names == [
+        "config",
+        "watches",
+        "service",
+        "socket",
+        "pause",
+        "state disk",
+        "claude",
+        "gemini",
+    ]

@@ -13,6 +13,7 @@ it, rich) are imported inside the commands that use them: `--version` and
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -120,6 +121,10 @@ class Runner:
 
                     render.report(_console(), exc.report)
             _fail(exc.exit, exc.message)
+        except OSError as exc:
+            # A state file that cannot be written (a full disk): one line.
+            where = f" ({exc.filename})" if exc.filename else ""
+            _fail(EXIT_FAILED, f"{exc.strerror or exc}{where}")
         sys.exit(code)
 
 
@@ -127,17 +132,39 @@ def _json_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(f)
 
 
+# Commands that run with a config that is bad: the daemon serves on (and
+# its status says why it prunes nothing); `service` does not read it;
+# status and doctor report it, then exit 2.
+_BAD_CONFIG_RUNS = frozenset({"serve", "service", "install", "uninstall", "status", "doctor"})
+
+
 class _Command(click.Command):
     """A command that sets up the log once its arguments are parsed, so that
-    `--help` never imports the logging stack."""
+    `--help` never imports the logging stack, and refuses a bad config."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        from agentkeep.logs import configure
+        from agentkeep.logs import configure, level_from
 
         # A person at the CLI sees results, not the log; the daemon logs every
         # removal and kept session (AGENTKEEP_LOG_LEVEL overrides both).
-        configure(level=os.environ.get("AGENTKEEP_LOG_LEVEL", "warning"))
+        try:
+            level = level_from(os.environ, "info" if self.name == "serve" else "warning")
+        except ValueError as exc:
+            _fail(EXIT_USAGE, str(exc))
+        configure(level=level)
+        if self.name not in _BAD_CONFIG_RUNS:
+            error = config_error(Env.from_environ())
+            if error is not None:
+                _fail(EXIT_USAGE, f"config error: {error}")
         return super().invoke(ctx)
+
+
+def config_error(env: Env) -> str | None:
+    """The user's config's error, or None: every command that reads it
+    refuses a bad one (exit 2, naming the key and the value)."""
+    from agentkeep import view
+
+    return view.load(env, env.state_dir)[1]
 
 
 class _Group(click.Group):
@@ -149,6 +176,10 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="agentkeep")
 def main() -> None:
     """Keep coding agents' sessions, prune what has been idle past your retention."""
+    # A file name that is not UTF-8 reaches text output as lone surrogates:
+    # written as escapes, so that output is always UTF-8 and never an error.
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="backslashreplace")
 
 
 @main.command()
@@ -451,9 +482,7 @@ def restore(agent: str, session_id: str, as_json: bool) -> None:
 def serve() -> None:
     """Run the daemon in the foreground (what the service runs)."""
     from agentkeep.daemon.main import serve as run_daemon
-    from agentkeep.logs import configure
 
-    configure(level=os.environ.get("AGENTKEEP_LOG_LEVEL", "info"))
     sys.exit(run_daemon(Env.from_environ()))
 
 
@@ -473,6 +502,8 @@ def status(as_json: bool) -> None:
         doc = {"pid": None, "version": __version__, "uptime_s": None, **core.status_fields(r.ctx)}
         doc.update(watch={"mode": None, "roots": []}, next_prune=None)
         code = EXIT_FAILED
+    if not (doc.get("config") or {}).get("ok", True):
+        code = EXIT_USAGE  # a bad config: shown, and what to fix first
     if not as_json:
         from agentkeep import core, render
 
@@ -542,4 +573,6 @@ def doctor(as_json: bool) -> None:
         _emit_json([c.__dict__ for c in checks])
     else:
         doc_mod.render(checks, click.echo)
+    if any(c.name == "config" and not c.ok for c in checks):
+        sys.exit(EXIT_USAGE)
     sys.exit(EXIT_OK if all(c.ok for c in checks) else EXIT_FAILED)

@@ -151,12 +151,21 @@ class Config:
 
 
 def load_config(
-    path: Path, *, home: Path, state_dir: Path, agent_roots: Mapping[str, list[Path]]
+    path: Path,
+    *,
+    home: Path,
+    state_dir: Path,
+    agent_roots: Mapping[str, list[Path]],
+    required: bool = False,
 ) -> Config:
     """Read and check the config at `path` (and nothing else). A missing file
-    gives `exists=False` and no retention; every problem is a ConfigError."""
+    gives `exists=False` and no retention, unless it is `required` (a path
+    the user named: a typo there must not read as "no config"); every
+    problem is a ConfigError."""
     try:
         data = _read(path)
+        if data is None and required:
+            raise ConfigError("does not exist (named by AGENTKEEP_CONFIG)")
         return _config(path, data or {}, data is not None, home, state_dir, agent_roots)
     except ConfigError as exc:
         exc.path = path

@@ -37,9 +37,11 @@ from agentkeep.prune import (
     PruneRefused,
     PruneReport,
     lift_pause,
+    read_pause,
     record_last_prune,
+    state_disk_full,
 )
-from agentkeep.statefiles import Pins, read_json
+from agentkeep.statefiles import Pins, StateFileError, read_json
 
 log = structlog.get_logger("agentkeep.core")
 
@@ -48,10 +50,13 @@ SUGGESTED_SECONDS = 30 * 86400.0
 
 
 def _open_index(path: Path) -> Index:
+    """The index; kept in memory when it cannot be written at `path` (a full
+    disk): it is a cache of the disk, so everything still works from memory."""
     try:
         return Index(path, adapters.evidence_kinds())
     except (sqlite3.Error, OSError) as exc:
-        raise Failure(1, f"cannot open the index {path}: {exc} (is the disk full?)") from None
+        log.warning("the index cannot be written; kept in memory", path=str(path), error=str(exc))
+        return Index(path, adapters.evidence_kinds(), memory=True)
 
 
 @dataclass
@@ -66,6 +71,9 @@ class Context:
     adapters: dict[str, Adapter]
     index: Index
     prune_lock: threading.Lock = field(default_factory=threading.Lock)
+    # The last prune's summary when it could not be saved (a full disk):
+    # status shows it from here.
+    unsaved_prune: dict[str, Any] | None = None
 
     @classmethod
     def open(cls, env: Env) -> Context:
@@ -301,7 +309,16 @@ def _evidence(ctx: Context) -> Evidence:
             files[agent] = set(os.listdir(ctx.state_dir / "leases" / agent))
         except OSError:
             files[agent] = set()
-    return Evidence(ProcessTable.snapshot(ctx.env.uid), Pins(ctx.state_dir).all(), files)
+    return Evidence(ProcessTable.snapshot(ctx.env.uid), _pins(ctx), files)
+
+
+def _pins(ctx: Context) -> set[tuple[str, str]]:
+    """Every pin. A damaged pins.json stops whatever needs the pins (a prune
+    above all: a lost pin would let its session go) until a person fixes it."""
+    try:
+        return Pins(ctx.state_dir).all()
+    except StateFileError as exc:
+        raise Failure(1, f"{exc}; until then nothing is pruned") from None
 
 
 def _as_session(ctx: Context, s: IndexedSession, arts: list[Artifact] | None = None) -> Session:
@@ -566,8 +583,9 @@ def reclaimable(ctx: Context, retention: float | None = None) -> set[tuple[str, 
 
 
 def reclaim_hint(ctx: Context) -> dict[str, Any] | None:
-    """With no retention configured: what a 30-day retention would reclaim."""
-    if ctx.config.has_retention():
+    """With no retention configured: what a 30-day retention would reclaim
+    (nothing to say while the config is bad: its error says what to fix)."""
+    if ctx.config.has_retention() or ctx.config_error:
         return None
     keys = reclaimable(ctx, SUGGESTED_SECONDS)
     total = sum(s.bytes for s in ctx.index.sessions() if (s.agent, s.id) in keys)
@@ -595,7 +613,7 @@ def _cutoffs(
 
 
 def _pruner(ctx: Context) -> Pruner:
-    return Pruner(ctx.adapters, ctx.state_dir, index=ctx.index, pins=Pins(ctx.state_dir).all())
+    return Pruner(ctx.adapters, ctx.state_dir, index=ctx.index, pins=_pins(ctx))
 
 
 def prune(
@@ -644,9 +662,12 @@ def prune(
 
 def _run_locked(ctx: Context, opts: PruneOptions, *, wait: bool) -> PruneReport | None:
     lock = leases.PrunerLock(ctx.state_dir)
-    if not lock.acquire(wait=wait):
-        log.info("a prune is already running; this turn is skipped")
-        return None
+    try:
+        if not lock.acquire(wait=wait):
+            log.info("a prune is already running; this turn is skipped")
+            return None
+    except leases.LeaseError as exc:
+        raise Failure(1, f"cannot take the prune lock: {exc}; nothing was removed") from None
     try:
         try:
             report = _pruner(ctx).run(opts)
@@ -654,14 +675,22 @@ def _run_locked(ctx: Context, opts: PruneOptions, *, wait: bool) -> PruneReport 
             raise Failure(exc.exit_code, str(exc), -32602) from None
         except trash.TrashError as exc:
             raise Failure(1, f"prune refused: {exc}") from None
+        summary = None
         if not opts.dry_run and not report.paused:
-            if not opts.scheduled:
+            summary = report.summary(opts.now, opts.scheduled)
+        elif report.paused:
+            summary = report.summary(opts.now, opts.scheduled) | _last_ts(ctx)
+        # The report is what the run did: a record that cannot be written
+        # (a full disk) is one error line, never the report's loss.
+        try:
+            if summary is not None and not report.paused and not opts.scheduled:
                 lift_pause(ctx.state_dir, opts.now)
-            record_last_prune(ctx.state_dir, report.summary(opts.now, opts.scheduled))
-        if report.paused:
-            record_last_prune(
-                ctx.state_dir, report.summary(opts.now, opts.scheduled) | _last_ts(ctx)
-            )
+            if summary is not None:
+                record_last_prune(ctx.state_dir, summary)
+                ctx.unsaved_prune = None
+        except OSError as exc:
+            log.error("the prune's record was not saved", error=exc.strerror or str(exc))
+            ctx.unsaved_prune = summary
         return report
     finally:
         lock.release()
@@ -728,6 +757,7 @@ def _descendants(adapter: Adapter, sid: str) -> list[str]:
 
 def pin(ctx: Context, agent: str, id: str, pinned: bool = True) -> dict[str, Any]:
     found = _find(ctx, agent, id)
+    _pins(ctx)  # a damaged file is reported, never overwritten
     Pins(ctx.state_dir).set(agent, found.id, pinned)
     return {"agent": agent, "id": found.id, "pinned": pinned}
 
@@ -738,10 +768,9 @@ def expire_trash(ctx: Context) -> None:
 
 # -- status --------------------------------------------------------------------
 def status_fields(ctx: Context) -> dict[str, Any]:
-    last = read_json(ctx.state_dir / "last_prune.json", None)
+    last = ctx.unsaved_prune or read_json(ctx.state_dir / "last_prune.json", None)
     if isinstance(last, dict):
         last = {k: v for k, v in last.items() if k != "ts"}
-    pause = read_json(ctx.state_dir / "pause.json", None)
     return {
         "version": __version__,
         "sessions": ctx.index.count(),
@@ -751,7 +780,7 @@ def status_fields(ctx: Context) -> dict[str, Any]:
             "retention": ctx.config.retention_text if not ctx.config_error else None,
         },
         "last_prune": last,
-        "paused": pause.get("reason") if isinstance(pause, dict) else None,
+        "paused": read_pause(ctx.state_dir) or state_disk_full(ctx.state_dir),
     }
 
 

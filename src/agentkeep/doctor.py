@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ from agentkeep.config import (
 )
 from agentkeep.daemon import watch
 from agentkeep.paths import Env
-from agentkeep.statefiles import read_json
+from agentkeep.prune import read_pause
 
 log = structlog.get_logger("agentkeep.doctor")
 
@@ -246,13 +247,13 @@ def check_socket(env: Env, daemon: dict[str, Any] | str) -> Check:
 
 
 def check_pause(env: Env) -> Check:
-    pause = read_json(env.state_dir / "pause.json", None)
-    if not isinstance(pause, dict):
+    pause = read_pause(env.state_dir)
+    if pause is None:
         return Check("pause", True, "the scheduled prune is not paused")
     return Check(
         "pause",
         False,
-        f"the scheduled prune paused itself: {pause.get('reason', 'no reason recorded')}",
+        f"the scheduled prune paused itself: {pause}",
         "check `agentkeep prune --dry-run`, then run `agentkeep prune` once to lift the pause",
     )
 
@@ -325,6 +326,30 @@ def check_gemini(env: Env, config: Config) -> Check:
     )
 
 
+# Room a prune needs in the state dir: its journal, the trash's entries,
+# the index's growth.
+STATE_ROOM = 1 << 20
+
+
+def check_state_disk(env: Env) -> Check:
+    """Whether the disk holding the state dir has room to journal removals."""
+    where = env.state_dir if env.state_dir.exists() else env.state_dir.parent
+    try:
+        st = os.statvfs(where)
+    except OSError as exc:
+        return Check("state disk", False, f"cannot tell the room left at {where}: {exc}")
+    free = st.f_bavail * st.f_frsize
+    if free < STATE_ROOM:
+        return Check(
+            "state disk",
+            False,
+            f"the disk holding {where} is full ({free // 1024} kB free): removals cannot be"
+            " journaled, so nothing is pruned",
+            "free some space on that disk (`agentkeep trash --empty` frees the trash)",
+        )
+    return Check("state disk", True, f"{free // (1 << 20)} MB free at {where}")
+
+
 def run_checks(env: Env) -> list[Check]:
     config, error = _load(env)
     daemon = _daemon(env)
@@ -334,6 +359,7 @@ def run_checks(env: Env) -> list[Check]:
         check_service(env),
         check_socket(env, daemon),
         check_pause(env),
+        check_state_disk(env),
         check_claude(env, config),
         check_gemini(env, config),
     ]

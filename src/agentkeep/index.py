@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agentkeep.model import Artifact, Session
 
@@ -78,8 +79,11 @@ _SESSION_FORMAT = "\t".join(
         "  }",
     ]
 )
+# A workspace stored as a BLOB (a name that is not UTF-8, see _insert) is
+# quoted as DEL, which written_as_python() sends to Python to write.
+_WORKSPACE = "CASE typeof(workspace) WHEN 'blob' THEN char(127) ELSE workspace END"
 _SESSION_TEXT = (
-    f"printf('{_SESSION_FORMAT}', json_quote(agent), json_quote(id), json_quote(workspace),"
+    f"printf('{_SESSION_FORMAT}', json_quote(agent), json_quote(id), json_quote({_WORKSPACE}),"
     f" json_quote(parent), json_quote({_RFC3339}), bytes, artifacts)"
 )
 IDLE_TAIL = '"state": "idle"\t  }'
@@ -104,6 +108,11 @@ class IndexedSession:
     bytes: int
     artifacts: int
     unsafe: str | None
+
+
+def _session(row: Sequence[Any]) -> IndexedSession:
+    agent, sid, workspace, parent, *rest = row
+    return IndexedSession(agent, sid, _text(workspace), _text(parent), *rest)
 
 
 @dataclass(slots=True)
@@ -147,8 +156,41 @@ def batches(
 
 
 def _write(db: sqlite3.Connection, done: Rows) -> None:
-    db.executemany("INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?)", done.sessions)
-    db.executemany("INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?)", done.artifacts)
+    _insert(db, "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?)", done.sessions)
+    _insert(db, "INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?)", done.artifacts)
+
+
+def _insert(db: sqlite3.Connection, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
+    """executemany, for rows that may hold names that are not UTF-8.
+
+    A file name that is not UTF-8 comes from the OS as a str with lone
+    surrogates (surrogateescape), which SQLite's TEXT cannot take; such a
+    string is stored as a BLOB of its surrogatepass encoding instead, which
+    _text() turns back into the very same str. Tried as TEXT first: a scan
+    writes hundreds of thousands of rows, nearly always all UTF-8."""
+    db.execute("SAVEPOINT rows")
+    try:
+        db.executemany(sql, rows)
+    except UnicodeEncodeError:
+        # executemany stopped at the row it could not bind: undo the rows
+        # before it and write them all again, converted.
+        db.execute("ROLLBACK TO rows")
+        db.executemany(sql, [tuple(map(_stored, row)) for row in rows])
+    db.execute("RELEASE rows")
+
+
+def _stored(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass")
+    return value
+
+
+def _text(value: object) -> Any:
+    """A stored string as it was written (see _insert)."""
+    return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
 
 
 class Replacement:
@@ -182,10 +224,16 @@ class Index:
     agent's), kept in a partial index: listing 50,000 sessions reads a few
     thousand of their 300,000 artifacts, and a scan pays nothing for it."""
 
-    def __init__(self, path: Path, evidence_kinds: Iterable[str] = ()) -> None:
+    def __init__(
+        self, path: Path, evidence_kinds: Iterable[str] = (), *, memory: bool = False
+    ) -> None:
         self.path = path
+        # In memory: one database every thread of this process shares (a
+        # connection held open keeps it), for a disk that cannot take it.
+        self._uri = f"file:agentkeep-index-{id(self)}?mode=memory&cache=shared" if memory else None
         self._local = threading.local()
         self._evidence = frozenset(evidence_kinds)
+        self._keep = self._connect() if memory else None
         db = self._db()
         db.executescript(_SCHEMA)  # each statement is idempotent; executescript commits
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -213,14 +261,24 @@ class Index:
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
-            fresh = not self.path.exists()
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            if fresh:
-                os.chmod(self.path, 0o600)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
+            db = self._connect()
             self._local.db = db
         return db
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._uri is not None:
+            return sqlite3.connect(self._uri, uri=True, timeout=30, isolation_level=None)
+        fresh = not self.path.exists()
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        if fresh:
+            os.chmod(self.path, 0o600)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        return db
+
+    @property
+    def in_memory(self) -> bool:
+        return self._uri is not None
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -301,13 +359,15 @@ class Index:
     # -- directory signatures (cheap warm reconcile) ---------------------
     def dir_signatures(self, agent: str) -> dict[str, int | None]:
         rows = self._db().execute("SELECT path, mtime_ns FROM dirs WHERE agent = ?", (agent,))
-        return dict(rows.fetchall())
+        return {_text(path): mtime for path, mtime in rows}
 
     def set_dir_signatures(self, agent: str, signatures: dict[str, int | None]) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM dirs WHERE agent = ?", (agent,))
-            db.executemany(
-                "INSERT INTO dirs VALUES (?,?,?)", [(p, agent, m) for p, m in signatures.items()]
+            _insert(
+                db,
+                "INSERT INTO dirs VALUES (?,?,?)",
+                [(p, agent, m) for p, m in signatures.items()],
             )
 
     # -- reading --------------------------------------------------------
@@ -319,7 +379,7 @@ class Index:
             sql += " WHERE agent = ?"
             args = (agent,)
         sql += f" ORDER BY {_ORDER}"
-        return [IndexedSession(*row) for row in self._db().execute(sql, args)]
+        return [_session(row) for row in self._db().execute(sql, args)]
 
     def listing(
         self, agent: str | None = None, idle_before: float | None = None
@@ -350,7 +410,7 @@ class Index:
             "SELECT * FROM sessions WHERE agent = ? AND id IN (SELECT value FROM json_each(?))",
             (agent, json.dumps(list(ids))),
         )
-        return [IndexedSession(*row) for row in rows]
+        return [_session(row) for row in rows]
 
     def get(self, agent: str, session_id: str) -> IndexedSession | None:
         row = (
@@ -358,7 +418,7 @@ class Index:
             .execute("SELECT * FROM sessions WHERE agent = ? AND id = ?", (agent, session_id))
             .fetchone()
         )
-        return IndexedSession(*row) if row else None
+        return _session(row) if row else None
 
     def artifacts(self, agent: str, session_id: str) -> list[Artifact]:
         rows = self._db().execute(
@@ -367,7 +427,7 @@ class Index:
             (agent, session_id),
         )
         return [
-            Artifact(p, k, b, m, r, bool(pr), bool(li), bool(d))
+            Artifact(_text(p), k, b, m, _text(r), bool(pr), bool(li), bool(d))
             for p, k, b, m, r, pr, li, d in rows
         ]
 
@@ -393,16 +453,18 @@ class Index:
         )
         out: dict[tuple[str, str], list[Artifact]] = {}
         for a, sid, p, k, b, m, r, pr, li, d in self._db().execute(sql, args):
-            art = Artifact(p, k, b, m, r, bool(pr), bool(li), bool(d))
+            art = Artifact(_text(p), k, b, m, _text(r), bool(pr), bool(li), bool(d))
             out.setdefault((a, sid), []).append(art)
         return out
 
     def artifact_times(self, agent: str) -> Iterator[tuple[str, str, float | None]]:
         """(session id, path, mtime) of every file-system artifact, streamed."""
-        yield from self._db().execute(
+        rows = self._db().execute(
             "SELECT session_id, path, mtime FROM artifacts WHERE agent = ? AND root IS NOT NULL",
             (agent,),
         )
+        for sid, path, mtime in rows:
+            yield sid, _text(path), mtime
 
     def children(self, agent: str, session_id: str) -> list[str]:
         rows = self._db().execute(

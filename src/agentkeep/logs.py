@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
 
 
 def _import_structlog_without_rich() -> None:
@@ -34,6 +35,17 @@ import structlog  # noqa: E402
 
 # Libraries that log every routine step at INFO (apscheduler: each job run).
 _QUIET = ("apscheduler", "watchdog")
+
+
+LEVELS = ("debug", "info", "warning", "error")
+
+
+def level_from(environ: Mapping[str, str], default: str) -> str:
+    """AGENTKEEP_LOG_LEVEL, checked; ValueError names a bad one."""
+    level = environ.get("AGENTKEEP_LOG_LEVEL") or default
+    if level.lower() not in LEVELS:
+        raise ValueError(f"AGENTKEEP_LOG_LEVEL must be one of {', '.join(LEVELS)}, not {level!r}")
+    return level.lower()
 
 
 # What configure() was last called with: worker processes log the same way.

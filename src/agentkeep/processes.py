@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +45,44 @@ def _gone(pid: int) -> bool:
         return False
 
 
+# The process a request comes from: the CLI itself (None: this process),
+# or, in the daemon, the peer of the connection asking.
+_asking: ContextVar[int | None] = ContextVar("asking", default=None)
+
+
+@contextmanager
+def asked_by(pid: int | None) -> Iterator[None]:
+    """Process tables made inside are for a request from `pid`."""
+    token = _asking.set(pid)
+    try:
+        yield
+    finally:
+        _asking.reset(token)
+
+
+def _wrappers() -> set[int]:
+    """The asking process's ancestors that run agentkeep (`timeout 60
+    agentkeep purge claude <id>`, `sh -c 'agentkeep show ...'`, a cron or
+    ssh command line): they name the session only because they ask about
+    it. An ancestor that does not run agentkeep (a `claude --resume <id>`
+    whose hook asks) still names it: it is using the session."""
+    pid = _asking.get()
+    try:
+        chain = psutil.Process(os.getpid() if pid is None else pid).parents()
+    except (psutil.Error, OSError):
+        return set()
+    found = set()
+    for proc in chain:
+        try:
+            cmdline = proc.cmdline()
+        except (psutil.Error, OSError):
+            continue
+        tokens = {t.lower() for arg in cmdline for t in _TOKEN_SPLIT.split(arg)}
+        if "agentkeep" in tokens:
+            found.add(proc.pid)
+    return found
+
+
 def is_agentkeep(cmdline: tuple[str, ...] | list[str]) -> bool:
     """True for agentkeep's own processes (the CLI, the daemon)."""
     head = [os.path.basename(arg) for arg in cmdline[:2]]
@@ -67,10 +107,13 @@ class ProcessTable:
     _tokens: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
     _open_files: dict[str, list[tuple[int, str]]] | None = None
     _open_names: set[str] = field(default_factory=set)
+    # Ancestors of the asking process that run agentkeep (_wrappers): their
+    # command lines name nothing, though they are alive and may hold files.
+    wrappers: frozenset[int] = frozenset()
 
     @classmethod
     def snapshot(cls, uid: int | None = None) -> ProcessTable:
-        table = cls(uid=os.getuid() if uid is None else uid)
+        table = cls(uid=os.getuid() if uid is None else uid, wrappers=frozenset(_wrappers()))
         try:
             it = psutil.process_iter(_ATTRS, ad_value=_UNREADABLE)
             for proc in it:
@@ -89,7 +132,7 @@ class ProcessTable:
             return ProcessTable.snapshot(self.uid)
         if current == self._seen:
             return self  # nothing started or exited since
-        table = ProcessTable(uid=self.uid, failed=self.failed)
+        table = ProcessTable(uid=self.uid, failed=self.failed, wrappers=self.wrappers)
         for pid in current & set(self.procs):
             table.add(self.procs[pid])
         table.unreadable = [pid for pid in self.unreadable if pid in current]
@@ -129,6 +172,8 @@ class ProcessTable:
 
     def add(self, proc: Proc) -> None:
         self.procs[proc.pid] = proc
+        if proc.pid in self.wrappers:
+            return
         for arg in proc.cmdline:
             for token in _TOKEN_SPLIT.split(arg):
                 if token:

@@ -28,7 +28,7 @@ from agentkeep.journal import Journal, JournalEntry
 from agentkeep.model import Holder, Reason, Session, rfc3339
 from agentkeep.processes import ProcessTable
 from agentkeep.removal import SessionRemoval
-from agentkeep.statefiles import read_json, remove, write_json
+from agentkeep.statefiles import StateFileError, read_json, read_state, remove, write_json
 
 log = structlog.get_logger("agentkeep.prune")
 
@@ -633,16 +633,10 @@ class Pruner:
                 try:
                     written = self.journal.begin_batch([r.entry(act.opts) for r in batch])
                 except OSError as exc:
+                    why = f"cannot write the journal {self.journal.dir}: {exc.strerror or exc}"
+                    log.error("journal write failed; this batch removes nothing", error=why)
                     for r in batch:
-                        agent, sid = r.session.agent, r.session.id
-                        log.error(
-                            "journal write failed; nothing removed",
-                            agent=agent,
-                            id=sid,
-                            error=str(exc),
-                        )
-                        why = f"cannot write the journal: {exc}"
-                        act.fail(Failed(agent, sid, why), r.session)
+                        act.fail(Failed(r.session.agent, r.session.id, why), r.session)
                     return
             unfinished: list[_Held] = []
             for n, r in enumerate(batch):
@@ -880,9 +874,9 @@ class Pruner:
 
     # -- the scheduled prune's pause ------------------------------------------
     def _pause_reason(self, views: dict[str, DiskView], opts: PruneOptions) -> str | None:
-        existing = read_json(self.state_dir / "pause.json", None)
+        existing = read_pause(self.state_dir) or state_disk_full(self.state_dir)
         if existing:
-            return str(existing.get("reason", "paused"))
+            return existing
         reason = pause_reason(self.state_dir, views, opts, self._activity)
         if reason:
             write_json(
@@ -904,7 +898,12 @@ def pause_reason(
     index never pauses."""
     if not any(view.sessions for view in views.values()):
         return None  # an empty index never pauses
-    last = read_json(state_dir / "last_prune.json", None)
+    try:
+        last = read_state(state_dir / "last_prune.json", _summary)
+    except StateFileError as exc:
+        # Without it the clock cannot be checked: pause (a person's prune
+        # writes it afresh).
+        return f"the record of the last prune cannot be read: {exc}"
     retention = min((opts.now - c for c in opts.cutoffs.values()), default=None)
     if last and isinstance(last.get("ts"), int | float) and retention is not None:
         if opts.now < last["ts"]:
@@ -929,6 +928,44 @@ def pause_reason(
     if read_json(acknowledged, None) is None:
         return "even the newest session is idle past the retention"
     return None
+
+
+def _summary(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError("not an object")
+    return value
+
+
+def _pause(value: Any) -> str:
+    if not isinstance(value, dict) or not isinstance(value.get("reason"), str):
+        raise TypeError("no reason in it")
+    return value["reason"]
+
+
+def read_pause(state_dir: Path) -> str | None:
+    """Why the scheduled prune is paused, or None. A damaged pause file still
+    pauses it (a pause that cannot be read must not let a prune run)."""
+    try:
+        return read_state(state_dir / "pause.json", _pause)
+    except StateFileError as exc:
+        return f"the pause file cannot be read: {exc}"
+
+
+# Below this much room, a prune cannot journal its removals.
+_ROOM = 64 * 1024
+
+
+def state_disk_full(state_dir: Path) -> str | None:
+    """Why the scheduled prune waits for room: the disk holding the state dir
+    is full, and every removal would fail without its journal entry. Not
+    recorded (there is no room to): it lasts as long as the disk is full."""
+    try:
+        st = os.statvfs(state_dir)
+    except OSError:
+        return None
+    if st.f_bavail * st.f_frsize >= _ROOM:
+        return None
+    return f"the disk holding {state_dir} is full: nothing can be pruned until there is room"
 
 
 def lift_pause(state_dir: Path, now: float) -> None:

@@ -8,6 +8,7 @@ without what only the in-process work needs.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +17,32 @@ from agentkeep.adapters.base import Adapter
 from agentkeep.config import Config, ConfigError, load_config
 from agentkeep.paths import Env
 
+_loaded: dict[tuple[object, ...], tuple[Config, str | None]] = {}
+
 
 def load(env: Env, state_dir: Path) -> tuple[Config, str | None]:
     """The config, or the defaults and the error when it is bad (the daemon
-    keeps serving and prunes nothing until it is fixed)."""
+    keeps serving and prunes nothing until it is fixed). Read once per
+    process while the file stays the same (a command checks it before it
+    asks the daemon, which needs it again)."""
+    try:
+        st = os.stat(env.config_path)
+        signature: object = (st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError as exc:
+        signature = exc.errno
+    key = (str(state_dir), tuple(sorted(env.environ.items())), signature)
+    if key not in _loaded:
+        _loaded.clear()
+        _loaded[key] = _load(env, state_dir)
+    return _loaded[key]
+
+
+def _load(env: Env, state_dir: Path) -> tuple[Config, str | None]:
     roots = adapters.agent_roots(env)
+    named = env.get("AGENTKEEP_CONFIG") is not None
     try:
         return load_config(
-            env.config_path, home=env.home, state_dir=state_dir, agent_roots=roots
+            env.config_path, home=env.home, state_dir=state_dir, agent_roots=roots, required=named
         ), None
     except ConfigError as exc:
         fallback = load_config(

@@ -113,7 +113,7 @@ def test_a_full_journal_fails_each_session_removes_nothing_and_recovers(
     for failed in doc["failed"]:
         assert "cannot write the journal" in failed["reason"]
         assert ENOSPC_TEXT in failed["reason"]
-    assert "journal write failed; nothing removed" in proc.stderr
+    assert "journal write failed; this batch removes nothing" in proc.stderr
     assert ENOSPC_TEXT in proc.stderr
     assert disk(fake_home) == before, "something was removed without its journal entry"
     assert journal_dir_files(fake_home) == [], "a journal file was left behind"
@@ -143,8 +143,8 @@ def test_the_daemon_logs_a_full_journal_and_recovers(fake_home: FakeHome) -> Non
         lambda: events_named(daemon.log, "scheduled prune done"), 20, "the scheduled prune"
     )
     assert done[0]["removed"] == 0 and done[0]["failed"] == len(old)
-    errors = events_named(daemon.log, "journal write failed; nothing removed")
-    assert sorted(e["id"] for e in errors) == sorted(s.id for s in old)
+    errors = events_named(daemon.log, "journal write failed; this batch removes nothing")
+    assert errors, "the full journal is logged"
     assert all(e["level"] == "error" and ENOSPC_TEXT in e["error"] for e in errors)
     status = daemon.status()
     assert status["last_prune"]["failed"] == len(old) and status["last_prune"]["removed"] == 0

@@ -283,8 +283,9 @@ def entries(directory: str | os.PathLike[str]) -> list[Entry]:
     """The entries of `directory`, sorted by name, listed without moving its
     atime (a link at `directory` itself is listed through, so what lies behind
     it can be reported as linked). A missing directory has none; one that
-    cannot be listed is logged and has none. Names that are not UTF-8 cannot
-    be stored or reported: they are logged and left out."""
+    cannot be listed is logged and has none. A name that is not UTF-8 comes
+    as the OS gives it (lone surrogates), and travels so through the index
+    and the reports."""
     directory = os.fspath(directory)
     # The directory entry's own type (d_type) tells links and directories
     # apart without a stat per entry; only a link is stat'ed, to see
@@ -307,9 +308,6 @@ def entries(directory: str | os.PathLike[str]) -> list[Entry]:
     found: list[Entry] = []
     for name, link, is_dir in sorted(listed):
         path = os.path.join(directory, name)
-        if not utf8_name(name):
-            log.info("skipped a name that is not UTF-8", directory=directory, name=ascii(name))
-            continue
         if link:
             try:
                 is_dir = stat.S_ISDIR(os.stat(path).st_mode)

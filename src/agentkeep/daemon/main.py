@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import core, leases, prune
+from agentkeep import core, leases, processes, prune
 from agentkeep.daemon import schedule, watch
 from agentkeep.daemon.notify import Notifier
 from agentkeep.daemon.schedule import Jobs, Schedule
@@ -147,7 +147,10 @@ class Daemon:
             )
             return None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as exc:  # a full disk: the lock holds, without its pid
+            log.warning("the daemon lock names no pid", lock=str(path), error=str(exc))
         return fd
 
     def _start(self) -> bool:
@@ -393,12 +396,19 @@ class Daemon:
         if "env" in params:
             self._check_env(params["env"])
         params = {k: v for k, v in params.items() if k != "env"}
-        with self._working():
+        with self._working(), processes.asked_by(conn.pid):
             try:
                 return self._call(conn, method, params)
             except core.Failure as exc:
                 data = {"report": exc.report} if exc.report is not None else None
                 raise RpcError(exc.code, exc.message, exit=exc.exit, data=data) from None
+            except OSError as exc:
+                # A state file that cannot be written (a full disk): said in
+                # words, naming it, as the CLI says it in-process.
+                where = f" ({exc.filename})" if exc.filename else ""
+                message = f"{exc.strerror or exc}{where}"
+                log.error("request failed", method=method, error=message)
+                raise RpcError(SERVER_ERROR, message, exit=1) from None
             finally:
                 _close_thread_index(self.ctx)
 
