@@ -191,10 +191,7 @@ class Opencode:
         """agentkeep as the user runs it, isolated like opencode itself: a
         removal runs `opencode debug paths` and `opencode session delete`
         (the opencode it finds first on PATH records each call, then is the
-        real one: agentkeep_calls()). The arguments go by the environment:
-        the wrappers that make the namespace are processes of the user's
-        whose command lines would otherwise name the session (and hold it
-        live)."""
+        real one: agentkeep_calls())."""
         shim = self.home.root / "recording-bin"
         shim.mkdir(exist_ok=True)
         (shim / "opencode").write_text(
@@ -203,9 +200,8 @@ class Opencode:
         (shim / "opencode").chmod(0o755)
         env = self.environ()
         env["PATH"] = f"{shim}{os.pathsep}{env['PATH']}"
-        env["AGENTKEEP_TEST_ARGS"] = json.dumps(args)
         return isolation.run(
-            [sys.executable, "-c", _AGENTKEEP],
+            [sys.executable, "-m", "agentkeep", *args],
             env=env,
             cwd=self.workspace,
             protocol=PROTOCOL,
@@ -237,13 +233,6 @@ class Opencode:
             return conn.execute(sql, args).fetchall()
         finally:
             conn.close()
-
-
-_AGENTKEEP = (
-    "import json, os, runpy, sys; "
-    "sys.argv = ['agentkeep', *json.loads(os.environ.pop('AGENTKEEP_TEST_ARGS'))]; "
-    "runpy.run_module('agentkeep', run_name='__main__')"
-)
 
 
 def _events(stdout: str) -> list[dict[str, Any]]:
