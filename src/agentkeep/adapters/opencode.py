@@ -153,6 +153,7 @@ _STORAGE_FOLDERS = ("message", "part", "todo", "session_diff")
 
 class OpencodeAdapter(Adapter):
     name = "opencode"
+    # Session ids are `ses_` and 26 base62 characters (1.x to 1.18).
     id_in_name = re.compile(r"ses_[0-9A-Za-z]+")
 
     @cached_property
@@ -233,8 +234,9 @@ class OpencodeAdapter(Adapter):
         data dir (1.18 removes every row; 2.x only its own, #50260), then
         whatever rows and files it left ourselves; without it, every row
         (listing rows first), then the files. The session's tool outputs go
-        last either way (opencode's delete leaves them). Every row removed,
-        by opencode or by us, is kept in the trash first."""
+        last either way (opencode's delete leaves them). Every row removed
+        is kept in the trash: ours as they go, opencode's read before it
+        runs."""
         if session.unsafe:
             raise RemovalError(session.unsafe)
         self._ensure_db_readable()
