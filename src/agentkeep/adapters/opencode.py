@@ -161,8 +161,9 @@ class OpencodeAdapter(Adapter):
         """`$XDG_DATA_HOME/opencode` wherever it points, as opencode itself
         follows it, else `~/.local/share/opencode`. One on a place another
         user owns or can write to is a root with a problem (roots()): what
-        lies there is never removed."""
-        return self.env.data_home / "opencode"
+        lies there is never removed. Normalised as opencode's own
+        path.join does (`/srv/../data` is `/data`)."""
+        return Path(os.path.normpath(self.env.data_home / "opencode"))
 
     @cached_property
     def db_path(self) -> Path:
