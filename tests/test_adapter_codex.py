@@ -29,6 +29,7 @@ from build_codex import (
     calls,
     install_fake_codex,
     new_id,
+    seen,
     without,
 )
 from conftest import FakeHome
@@ -87,12 +88,10 @@ def test_scan_attributes_every_artifact_to_its_session(
 
     assert set(sessions) == {sid, other}
     s = sessions[sid]
-    assert paths(s) == {
-        str(rollout),
-        str(tui),
-        f"{tree.state_db}#threads",
-        f"{tree.history_db}#thread_items",
-    }
+    # A row in every table of the six databases that holds one (FIELD-NOTES).
+    rows = tree.naming(sid)
+    assert len(rows) == 15 and len({r.partition("#")[0] for r in rows}) == 6
+    assert paths(s) == {str(rollout), str(tui)} | rows
     assert {a.path for a in s.primary} == {str(rollout), f"{tree.state_db}#threads"}
     assert {a.kind for a in s.artifacts if a.path.endswith("#threads")} == {"row"}
     assert s.workspace == "/home/u/proj"
@@ -104,7 +103,7 @@ def test_scan_attributes_every_artifact_to_its_session(
     assert s.last_activity() == 1_767_600_000
     # Row artifacts name a table; files are each one session's only.
     assert not {p for p in paths(s) & paths(sessions[other]) if "#" not in p}
-    assert len(paths(sessions[other])) == 4
+    assert len(paths(sessions[other])) == len(paths(s))
     assert sessions[other].workspace == "/home/u/other"
     # load lists the same session again from disk.
     assert adapter(fake_home).load(sid) == s
@@ -275,8 +274,9 @@ def test_unreadable_history_database_attributes_nothing(
     with capture_logs() as logs:
         s = adapter(fake_home).load(sid)
     assert s is not None and not s.undated
-    assert not any("thread_items" in a.path for a in s.artifacts)
-    assert "thread history unreadable; its rows not attributed" in {e["event"] for e in logs}
+    assert not any(a.path.startswith(str(tree.history_db)) for a in s.artifacts)
+    assert f"{tree.root / 'goals_1.sqlite'}#thread_goals" in paths(s)  # the others still read
+    assert "codex database unreadable; its rows not attributed" in {e["event"] for e in logs}
 
 
 def test_ids_and_paths(fake_home: FakeHome, tree: CodexTree) -> None:
@@ -381,6 +381,7 @@ def test_remove_without_codex_takes_the_row_first(
     sid, other = tree.full_session(), tree.full_session()
     rollout = next(tree.root.glob(f"sessions/*/*/*/rollout-*-{sid}.jsonl"))
     tui = tree.root / "tui-thread-reference-capabilities" / sid
+    rows, other_rows = tree.naming(sid), tree.naming(other)
     row_present_when_rollout_removed: list[bool] = []
 
     def before_leaf(path: str) -> None:
@@ -393,18 +394,87 @@ def test_remove_without_codex_takes_the_row_first(
 
     assert row_present_when_rollout_removed, "SETUP INVALID: the rollout was never removed"
     assert row_present_when_rollout_removed == [False]
-    assert r.removed == [
-        f"{tree.state_db}#threads",
-        str(rollout),
-        str(tui),
-        f"{tree.history_db}#thread_items",
-    ]
+    assert r.removed[:3] == [f"{tree.state_db}#threads", str(rollout), str(tui)]
+    # Every other row of every database, after the files.
+    assert sorted(r.removed[3:]) == sorted(rows - {f"{tree.state_db}#threads"})
     assert r.residuals == [str(tree.index)]
     assert not rollout.exists() and not tui.exists()
-    assert sid not in tree.thread_ids() and sid not in tree.item_ids()
+    assert tree.naming(sid) == set()
     assert sid in tree.index.read_text()  # Codex's own index is never edited
     assert a.load(sid) is None
-    assert a.load(other) is not None and other in tree.thread_ids() and other in tree.item_ids()
+    assert a.load(other) is not None and tree.naming(other) == other_rows
+
+
+def test_rows_of_tables_a_later_codex_adds_are_the_sessions(
+    fake_home: FakeHome, tree: CodexTree
+) -> None:
+    """Tables come from the schema: a new table with a thread_id column, in a
+    known database or a new one, holds the session's rows; a table that only
+    mentions the id elsewhere is not read (looking again reports it)."""
+    sid, other = tree.full_session(), tree.full_session()
+    goals, future = tree.root / "goals_1.sqlite", tree.root / "future_3.sqlite"
+    for db, sql in (
+        (goals, "CREATE TABLE thread_notes (thread_id TEXT, note TEXT)"),
+        (future, "CREATE TABLE scratch (id INTEGER PRIMARY KEY, thread_id TEXT)"),
+        (future, "CREATE TABLE opaque (ref TEXT)"),
+    ):
+        conn = sqlite3.connect(db)
+        with conn:
+            conn.execute(sql)
+            table = sql.split()[2]
+            column = "ref" if table == "opaque" else "thread_id"
+            for owner in (sid, other):
+                conn.execute(f"INSERT INTO {table} ({column}) VALUES (?)", (owner,))
+        conn.close()
+    a = adapter(fake_home)
+    assert future in a.databases() and goals in a.databases()
+    s = a.load(sid)
+    assert s is not None
+    assert {f"{goals}#thread_notes", f"{future}#scratch"} <= paths(s)
+    assert f"{future}#opaque" not in paths(s)
+
+    a.remove(s, remover(sid))
+
+    assert tree.naming(sid) == {f"{future}#opaque"}
+    assert {f"{goals}#thread_notes", f"{future}#scratch", f"{future}#opaque"} <= tree.naming(other)
+
+
+def test_a_subagent_is_a_child_by_its_spawn_edge(fake_home: FakeHome, tree: CodexTree) -> None:
+    """0.169 keeps a subagent's parent in thread_spawn_edges (threads has no
+    parent column any more): the edge is a row of both threads."""
+    parent, child = tree.full_session(), new_id()
+    tree.thread(child, parent=parent)  # a row and an edge, no rollout
+    edge = f"{tree.state_db}#thread_spawn_edges"
+    sessions = by_id(fake_home)
+    assert sessions[child].parent == parent
+    assert edge in paths(sessions[child]) and edge in paths(sessions[parent])
+
+    adapter(fake_home).remove(sessions[child], remover(child))
+
+    assert adapter(fake_home).load(child) is None
+    assert edge not in paths(adapter(fake_home).load(parent))  # type: ignore[arg-type]
+    assert parent in tree.thread_ids()
+
+
+def test_the_older_layout_is_still_read(fake_home: FakeHome) -> None:
+    """Before 0.169: threads with a parent_thread_id column, thread_items of
+    three columns, no other database."""
+    old = CodexTree(build_codex(fake_home).root, legacy=True)
+    parent = old.full_session()
+    sid = new_id()
+    old.thread(sid, parent=parent)
+    old.items(sid)
+    s = adapter(fake_home).load(sid)
+    assert s is not None and s.parent == parent
+    assert paths(s) == {f"{old.state_db}#threads", f"{old.history_db}#thread_items"}
+    assert paths(adapter(fake_home).load(parent)) == {  # type: ignore[arg-type]
+        str(next(old.root.glob(f"sessions/*/*/*/rollout-*-{parent}.jsonl"))),
+        str(old.root / "tui-thread-reference-capabilities" / parent),
+        f"{old.state_db}#threads",
+        f"{old.history_db}#thread_items",
+    }
+    adapter(fake_home).remove(s, remover(sid))
+    assert sid not in old.thread_ids() and sid not in old.item_ids()
 
 
 def test_a_half_removed_session_is_listed_and_finished(
@@ -417,35 +487,71 @@ def test_a_half_removed_session_is_listed_and_finished(
         conn.execute("DELETE FROM threads WHERE id = ?", (sid,))
     conn.close()
     tui = tree.root / "tui-thread-reference-capabilities" / sid
+    rows = tree.naming(sid)
     a = adapter(fake_home)
     s = a.load(sid)
     assert s is not None and s.primary == [] and sid in by_id(fake_home)
-    assert paths(s) == {str(tui), f"{tree.history_db}#thread_items"}
+    assert paths(s) == {str(tui)} | rows
+    # Codex installed: it cannot find a session by rows alone (it fails
+    # without a row or a rollout), so they are removed here, kept in the trash.
+    log = install_fake_codex(fake_home)
     r = remover(sid)
     a.remove(s, r)
-    assert r.removed == [str(tui), f"{tree.history_db}#thread_items"]
-    assert a.load(sid) is None and sid not in tree.item_ids()
+    assert calls(log) == []
+    assert r.removed[0] == str(tui) and set(r.removed[1:]) == rows
+    assert a.load(sid) is None and tree.naming(sid) == set()
 
 
-def test_remove_with_codex_runs_it_and_finishes_what_it_left(
+def test_remove_with_codex_moves_the_rollout_first_and_finishes_what_it_left(
     fake_home: FakeHome, tree: CodexTree
 ) -> None:
     sid, other = tree.full_session(), tree.full_session()
+    other_rows = tree.naming(other)
     packed = tree.rollout(sid, archived=True, zst=True)  # a second rollout of the same session
-    log = install_fake_codex(fake_home)
+    rollout = next(tree.root.glob(f"sessions/*/*/*/rollout-*-{sid}.jsonl"))
+    # A table this Codex does not know: its rows are left, and reported.
+    log = install_fake_codex(fake_home, skip=("logs",))
     tui = tree.root / "tui-thread-reference-capabilities" / sid
     a, r = adapter(fake_home), remover(sid)
 
     a.remove(a.load(sid), r)  # type: ignore[arg-type]
 
-    assert calls(log) == [["--version"], ["delete", sid]]
-    assert not packed.exists() and sid not in tree.thread_ids()  # codex's own work
-    assert sid not in tree.index.read_text()
+    # Without --force and a terminal the real codex refuses to delete.
+    assert calls(log) == [["--version"], ["delete", "--force", sid]]
+    # The rollouts went first (Codex lists no thread without one), the
+    # threads row was still there for codex to find the session by.
+    assert seen(log) == [{"id": sid, "rollouts": 0, "threads": 1}]
+    assert not packed.exists() and not rollout.exists() and sid not in tree.thread_ids()
     assert not tui.exists()  # a file of the session it left: ours
-    assert r.removed == [f"codex delete {sid}", str(tui)]
-    assert r.residuals == [f"{tree.history_db}#thread_items"]  # rows it left: reported
-    assert sid in tree.item_ids()
-    assert a.load(other) is not None and other in tree.thread_ids()
+    assert r.removed == [str(packed), str(rollout), f"codex delete --force {sid}", str(tui)]
+    assert r.residuals == [f"{tree.root / 'logs_2.sqlite'}#logs"]  # rows it left: reported
+    assert tree.naming(sid) == {f"{tree.root / 'logs_2.sqlite'}#logs"}
+    assert a.load(other) is not None and tree.naming(other) == other_rows
+
+
+def test_codex_delete_is_not_run_while_a_subagent_thread_stays(
+    fake_home: FakeHome, tree: CodexTree
+) -> None:
+    """`codex delete` removes the session's subagent threads with it: one
+    still on disk refuses the parent's removal (descendants go first)."""
+    parent = tree.full_session()
+    child = tree.full_session(spawned_by=parent)
+    tree.spawn_edge(parent, child)
+    log = install_fake_codex(fake_home)
+    before = snapshot(tree.root)
+    a = adapter(fake_home)
+
+    with pytest.raises(RemovalError, match=f"subagent thread {child} is still present"):
+        a.remove(a.load(parent), remover(parent))  # type: ignore[arg-type]
+    assert calls(log) == [] and snapshot(tree.root) == before
+
+    a.remove(a.load(child), remover(child))  # type: ignore[arg-type]
+    a.remove(a.load(parent), remover(parent))  # type: ignore[arg-type]
+    assert calls(log) == [["--version"], ["delete", "--force", child]] * 1 + [
+        ["--version"],
+        ["delete", "--force", parent],
+    ]
+    assert tree.naming(parent) == set() and tree.naming(child) == set()
 
 
 def test_a_failing_codex_leaves_the_session_listed_and_fails(
@@ -453,15 +559,72 @@ def test_a_failing_codex_leaves_the_session_listed_and_fails(
 ) -> None:
     sid = tree.full_session()
     rollout = next(tree.root.glob(f"sessions/*/*/*/rollout-*-{sid}.jsonl"))
+    rows = tree.naming(sid)
     log = install_fake_codex(fake_home, fail=True)
     a = adapter(fake_home)
     r = remover(sid)
     with pytest.raises(RemovalError, match="codex delete failed .*still listed"):
         a.remove(a.load(sid), r)  # type: ignore[arg-type]
-    assert r.removed == []  # it did nothing: nothing is reported removed
-    assert calls(log) == [["--version"], ["delete", sid]]
-    assert rollout.exists() and sid in tree.thread_ids()
-    assert (tree.root / "tui-thread-reference-capabilities" / sid).exists()
+    assert r.removed == [str(rollout)]  # codex did nothing: only the rollout went
+    assert calls(log) == [["--version"], ["delete", "--force", sid]]
+    assert tree.naming(sid) == rows
+    # Codex no longer offers it; the next run (a journal's) finishes it.
+    log = install_fake_codex(fake_home)
+    a.remove(a.load(sid), remover(sid))  # type: ignore[arg-type]
+    assert seen(log) == [{"id": sid, "rollouts": 0, "threads": 1}]
+    assert a.load(sid) is None and tree.naming(sid) == set()
+
+
+@pytest.mark.parametrize("with_codex", [False, True])
+def test_every_row_and_the_rollout_go_into_the_trash(
+    fake_home: FakeHome, tree: CodexTree, with_codex: bool
+) -> None:
+    """What a purge takes is kept for restore: the rollout is moved into the
+    trash, every row (the ones `codex delete` deletes too) is copied there
+    before it goes, and restore puts all of it back."""
+    sid, other = tree.full_session(), tree.full_session()
+    rollout = next(tree.root.glob(f"sessions/*/*/*/rollout-*-{sid}.jsonl"))
+    content, rows = rollout.read_bytes(), tree.naming(sid)
+    expected = {
+        (db, table): _rows_of(Path(db), table, sid)
+        for db, _, table in (r.partition("#") for r in rows)
+    }
+    log = install_fake_codex(fake_home) if with_codex else None
+
+    fake_home.cli("purge", "codex", sid, "--json", check=True)
+
+    assert (calls(log)[-1] == ["delete", "--force", sid]) if log else True
+    assert tree.naming(sid) == set() and not rollout.exists()
+    entry = next((fake_home.state / "trash" / "codex").iterdir())
+    moved = [p for p in entry.rglob(rollout.name)]
+    assert len(moved) == 1 and moved[0].read_bytes() == content
+    assert _kept_rows(entry / "rows.sqlite") == expected
+    assert adapter(fake_home).load(other) is not None
+    [listed] = json.loads(fake_home.cli("trash", "--json", check=True).stdout)["entries"]
+    assert listed["partial"] is False, "all that was taken waits in the trash"
+
+    fake_home.cli("restore", "codex", sid, check=True)
+    assert rollout.read_bytes() == content
+    assert {(db, t): _rows_of(Path(db), t, sid) for db, t in expected} == expected
+
+
+def _rows_of(db: Path, table: str, sid: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+        where = " OR ".join(f'"{c}" = ?' for c in cols)
+        return sorted(conn.execute(f'SELECT * FROM "{table}" WHERE {where}', [sid] * len(cols)))
+    finally:
+        conn.close()
+
+
+def _kept_rows(path: Path) -> dict[tuple[str, str], list[tuple[object, ...]]]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        listed = conn.execute("SELECT n, db, name FROM tables").fetchall()
+        return {(db, name): sorted(conn.execute(f"SELECT * FROM t{n}")) for n, db, name in listed}
+    finally:
+        conn.close()
 
 
 def test_a_codex_without_delete_is_not_asked_to_delete(
@@ -500,25 +663,27 @@ def test_a_database_held_for_writing_refuses_before_anything_is_removed(
 def test_dry_run_decides_the_same_and_changes_nothing(fake_home: FakeHome, tree: CodexTree) -> None:
     sid = tree.full_session()
     rollout = next(tree.root.glob(f"sessions/*/*/*/rollout-*-{sid}.jsonl"))
-    before, rows = snapshot(tree.root), (tree.thread_ids(), tree.item_ids())
+    rows = tree.naming(sid)
+    before, ids = snapshot(tree.root), (tree.thread_ids(), tree.item_ids())
     a, r = adapter(fake_home), remover(sid, dry_run=True)
 
     a.remove(a.load(sid), r)  # type: ignore[arg-type]
 
-    assert r.removed == [
+    assert r.removed[:3] == [
         f"{tree.state_db}#threads",
         str(rollout),
         str(tree.root / "tui-thread-reference-capabilities" / sid),
-        f"{tree.history_db}#thread_items",
     ]
-    assert snapshot(tree.root) == before and (tree.thread_ids(), tree.item_ids()) == rows
+    assert set(r.removed[3:]) == rows - {f"{tree.state_db}#threads"}
+    assert snapshot(tree.root) == before and (tree.thread_ids(), tree.item_ids()) == ids
 
     log = install_fake_codex(fake_home)
     r = remover(sid, dry_run=True)
     adapter(fake_home).remove(a.load(sid), r)  # type: ignore[arg-type]
     assert calls(log) == []  # a dry run runs no binary
-    assert r.removed == [f"codex delete {sid}"]
-    assert snapshot(tree.root) == before and (tree.thread_ids(), tree.item_ids()) == rows
+    assert r.removed == [str(rollout), f"codex delete --force {sid}"]
+    assert snapshot(tree.root) == before and (tree.thread_ids(), tree.item_ids()) == ids
+    assert tree.naming(sid) == rows
 
 
 def test_linked_rollout_dir_is_never_removed(fake_home: FakeHome, tree: CodexTree) -> None:

@@ -47,7 +47,8 @@ from waiting import wait_until as wait_for
 
 DAY = 86400.0
 RFC3339_Z = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
-REPORT_KEYS = {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "residual"}
+# The contract's keys, and `trash` (what went there, until when: README).
+REPORT_KEYS = {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "residual", "trash"}
 REASONS = {"live", "held", "pinned", "ancestor", "updated", "undated", "unsafe", "capped"}
 SLEEP = "import time; time.sleep(60)"
 

@@ -46,7 +46,7 @@ from build_agents import (
     write,
     zero_root,
 )
-from build_codex import HOLD_WRITE_LOCK, CodexTree, calls, install_fake_codex, without
+from build_codex import HOLD_WRITE_LOCK, ROWS, CodexTree, calls, install_fake_codex, without
 from build_codex import new_id as codex_id
 from build_opencode import TABLES as OPENCODE_ALL_TABLES
 from build_opencode import OpencodeTree, install_fake_opencode
@@ -64,7 +64,8 @@ from hardening.hardening_util import (
 __all__ = ["processes"]  # a fixture, used by name
 
 DAY = 86400.0
-REPORT_KEYS = {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "residual"}
+# The contract's keys, and `trash` (what went there, until when: README).
+REPORT_KEYS = {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "residual", "trash"}
 UNDATED = "a time of it cannot be read"
 GARBAGE = b"this is not a database\n" * 64
 STORE = "issues"
@@ -277,6 +278,11 @@ class Builder:
         return self.name
 
 
+def _key(table: str) -> str:
+    """The column naming the session in a Codex table (a spawn edge: the child's)."""
+    return {"threads": "id", "thread_spawn_edges": "child_thread_id"}.get(table, "thread_id")
+
+
 class Codex(Builder):
     agent = "codex"
     lineage = True
@@ -297,7 +303,8 @@ class Codex(Builder):
         self, fh: FakeHome, *, days: float, parent: str | None = None, variant: int = 0
     ) -> Made:
         """Odd variants are .jsonl.zst rollouts; a parent is named by the
-        rollout's forked_from_id, its subagent spawn, or the threads row only."""
+        rollout's forked_from_id, its subagent spawn, or a spawn edge only.
+        Every session has a row in every table of the six databases."""
         tree, sid, when = self.tree(fh), codex_id(), ago(days)
         via = ("row", "forked", "spawned")[variant % 3] if parent else None
         rollout = tree.rollout(
@@ -309,36 +316,37 @@ class Codex(Builder):
         )
         tree.thread(sid, rollout=rollout, updated_at=when, parent=parent if via == "row" else None)
         tree.items(sid)
+        others = tree.rows(sid, [t for t in ROWS if t != "thread_items"])
+        others.append(f"{tree.history_db}#thread_items")
+        if via == "row":
+            others.append(f"{tree.state_db}#thread_spawn_edges")
         tree.index_entry(sid)
         tui = tree.tui_reference(sid)
         stamp(when, tui)
         threads = Row(tree.state_db, "threads", "id", sid)
-        items = Row(tree.history_db, "thread_items", "thread_id", sid)
+        rows = [threads] + [
+            Row(Path(db), table, _key(table), sid)
+            for db, _, table in (r.partition("#") for r in others)
+        ]
         if self.binary:
-            # `codex delete` takes rollout, index line and row; the thread
-            # items it leaves are Codex's own: reported, never written.
+            # The rollout into the trash, then `codex delete --force` takes
+            # every row and the index line; the TUI reference it leaves is
+            # removed here.
             return Made(
                 self.agent,
                 sid,
                 when,
-                paths=[f"codex delete {sid}", str(tui)],
+                paths=[str(rollout), f"codex delete --force {sid}", str(tui)],
                 files=[rollout, tui],
-                rows=[threads],
-                left_rows=[items],
-                residual=[f"{tree.history_db}#thread_items"],
+                rows=rows,
             )
         return Made(
             self.agent,
             sid,
             when,
-            paths=[
-                f"{tree.state_db}#threads",
-                str(rollout),
-                str(tui),
-                f"{tree.history_db}#thread_items",
-            ],
+            paths=[f"{tree.state_db}#threads", str(rollout), str(tui), *sorted(others)],
             files=[rollout, tui],
-            rows=[threads, items],
+            rows=rows,
             residual=[str(tree.index)],
             shared=[tree.index],
         )
@@ -346,7 +354,7 @@ class Codex(Builder):
     def binary_calls(self, removed: list[str]) -> list[list[str]]:
         if not self.binary:
             return []
-        return [call for sid in removed for call in (["--version"], ["delete", sid])]
+        return [call for sid in removed for call in (["--version"], ["delete", "--force", sid])]
 
     def malformed(self, fh: FakeHome) -> Bad:
         tree, when = self.tree(fh), ago(40)
@@ -1072,7 +1080,7 @@ def test_an_unreadable_database_keeps_every_session_undated(
 @pytest.mark.parametrize(
     ("b", "partial"),
     [
-        (CODEX, True),
+        (CODEX, False),  # every row is kept in the trash: nothing is gone for good
         # opencode's rows, ours and those its own delete takes, are kept.
         (OPENCODE, False),
         (OPENCODE_BIN, False),

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from agentkeep import core
-    from agentkeep.trash import TrashEntry
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_NO_SUCH = 0, 1, 2, 4, 5
 # Commands answered from the index.
@@ -83,16 +82,23 @@ class Runner:
     ) -> Any:
         """The daemon's answer, else `local`'s; with `raw`, the answer as
         JSON text (client.request), which `local` then gives too."""
+        import structlog
+
         from agentkeep import client, view
 
+        log = structlog.get_logger("agentkeep.cli")
         try:
             with client.connect(self.env) as sock:
                 # Resolved once a daemon answers, and without opening the
                 # index: nothing of the in-process work is imported or opened.
                 fingerprint = self._ctx.fingerprint() if self._ctx else view.resolve(self.env)
-                return client.request(sock, method, {**params, "env": fingerprint}, raw=raw)
-        except client.NoDaemon:
-            pass
+                answer = client.request(sock, method, {**params, "env": fingerprint}, raw=raw)
+            log.debug("answered by the daemon", method=method)
+            return answer
+        except client.NoDaemon as exc:
+            # Nothing of the request was done (no daemon, or a busy one that
+            # took none of it): doing it here cannot do it twice.
+            log.debug("working in-process", method=method, why=str(exc))
         except client.RemoteError as exc:
             if exc.code != -32001:
                 data = exc.data if isinstance(exc.data, dict) else {}
@@ -101,6 +107,7 @@ class Runner:
                         int(data.get("exit", 1)), exc.message, report=data["report"]
                     ) from None
                 raise Failure(int(data.get("exit", 1)), exc.message) from None
+            log.debug("working in-process", method=method, why=exc.message)
         if method in _READS:
             from agentkeep import core
 
@@ -281,7 +288,8 @@ def du(by: str, as_json: bool) -> None:
         else:
             from agentkeep import core, render
 
-            render.du(_console(), doc, core.reclaim_hint(r.ctx))
+            held = core.trash_total(r.env.state_dir)
+            render.du(_console(), doc, core.reclaim_hint(r.ctx), held)
         return EXIT_OK
 
     r.run(body)
@@ -410,35 +418,34 @@ def unpin(agent: str, session_id: str, as_json: bool) -> None:
     _pin(agent, session_id, False, as_json)
 
 
-def _trash_json(e: TrashEntry) -> dict[str, Any]:
-    from agentkeep.model import rfc3339
-
-    return {
-        "agent": e.agent,
-        "id": e.id,
-        "parent": e.parent,
-        "bytes": e.bytes,
-        "partial": e.partial,
-        "trashed_at": rfc3339(e.trashed_at),
-        "expires_at": rfc3339(e.expires_at),
-        "last_activity": rfc3339(e.last_activity),
-    }
-
-
 @main.command("trash")
+@click.option("--empty", is_flag=True, help="Free the trash now (under each session's lease).")
+@click.option("--older-than", metavar="AGE", help="With --empty: only what was trashed before.")
 @_json_option
-def trash_cmd(as_json: bool) -> None:
-    """List the trash."""
-    from agentkeep import trash
+def trash_cmd(empty: bool, older_than: str | None, as_json: bool) -> None:
+    """List the trash, or empty it now."""
+    from agentkeep import core, render
 
-    env = Env.from_environ()
-    entries = [_trash_json(e) for e in trash.list_entries(env.state_dir)]
-    if as_json:
-        _emit_json({"entries": entries})
-    else:
-        from agentkeep import render
+    if older_than is not None and not empty:
+        _fail(EXIT_USAGE, "--older-than goes with --empty")
+    state_dir = Env.from_environ().state_dir
 
-        render.trash_entries(_console(), entries)
+    def body() -> int:
+        if not empty:
+            doc = core.trash_list(state_dir)
+            if as_json:
+                _emit_json(doc)
+            else:
+                render.trash_entries(_console(), doc["entries"])
+            return EXIT_OK
+        doc = core.trash_empty(state_dir, older_than)
+        if as_json:
+            _emit_json(doc)
+        else:
+            render.emptied(_console(), doc)
+        return EXIT_OK
+
+    Runner().run(body, as_json)
 
 
 @main.command()
@@ -447,32 +454,17 @@ def trash_cmd(as_json: bool) -> None:
 @_json_option
 def restore(agent: str, session_id: str, as_json: bool) -> None:
     """Put a pruned session back where it was (with its trashed ancestors)."""
-    import time
-
-    from agentkeep import core, render, trash
+    from agentkeep import core, render
 
     r = Runner()
 
     def body() -> int:
-        sid = r.ctx.session_id(agent, session_id)
-        try:
-            result = trash.restore(r.ctx.state_dir, agent, sid, now=time.time())
-        except trash.NoSuchEntry as exc:
-            raise Failure(EXIT_NO_SUCH, str(exc)) from None
-        except (trash.TrashError, OSError) as exc:
-            raise Failure(EXIT_FAILED, str(exc)) from None
-        for entry in result.entries:
-            core.refresh(r.ctx, entry.agent, entry.id)
-        doc = {
-            "restored": [{"agent": e.agent, "id": e.id} for e in result.entries],
-            "bytes": result.bytes,
-            "paths": result.paths,
-        }
+        doc = core.restore(r.ctx, agent, session_id)
         if as_json:
             _emit_json(doc)
         else:
-            for e in result.entries:
-                click.echo(f"restored {e.agent} {e.id} ({render.size(e.bytes)})")
+            for e in doc["restored"]:
+                click.echo(f"restored {e['agent']} {e['id']} ({render.size(e['bytes'])})")
         return EXIT_OK
 
     r.run(body)

@@ -1,11 +1,15 @@
 """The CLI's side of the daemon's socket: one request, one answer.
 
-`NoDaemon` means nobody of this user is serving (no socket, a stale one, a
-refused connect): the CLI then does the work in-process. `RemoteError` is
-an error answer; code -32001 means the daemon sees another config, state dir
-or roots than the CLI, which also sends the CLI to work in-process. The
-daemon's peer is checked as the daemon checks its clients: a socket served
-by another user is not ours to talk to.
+`NoDaemon` means no daemon of this user took the request, so nothing of it
+was done: nobody serves (no socket, a stale one, a refused connect), the
+daemon closed the connection before the request was sent, or it is `Busy`
+(its backlog stayed full past the connect deadline, or it had no room for
+the connection). The CLI then does the work in-process. `RemoteError` is an
+error answer, or a request sent and never answered; code -32001 means the
+daemon sees another config, state dir or roots than the CLI, which also
+sends the CLI to work in-process. The daemon's peer is checked as the
+daemon checks its clients: a socket served by another user is not ours to
+talk to.
 """
 
 from __future__ import annotations
@@ -15,20 +19,30 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 
-from agentkeep.daemon.server import ENV_MISMATCH, SERVER_ERROR, encode, peer_credentials
+from agentkeep.daemon.server import BUSY, ENV_MISMATCH, SERVER_ERROR, encode, peer_credentials
 from agentkeep.paths import Env
 
 log = structlog.get_logger("agentkeep.client")
 
 _ids = itertools.count(1)
 
+CONNECT_TIMEOUT = 5.0
+# Test seam: called with each connect error that is retried. None in production.
+_retrying: Callable[[OSError], None] | None = None
+
 
 class NoDaemon(Exception):
-    """No daemon of this user answers on the socket."""
+    """No daemon of this user took the request: nothing of it was done."""
+
+
+class Busy(NoDaemon):
+    """The daemon is there but took no request: its backlog stayed full, or
+    it had no room for the connection (error BUSY)."""
 
 
 class RemoteError(Exception):
@@ -72,8 +86,13 @@ def request(
         try:
             sock.settimeout(timeout)
             sock.sendall(encode(message))
+        except OSError as exc:
+            # The line never reached the daemon whole (its newline is last),
+            # so it was never read as a request.
+            raise _unsent(sock, exc) from exc
+        try:
             line = _read_line(sock, deadline)
-        except (TimeoutError, OSError) as exc:
+        except OSError as exc:
             raise RemoteError(
                 SERVER_ERROR, f"the daemon did not answer: {exc}", {"exit": 1}
             ) from exc
@@ -93,22 +112,54 @@ def request_with_env(
     return call(env, method, {**params, "env": fingerprint}, timeout=timeout)
 
 
-def connect(env: Env) -> socket.socket:
-    """A connection to this user's daemon; NoDaemon when none answers."""
+def connect(env: Env, timeout: float = CONNECT_TIMEOUT) -> socket.socket:
+    """A connection to this user's daemon; NoDaemon when none answers, Busy
+    when its backlog stays full (EAGAIN) for `timeout` seconds."""
     path = env.socket_path
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(5)
-        sock.connect(os.fspath(path))
-        _pid, uid = peer_credentials(sock)
-    except OSError as exc:
-        sock.close()
-        raise NoDaemon(f"no daemon answers on {path}: {exc.strerror or exc}") from exc
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(os.fspath(path))
+            _pid, uid = peer_credentials(sock)
+            break
+        except BlockingIOError as exc:
+            # A full backlog: a live daemon that has not accepted yet.
+            sock.close()
+            if time.monotonic() + pause > deadline:
+                raise Busy(f"the daemon on {path} accepted nothing for {timeout:g} s") from exc
+            if _retrying is not None:
+                _retrying(exc)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.1)
+        except OSError as exc:
+            sock.close()
+            raise NoDaemon(f"no daemon answers on {path}: {exc.strerror or exc}") from exc
     if uid != env.uid:
         sock.close()
         log.warning("the socket is served by another user; not using it", path=str(path), uid=uid)
         raise NoDaemon(f"{path} is served by uid {uid}, not {env.uid}")
     return sock
+
+
+def _unsent(sock: socket.socket, exc: OSError) -> NoDaemon:
+    """Why a request could not be sent: what the daemon said before it
+    closed the connection (Busy), if it said it."""
+    try:
+        sock.settimeout(0)
+        said = sock.recv(65536)
+    except OSError:
+        said = b""
+    if said.endswith(b"\n"):
+        try:
+            _result(said.split(b"\n")[0])
+        except Busy as busy:
+            return busy
+        except RemoteError:
+            pass
+    return NoDaemon(f"the daemon closed the connection before the request: {exc}")
 
 
 def _read_line(sock: socket.socket, deadline: float) -> bytes:
@@ -152,6 +203,8 @@ def _result(line: bytes) -> Any:
         if not isinstance(error, dict):
             raise RemoteError(SERVER_ERROR, f"malformed error answer: {error!r}", {"exit": 1})
         code, data = error.get("code"), error.get("data")
+        if code == BUSY:
+            raise Busy(f"the daemon is busy: {error.get('message', '')}")
         raise RemoteError(
             code if isinstance(code, int) else SERVER_ERROR,
             str(error.get("message", "")),

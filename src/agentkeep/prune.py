@@ -70,6 +70,8 @@ class Removed:
     last_activity: float | None
     paths: list[str]
     residual: list[str] = field(default_factory=list)
+    # Of `bytes`, what went into the trash: still on disk until it expires.
+    trashed: int = 0
 
 
 @dataclass
@@ -89,10 +91,20 @@ class PruneReport:
     failed: list[Failed] = field(default_factory=list)
     residual: list[tuple[str, str, str]] = field(default_factory=list)
     paused: str | None = None
+    # When what this run moves to the trash expires (None: no trash).
+    trash_until: float | None = None
 
     @property
     def bytes(self) -> int:
         return sum(r.bytes for r in self.removed)
+
+    @property
+    def trashed(self) -> int:
+        """Bytes moved to the trash: freed only when it expires (a dry run
+        counts what it would move)."""
+        if self.trash_until is None:
+            return 0
+        return self.bytes if self.dry_run else sum(r.trashed for r in self.removed)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -115,6 +127,15 @@ class PruneReport:
             ],
             "failed": [{"agent": f.agent, "id": f.id, "reason": f.reason} for f in self.failed],
             "residual": [{"agent": a, "id": i, "path": p} for a, i, p in self.residual],
+            # Removed sessions wait in the trash: nothing of `bytes` is
+            # freed until then, but what could not go there (`freed_bytes`).
+            "trash": None
+            if self.trash_until is None
+            else {
+                "until": rfc3339(self.trash_until),
+                "bytes": self.trashed,
+                "freed_bytes": self.bytes - self.trashed,
+            },
         }
         if self.paused:
             doc["paused"] = self.paused
@@ -129,6 +150,7 @@ class PruneReport:
             "kept": len(self.kept),
             "failed": len(self.failed),
             "bytes": self.bytes,
+            "trashed_bytes": self.trashed,
             "paused": self.paused,
             # What went wrong, in words (status must say why, not only how many).
             "errors": sorted({f.reason for f in self.failed})[:5],
@@ -346,6 +368,7 @@ class Pruner:
             cutoff=same.pop() if len(same) == 1 and opts.purge is None else None,
             cutoffs={} if opts.purge is not None else dict(opts.cutoffs),
             dry_run=opts.dry_run,
+            trash_until=opts.now + opts.trash_for if opts.trash_for > 0 else None,
         )
         views = {agent: self._list(agent) for agent in opts.cutoffs}
         if opts.scheduled:
@@ -432,7 +455,46 @@ class Pruner:
             self._keep_ancestors(agent, sid, views[agent], kept, candidate_keys)
         report.kept.extend(kept.values())
         remaining = [s for s in candidates if s.key not in kept]
-        return sorted(remaining, key=lambda s: -self._depth(s, views[s.agent]))
+        return self._removal_order(remaining, views)
+
+    def _removal_order(self, plan: list[Session], views: dict[str, DiskView]) -> list[Session]:
+        """Longest idle first across every agent (max_removals takes the
+        oldest), and each session after its descendants (invariant 3): a
+        session's planned descendants are pulled ahead of it, deepest first."""
+        known = [t for s in plan if (t := self._known_activity(s)) is not None]
+        floor = min(known, default=0.0)
+
+        def idle_order(s: Session) -> tuple[float, str, str]:
+            activity = self._known_activity(s)
+            return (floor if activity is None else activity, s.agent, s.id)
+
+        planned = {s.key: s for s in plan}
+        below: dict[tuple[str, str], list[Session]] = {}
+        for s in plan:
+            parent = views[s.agent].parent_of(s.id)
+            if parent is not None and (s.agent, parent) in planned:
+                below.setdefault((s.agent, parent), []).append(s)
+        ordered: list[Session] = []
+        placed: set[tuple[str, str]] = set()
+        seen: set[tuple[str, str]] = set()  # expanded once: parents may loop
+        for s in sorted(plan, key=idle_order):
+            # Iteratively: descendants (deepest first), then the session.
+            stack: list[tuple[Session, bool]] = [(s, False)]
+            while stack:
+                current, expanded = stack.pop()
+                if current.key in placed:
+                    continue
+                if expanded:
+                    placed.add(current.key)
+                    ordered.append(current)
+                    continue
+                if current.key in seen:
+                    continue
+                seen.add(current.key)
+                stack.append((current, True))
+                children = sorted(below.get(current.key, []), key=idle_order, reverse=True)
+                stack.extend((c, False) for c in children if c.key not in placed)
+        return ordered
 
     def _targets(self, agent: str, view: DiskView, opts: PruneOptions) -> set[str]:
         if opts.purge is not None:
@@ -477,10 +539,6 @@ class Pruner:
             if (agent, parent) in kept or (agent, parent) not in candidates:
                 continue  # kept already, or recent: not old enough to be in the report
             kept[(agent, parent)] = Kept(agent, parent, Reason.ANCESTOR, f"parent of {sid}")
-
-    @staticmethod
-    def _depth(s: Session, view: DiskView) -> int:
-        return sum(1 for _ in ancestors(s.id, view.parent_of))
 
     # -- evidence of use ----------------------------------------------------
     def _procs_now(self, fresh: bool = False) -> ProcessTable:
@@ -585,9 +643,10 @@ class Pruner:
     def _check(self, batch: list[_Held], act: _Act) -> list[_Held]:
         """Invariant 4: with every lease of the batch held, list its sessions
         from the disk again (one pass per agent) and check each again; the
-        index may be stale, this never is. Those still to go, each holding
-        its leases and carrying its fresh listing; the rest are released."""
-        ready: list[_Held] = []
+        index may be stale, this never is. Those still to go, in the plan's
+        order, each holding its leases and carrying its fresh listing; the
+        rest are released."""
+        ready: set[int] = set()
         by_agent: dict[str, list[_Held]] = {}
         for held in batch:
             by_agent.setdefault(held.session.agent, []).append(held)
@@ -605,8 +664,8 @@ class Pruner:
                         act.stay(reason)
                     continue
                 held.session = session
-                ready.append(held)
-        return ready
+                ready.add(id(held))
+        return [held for held in batch if id(held) in ready]
 
     def _recheck(self, s: Session, view: DiskView, act: _Act) -> Kept | None:
         opts = act.opts
@@ -701,6 +760,7 @@ class Pruner:
             self._activity(s),
             list(removal.removed),
             list(removal.residuals),
+            removal.trash.entry.bytes if removal.trash is not None else 0,
         )
 
     def _removal(
@@ -820,8 +880,9 @@ class Pruner:
         finally:
             self._close_trash(removal)
         log.info("finished an interrupted removal", agent=s.agent, id=s.id)
+        trashed = removal.trash.entry.bytes if removal.trash is not None else 0
         return Removed(
-            s.agent, s.id, s.bytes, self._activity(s), removal.removed, removal.residuals
+            s.agent, s.id, s.bytes, self._activity(s), removal.removed, removal.residuals, trashed
         )
 
     def _finishing_activity(self, s: Session) -> float | None:

@@ -392,11 +392,12 @@ class SessionRemoval:
         except OSError as exc:
             raise RemovalError(f"trash {self.trash.path}: {exc}") from exc
 
-    def removed_at_once(self, what: str) -> None:
+    def removed_at_once(self, what: str, *, kept: bool = False) -> None:
         self.removed.append(what)
         # Rows kept in the trash come back with it: only what is gone for
         # good makes the entry partial.
-        if self.trash is not None and not self.dry_run and what not in self._kept_rows:
+        kept = kept or what in self._kept_rows
+        if self.trash is not None and not self.dry_run and not kept:
             self._mark_partial(what)
 
     def residual(self, path: str) -> None:

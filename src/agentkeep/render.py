@@ -42,8 +42,36 @@ def age(rfc: str | None, now: float | None = None) -> str:
     return "just now"
 
 
+def when(rfc: str | None, now: float | None = None) -> str:
+    """A moment relative to now: "3 h ago", "in 6 days", "now"."""
+    if rfc is None:
+        return "never"
+    delta = parse_rfc3339(rfc) - (now if now is not None else time.time())
+    seconds = abs(delta)
+    for unit, length in (("days", 2 * 86400), ("h", 3600), ("min", 60)):
+        if seconds >= length:
+            # Days to the nearest (a week from now reads "in 7 days"), the
+            # smaller units whole.
+            n = round(seconds / 86400) if unit == "days" else int(seconds // length)
+            text = f"{n} {unit}"
+            return f"in {text}" if delta > 0 else f"{text} ago"
+    return "now"
+
+
 # Ids are copied into commands: never wrapped. Everything else may fold.
-_NO_WRAP = ("ID", "AGENT", "KEPT", "REMOVED", "WOULD REMOVE", "SIZE", "IDLE", "STATE", "REASON")
+_NO_WRAP = (
+    "ID",
+    "AGENT",
+    "KEPT",
+    "REMOVED",
+    "WOULD REMOVE",
+    "TRASHED",
+    "WOULD TRASH",
+    "SIZE",
+    "IDLE",
+    "STATE",
+    "REASON",
+)
 
 
 def _count(n: int, noun: str) -> str:
@@ -98,7 +126,7 @@ def show(console: Console, doc: dict[str, Any]) -> None:
     console.print(f"[bold]{doc['agent']} {doc['id']}[/bold]  {doc['state']}")
     for label, value in (
         ("workspace", doc["workspace"] or "-"),
-        ("last activity", f"{doc['last_activity'] or 'undated'} ({age(doc['last_activity'])} ago)"),
+        ("last activity", when(doc["last_activity"]) if doc["last_activity"] else "undated"),
         ("size", size(doc["bytes"])),
         ("parent", doc["parent"] or "-"),
         ("children", ", ".join(doc["children"]) or "-"),
@@ -116,7 +144,13 @@ def show(console: Console, doc: dict[str, Any]) -> None:
         console.print(f"  held by {h['kind']} {pid} {h.get('detail', '')}".rstrip())
 
 
-def du(console: Console, doc: dict[str, Any], hint: dict[str, Any] | None) -> None:
+def du(
+    console: Console,
+    doc: dict[str, Any],
+    hint: dict[str, Any] | None,
+    held: dict[str, int] | None = None,
+) -> None:
+    """`held`: what the trash holds (disk use too, until it expires)."""
     table = _table(
         doc["by"].upper(),
         "SIZE",
@@ -130,6 +164,11 @@ def du(console: Console, doc: dict[str, Any], hint: dict[str, Any] | None) -> No
     total = sum(g["bytes"] for g in doc["groups"])
     reclaim = sum(g["reclaimable_bytes"] for g in doc["groups"])
     console.print(f"total {size(total)}, reclaimable now {size(reclaim)}")
+    if held and held["sessions"]:
+        console.print(
+            f"the trash holds {size(held['bytes'])} more ({_count(held['sessions'], 'session')}):"
+            " freed when it expires, or now by `agentkeep trash --empty`"
+        )
     _hint(console, hint)
 
 
@@ -142,19 +181,37 @@ def scan(console: Console, doc: dict[str, Any]) -> None:
 
 
 def report(console: Console, doc: dict[str, Any]) -> None:
-    verb = "would remove" if doc["dry_run"] else "removed"
+    trash = doc.get("trash")
+    if trash:
+        verb = "would move to the trash" if doc["dry_run"] else "moved to the trash"
+    else:
+        verb = "would remove" if doc["dry_run"] else "removed"
     if doc.get("paused"):
         console.print(f"[yellow]paused:[/yellow] {doc['paused']}")
     if doc["removed"]:
-        table = _table(verb.upper(), "ID", "SIZE", "IDLE", right=("SIZE", "IDLE"))
+        if doc["dry_run"]:
+            title = "WOULD TRASH" if trash else "WOULD REMOVE"
+        else:
+            title = "TRASHED" if trash else "REMOVED"
+        table = _table(title, "ID", "SIZE", "IDLE", right=("SIZE", "IDLE"))
         for r in doc["removed"]:
             table.add_row(r["agent"], _short(r["id"]), size(r["bytes"]), age(r["last_activity"]))
         console.print(table)
-    if doc["kept"]:
+    # Sessions over max_removals are one line, not thousands of rows.
+    capped = [k for k in doc["kept"] if k["reason"] == "capped"]
+    listed = [k for k in doc["kept"] if k["reason"] != "capped"]
+    if listed:
         table = _table("KEPT", "ID", "REASON", "DETAIL")
-        for k in doc["kept"]:
+        for k in listed:
             table.add_row(k["agent"], _short(k["id"]), k["reason"], k.get("detail", ""))
         console.print(table)
+    if capped:
+        why = sorted({k.get("detail") or "over max_removals" for k in capped})
+        waits = "waits" if len(capped) == 1 else "wait"
+        console.print(
+            f"{_count(len(capped), 'more old session')} {waits} for the next run"
+            f" (capped: {'; '.join(why)})"
+        )
     for f in doc["failed"]:
         console.print(f"[red]failed[/red] {f['agent']} {f['id']}: {f['reason']}")
     for r in doc["residual"]:
@@ -164,6 +221,14 @@ def report(console: Console, doc: dict[str, Any]) -> None:
         f"{len(doc['removed'])} {verb} ({size(reclaimed)}), {len(doc['kept'])} kept, "
         f"{len(doc['failed'])} failed"
     )
+    if trash and doc["removed"]:
+        freed = trash["freed_bytes"]
+        console.print(
+            f"They wait in the trash until it expires {when(trash['until'])}:"
+            f" {'that frees' if doc['dry_run'] else 'this freed'} {size(freed)} now,"
+            f" and {size(trash['bytes'])} then"
+            " (`agentkeep trash --empty` frees it at once; `agentkeep restore` brings one back)."
+        )
 
 
 def status(console: Console, doc: dict[str, Any]) -> None:
@@ -183,28 +248,46 @@ def status(console: Console, doc: dict[str, Any]) -> None:
     else:
         console.print(f"  [red]config error[/red]      {config.get('error')}")
     last = doc.get("last_prune")
-    console.print(f"  last prune        {last.get('time') if last else 'never'}")
+    console.print(f"  last prune        {when(last.get('time')) if last else 'never'}")
     for error in (last or {}).get("errors") or []:
         console.print(f"  [red]failed[/red]            {error}")
-    console.print(f"  next prune        {doc.get('next_prune') or '-'}")
+    console.print(
+        f"  next prune        {when(doc['next_prune']) if doc.get('next_prune') else '-'}"
+    )
     if doc.get("paused"):
         resume = "run `agentkeep prune` once to resume"
         console.print(f"  [yellow]paused[/yellow]            {doc['paused']} ({resume})")
     _hint(console, doc.get("reclaim_hint"))
 
 
+def emptied(console: Console, doc: dict[str, Any]) -> None:
+    console.print(
+        f"emptied {_count(len(doc['emptied']), 'session')} from the trash:"
+        f" {size(doc['bytes'])} freed"
+    )
+    for e in doc["held"]:
+        console.print(f"kept {e['agent']} {e['id']}: its lease is held (in use); try again later")
+
+
 def trash_entries(console: Console, entries: list[dict[str, Any]]) -> None:
-    table = _table("AGENT", "ID", "SIZE", "EXPIRES", "PARTIAL", right=("SIZE",))
+    table = _table("AGENT", "ID", "SIZE", "TRASHED", "EXPIRES", "RESTORES", right=("SIZE",))
     for e in entries:
         table.add_row(
             e["agent"],
             _short(e["id"]),
             size(e["bytes"]),
-            e["expires_at"],
-            "yes" if e["partial"] else "",
+            when(e["trashed_at"]),
+            when(e["expires_at"]),
+            "partly" if e["partial"] else "all",
         )
     console.print(table)
-    console.print(f"{_count(len(entries), 'session')} in the trash")
+    total = size(sum(e["bytes"] for e in entries))
+    console.print(f"{_count(len(entries), 'session')} in the trash, {total}")
+    if any(e["partial"] for e in entries):
+        console.print(
+            "partly: some of it was removed at once (it lay on another file system,"
+            " or an agent's own command removed it), and cannot come back."
+        )
 
 
 class Working:

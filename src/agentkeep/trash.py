@@ -18,7 +18,7 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -381,9 +381,34 @@ def _remove_aside(agent_dir: Path, name: str) -> None:
 def expire(state_dir: Path, *, now: float) -> list[TrashEntry]:
     """Remove every entry whose time is up, each under its session's lease
     held exclusively (a held session's entry waits for the next run)."""
+    return _discard_due(state_dir, lambda e: e.expires_at <= now, [])
+
+
+def empty(state_dir: Path, *, trashed_before: float | None = None) -> Emptied:
+    """Remove every entry now (`agentkeep trash --empty`), or those trashed
+    before `trashed_before`, under the session's lease like expiry: an entry
+    whose lease is held stays (in `held`)."""
+    held: list[TrashEntry] = []
+    due: Callable[[TrashEntry], bool] = (
+        (lambda e: True) if trashed_before is None else (lambda e: e.trashed_at < trashed_before)
+    )
+    return Emptied(_discard_due(state_dir, due, held), held)
+
+
+@dataclass
+class Emptied:
+    removed: list[TrashEntry]
+    held: list[TrashEntry]
+
+
+def _discard_due(
+    state_dir: Path, due: Callable[[TrashEntry], bool], held: list[TrashEntry]
+) -> list[TrashEntry]:
+    """Remove each entry `due` says, under its session's lease; `held`
+    collects those whose lease someone holds."""
     expired: list[TrashEntry] = []
     for entry in list_entries(state_dir):
-        if entry.expires_at > now:
+        if not due(entry):
             continue
         path = lease_path(state_dir, entry.agent, entry.id)
         made = not os.path.lexists(path)
@@ -392,12 +417,13 @@ def expire(state_dir: Path, *, now: float) -> list[TrashEntry]:
         except LeaseError:
             continue
         if lease is None:
-            log.info("expired trash entry held, kept", agent=entry.agent, id=entry.id)
+            log.info("trash entry held, kept", agent=entry.agent, id=entry.id)
+            held.append(entry)
             continue
         with lease:
             # Read again under the lease: a restore may have taken it meanwhile.
             current = _read_entry(entry.path) if entry.path.is_dir() else None
-            if current is None or current.expires_at > now:
+            if current is None or not due(current):
                 continue
             try:
                 _discard(current.path)

@@ -92,10 +92,12 @@ class Remover(Protocol):
         """Remove (or move to the trash) one file-system artifact, link-safely,
         relative to its root's descriptor. Raises RemovalError."""
 
-    def removed_at_once(self, what: str) -> None:
+    def removed_at_once(self, what: str, *, kept: bool = False) -> None:
         """Record that `what` (database rows, an agent command's work) was
         removed outside the trash: the trash entry becomes partial, unless
-        `what` is `<db>#<table>` whose rows were kept first (keep_rows)."""
+        `what` is `<db>#<table>` whose rows were kept first (keep_rows), or
+        `kept` says that all it took is in the trash already (an agent's
+        command run after its rows were kept and its files moved)."""
 
     def residual(self, path: str) -> None:
         """Report something that still names the session and is not ours."""

@@ -1,12 +1,18 @@
 """Codex CLI: rollouts, the `threads` rows Codex lists sessions by, and the
 rest of what names a session under `$CODEX_HOME` (FIELD-NOTES "Codex CLI").
 
-A session is any id that a rollout, a `threads` row, `thread_items` rows or
-a TUI reference names (the last two alone are what a removal stopped half
+A session is any id that a rollout, a `threads` row, other rows or a TUI
+reference names (rows and references alone are what a removal stopped half
 way leaves; they are listed so that it can be finished). Rollouts live in
 `sessions/YYYY/MM/DD/` (the date is the start, never the activity) and
 `archived_sessions/`, plain or `.jsonl.zst`; Codex compresses and
 decompresses them under a watcher, so every listing looks for both names.
+
+Codex keeps a database per concern in the root, `<name>_<n>.sqlite` (state,
+thread_history, goals, queue, memories, logs in 0.169), and adds tables and
+databases between versions: every table of them with a `thread_id` column
+is read from the schema, never from a list of names, so the rows a newer
+Codex writes are the session's too (`<db>#<table>` artifacts).
 """
 
 from __future__ import annotations
@@ -37,7 +43,10 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 # front of it is Codex's business and is not parsed.
 _ROLLOUT = re.compile(r"rollout-.+-(?P<id>[0-9A-Za-z-]{36})\.jsonl(?:\.zst)?")
 _STATE_DB = re.compile(r"state_\d+\.sqlite")
-_HISTORY_DB = re.compile(r"thread_history_\d+\.sqlite")
+# Codex names each database `<name>_<schema version>.sqlite`.
+_DATABASE = re.compile(r"[a-z][a-z_]*_\d+\.sqlite")
+# Table names are put into SQL as they are: anything else is not Codex's.
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TUI_REFS = "tui-thread-reference-capabilities"
 _INDEX = "session_index.jsonl"
 # session_meta carries the base instructions: tens of KiB is normal.
@@ -57,7 +66,10 @@ KIND_TUI_REF = "tui-reference"
 KIND_ROW = "row"
 _ROLLOUT_KINDS = (KIND_ROLLOUT, KIND_ARCHIVED)
 THREADS = "threads"
-THREAD_ITEMS = "thread_items"
+THREAD_ID = "thread_id"
+# A subagent's edge names both threads; it is each one's row.
+SPAWN_EDGES = "thread_spawn_edges"
+SPAWN_PARENT, SPAWN_CHILD = "parent_thread_id", "child_thread_id"
 
 
 @dataclass(frozen=True)
@@ -89,7 +101,9 @@ class _Found:
 
     files: list[_File] = field(default_factory=list)
     threads: list[_Thread] = field(default_factory=list)
-    item_dbs: list[Path] = field(default_factory=list)
+    # (database, table) of every other table holding rows of the session.
+    rows: list[tuple[Path, str]] = field(default_factory=list)
+    spawned_by: str | None = None
     in_index: bool = False
 
 
@@ -105,6 +119,7 @@ class _Listing:
 class CodexAdapter(Adapter):
     name = "codex"
     evidence_kinds = frozenset(_ROLLOUT_KINDS)
+    id_in_name = _UUID
 
     @cached_property
     def root(self) -> Path:
@@ -140,9 +155,10 @@ class CodexAdapter(Adapter):
         for sid in sorted(listing.found):
             found = listing.found[sid]
             if not found.files and not found.threads:
-                # Only thread_items rows: what `codex delete` leaves (reported
-                # residual when it ran). Not a session Codex lists; load()
-                # still finds them, so a journal can finish a removal.
+                # Only rows: what a removal stopped half way leaves (or rows
+                # `codex delete` left, reported residual when it ran). Not a
+                # session Codex lists; load() still finds them, so a journal
+                # can finish a removal.
                 continue
             session = self._session(sid, listing)
             if session is not None:
@@ -165,6 +181,11 @@ class CodexAdapter(Adapter):
             return parts[1] if _UUID.fullmatch(parts[1]) else None
         return None
 
+    def databases(self) -> list[Path]:
+        return [
+            Path(e.path) for e in entries(self.root) if _DATABASE.fullmatch(e.name) and not e.dir
+        ]
+
     # -- in use ---------------------------------------------------------
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         """A command line naming the id, or a process with a rollout open
@@ -179,26 +200,37 @@ class CodexAdapter(Adapter):
 
     # -- removal --------------------------------------------------------
     def remove(self, session: Session, remover: Remover) -> None:
-        """`codex delete` when Codex is installed (it knows its own layout),
-        then whatever it left; else the `threads` row first, the files next,
-        the `thread_items` rows last (invariant 5)."""
+        """`codex delete --force` when Codex is installed and still lists the
+        session (it knows its own layout), then whatever it left; else the
+        `threads` row first, the files next, every other row last
+        (invariant 5). Every row goes into the trash either way (keep_rows)."""
         if session.unsafe:
             raise RemovalError(session.unsafe)
         # Checked before any change, on every path: a state database we cannot
         # read may hold this session's row, and the check after `codex delete`
         # could not see it either.
         self._ensure_state_readable()
+        binary = self.agent_binary("codex")
+        # `codex delete` finds a session by its row or its rollout and fails
+        # without both; rows alone are removed here.
+        if binary is not None and not any(_listed_by(a) for a in session.artifacts):
+            binary = None
         # Every check comes before the first change, so a refused removal
-        # leaves the session whole (never a file without its row); this holds
-        # for `codex delete` too, which removes the rollout before the rows.
-        dbs = {_db(a) for a in session.artifacts if a.kind == KIND_ROW and not a.linked}
+        # leaves the session whole (never a file without its row).
+        # `codex delete` writes every database of Codex's.
+        if binary is not None:
+            dbs = set(self.databases())
+        else:
+            dbs = {_db(a) for a in session.artifacts if a.kind == KIND_ROW and not a.linked}
         if dbs:
             sqlite.ensure_alone(dbs, ProcessTable.snapshot(self.env.uid))
-        binary = self.agent_binary("codex")
+        if binary is not None:
+            self._ensure_no_subagents(session)
         if binary is not None and remover.dry_run:
             # A dry run calls no binary, not even for its version: it reports
-            # what a real run hands to `codex delete`.
-            remover.removed_at_once(f"codex delete {session.id}")
+            # what a real run moves and hands to `codex delete`.
+            self._remove_rollouts(session, remover)
+            remover.removed_at_once(_delete_command(session.id))
             _report_linked(session, remover)
             return
         if binary is not None and self._can_delete(binary):
@@ -218,12 +250,33 @@ class CodexAdapter(Adapter):
             return False
         return True
 
+    def _ensure_no_subagents(self, session: Session) -> None:
+        """`codex delete` removes the session's subagent threads with it: one
+        still on disk would go unlisted, unjournaled and untrashed. agentkeep
+        removes descendants first (invariant 3), so this only refuses what
+        changed since the plan."""
+        children = self._spawned_children(session.id)
+        present = self.list_again(children) if children else {}
+        for child in sorted(present):
+            s = present[child]
+            if any(_listed_by(a) for a in s.artifacts):
+                raise RemovalError(
+                    f"subagent thread {child} is still present: codex delete would remove it too"
+                )
+
     def _remove_with_binary(self, session: Session, remover: Remover, binary: str) -> None:
-        run = self.run_agent([binary, "delete", session.id], _DELETE_TIMEOUT_S)
+        rows = [a for a in session.artifacts if a.kind == KIND_ROW and not a.linked]
+        _keep(session.id, rows, remover)
+        self._remove_rollouts(session, remover)
+        command = _delete_command(session.id)
+        run = self.run_agent([binary, *command.split()[1:]], _DELETE_TIMEOUT_S)
         # `codex delete` is not transactional (#39919): list again from disk.
         left = self.load(session.id)
-        if not run.failure or _changed(session, left):
-            remover.removed_at_once(f"codex delete {session.id}")
+        left_rows = {a.path for a in left.artifacts if a.kind == KIND_ROW} if left else set()
+        if not run.failure or left_rows != {a.path for a in rows}:
+            # Its rows were kept and its rollouts moved first: the trash
+            # holds all the command took.
+            remover.removed_at_once(command, kept=True)
         if left is None:
             return
         listed = [a for a in left.artifacts if _table(a) == THREADS]
@@ -240,24 +293,28 @@ class CodexAdapter(Adapter):
         for path in left.residual:
             remover.residual(path)
 
+    def _remove_rollouts(self, session: Session, remover: Remover) -> None:
+        """The rollouts go first, into the trash, before `codex delete` runs:
+        Codex 0.169 neither lists nor resumes a thread whose rollout is gone
+        (FIELD-NOTES), so a removal stopped here leaves nothing Codex offers,
+        and the trash keeps the rollout that `codex delete` would unlink
+        (it removes the rows without it)."""
+        for artifact in session.artifacts:
+            if artifact.kind in _ROLLOUT_KINDS:
+                remover.remove_path(artifact)
+
     def _remove_directly(self, session: Session, remover: Remover) -> None:
         rows = [a for a in session.artifacts if a.kind == KIND_ROW and not a.linked]
         threads = [a for a in rows if _table(a) == THREADS]
-        items = [a for a in rows if _table(a) == THREAD_ITEMS]
-        for artifact in threads:
-            if not remover.dry_run:
-                sqlite.delete_rows(_db(artifact), [(THREADS, "id", session.id)])
-            remover.removed_at_once(artifact.path)
+        others = [a for a in rows if _table(a) != THREADS]
+        _delete(session.id, threads, remover)
         files = [a for a in session.artifacts if a.kind != KIND_ROW]
         for artifact in sorted(files, key=lambda a: not a.primary):
             if artifact.linked:
                 remover.residual(artifact.path)
             else:
                 remover.remove_path(artifact)
-        for artifact in items:
-            if not remover.dry_run:
-                sqlite.delete_rows(_db(artifact), [(THREAD_ITEMS, "thread_id", session.id)])
-            remover.removed_at_once(artifact.path)
+        _delete(session.id, others, remover)
         for artifact in session.artifacts:
             if artifact.kind == KIND_ROW and artifact.linked:
                 remover.residual(artifact.path)
@@ -265,12 +322,26 @@ class CodexAdapter(Adapter):
             remover.residual(path)
 
     def _ensure_state_readable(self) -> None:
-        for db in self._databases(_STATE_DB):
+        for db in self.databases():
+            if not _STATE_DB.fullmatch(db.name):
+                continue
             try:
                 with sqlite.reading(db):
                     pass
             except sqlite3.Error as exc:
                 raise RemovalError(f"cannot read {db}: {exc}") from exc
+
+    def _spawned_children(self, sid: str) -> frozenset[str]:
+        children: set[str] = set()
+        for db in self.databases():
+            try:
+                with sqlite.reading(db) as conn:
+                    if {SPAWN_PARENT, SPAWN_CHILD} <= sqlite.columns(conn, SPAWN_EDGES):
+                        sql = f"SELECT {SPAWN_CHILD} FROM {SPAWN_EDGES} WHERE {SPAWN_PARENT} = ?"
+                        children.update(r[0] for r in conn.execute(sql, (sid,)))
+            except sqlite3.Error as exc:
+                raise RemovalError(f"cannot read {db}: {exc}") from exc
+        return frozenset(c for c in children if isinstance(c, str) and _UUID.fullmatch(c))
 
     # -- listing ----------------------------------------------------------
     def _list(self, only: frozenset[str] | None) -> _Listing:
@@ -280,30 +351,26 @@ class CodexAdapter(Adapter):
         listing = _Listing(linked_root=self.root_problem(root) is not None)
         for sid, file in self._rollouts(only, listing):
             listing.found.setdefault(sid, _Found()).files.append(file)
-        for db in self._databases(_STATE_DB):
+        for db in self.databases():
             try:
-                threads = self._threads(db, only)
+                self._read_database(db, only, listing)
             except sqlite3.Error as exc:
-                log.warning(
-                    "state database unreadable; codex sessions undated", db=str(db), error=str(exc)
-                )
-                listing.incomplete = True
-                continue
-            for sid, thread in threads:
-                listing.found.setdefault(sid, _Found()).threads.append(thread)
-        # What `codex delete` or a removal stopped half way leaves (thread
-        # items, a TUI reference) still names the session: it is listed, so
-        # the next removal finds and finishes it.
-        for db in self._databases(_HISTORY_DB):
-            try:
-                ids = self._item_ids(db, only)
-            except sqlite3.Error as exc:
-                log.warning(
-                    "thread history unreadable; its rows not attributed", db=str(db), error=str(exc)
-                )
-                continue
-            for sid in ids:
-                listing.found.setdefault(sid, _Found()).item_dbs.append(db)
+                if _STATE_DB.fullmatch(db.name):
+                    log.warning(
+                        "state database unreadable; codex sessions undated",
+                        db=str(db),
+                        error=str(exc),
+                    )
+                    listing.incomplete = True
+                else:
+                    log.warning(
+                        "codex database unreadable; its rows not attributed",
+                        db=str(db),
+                        error=str(exc),
+                    )
+        # What a removal stopped half way leaves (rows, a TUI reference)
+        # still names the session: it is listed, so the next removal finds
+        # and finishes it.
         for entry in entries(root / _TUI_REFS):
             if _UUID.fullmatch(entry.name) and (only is None or entry.name in only):
                 file = _File(Path(entry.path), KIND_TUI_REF, listing.linked_root)
@@ -313,6 +380,31 @@ class CodexAdapter(Adapter):
             if sid in listing.found:
                 listing.found[sid].in_index = True
         return listing
+
+    def _read_database(self, db: Path, only: frozenset[str] | None, listing: _Listing) -> None:
+        """Every table of `db` that holds sessions' rows, found from its
+        schema: `threads` by `id`, the spawn edges by either thread, any other
+        table by its `thread_id` column. One read transaction, so a table
+        is never seen from two moments."""
+        with sqlite.reading(db) as conn:
+            conn.execute("BEGIN")
+            for table in _tables(conn):
+                cols = sqlite.columns(conn, table)
+                if table == THREADS and "id" in cols:
+                    for sid, thread in self._threads(conn, db, cols, only):
+                        listing.found.setdefault(sid, _Found()).threads.append(thread)
+                elif table == SPAWN_EDGES and {SPAWN_PARENT, SPAWN_CHILD} <= cols:
+                    for parent, child in _edges(conn, only):
+                        for sid in (parent, child):
+                            if only is None or sid in only:
+                                listing.found.setdefault(sid, _Found()).rows.append((db, table))
+                        if only is None or child in only:
+                            listing.found[child].spawned_by = parent
+                elif THREAD_ID in cols:
+                    sql = f"SELECT DISTINCT {THREAD_ID} FROM {table}"
+                    for (sid,) in conn.execute(*sqlite.among(sql, THREAD_ID, only)):
+                        if isinstance(sid, str) and _UUID.fullmatch(sid):
+                            listing.found.setdefault(sid, _Found()).rows.append((db, table))
 
     def _rollouts(
         self, only: frozenset[str] | None, listing: _Listing
@@ -327,20 +419,17 @@ class CodexAdapter(Adapter):
         archived = root / "archived_sessions"
         yield from _rollouts_in(archived, KIND_ARCHIVED, only, top or disk.is_link(archived))
 
-    def _databases(self, pattern: re.Pattern[str]) -> list[Path]:
-        return [Path(e.path) for e in entries(self.root) if pattern.fullmatch(e.name) and not e.dir]
-
-    def _threads(self, db: Path, only: frozenset[str] | None) -> list[tuple[str, _Thread]]:
-        with sqlite.reading(db) as conn:
-            cols = sqlite.columns(conn, THREADS)
-            if "id" not in cols:
-                return []
-            wanted = [
-                c for c in ("updated_at", "updated_at_ms", "cwd", "parent_thread_id") if c in cols
-            ]
-            sql = f"SELECT {', '.join(['id', *wanted])} FROM {THREADS}"
-            rows = conn.execute(*sqlite.among(sql, "id", only))
-            records = [dict(zip(["id", *wanted], row, strict=True)) for row in rows]
+    def _threads(
+        self, conn: sqlite3.Connection, db: Path, cols: set[str], only: frozenset[str] | None
+    ) -> list[tuple[str, _Thread]]:
+        # parent_thread_id: a column of older versions (0.169 keeps the edge
+        # in thread_spawn_edges instead).
+        wanted = [
+            c for c in ("updated_at", "updated_at_ms", "cwd", "parent_thread_id") if c in cols
+        ]
+        sql = f"SELECT {', '.join(['id', *wanted])} FROM {THREADS}"
+        rows = conn.execute(*sqlite.among(sql, "id", only))
+        records = [dict(zip(["id", *wanted], row, strict=True)) for row in rows]
         found = []
         for record in records:
             sid = record["id"]
@@ -355,14 +444,6 @@ class CodexAdapter(Adapter):
             parent = parent if isinstance(parent, str) and _UUID.fullmatch(parent) else None
             found.append((sid, _Thread(db, _thread_time(record), cwd, parent)))
         return found
-
-    def _item_ids(self, db: Path, only: frozenset[str] | None) -> set[str]:
-        with sqlite.reading(db) as conn:
-            if "thread_id" not in sqlite.columns(conn, THREAD_ITEMS):
-                return set()
-            sql = f"SELECT DISTINCT thread_id FROM {THREAD_ITEMS}"
-            rows = conn.execute(*sqlite.among(sql, "thread_id", only)).fetchall()
-        return {r[0] for r in rows if isinstance(r[0], str) and _UUID.fullmatch(r[0])}
 
     def _index_ids(self, only: frozenset[str] | None) -> set[str]:
         """Ids session_index.jsonl names: reported as residual, never edited
@@ -404,13 +485,13 @@ class CodexAdapter(Adapter):
         times = [t.updated for t in found.threads if t.updated is not None]
         updated = max(times) if times else None
         file_times = [a.mtime for a in artifacts if a.mtime is not None]
-        # thread_items has no time of its own: it is as old as the session
+        # Other rows have no time of their own: they are as old as the session
         # (rows left with nothing else are undated: kept until purged).
         own_time = updated if updated is not None else max(file_times, default=None)
         for thread in found.threads:
             artifacts.append(self._row(thread.db, THREADS, thread.updated, True, listing))
-        for db in found.item_dbs:
-            artifacts.append(self._row(db, THREAD_ITEMS, own_time, False, listing))
+        for db, table in dict.fromkeys(found.rows):
+            artifacts.append(self._row(db, table, own_time, False, listing))
         if not artifacts:
             return None
         parent = meta.parent if meta else None
@@ -418,6 +499,8 @@ class CodexAdapter(Adapter):
         for thread in found.threads:
             parent = parent or (thread.parent if thread.parent != sid else None)
             workspace = workspace or thread.cwd
+        if found.spawned_by != sid:
+            parent = parent or found.spawned_by
         return Session(
             agent=self.name,
             id=sid,
@@ -591,13 +674,84 @@ def _db(artifact: Artifact) -> Path:
     return Path(artifact.path.rpartition("#")[0])
 
 
-def _changed(before: Session, after: Session | None) -> bool:
-    """Whether anything of the session went (an agent command that failed may
-    still have removed part of it)."""
-    return after is None or {a.path for a in before.artifacts} != {a.path for a in after.artifacts}
-
-
 def _report_linked(session: Session, remover: Remover) -> None:
     for artifact in session.artifacts:
         if artifact.linked:
             remover.residual(artifact.path)
+
+
+def _listed_by(artifact: Artifact) -> bool:
+    """A record Codex finds a session by: its rollout or its `threads` row."""
+    return not artifact.linked and (artifact.kind in _ROLLOUT_KINDS or _table(artifact) == THREADS)
+
+
+def _delete_command(sid: str) -> str:
+    # --force: without a terminal Codex refuses to confirm ("cannot confirm
+    # session deletion without an interactive terminal"); it takes a UUID.
+    return f"codex delete --force {sid}"
+
+
+def _tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables of a database whose names can be put into SQL as they are."""
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return sorted(n for n in names if isinstance(n, str) and _TABLE_NAME.fullmatch(n))
+
+
+def _edges(conn: sqlite3.Connection, only: frozenset[str] | None) -> list[tuple[str, str]]:
+    """(parent, child) of the spawn edges naming one of `only` (all of them
+    when None), each a canonical id."""
+    sql = f"SELECT {SPAWN_PARENT}, {SPAWN_CHILD} FROM {SPAWN_EDGES}"
+    params: tuple[str, ...] = ()
+    if only is not None:
+        among = "IN (SELECT value FROM json_each(?))"
+        sql += f" WHERE {SPAWN_PARENT} {among} OR {SPAWN_CHILD} {among}"
+        ids = json.dumps(sorted(only))
+        params = (ids, ids)
+    return [
+        (parent, child)
+        for parent, child in conn.execute(sql, params)
+        if isinstance(parent, str)
+        and isinstance(child, str)
+        and _UUID.fullmatch(parent)
+        and _UUID.fullmatch(child)
+    ]
+
+
+def _deletions(sid: str, artifact: Artifact) -> list[sqlite.Deletion]:
+    """The rows of the session that a row artifact stands for."""
+    table = _table(artifact) or ""
+    if table == THREADS:
+        return [(THREADS, "id", sid)]
+    if table == SPAWN_EDGES:
+        return [(SPAWN_EDGES, SPAWN_CHILD, sid), (SPAWN_EDGES, SPAWN_PARENT, sid)]
+    return [(table, THREAD_ID, sid)]
+
+
+def _by_database(artifacts: list[Artifact]) -> dict[Path, list[Artifact]]:
+    grouped: dict[Path, list[Artifact]] = {}
+    for artifact in artifacts:
+        grouped.setdefault(_db(artifact), []).append(artifact)
+    return grouped
+
+
+def _keep(sid: str, rows: list[Artifact], remover: Remover) -> None:
+    """Hand the rows an agent's own command is about to delete to the trash,
+    read as they are now (nothing in a dry run)."""
+    if remover.dry_run:
+        return
+    for db, artifacts in _by_database(rows).items():
+        deletions = [d for a in artifacts for d in _deletions(sid, a)]
+        for kept in sqlite.read_rows(db, deletions):
+            if kept.rows:
+                remover.keep_rows(kept)
+
+
+def _delete(sid: str, rows: list[Artifact], remover: Remover) -> None:
+    """Delete the rows, one transaction per database, each kept in the trash
+    inside it."""
+    for db, artifacts in _by_database(rows).items():
+        if not remover.dry_run:
+            deletions = [d for a in artifacts for d in _deletions(sid, a)]
+            sqlite.delete_rows(db, deletions, keep=remover.keep_rows)
+        for artifact in artifacts:
+            remover.removed_at_once(artifact.path)

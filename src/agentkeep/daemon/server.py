@@ -4,10 +4,13 @@ Each connection gets its own thread, so a slow or dead client only ever
 stalls its own thread: a client that never reads is dropped when a send
 times out, a client that stalls mid-line just parks its thread, and a line
 over MAX_LINE is answered with an error and skipped without being held in
-memory. Only the user's own processes are served: the peer's uid comes from
-the kernel (SO_PEERCRED, LOCAL_PEERCRED), never from the request, and a peer
-whose uid cannot be read is refused. What a method does is the handler's
-business; this module only frames, checks and answers.
+memory. How many connections, leases and unfinished bytes clients may hold
+is limits.py's to decide; a connection it closes or turns away is told so
+with error BUSY, and nothing it had not been answered for was done. Only
+the user's own processes are served: the peer's uid comes from the kernel
+(SO_PEERCRED, LOCAL_PEERCRED), never from the request, and a peer whose uid
+cannot be read is refused. What a method does is the handler's business;
+this module only frames, checks and answers.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
+from agentkeep.daemon.limits import Budgets, LeasesSpent, Seat
 from agentkeep.jsontext import JSONText
 from agentkeep.paths import ensure_private_dir
 
@@ -38,7 +42,9 @@ log = structlog.get_logger("agentkeep.daemon.server")
 
 MAX_LINE = 1 << 20
 SEND_TIMEOUT = 10.0
-MAX_CONNECTIONS = 256
+# Enough that a burst of clients waits for accept() instead of being told
+# EAGAIN (the kernel caps it at net.core.somaxconn).
+BACKLOG = socket.SOMAXCONN
 # A connection that says nothing this long, and holds no lease, is closed:
 # idle clients must not use up the connection slots of everyone else.
 IDLE_TIMEOUT = 60.0
@@ -50,6 +56,8 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 SERVER_ERROR = -32000
 ENV_MISMATCH = -32001
+# The request was not taken (no room for the connection): nothing was done.
+BUSY = -32002
 
 # Test seam: when set, returns the peer uid instead of asking the kernel (a
 # test cannot connect as another user). None in production.
@@ -86,13 +94,14 @@ class AlreadyServing(ServerError):
 
 @dataclass
 class Connection:
-    """One client. Resources it takes (leases) are closed when it goes away."""
+    """One client. Resources it takes (leases) are closed when it goes away,
+    and each counts against the lease budget while it is held."""
 
     number: int
     pid: int | None
     uid: int
-    # When it last sent anything (time.monotonic()).
-    last_seen: float = field(default_factory=time.monotonic)
+    seat: Seat
+    budgets: Budgets
     _closers: dict[str, Callable[[], None]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -102,6 +111,18 @@ class Connection:
             return bool(self._closers)
 
     def keep(self, token: str, close: Callable[[], None]) -> None:
+        """Hold `close` until release or disconnect. When the lease budget is
+        spent it is closed at once and an error says so: a hold is refused,
+        never one already held dropped."""
+        try:
+            self.budgets.take_lease(self.seat)
+        except LeasesSpent as exc:
+            close()
+            raise RpcError(
+                SERVER_ERROR,
+                f"too many leases held ({exc.limit}, this daemon's limit): release one, "
+                "or take a shared flock on the session's lease file yourself",
+            ) from None
         with self._lock:
             self._closers[token] = close
 
@@ -111,7 +132,10 @@ class Connection:
             close = self._closers.pop(token, None)
         if close is None:
             return False
-        close()
+        try:
+            close()
+        finally:
+            self.budgets.drop_lease(self.seat)
         return True
 
     def close_all(self) -> None:
@@ -122,6 +146,8 @@ class Connection:
                 close()
             except OSError as exc:
                 log.warning("closing a connection's resource failed", error=str(exc))
+            finally:
+                self.budgets.drop_lease(self.seat)
 
 
 Handler = Callable[[Connection, str, dict[str, object]], object]
@@ -163,10 +189,17 @@ def error_message(request_id: object, error: RpcError) -> dict[str, object]:
 class Server:
     """A unix socket server at `path` for the user `uid`."""
 
-    def __init__(self, path: Path, handler: Handler, uid: int | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        handler: Handler,
+        uid: int | None = None,
+        budgets: Budgets | None = None,
+    ) -> None:
         self.path = path
         self.handler = handler
         self.uid = os.getuid() if uid is None else uid
+        self.budgets = Budgets() if budgets is None else budgets
         self._listener: socket.socket | None = None
         self._inode: tuple[int, int] | None = None
         self._stop = threading.Event()
@@ -174,10 +207,6 @@ class Server:
         self._wake_r, self._wake_w = os.pipe()
         self._thread: threading.Thread | None = None
         self._count = itertools.count(1)
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self._open: dict[int, tuple[socket.socket, Connection]] = {}
-        self._evicted: set[int] = set()
-        self._open_lock = threading.Lock()
 
     # -- binding ----------------------------------------------------------
     def bind(self) -> None:
@@ -197,7 +226,7 @@ class Server:
         try:
             listener.bind(str(self.path))
             os.chmod(self.path, 0o600)
-            listener.listen(64)
+            listener.listen(BACKLOG)
         except OSError as exc:
             listener.close()
             raise ServerError(f"cannot listen on {self.path}: {exc}") from exc
@@ -260,7 +289,7 @@ class Server:
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError as exc:
-                log.warning("accept failed", error=str(exc))
+                log.warning("accept failed", error=str(exc), **self.budgets.counts)
                 time.sleep(0.1)  # EMFILE and the like: do not spin
                 continue
             sock.setblocking(True)
@@ -273,47 +302,20 @@ class Server:
 
     def _connection(self, sock: socket.socket, number: int) -> None:
         with sock:
-            if not self._slot():
-                _send_quietly(sock, RpcError(SERVER_ERROR, "too many connections; try again"))
+            conn = self._admit(sock, number)
+            if conn is None:
+                return
+            if not self.budgets.join(conn.seat):
+                log.warning("connection refused: every slot is mid-request", conn=number)
+                _notice(sock, f"too many connections ({self.budgets.slots}, each mid-request)")
                 return
             try:
-                conn = self._admit(sock, number)
-                if conn is not None:
-                    with self._open_lock:
-                        self._open[number] = (sock, conn)
-                    try:
-                        self._serve(sock, conn)
-                    finally:
-                        with self._open_lock:
-                            self._open.pop(number, None)
+                self._serve(sock, conn)
             finally:
-                with self._open_lock:
-                    handed_over = number in self._evicted
-                    self._evicted.discard(number)
-                if not handed_over:
-                    self._slots.release()
-
-    def _slot(self) -> bool:
-        """A connection slot; when all are taken, the longest-idle client
-        that holds no lease is closed to make room (idle clients must not
-        lock out a well-behaved one)."""
-        if self._slots.acquire(blocking=False):
-            return True
-        with self._open_lock:
-            idle = [(c.last_seen, n) for n, (_, c) in self._open.items() if not c.holds_anything]
-            if not idle:
-                return False
-            # Taken out under the lock, so two newcomers never pick the same one.
-            number = min(idle)[1]
-            victim, _ = self._open.pop(number)
-            # Its slot passes straight to the newcomer: released, it could be
-            # taken by someone else first.
-            self._evicted.add(number)
-        try:
-            victim.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        return True
+                self.budgets.leave(conn.seat)
+            if conn.seat.closed is not None:
+                log.info("connection closed", conn=number, pid=conn.pid, why=conn.seat.closed)
+                _notice(sock, conn.seat.closed)
 
     def _serve(self, sock: socket.socket, conn: Connection) -> None:
         try:
@@ -344,12 +346,15 @@ class Server:
                 ),
             )
             return None
-        return Connection(number=number, pid=pid, uid=uid)
+        return Connection(number, pid, uid, Seat(number, sock), self.budgets)
 
     def _read_lines(self, sock: socket.socket, conn: Connection) -> None:
+        """Answer each line until the client goes, idles out, or the budgets
+        close the connection (conn.seat.closed says why)."""
+        seat = conn.seat
         buf = bytearray()
         skipping = False  # inside a line over MAX_LINE, already answered
-        while True:
+        while seat.closed is None:
             try:
                 chunk = self._receive(sock)
             except TimeoutError:
@@ -359,7 +364,7 @@ class Server:
                 return
             if not chunk:
                 return
-            conn.last_seen = time.monotonic()
+            seat.last_seen = time.monotonic()
             if skipping:
                 end = chunk.find(b"\n")
                 if end < 0:
@@ -369,16 +374,18 @@ class Server:
             while (end := buf.find(b"\n")) >= 0:
                 line = bytes(buf[:end])
                 del buf[: end + 1]
+                self.budgets.unfinished(seat, len(buf))  # an ended line no longer counts
                 if len(line) > MAX_LINE:
                     self._send(sock, _TOO_LONG)
-                else:
-                    self._answer(sock, conn, line)
+                elif not self._answer(sock, conn, line):
+                    return
             if len(buf) > MAX_LINE:
                 # Answer now and drop the rest of the line as it comes, so a
                 # huge line never sits in memory.
                 buf.clear()
                 skipping = True
                 self._send(sock, _TOO_LONG)
+            self.budgets.unfinished(seat, len(buf))
 
     @staticmethod
     def _receive(sock: socket.socket) -> bytes:
@@ -388,9 +395,20 @@ class Server:
         finally:
             sock.settimeout(None)
 
-    def _answer(self, sock: socket.socket, conn: Connection, line: bytes) -> None:
+    def _answer(self, sock: socket.socket, conn: Connection, line: bytes) -> bool:
+        """Answer one line; False when the connection was closed before it
+        could be (then nothing of it was done)."""
         if not line.strip():
-            return
+            return True
+        if not self.budgets.begin(conn.seat):
+            return False
+        try:
+            self._send_bytes(sock, self._answer_for(conn, line))
+        finally:
+            self.budgets.end(conn.seat)
+        return True
+
+    def _answer_for(self, conn: Connection, line: bytes) -> bytes:
         request_id: object = None
         try:
             request = _load(line)
@@ -406,7 +424,7 @@ class Server:
             log.exception("request failed", conn=conn.number)
             error = RpcError(SERVER_ERROR, f"internal error: {type(exc).__name__}: {exc}")
             data = encode(error_message(request_id, error))
-        self._send_bytes(sock, data)
+        return data
 
     def _send(self, sock: socket.socket, message: dict[str, object]) -> None:
         self._send_bytes(sock, encode(message))
@@ -460,6 +478,18 @@ def _fields(request: dict[str, object]) -> tuple[str, dict[str, object]]:
     if not isinstance(params, dict):
         raise RpcError(INVALID_PARAMS, "params must be an object", exit=2)
     return method, params
+
+
+def _notice(sock: socket.socket, why: str) -> None:
+    """Tell a client its connection is being closed and nothing more of it
+    is answered (BUSY: what it asked was not done, so it may do it
+    elsewhere). Sent without waiting: a client that does not read is not
+    waited for."""
+    data = encode(error_message(None, RpcError(BUSY, f"{why}; try again", exit=1)))
+    try:
+        sock.send(data, socket.MSG_DONTWAIT)
+    except OSError:
+        pass
 
 
 def _send_quietly(sock: socket.socket, error: RpcError) -> None:
