@@ -16,10 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-# Variables that could point a test at real data: always replaced or removed.
 # The `spawn` fixture's starter (conftest.py): argv, env=None, *, ready=False.
 Spawn = Callable[..., subprocess.Popen[str]]
 
+# Variables that could point a test at real data: always replaced or removed.
+# CLAUDE_PROJECT_DIR is no root of agentkeep's, but Claude sets it to the
+# developer's own checkout for its hooks: a test that wants it sets it.
 SCRUB = (
     "AGENTKEEP_CONFIG",
     "AGENTKEEP_SOCKET",
@@ -65,9 +67,21 @@ class FakeHome:
     def socket(self) -> Path:
         return Path(self.environ["XDG_RUNTIME_DIR"]) / "agentkeep" / "agentkeep.sock"
 
-    def write_config(self, text: str) -> Path:
+    def write_config(self, text: str, *, seen: bool = False) -> Path:
+        """Write the user's config. `seen`: as if a person had pruned with
+        its retentions already, so the daemon's scheduled prune removes at
+        once instead of first showing what it would (agentkeep.preview)."""
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(text)
+        if seen:
+            from agentkeep import preview, view
+            from agentkeep.adapters import AGENTS
+            from agentkeep.paths import Env
+
+            config, error = view.load(Env.from_environ(self.environ), self.state)
+            assert error is None, error
+            self.state.mkdir(parents=True, exist_ok=True, mode=0o700)
+            preview.confirmed(self.state, preview.retentions(config, AGENTS))
         return self.config_path
 
     def cli(

@@ -120,7 +120,7 @@ def test_roots_over_the_budget_are_kept_current_by_polling(fake_home) -> None:
 
 
 def test_the_scheduler_prunes_an_idle_session_by_itself(fake_home) -> None:
-    fake_home.write_config('retention = "2d"\n')
+    fake_home.write_config('retention = "2d"\n', seen=True)
     old = make_session(fake_home, age_days=40)
     fresh = make_session(fake_home, age_days=0)
     daemon = start_daemon(fake_home, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "1"})
@@ -178,7 +178,7 @@ def test_a_warm_start_relists_only_what_changed(fake_home) -> None:
 
 
 def test_sigterm_mid_prune_finishes_one_session_and_leaves_the_rest(fake_home) -> None:
-    fake_home.write_config('retention = "2d"\n')
+    fake_home.write_config('retention = "2d"\n', seen=True)
     old = [make_session(fake_home, age_days=40 + n) for n in range(4)]
     make_session(fake_home, age_days=0)  # a recent session: the prune does not pause
     seam = (

@@ -511,47 +511,66 @@ def service() -> None:
     """The systemd user unit or launchd agent of this user."""
 
 
-def _service_plan(install: bool, dry_run: bool) -> NoReturn:
+def _service_plan(verb: str, dry_run: bool, as_json: bool) -> NoReturn:
     from agentkeep import service as svc
 
     env = Env.from_environ()
+
+    def say(step: svc.Step) -> None:
+        # Each failure is said once, on stderr; everything else on stdout.
+        failed = step.error is not None or step.action.kind == "warn"
+        for line in svc.describe(step, dry_run=dry_run):
+            click.echo(f"agentkeep: {line}" if failed else line, err=failed)
+
     try:
-        plan = svc.install_plan(env) if install else svc.uninstall_plan(env)
-        sys.exit(svc.apply(plan, dry_run=dry_run, out=click.echo, env=env))
+        plan = svc.install_plan(env) if verb == "install" else svc.uninstall_plan(env)
     except svc.ServiceError as exc:
-        _fail(EXIT_USAGE, str(exc))
+        if as_json:
+            _emit_json(svc.plan_json(verb, env, [], dry_run=dry_run, error=str(exc)))
+        _fail(exc.exit, str(exc))
+    steps = svc.apply(plan, dry_run=dry_run, env=env, report=None if as_json else say)
+    if as_json:
+        _emit_json(svc.plan_json(verb, env, steps, dry_run=dry_run))
+    sys.exit(svc.exit_code(steps))
 
 
 @service.command("install")
 @click.option("--dry-run", is_flag=True, help="Print what would be written and run.")
-def service_install(dry_run: bool) -> None:
+@_json_option
+def service_install(dry_run: bool, as_json: bool) -> None:
     """Write the unit (or plist) for this installation and start it."""
-    _service_plan(True, dry_run)
+    _service_plan("install", dry_run, as_json)
 
 
 @service.command("uninstall")
 @click.option("--dry-run", is_flag=True, help="Print what would be removed and run.")
-def service_uninstall(dry_run: bool) -> None:
+@_json_option
+def service_uninstall(dry_run: bool, as_json: bool) -> None:
     """Stop the service and remove exactly what install wrote."""
-    _service_plan(False, dry_run)
+    _service_plan("uninstall", dry_run, as_json)
 
 
 @service.command("status")
 @_json_option
 def service_status(as_json: bool) -> None:
-    """Whether the service is installed, running, and lingering."""
+    """Whether the service is installed and running; exits as `systemctl is-active` does."""
     from agentkeep import service as svc
 
+    env = Env.from_environ()
     try:
-        doc = svc.status(Env.from_environ())
+        state = svc.status(env)
     except svc.ServiceError as exc:
-        _fail(EXIT_USAGE, str(exc))
+        _fail(exc.exit, str(exc))
     if as_json:
-        _emit_json(doc)
+        _emit_json(state.to_json())
     else:
-        for key, value in doc.items():
-            click.echo(f"{key:<10} {value}")
-    sys.exit(EXIT_OK if doc.get("installed") else EXIT_FAILED)
+        click.echo(state.words())
+        if state.linger is False:
+            click.echo(
+                "lingering is off: it stops when you log out "
+                f"(`loginctl enable-linger {svc.user_name(env)}` keeps it running)"
+            )
+    sys.exit(state.exit_code())
 
 
 @main.command()

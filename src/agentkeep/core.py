@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import __version__, adapters, disk, leases, trash, view, workers
+from agentkeep import __version__, adapters, disk, leases, preview, trash, view, workers
 from agentkeep.adapters.base import Adapter, listing_again_is_cheaper
 from agentkeep.config import Config, ConfigError, parse_duration
 from agentkeep.errors import Failure
@@ -645,22 +645,39 @@ def prune(
             f'{ctx.env.config_path} (for example: retention = "{SUGGESTED_RETENTION}")',
             -32602,
         )
+    wanted = preview.retentions(config, ctx.adapters)
+    waits = preview.due(ctx.state_dir, wanted, now, config.prune_interval) if scheduled else None
     opts = PruneOptions(
         cutoffs=cutoffs,
         now=now,
-        dry_run=dry_run,
+        dry_run=dry_run or waits is not None,
         max_removals=config.max_removals,
         trash_for=config.trash,
         scheduled=scheduled,
         progress=progress,
     )
-    report = _run_locked(ctx, opts, wait=not scheduled)
+    report = _run_locked(ctx, opts, wait=not scheduled, preview=waits)
     if report is None:
         return None
+    if not report.paused and not opts.dry_run and (scheduled or agent is None):
+        _save(preview.confirmed, ctx.state_dir, wanted)
+    elif waits is not None and not report.paused:
+        log.warning("a new retention: previewed, nothing removed", why=waits)
+        _save(preview.previewed, ctx.state_dir, wanted, now)
     return report.to_json()
 
 
-def _run_locked(ctx: Context, opts: PruneOptions, *, wait: bool) -> PruneReport | None:
+def _save(write: Callable[..., None], *args: Any) -> None:
+    """A state write whose failure (a full disk) costs a record, not the run."""
+    try:
+        write(*args)
+    except OSError as exc:
+        log.error("state not saved", error=exc.strerror or str(exc))
+
+
+def _run_locked(
+    ctx: Context, opts: PruneOptions, *, wait: bool, preview: str | None = None
+) -> PruneReport | None:
     lock = leases.PrunerLock(ctx.state_dir)
     try:
         if not lock.acquire(wait=wait):
@@ -676,14 +693,17 @@ def _run_locked(ctx: Context, opts: PruneOptions, *, wait: bool) -> PruneReport 
         except trash.TrashError as exc:
             raise Failure(1, f"prune refused: {exc}") from None
         summary = None
-        if not opts.dry_run and not report.paused:
-            summary = report.summary(opts.now, opts.scheduled)
-        elif report.paused:
+        if report.paused:
             summary = report.summary(opts.now, opts.scheduled) | _last_ts(ctx)
+        elif preview is not None:
+            # What a new retention would remove, for status to show.
+            summary = report.summary(opts.now, opts.scheduled) | {"preview": preview}
+        elif not opts.dry_run:
+            summary = report.summary(opts.now, opts.scheduled)
         # The report is what the run did: a record that cannot be written
         # (a full disk) is one error line, never the report's loss.
         try:
-            if summary is not None and not report.paused and not opts.scheduled:
+            if summary is not None and not opts.dry_run and not opts.scheduled:
                 lift_pause(ctx.state_dir, opts.now)
             if summary is not None:
                 record_last_prune(ctx.state_dir, summary)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,11 @@ log = structlog.get_logger("agentkeep.doctor")
 DAY = 86400.0
 # Claude Code's sweep when settings.json does not set cleanupPeriodDays.
 CLAUDE_DEFAULT_DAYS = 30
+# Gemini CLI's general.sessionRetention when the settings do not say
+# (settingsSchema.ts, on since 0.33), and how it reads a period.
+GEMINI_DEFAULT_RETENTION: dict[str, Any] = {"enabled": True, "maxAge": "30d"}
+GEMINI_AGE = re.compile(r"([0-9]+)([hdwm])")
+GEMINI_UNITS = {"h": 3600.0, "d": DAY, "w": 7 * DAY, "m": 30 * DAY}
 SOCKET_TIMEOUT = 5.0
 
 
@@ -94,11 +100,13 @@ def _daemon(env: Env) -> dict[str, Any] | str:
     return answer if isinstance(answer, dict) else f"unexpected answer: {answer!r}"
 
 
-def _settings(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+def _settings(path: Path, *, comments: bool = False) -> tuple[dict[str, Any] | None, str | None]:
     """An agent's settings.json: (data, None), (None, None) when absent,
-    (None, why) when it cannot be read as a JSON object."""
+    (None, why) when it cannot be read as a JSON object. With `comments`,
+    `//` and `/* */` comments are allowed, as Gemini CLI allows them."""
     try:
-        data = json.loads(path.read_text())
+        text = path.read_text()
+        data = json.loads(_JSON_COMMENT.sub(_uncomment, text) if comments else text)
     except FileNotFoundError:
         return None, None
     except (OSError, ValueError) as exc:
@@ -107,6 +115,15 @@ def _settings(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(data, dict):
         return None, f"{path} is not a JSON object"
     return data, None
+
+
+# A JSON string (kept whole, so that a `//` inside one is no comment) or a
+# comment outside strings.
+_JSON_COMMENT = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/', re.S)
+
+
+def _uncomment(match: re.Match[str]) -> str:
+    return match[0] if match[0].startswith('"') else " "
 
 
 def _text(seconds: float) -> str:
@@ -198,41 +215,77 @@ def check_watches(env: Env, config: Config, daemon: dict[str, Any] | str) -> Che
     )
 
 
-def check_service(env: Env) -> Check:
+def check_service(env: Env, daemon: dict[str, Any] | str) -> Check:
     try:
         state = service.status(env)
     except service.ServiceError as exc:
         return Check("service", False, str(exc), "unset AGENTKEEP_SERVICE_KIND")
-    path, kind = state["unit_path"], state["kind"]
-    if not state["installed"]:
+    path = state.unit_path
+    if not state.installed:
         return Check(
             "service", False, f"not installed ({path} does not exist)", "agentkeep service install"
         )
-    if state["active"] is None:
+    if state.state == service.UNKNOWN:
         return Check(
             "service",
             False,
-            f"installed at {path}, but the service manager cannot be asked whether it runs",
-            "run `agentkeep doctor` from your own login session (systemctl --user needs it)",
+            f"installed at {path}, but no user service manager answers here ({state.problem})",
+            "run `agentkeep doctor` from your own login session; where there is no service "
+            "manager, run `agentkeep serve` yourself and remove the unit: "
+            "agentkeep service uninstall",
         )
-    if not state["active"]:
-        if kind == "launchd":
-            target = f"gui/{env.uid}/{service.LABEL}"
-            fix = f"launchctl kickstart {target}; its logs: {service.log_dir(env)}"
-        else:
-            fix = (
-                f"systemctl --user start {service.UNIT_NAME}; "
-                f"why it stopped: journalctl --user -u {service.UNIT_NAME}"
-            )
-        return Check("service", False, f"installed at {path}, but not running", fix)
-    detail = f"installed at {path} and running"
-    if state["linger"] is False:
+    other = daemon.get("pid") if isinstance(daemon, dict) else None
+    if isinstance(other, int) and other != state.pid and not state.active:
+        return Check(
+            "service",
+            False,
+            f"installed at {path}, but {state.doing()}: another "
+            f"agentkeep daemon (pid {other}), not run by the service, holds the state dir, "
+            "so the service's own cannot start",
+            f"stop pid {other}, then: {_start_command(env)} "
+            "(or keep that one, and remove the service: agentkeep service uninstall)",
+        )
+    if state.failing:
+        return _service_failing(env, state)
+    if not state.active and state.state != service.STARTING:
+        return Check("service", False, f"installed at {path}, but {state.doing()}", _start_fix(env))
+    detail = f"installed at {path}: {state.doing()}"
+    if state.linger is False:
         user = service.user_name(env)
         detail += (
             f"; it stops when you log out (lingering is off: "
             f"`loginctl enable-linger {user}` keeps it running)"
         )
     return Check("service", True, detail)
+
+
+def _start_command(env: Env) -> str:
+    if service.platform_kind(env) == "launchd":
+        return f"launchctl kickstart gui/{env.uid}/{service.LABEL}"
+    return f"systemctl --user start {service.UNIT_NAME}"
+
+
+def _start_fix(env: Env) -> str:
+    if service.platform_kind(env) == "launchd":
+        return f"{_start_command(env)}; its logs: {service.log_dir(env)}"
+    return f"{_start_command(env)}; why it stopped: journalctl --user -u {service.UNIT_NAME}"
+
+
+def _service_failing(env: Env, state: service.State) -> Check:
+    """A service that failed, or keeps failing to start (a restart loop)."""
+    unit = service.UNIT_NAME
+    detail = f"installed at {state.unit_path}, but {state.doing()}"
+    if state.restarts:
+        detail += ": the daemon keeps failing to start"
+    if state.kind == "launchd":
+        return Check("service", False, detail, _start_fix(env))
+    return Check(
+        "service",
+        False,
+        detail,
+        f"why: journalctl --user -u {unit} -n 50; once mended: "
+        f"systemctl --user reset-failed {unit} && systemctl --user start {unit}",
+    )
 
 
 def check_socket(env: Env, daemon: dict[str, Any] | str) -> Check:
@@ -263,11 +316,15 @@ def _claude_settings(env: Env) -> Path:
     return config_dir / "settings.json"
 
 
-def _claude_days(data: dict[str, Any] | None) -> tuple[float, str]:
-    value = (data or {}).get("cleanupPeriodDays")
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+def _claude_days(data: dict[str, Any] | None) -> tuple[float | None, str]:
+    """Claude's sweep period and the setting in words; None when Claude
+    skips its sweep (2.1.x rejects a value under 1 and then does not sweep)."""
+    if "cleanupPeriodDays" not in (data or {}):
+        return CLAUDE_DEFAULT_DAYS, f"cleanupPeriodDays is not set (default {CLAUDE_DEFAULT_DAYS})"
+    value = (data or {})["cleanupPeriodDays"]
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
         return float(value), f"cleanupPeriodDays is {value:g}"
-    return CLAUDE_DEFAULT_DAYS, f"cleanupPeriodDays is not set (default {CLAUDE_DEFAULT_DAYS})"
+    return None, f"cleanupPeriodDays is {json.dumps(value)}"
 
 
 def check_claude(env: Env, config: Config) -> Check:
@@ -275,7 +332,16 @@ def check_claude(env: Env, config: Config) -> Check:
     data, unreadable = _settings(path)
     days, setting = _claude_days(data)
     if unreadable:
-        setting = f"{unreadable}; assuming the default {CLAUDE_DEFAULT_DAYS} days"
+        days = CLAUDE_DEFAULT_DAYS
+        setting = f"{unreadable}; assuming the default {CLAUDE_DEFAULT_DAYS}"
+    if days is None:
+        return Check(
+            "claude",
+            False,
+            f"{setting}: Claude Code 2.1 rejects it and skips its own clean-up, and older"
+            " versions stop writing transcripts at all",
+            f'set "cleanupPeriodDays": 99999 in {path} to leave the clean-up to agentkeep',
+        )
     sweep = f"Claude Code deletes sessions idle over {days:g} days when it starts ({setting})"
     if "claude" not in config.enabled:
         return Check("claude", True, f"{sweep}; agentkeep does not manage Claude (not in enabled)")
@@ -299,29 +365,76 @@ def check_claude(env: Env, config: Config) -> Check:
     return Check("claude", True, f"{sweep}, after agentkeep's {text} retention")
 
 
-def check_gemini(env: Env, config: Config) -> Check:
-    path = GeminiAdapter(env).root / "settings.json"
-    data, unreadable = _settings(path)
-    if unreadable:
-        return Check("gemini", True, f"{unreadable}; cannot tell whether its own clean-up is on")
+def _gemini_policy(data: dict[str, Any] | None) -> dict[str, Any]:
+    """general.sessionRetention as the user's settings set it."""
     general = (data or {}).get("general")
     policy = general.get("sessionRetention") if isinstance(general, dict) else None
-    if not (isinstance(policy, dict) and policy.get("enabled") is True):
-        return Check("gemini", True, "Gemini CLI's own session clean-up is off")
-    if "gemini" not in config.enabled:
+    return policy if isinstance(policy, dict) else {}
+
+
+def _gemini_off(policy: dict[str, Any]) -> str | None:
+    """Why Gemini's own clean-up does not run under `policy`, or None. It
+    runs when `enabled` is truthy (as JavaScript has it) and the policy
+    validates: maxAge a positive <n>h|d|w|m, no shorter than minRetention,
+    or a maxCount of 1 or more."""
+    enabled = policy.get("enabled")
+    if enabled in (False, None, 0, ""):
+        return "general.sessionRetention.enabled is false"
+    age, count = _gemini_age(policy.get("maxAge")), policy.get("maxCount")
+    if policy.get("maxAge") and age is None:
+        return f"its maxAge {policy.get('maxAge')!r} is not valid, so it does not run"
+    floor = _gemini_age(policy.get("minRetention")) or DAY
+    if age is not None and age < floor:
+        return "its maxAge is below its minRetention, so it does not run"
+    if count is not None and not (isinstance(count, int | float) and count >= 1):
+        return "its maxCount is below 1, so it does not run"
+    if age is None and count is None:
+        return "it has neither maxAge nor maxCount, so it does not run"
+    return None
+
+
+def _gemini_age(value: object) -> float | None:
+    match = GEMINI_AGE.fullmatch(value) if isinstance(value, str) else None
+    if match is None or int(match[1]) == 0:
+        return None
+    return int(match[1]) * GEMINI_UNITS[match[2]]
+
+
+def check_gemini(env: Env, config: Config) -> Check:
+    path = GeminiAdapter(env).root / "settings.json"
+    data, unreadable = _settings(path, comments=True)
+    if unreadable:
         return Check(
-            "gemini", True, "Gemini CLI's own clean-up is on; agentkeep does not manage Gemini"
+            "gemini",
+            True,
+            f"{unreadable}; Gemini CLI refuses to start with it, so its own clean-up cannot run",
         )
-    age = policy.get("maxAge")
+    stated = _gemini_policy(data)
+    # As Gemini CLI reads it: its defaults (on, 30 days, since 0.33) under
+    # what the settings say.
+    policy = {**GEMINI_DEFAULT_RETENTION, **stated}
+    off = _gemini_off(policy)
+    if off is not None:
+        return Check("gemini", True, f"Gemini CLI's own session clean-up is off ({off})")
+    age, count = policy.get("maxAge"), policy.get("maxCount")
+    rule = " and ".join(
+        [*([f"idle over {age}"] if age else []), *([f"past the newest {count:g}"] if count else [])]
+    )
+    setting = "general.sessionRetention" + ("" if "enabled" in stated else ", on by default")
+    sweep = (
+        f"Gemini CLI deletes the sessions of the project it starts in {rule} ({setting}), "
+        "and, at any age, each chat it cannot resume with every chat of the same 8-character "
+        "id: a resume in a later minute leaves such a chat, so the resumed session goes too"
+    )
+    if "gemini" not in config.enabled:
+        return Check("gemini", True, f"{sweep}; agentkeep does not manage Gemini")
     fix = f"set general.sessionRetention.enabled to false in {path}, so agentkeep decides"
     if config.retention_for("gemini") is None:
         fix += f' (and give agentkeep a retention: retention = "30d" in {env.config_path})'
     return Check(
         "gemini",
         False,
-        "Gemini CLI's own clean-up is on (general.sessionRetention"
-        + (f", maxAge {age}" if isinstance(age, str) else "")
-        + "): it has deleted resumed sessions, and knows nothing of agentkeep's leases",
+        f"{sweep}: it has deleted resumed sessions, and knows nothing of agentkeep's leases",
         fix,
     )
 
@@ -356,7 +469,7 @@ def run_checks(env: Env) -> list[Check]:
     return [
         check_config(env, config, error),
         check_watches(env, config, daemon),
-        check_service(env),
+        check_service(env, daemon),
         check_socket(env, daemon),
         check_pause(env),
         check_state_disk(env),

@@ -251,6 +251,12 @@ def status(console: Console, doc: dict[str, Any]) -> None:
     console.print(f"  last prune        {when(last.get('time')) if last else 'never'}")
     for error in (last or {}).get("errors") or []:
         console.print(f"  [red]failed[/red]            {error}")
+    if last and last.get("preview"):
+        would = _count(last["removed"], "session")
+        console.print(
+            f"  [yellow]preview[/yellow]           {last['preview']}: it would remove {would}"
+            f" ({size(last.get('bytes'))}); see them with `agentkeep prune --dry-run`"
+        )
     console.print(
         f"  next prune        {when(doc['next_prune']) if doc.get('next_prune') else '-'}"
     )

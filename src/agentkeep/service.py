@@ -8,6 +8,13 @@ templates in this module, the one source of truth: `systemd/agentkeep.service`
 and `launchd/dev.agentkeep.daemon.plist` in the source tree are those
 templates rendered for an example user (a test keeps them equal).
 
+Every plan starts by asking the service manager whether it answers at all
+(`systemctl --user show-environment`, `launchctl print gui/<uid>`): where
+none does (a container, WSL without systemd, an ssh login without a user
+bus) `install` refuses before it writes anything, and `uninstall` removes
+the files install wrote without it, and says so. A fresh install that fails
+half way is undone, so a failed install never leaves a unit behind.
+
 `AGENTKEEP_SERVICE_KIND=systemd|launchd` forces the service manager (tests
 render and plan launchd on Linux with it); by default macOS means launchd and
 everything else systemd.
@@ -24,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +40,8 @@ from typing import Any
 
 import structlog
 
+from agentkeep import client
+from agentkeep.model import rfc3339
 from agentkeep.paths import Env, ensure_private_dir
 
 log = structlog.get_logger("agentkeep.service")
@@ -39,6 +49,15 @@ log = structlog.get_logger("agentkeep.service")
 UNIT_NAME = "agentkeep.service"
 LABEL = "dev.agentkeep.daemon"
 KINDS = ("systemd", "launchd")
+
+# The unit sets RUN_BY_SERVICE for the daemon it runs. Such a daemon, finding
+# another daemon of this user already holding the state dir or serving the
+# socket, exits ALREADY_RUNNING_EXIT instead of 1, and the unit's
+# RestartPreventExitStatus= names that status: systemd then leaves the
+# service failed instead of restarting it every few seconds for as long as
+# the other one runs. Started any other way, a second daemon exits 1.
+RUN_BY_SERVICE = "AGENTKEEP_RUN_BY_SERVICE"
+ALREADY_RUNNING_EXIT = 10
 
 # The service manager starts the daemon with its own sparse environment. The
 # variables that decide where agentkeep and the agents keep their files are
@@ -60,7 +79,6 @@ CARRIED_VARS: tuple[str, ...] = (
     "AGENTKEEP_SOCKET",
     "AGENTKEEP_SYSTEM_TMP",
     "CLAUDE_CONFIG_DIR",
-    "CLAUDE_PROJECT_DIR",
     "CLAUDE_CODE_TMPDIR",
     "CODEX_HOME",
     "GEMINI_CLI_HOME",
@@ -73,13 +91,22 @@ _UNIT_TEMPLATE = Template("""\
 # editing here) after moving the installation or changing those paths.
 [Unit]
 Description=agentkeep: retention and clean-up of coding agents' sessions
+# A daemon that keeps failing is given up on (the unit goes "failed", which
+# `agentkeep doctor` reports) instead of being restarted every 5 s for ever.
+StartLimitIntervalSec=300
+StartLimitBurst=5
 
 [Service]
 # The daemon says READY=1 once it serves, and WATCHDOG=1 every WATCHDOG_USEC/2.
 Type=notify
 ExecStart=$exec_start
+# SIGHUP makes the daemon read its config again.
+ExecReload=kill -HUP $$MAINPID
 Restart=on-failure
 RestartSec=5s
+# Another daemon of this user already runs: restarting would only fail again.
+Environment=$run_by_service=1
+RestartPreventExitStatus=$already_running
 # The first scan of a large tree may take a while before READY=1.
 TimeoutStartSec=300
 WatchdogSec=60
@@ -108,14 +135,23 @@ WantedBy=default.target
 
 
 class ServiceError(Exception):
-    """The service cannot be described for this installation (a path a unit file cannot hold)."""
+    """The service cannot be described for this installation (a path a unit
+    file cannot hold, a bad AGENTKEEP_SERVICE_KIND): a usage error."""
+
+    exit = 2
+
+
+class ManagerUnreachable(ServiceError):
+    """No user service manager answers here: nothing can be installed."""
+
+    exit = 1
 
 
 @dataclass(frozen=True)
 class Action:
-    """One step of a plan. `kind` is write, mkdir, run, remove or note; for
-    run, `what` is the command line (shell-quoted), for the others a path or
-    the text to say; `content` is what a write writes."""
+    """One step of a plan. `kind` is write, mkdir, run, remove, note or warn;
+    for run, `what` is the command line (shell-quoted), for the others a path
+    or the text to say; `content` is what a write writes."""
 
     kind: str
     what: str
@@ -209,7 +245,12 @@ def unit_text(env: Env, exe: list[str]) -> str:
         for name, value in carried_environment(env).items()
     ]
     environment = "".join(line + "\n" for line in lines)
-    return _UNIT_TEMPLATE.substitute(exec_start=exec_start, environment=environment)
+    return _UNIT_TEMPLATE.substitute(
+        exec_start=exec_start,
+        environment=environment,
+        run_by_service=RUN_BY_SERVICE,
+        already_running=ALREADY_RUNNING_EXIT,
+    )
 
 
 def plist_dict(env: Env, exe: list[str]) -> dict[str, Any]:
@@ -258,8 +299,38 @@ def _query(env: Env, argv: list[str]) -> subprocess.CompletedProcess[str] | None
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        log.warning("service query failed", argv=argv, error=str(exc))
+        log.info("service query failed", argv=argv, error=str(exc))
         return None
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def manager_problem(env: Env) -> str | None:
+    """Why no user service manager answers here, or None when one does.
+    `is-system-running` is not asked: where systemd is not PID 1 it says
+    "offline" even when a user manager answers."""
+    if platform_kind(env) == "launchd":
+        argv = ["launchctl", "print", f"gui/{env.uid}"]
+    else:
+        argv = ["systemctl", "--user", "show-environment"]
+    if _which(env, argv[0]) is None:
+        return f"{argv[0]} is not installed"
+    done = _query(env, argv)
+    if done is None:
+        return f"`{shlex.join(argv)}` could not be run"
+    if done.returncode != 0:
+        detail = _first_line(done.stderr) or _first_line(done.stdout)
+        return f"`{shlex.join(argv)}`: {detail or f'exit status {done.returncode}'}"
+    return None
+
+
+def _unreachable(problem: str) -> ManagerUnreachable:
+    return ManagerUnreachable(
+        f"no user service manager answers here ({problem}), so nothing was installed; "
+        "run `agentkeep serve` yourself instead"
+    )
 
 
 def user_name(env: Env) -> str:
@@ -278,55 +349,227 @@ def linger(env: Env) -> bool | None:
     return {"yes": True, "no": False}.get(value)
 
 
-def _systemd_active(env: Env) -> bool | None:
-    done = _query(env, ["systemctl", "--user", "is-active", UNIT_NAME])
-    if done is None:
+# What `service status` says the service is doing.
+RUNNING = "running"
+STARTING = "starting"
+RESTARTING = "restarting"
+STOPPING = "stopping"
+STOPPED = "stopped"
+FAILED = "failed"
+NOT_INSTALLED = "not-installed"
+UNKNOWN = "unknown"
+
+# systemctl is-active's exit codes, which `service status` follows.
+STATUS_ACTIVE, STATUS_UNKNOWN, STATUS_INACTIVE = 0, 1, 3
+
+_SYSTEMD_STATES = {
+    "active": RUNNING,
+    "reloading": RUNNING,
+    "deactivating": STOPPING,
+    "failed": FAILED,
+    "inactive": STOPPED,
+}
+_SYSTEMD_PROPS = (
+    "ActiveState",
+    "SubState",
+    "Result",
+    "NRestarts",
+    "MainPID",
+    "ExecMainStatus",
+    "ActiveEnterTimestampMonotonic",
+)
+
+
+@dataclass(frozen=True)
+class State:
+    """The service as its manager sees it. `state` is one of RUNNING ...
+    UNKNOWN (UNKNOWN with `problem` when no manager answers); `restarts`
+    counts restarts since the service was started by hand or at login."""
+
+    kind: str
+    unit_path: Path
+    installed: bool
+    state: str
+    problem: str | None = None
+    pid: int | None = None
+    since: float | None = None
+    restarts: int | None = None
+    result: str | None = None
+    exit_status: int | None = None
+    linger: bool | None = None
+
+    @property
+    def active(self) -> bool | None:
+        return None if self.state == UNKNOWN else self.state == RUNNING
+
+    @property
+    def failing(self) -> bool:
+        """Failed, or not yet serving again after failing: waiting to be
+        restarted, or starting once more after restarts (a restart loop
+        shows either, depending on when it is looked at)."""
+        if self.state in (FAILED, RESTARTING):
+            return True
+        return self.state == STARTING and bool(self.restarts)
+
+    def exit_code(self) -> int:
+        if self.state == RUNNING:
+            return STATUS_ACTIVE
+        return STATUS_UNKNOWN if self.state == UNKNOWN else STATUS_INACTIVE
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "unit_path": str(self.unit_path),
+            "installed": self.installed,
+            "state": self.state,
+            "active": self.active,
+            "pid": self.pid,
+            "since": rfc3339(self.since),
+            "restarts": self.restarts,
+            "result": self.result,
+            "exit_status": self.exit_status,
+            "linger": self.linger,
+            "problem": self.problem,
+        }
+
+    def words(self) -> str:
+        """One line for a person: "installed, running (pid 123, since ...)"."""
+        if not self.installed:
+            return f"not installed ({self.unit_path} does not exist)"
+        if self.state == UNKNOWN:
+            return f"installed, but no user service manager answers here ({self.problem})"
+        return f"installed, {self.doing()}"
+
+    def doing(self) -> str:
+        """What the installed service is doing: "running (pid 123, since ...)"."""
+        said: list[str] = []
+        if self.pid is not None:
+            said.append(f"pid {self.pid}")
+        if self.state == RUNNING and self.since is not None:
+            said.append(f"since {rfc3339(self.since)}")
+        if self.restarts:
+            said.append(f"{self.restarts} restart{'s' * (self.restarts > 1)}")
+        if self.state in (FAILED, RESTARTING, STOPPED) and self.exit_status:
+            said.append(f"last exit status {self.exit_status}")
+        if self.state == FAILED and self.result not in (None, "success", "exit-code"):
+            said.append(f"result {self.result}")
+        return self.state + (f" ({', '.join(said)})" if said else "")
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text or "")
+    except ValueError:
         return None
-    # is-active prints the state even when it exits non-zero; a missing user
-    # bus prints nothing on stdout, and then nobody can tell.
-    state = done.stdout.strip()
-    if not state:
+
+
+def _systemd_properties(env: Env) -> dict[str, str] | str:
+    """The unit's properties from `systemctl --user show`, or why they cannot be had."""
+    problem = manager_problem(env)
+    if problem is not None:
+        return problem
+    argv = ["systemctl", "--user", "show", UNIT_NAME, "-p", ",".join(_SYSTEMD_PROPS)]
+    done = _query(env, argv)
+    if done is None or done.returncode != 0:
+        detail = _first_line(done.stderr) if done is not None else "could not be run"
+        return f"`{shlex.join(argv)}`: {detail}"
+    pairs = (line.partition("=") for line in done.stdout.splitlines())
+    return {key: value for key, _, value in pairs}
+
+
+def _since(monotonic_usec: int | None) -> float | None:
+    """A CLOCK_MONOTONIC time in µs (as systemd keeps it) as a POSIX time."""
+    if not monotonic_usec:
         return None
-    return state in ("active", "reloading", "activating")
+    return time.time() - (time.monotonic() - monotonic_usec / 1e6)
+
+
+def _systemd_state(env: Env, path: Path, installed: bool) -> State:
+    props = _systemd_properties(env)
+    if isinstance(props, str):
+        return State("systemd", path, installed, UNKNOWN, problem=props)
+    active, sub = props.get("ActiveState", ""), props.get("SubState", "")
+    if active == "activating":
+        state = RESTARTING if sub == "auto-restart" else STARTING
+    else:
+        state = _SYSTEMD_STATES.get(active, active or UNKNOWN)
+    running = state in (RUNNING, STARTING, STOPPING)
+    return State(
+        "systemd",
+        path,
+        installed,
+        state,
+        pid=(_int(props.get("MainPID")) or None) if running else None,
+        since=_since(_int(props.get("ActiveEnterTimestampMonotonic"))) if running else None,
+        restarts=_int(props.get("NRestarts")),
+        result=props.get("Result") or None,
+        exit_status=_int(props.get("ExecMainStatus")),
+        linger=linger(env),
+    )
 
 
 def _launchd_target(env: Env) -> str:
     return f"gui/{env.uid}/{LABEL}"
 
 
-def _launchd_state(env: Env) -> tuple[bool, bool] | None:
-    """(loaded, running) from `launchctl print`; None when launchctl is missing."""
+def _launchd_state(env: Env, path: Path, installed: bool) -> State:
+    problem = manager_problem(env)
+    if problem is not None:
+        return State("launchd", path, installed, UNKNOWN, problem=problem)
     done = _query(env, ["launchctl", "print", _launchd_target(env)])
-    if done is None:
-        return None
-    if done.returncode != 0:
-        return (False, False)
-    return (True, re.search(r"^\s*state = running\s*$", done.stdout, re.M) is not None)
+    if done is None or done.returncode != 0:
+        return State("launchd", path, installed, STOPPED)
+    text = done.stdout
+    running = re.search(r"^\s*state = running\s*$", text, re.M) is not None
+    pid = re.search(r"^\s*pid = (\d+)\s*$", text, re.M)
+    last = re.search(r"^\s*last exit code = (\d+)", text, re.M)
+    return State(
+        "launchd",
+        path,
+        installed,
+        RUNNING if running else STOPPED,
+        pid=int(pid.group(1)) if pid and running else None,
+        exit_status=int(last.group(1)) if last else None,
+    )
 
 
-def status(env: Env) -> dict[str, Any]:
-    """{"kind", "unit_path", "installed", "active", "linger"}: active and
-    linger are None when the service manager cannot be asked (linger is
-    always None for launchd, where an agent runs only while logged in)."""
-    kind = platform_kind(env)
+def status(env: Env) -> State:
+    """The service of this user as its manager sees it (asks nothing when
+    the unit or plist is not installed)."""
     path = service_path(env)
+    kind = platform_kind(env)
+    if not path.is_file():
+        return State(kind, path, False, NOT_INSTALLED)
     if kind == "launchd":
-        state = _launchd_state(env)
-        active = None if state is None else state[1]
-        lingers = None
-    else:
-        active = _systemd_active(env)
-        lingers = linger(env)
-    return {
-        "kind": kind,
-        "unit_path": str(path),
-        "installed": path.is_file(),
-        "active": active,
-        "linger": lingers,
-    }
+        return _launchd_state(env, path, True)
+    return _systemd_state(env, path, True)
+
+
+def answering_daemon(env: Env) -> int | None:
+    """The pid of the daemon answering on this user's socket, if any."""
+    try:
+        answer = client.call(env, "status", {}, timeout=5)
+    except (client.NoDaemon, client.RemoteError):
+        return None
+    pid = answer.get("pid") if isinstance(answer, dict) else None
+    return pid if isinstance(pid, int) else None
 
 
 # -- plans ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `install` or `uninstall` does, in order. An install stops at the
+    first failure and then carries out the actions `undo` gives (what a
+    fresh install did, taken back; asked for only then, so they fit the
+    state the failure left); an uninstall (`keep_going`) tries every step,
+    so one that fails does not leave the files behind."""
+
+    verb: str
+    actions: list[Action]
+    keep_going: bool = False
+    undo: Callable[[], list[Action]] | None = None
 
 
 def _linger_note(env: Env) -> list[Action]:
@@ -348,77 +591,196 @@ def _linger_note(env: Env) -> list[Action]:
     ]
 
 
-def _systemd_install(env: Env) -> list[Action]:
+def _foreign_daemon(env: Env, state: State) -> int | None:
+    """The pid of a daemon that answers on the socket but is not the service's."""
+    pid = answering_daemon(env)
+    return pid if pid is not None and pid != state.pid else None
+
+
+def _foreign_warning(env: Env, pid: int, start: str) -> Action:
+    return Action(
+        "warn",
+        f"a daemon not run by the service (pid {pid}) already answers on {env.socket_path}, "
+        f"and the service's own cannot start while it runs: the service is installed but not "
+        f"started. Stop pid {pid}, then: {start}",
+    )
+
+
+def _systemd_install(env: Env) -> Plan:
+    problem = manager_problem(env)
+    if problem is not None:
+        raise _unreachable(problem)
     path = unit_path(env)
+    current = _systemd_state(env, path, path.is_file())
+    other = _foreign_daemon(env, current)
     actions = [
         Action("write", str(path), unit_text(env, daemon_command())),
         _run_action("systemctl", "--user", "daemon-reload"),
-        _run_action("systemctl", "--user", "enable", "--now", UNIT_NAME),
     ]
-    # enable --now leaves a running daemon as it is; a re-install (after an
-    # upgrade, or with a changed unit) must leave this installation's code running.
-    if _systemd_active(env) is True:
-        actions.append(_run_action("systemctl", "--user", "restart", UNIT_NAME))
-    return actions + _linger_note(env)
+    if other is not None:
+        actions.append(_run_action("systemctl", "--user", "enable", UNIT_NAME))
+        if current.state in (STARTING, RESTARTING):
+            actions.append(_run_action("systemctl", "--user", "stop", UNIT_NAME))
+        actions.append(_foreign_warning(env, other, f"systemctl --user start {UNIT_NAME}"))
+    else:
+        actions.append(_run_action("systemctl", "--user", "enable", "--now", UNIT_NAME))
+        # enable --now leaves a running daemon as it is; a re-install (after an
+        # upgrade, or with a changed unit) must leave this installation's code running.
+        if current.state == RUNNING:
+            actions.append(_run_action("systemctl", "--user", "restart", UNIT_NAME))
+    # A fresh install that fails is taken back whole; a re-install keeps the
+    # unit that was there (it is what the user had, and doctor reports it).
+    undo = None if current.installed else lambda: _systemd_removal(env)
+    return Plan("install", actions + _linger_note(env), undo=undo)
 
 
-def _systemd_uninstall(env: Env) -> list[Action]:
+def _systemd_removal(env: Env) -> list[Action]:
+    """Stop and disable the unit, forget a failed state (systemd keeps a
+    failed unit listed after its file is gone; only a loaded unit can be
+    reset, and only a failed one stays loaded), remove the file."""
     path = unit_path(env)
-    if not path.is_file():
-        return [Action("note", f"not installed: {path} does not exist")]
-    return [
-        _run_action("systemctl", "--user", "disable", "--now", UNIT_NAME),
+    actions = [_run_action("systemctl", "--user", "disable", "--now", UNIT_NAME)]
+    if _systemd_state(env, path, True).state in (FAILED, RESTARTING):
+        actions.append(_run_action("systemctl", "--user", "reset-failed", UNIT_NAME))
+    return actions + [
         Action("remove", str(path)),
         _run_action("systemctl", "--user", "daemon-reload"),
     ]
 
 
-def _launchd_install(env: Env) -> list[Action]:
+def wants_link(env: Env) -> Path:
+    """The link `systemctl enable` makes for WantedBy=default.target."""
+    return unit_path(env).parent / "default.target.wants" / UNIT_NAME
+
+
+def _systemd_uninstall(env: Env) -> Plan:
+    path, link = unit_path(env), wants_link(env)
+    written = [p for p in (path, link) if p.is_file() or p.is_symlink()]
+    if not written:
+        return Plan("uninstall", [Action("note", f"not installed: {path} does not exist")])
+    problem = manager_problem(env)
+    if problem is None:
+        actions = _systemd_removal(env)
+    else:
+        actions = [Action("remove", str(p)) for p in written]
+        actions.append(
+            Action(
+                "note",
+                f"no user service manager answers here ({problem}): "
+                "the files install wrote were removed, nothing was stopped",
+            )
+        )
+    return Plan("uninstall", actions + _trash_note(env), keep_going=True)
+
+
+def _trash_note(env: Env) -> list[Action]:
+    """Without the daemon nothing expires the trash: say what is left in it."""
+    from agentkeep import render, trash
+
+    entries = trash.list_entries(env.state_dir)
+    if not entries:
+        return []
+    total = sum(e.bytes for e in entries)
+    count = f"{len(entries)} pruned session{'s' * (len(entries) > 1)}"
+    return [
+        Action(
+            "note",
+            f"the trash ({trash.trash_dir(env.state_dir)}) still holds {count} "
+            f"({render.size(total)}), which nothing expires without the daemon: "
+            "`agentkeep restore AGENT ID` puts one back; "
+            "`deploy/install.sh --uninstall --purge` removes them with agentkeep's state",
+        )
+    ]
+
+
+def _launchd_install(env: Env) -> Plan:
+    problem = manager_problem(env)
+    if problem is not None:
+        raise _unreachable(problem)
     path = plist_path(env)
+    current = _launchd_state(env, path, path.is_file())
     actions = [
         Action("mkdir", str(log_dir(env))),
         Action("write", str(path), plist_bytes(env, daemon_command()).decode()),
     ]
     # bootstrap refuses a label that is already loaded, and a re-install must
     # leave this installation's code running: a loaded agent is booted out first.
-    state = _launchd_state(env)
-    if state is not None and state[0]:
+    loaded = _loaded(env)
+    if loaded:
         actions.append(_run_action("launchctl", "bootout", _launchd_target(env)))
-    return actions + [
+    other = _foreign_daemon(env, current)
+    if other is not None:
+        bootstrap = f"launchctl bootstrap gui/{env.uid} {shlex.quote(str(path))}"
+        return Plan("install", actions + [_foreign_warning(env, other, bootstrap)])
+    actions += [
         # A `launchctl disable` from earlier would make bootstrap fail.
         _run_action("launchctl", "enable", _launchd_target(env)),
         _run_action("launchctl", "bootstrap", f"gui/{env.uid}", str(path)),
     ]
+    undo = None if current.installed else lambda: [Action("remove", str(path))]
+    return Plan("install", actions, undo=undo)
 
 
-def _launchd_uninstall(env: Env) -> list[Action]:
+def _loaded(env: Env) -> bool:
+    done = _query(env, ["launchctl", "print", _launchd_target(env)])
+    return done is not None and done.returncode == 0
+
+
+def _launchd_uninstall(env: Env) -> Plan:
     path = plist_path(env)
-    state = _launchd_state(env)
+    problem = manager_problem(env)
     actions: list[Action] = []
-    if state is not None and state[0]:
+    if problem is None and _loaded(env):
         actions.append(_run_action("launchctl", "bootout", _launchd_target(env)))
     if path.is_file():
         actions.append(Action("remove", str(path)))
     if not actions:
-        return [Action("note", f"not installed: {path} does not exist")]
-    return actions + [Action("note", f"logs are kept in {log_dir(env)}")]
+        return Plan("uninstall", [Action("note", f"not installed: {path} does not exist")])
+    if problem is not None:
+        actions.append(
+            Action("note", f"no service manager answers here ({problem}): nothing was stopped")
+        )
+    actions.append(Action("note", f"logs are kept in {log_dir(env)}"))
+    return Plan("uninstall", actions + _trash_note(env), keep_going=True)
 
 
-def install_plan(env: Env) -> list[Action]:
-    """Write the unit (or plist) for this installation and start it now and at login."""
+def install_plan(env: Env) -> Plan:
+    """Write the unit (or plist) for this installation and start it now and
+    at login. Raises ManagerUnreachable, before anything is done, where no
+    user service manager answers."""
     if platform_kind(env) == "launchd":
         return _launchd_install(env)
     return _systemd_install(env)
 
 
-def uninstall_plan(env: Env) -> list[Action]:
-    """Undo install: stop and disable the service, remove its file."""
+def uninstall_plan(env: Env) -> Plan:
+    """Undo install: stop and disable the service, remove its files (the
+    files alone where no service manager answers)."""
     if platform_kind(env) == "launchd":
         return _launchd_uninstall(env)
     return _systemd_uninstall(env)
 
 
 # -- doing ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One action carried out (or, in a dry run, shown): `error` says why it
+    failed; `undo` marks the steps that take back a failed install."""
+
+    action: Action
+    error: str | None = None
+    undo: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.action.kind,
+            "what": self.action.what,
+            "ok": self.error is None,
+            "error": self.error,
+            "undo": self.undo,
+        }
 
 
 def _write(path: Path, content: str) -> None:
@@ -463,64 +825,105 @@ def _execute(argv: list[str], environ: Mapping[str, str]) -> str | None:
     return None
 
 
-def _show_dry(action: Action, out: Callable[[str], None]) -> None:
-    if action.kind == "write":
-        out(f"would write {action.what}:")
-        for line in (action.content or "").splitlines():
-            out(f"    {line}" if line else "")
-    elif action.kind == "mkdir":
-        out(f"would create directory {action.what}")
-    elif action.kind == "run":
-        out(f"would run: {action.what}")
-    elif action.kind == "remove":
-        out(f"would remove {action.what}")
-    else:
-        out(f"note: {action.what}")
-
-
-def _do(action: Action, environ: Mapping[str, str], out: Callable[[str], None]) -> bool:
+def _do(action: Action, environ: Mapping[str, str]) -> str | None:
+    """Carry out one action; why it failed, or None. The caller reports a
+    failure, once: nothing is logged here beyond the step done."""
     try:
         if action.kind == "write":
             _write(Path(action.what), action.content or "")
-            out(f"wrote {action.what}")
         elif action.kind == "mkdir":
             ensure_private_dir(Path(action.what))
-            out(f"created directory {action.what}")
         elif action.kind == "run":
             failure = _execute(action.argv, environ)
             if failure is not None:
-                out(f"failed: {action.what}: {failure}")
-                log.warning("service command failed", command=action.what, error=failure)
-                return False
-            out(f"ran: {action.what}")
+                return failure
         elif action.kind == "remove":
             Path(action.what).unlink(missing_ok=True)
-            out(f"removed {action.what}")
-        else:
-            out(f"note: {action.what}")
     except OSError as exc:
-        out(f"failed: {action.kind} {action.what}: {exc}")
-        log.warning("service action failed", kind=action.kind, what=action.what, error=str(exc))
-        return False
+        return str(exc)
     log.info("service action", kind=action.kind, what=action.what)
-    return True
+    return None
 
 
 def apply(
-    actions: list[Action],
+    plan: Plan,
     *,
     dry_run: bool,
-    out: Callable[[str], None],
     env: Env | None = None,
-) -> int:
-    """Carry out a plan in order, or with `dry_run` print each step and do
-    nothing. Stops at the first failure (a later step depends on the earlier
-    ones). Commands run with `env`'s variables (default: this process's).
-    0 when every step was done, 1 otherwise."""
+    report: Callable[[Step], None] | None = None,
+) -> list[Step]:
+    """Carry out a plan in order (see Plan for what a failure does), or with
+    `dry_run` show each step and do nothing. Commands run with `env`'s
+    variables (default: this process's). Each step goes to `report` as it
+    is done; all of them are returned."""
     environ: Mapping[str, str] = env.environ if env is not None else os.environ
-    for action in actions:
-        if dry_run:
-            _show_dry(action, out)
-        elif not _do(action, environ, out):
-            return 1
-    return 0
+    steps: list[Step] = []
+
+    def record(step: Step) -> None:
+        steps.append(step)
+        if report is not None:
+            report(step)
+
+    if dry_run:
+        for action in plan.actions:
+            record(Step(action))
+        return steps
+    failed = False
+    for action in plan.actions:
+        error = _do(action, environ)
+        record(Step(action, error))
+        failed = failed or error is not None
+        if failed and not plan.keep_going:
+            break
+    if failed and plan.undo is not None:
+        for action in plan.undo():
+            record(Step(action, _do(action, environ), undo=True))
+    return steps
+
+
+def exit_code(steps: list[Step]) -> int:
+    """0 when every step of the plan was done, 1 otherwise."""
+    return 1 if any(s.error is not None for s in steps) else 0
+
+
+_DONE = {"write": "wrote", "mkdir": "created directory", "remove": "removed", "run": "ran:"}
+_WOULD = {"write": "would write", "mkdir": "would create directory", "remove": "would remove"}
+
+
+def describe(step: Step, *, dry_run: bool) -> list[str]:
+    """The step as lines for a person (a dry run's write shows the content)."""
+    action = step.action
+    if action.kind in ("note", "warn"):
+        return [f"{'note' if action.kind == 'note' else 'warning'}: {action.what}"]
+    prefix = "undoing the install: " if step.undo else ""
+    if step.error is not None:
+        return [f"{prefix}failed: {action.what}: {step.error}"]
+    if not dry_run:
+        return [f"{prefix}{_DONE[action.kind]} {action.what}"]
+    if action.kind == "run":
+        return [f"would run: {action.what}"]
+    lines = [f"{_WOULD[action.kind]} {action.what}" + (":" if action.kind == "write" else "")]
+    if action.kind == "write":
+        lines += [f"    {line}" if line else "" for line in (action.content or "").splitlines()]
+    return lines
+
+
+def plan_json(
+    verb: str, env: Env, steps: list[Step], *, dry_run: bool, error: str | None = None
+) -> dict[str, Any]:
+    """`service install|uninstall --json`: the steps, and whether all were done."""
+    return {
+        "action": verb,
+        "kind": platform_kind(env),
+        "unit_path": str(service_path(env)),
+        "dry_run": dry_run,
+        "ok": error is None and exit_code(steps) == 0,
+        "error": error,
+        "steps": [s.to_json() for s in steps],
+    }
+
+
+def second_daemon_exit(env: Env) -> int:
+    """What a daemon exits with when another of this user already runs (see
+    RUN_BY_SERVICE): ALREADY_RUNNING_EXIT under the service, else 1."""
+    return ALREADY_RUNNING_EXIT if env.get(RUN_BY_SERVICE) == "1" else 1

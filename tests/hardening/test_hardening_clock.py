@@ -33,7 +33,7 @@ CAP = 3
 
 
 def config(fh: FakeHome) -> None:
-    fh.write_config(f'retention = "30d"\nmax_removals = {CAP}\n')
+    fh.write_config(f'retention = "30d"\nmax_removals = {CAP}\n', seen=True)
 
 
 def write_last_prune(fh: FakeHome, ts: float) -> None:

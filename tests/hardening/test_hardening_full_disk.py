@@ -67,7 +67,7 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
 
 
 def world(fh: FakeHome) -> tuple[list[ClaudeSessionPaths], ClaudeSessionPaths]:
-    fh.write_config('retention = "30d"\n')
+    fh.write_config('retention = "30d"\n', seen=True)
     old = [make_session(fh, cwd=f"/home/user/p{i}", age_days=40 + i) for i in range(4)]
     recent = make_session(fh, cwd="/home/user/new", age_days=3)
     return old, recent

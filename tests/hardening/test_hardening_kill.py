@@ -246,7 +246,7 @@ def relocate(s: ClaudeSessionPaths, src: FakeHome, dst: FakeHome) -> ClaudeSessi
 
 def copy_world(world: World, root: Path, trash: str, processes: Processes) -> Copy:
     fh = clone_home(world.fh, root)
-    fh.write_config(CONFIG.format(trash=trash))
+    fh.write_config(CONFIG.format(trash=trash), seen=True)
     idle = [relocate(s, world.fh, fh) for s in world.idle]
     protected = {
         why: [relocate(s, world.fh, fh) for s in group] for why, group in world.protected.items()

@@ -51,7 +51,7 @@ prune._after_plan = wait_at_barrier
 
 
 def world(fh: FakeHome) -> tuple[list[ClaudeSessionPaths], ClaudeSessionPaths]:
-    fh.write_config('retention = "30d"\nmax_removals = 1000\n')
+    fh.write_config('retention = "30d"\nmax_removals = 1000\n', seen=True)
     old = [
         make_session(fh, cwd=f"/home/user/p{i % 5}", age_days=40 + i, full=False)
         for i in range(OLD)

@@ -44,6 +44,7 @@ from agentkeep.daemon.server import (
 from agentkeep.daemon.watch import Watcher
 from agentkeep.model import rfc3339
 from agentkeep.paths import Env, ensure_private_dir
+from agentkeep.service import second_daemon_exit
 
 log = structlog.get_logger("agentkeep.daemon")
 
@@ -92,6 +93,10 @@ class Daemon:
         # start-up keeps the server and the scheduler from starting at all.
         self._lifecycle = threading.Lock()
         self._stopping = False
+        # What a start-up that does not get as far as serving exits with: 1,
+        # or for a second daemon the service started, the status its unit
+        # lists in RestartPreventExitStatus= (service.RUN_BY_SERVICE).
+        self._refused_exit = 1
 
     # -- life -------------------------------------------------------------
     def run(self) -> int:
@@ -104,7 +109,7 @@ class Daemon:
         try:
             lock_fd = self._single_instance()
             if lock_fd is None:
-                return 1
+                return self._refused_exit
             try:
                 started = self._start()
             except Exception:
@@ -112,7 +117,7 @@ class Daemon:
                 started = False
             if not started:
                 self._stop()  # whatever did start (the socket) is taken down again
-                return 1
+                return self._refused_exit
             self._loop(wake_r)
             return self._stop()
         finally:
@@ -139,6 +144,7 @@ class Daemon:
         except BlockingIOError:
             other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
+            self._refused_exit = second_daemon_exit(self.env)
             log.error(
                 "another agentkeep daemon is already running for this user; not starting a second",
                 pid=other,
@@ -166,6 +172,7 @@ class Daemon:
         try:
             self.server.bind()
         except AlreadyServing as exc:
+            self._refused_exit = second_daemon_exit(self.env)
             log.error(f"{exc}; not starting a second daemon")
             return False
         except ServerError as exc:

@@ -1,0 +1,95 @@
+"""A new or shorter retention waits to be seen before the daemon acts on it.
+
+Writing `retention = "30d"` used to move sessions to the trash at the
+daemon's next prune, 60 s after a restart, before the person had looked.
+Now, when the daemon's scheduled prune finds a retention it has not pruned
+with before (set for the first time, or shortened, for any agent), that run
+is a dry run: it logs and records what it would remove, and status shows
+it. The real prune comes one `prune_interval` later, or at once after a
+person's own `agentkeep prune` (which confirms the config as it is).
+
+`<state>/retention.json` holds each agent's retention as last pruned with
+(or confirmed); `<state>/preview.json` the retentions a dry run previewed,
+and when. A retention made longer removes less: it needs no preview.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agentkeep.config import Config
+from agentkeep.statefiles import StateFileError, read_state, remove, write_json
+
+log = structlog.get_logger("agentkeep.preview")
+
+SEEN = "retention.json"
+PREVIEW = "preview.json"
+
+
+def retentions(config: Config, agents: Iterable[str]) -> dict[str, float]:
+    """Each agent's retention under `config` (agents with none left out)."""
+    return {a: r for a in agents if (r := config.retention_for(a)) is not None}
+
+
+def _seconds(value: Any) -> dict[str, float]:
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)
+        for k, v in value.items()
+    ):
+        raise TypeError("not an object of retentions in seconds")
+    return {k: float(v) for k, v in value.items()}
+
+
+def _preview(value: Any) -> tuple[dict[str, float], float]:
+    if not isinstance(value, dict) or not isinstance(value.get("at"), int | float):
+        raise TypeError("not a preview")
+    return _seconds(value.get("retentions")), float(value["at"])
+
+
+def _read(state_dir: Path, name: str, check: Any) -> Any:
+    """A record that cannot be read counts as none: that only ever asks for
+    one more preview (never a prune sooner)."""
+    try:
+        return read_state(state_dir / name, check)
+    except StateFileError as exc:
+        log.warning("retention record unreadable; previewing again", error=str(exc))
+        return None
+
+
+def due(state_dir: Path, wanted: dict[str, float], now: float, interval: float) -> str | None:
+    """Why this scheduled prune must only show what it would remove (None:
+    it may remove). A preview of these very retentions an interval ago lets
+    the real prune run."""
+    seen = _read(state_dir, SEEN, _seconds) or {}
+    new = {a: r for a, r in wanted.items() if a not in seen or r < seen[a]}
+    if not new:
+        return None
+    previewed = _read(state_dir, PREVIEW, _preview)
+    if previewed is not None and previewed[0] == wanted and now >= previewed[1] + interval:
+        return None
+    agents = ", ".join(sorted(new))
+    return (
+        f"a new or shorter retention ({agents}): this prune only shows what it would remove;"
+        " the first real one runs one prune_interval later, or at once after you run"
+        " `agentkeep prune`"
+    )
+
+
+def previewed(state_dir: Path, wanted: dict[str, float], now: float) -> None:
+    """A dry run showed what `wanted` would remove (the first such moment
+    stays: the wait is counted from it)."""
+    earlier = _read(state_dir, PREVIEW, _preview)
+    if earlier is not None and earlier[0] == wanted:
+        return
+    write_json(state_dir / PREVIEW, {"retentions": wanted, "at": now})
+
+
+def confirmed(state_dir: Path, wanted: dict[str, float]) -> None:
+    """A real prune ran with `wanted` (the daemon's after its preview, or a
+    person's): later scheduled prunes remove."""
+    write_json(state_dir / SEEN, wanted)
+    remove(state_dir / PREVIEW)
