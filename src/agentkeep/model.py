@@ -65,6 +65,9 @@ class Artifact(NamedTuple):
     removed first, and a linked primary makes the whole session `unsafe`.
     Directory artifacts carry the summed size and newest mtime of their tree.
     `mtime` None means a time in it could not be read (the session is undated).
+    `disk_bytes` is what it takes on disk (allocated blocks, as `du` counts),
+    beside `bytes`, its apparent size; as measured only: the index keeps a
+    session's total, and an artifact read back from it has 0.
     A named tuple, immutable like a frozen dataclass: a scan makes one per
     artifact of every session, and a frozen dataclass costs three times as
     much to make.
@@ -78,6 +81,7 @@ class Artifact(NamedTuple):
     primary: bool = False
     linked: bool = False
     is_dir: bool = False
+    disk_bytes: int = 0
 
 
 @dataclass(slots=True)
