@@ -332,7 +332,8 @@ def test_du_json_by_agent_largest_first_with_reclaimable_bytes(
     assert explicit == doc
 
     assert set(doc) == {"by", "groups"} and doc["by"] == "agent"
-    assert all(set(g) == {"key", "bytes", "sessions", "reclaimable_bytes"} for g in doc["groups"])
+    keys = {"key", "bytes", "disk_bytes", "sessions", "reclaimable_bytes", "reclaimable_disk_bytes"}
+    assert all(set(g) == keys for g in doc["groups"])
     assert [g["bytes"] for g in doc["groups"]] == sorted(
         (g["bytes"] for g in doc["groups"]), reverse=True
     )
@@ -340,6 +341,10 @@ def test_du_json_by_agent_largest_first_with_reclaimable_bytes(
     assert set(groups) == {"claude", "zero"}
     claude = [r for r in rows if r["agent"] == "claude"]
     big = next(r for r in rows if r["id"] == world.big.id)
+    # Disk use (allocated blocks) beside the apparent size: test_terminal.py
+    # checks it against du(1).
+    disk = groups["claude"].pop("disk_bytes"), groups["claude"].pop("reclaimable_disk_bytes")
+    assert disk[0] > 0 and 0 < disk[1] < disk[0]
     assert groups["claude"] == {
         "key": "claude",
         "bytes": sum(r["bytes"] for r in claude),

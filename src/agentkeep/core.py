@@ -533,6 +533,12 @@ def show(ctx: Context, agent: str, id: str) -> dict[str, Any]:
     return doc
 
 
+# A du group: `bytes` the apparent size (st_size, as the contract has it),
+# `disk_bytes` what it takes on disk (allocated blocks, as `du` counts), and
+# of each what a prune would reclaim now.
+_DU_FIELDS = ("bytes", "disk_bytes", "sessions", "reclaimable_bytes", "reclaimable_disk_bytes")
+
+
 def du(ctx: Context, by: str = "agent") -> dict[str, Any]:
     if by not in ("agent", "workspace"):
         raise Failure(2, f"--by must be agent or workspace, not {by!r}", -32602)
@@ -540,11 +546,15 @@ def du(ctx: Context, by: str = "agent") -> dict[str, Any]:
     groups: dict[str, dict[str, Any]] = {}
     for s in ctx.index.sessions():
         key = s.agent if by == "agent" else (s.workspace or "(unknown)")
-        g = groups.setdefault(key, {"key": key, "bytes": 0, "sessions": 0, "reclaimable_bytes": 0})
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {"key": key} | dict.fromkeys(_DU_FIELDS, 0)
         g["bytes"] += s.bytes
+        g["disk_bytes"] += s.disk_bytes
         g["sessions"] += 1
         if (s.agent, s.id) in reclaim:
             g["reclaimable_bytes"] += s.bytes
+            g["reclaimable_disk_bytes"] += s.disk_bytes
     ordered = sorted(groups.values(), key=lambda g: (-g["bytes"], g["key"]))
     return {"by": by, "groups": ordered}
 
