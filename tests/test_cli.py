@@ -427,7 +427,7 @@ def test_ls_and_du_text_have_human_sizes_and_ages(world: World) -> None:
 
     assert ls.returncode == 0 and du.returncode == 0
     assert "MB" in ls.stdout and "kB" in ls.stdout
-    assert re.search(r"\b40 days\b", ls.stdout) and re.search(r"\b2 days\b", ls.stdout)
+    assert re.search(r"\b40d\b", ls.stdout) and re.search(r"\b2d\b", ls.stdout)
     assert world.big.id in ls.stdout
     assert "MB" in du.stdout and "claude" in du.stdout
     assert "{" not in ls.stdout + du.stdout, "text, not JSON"
