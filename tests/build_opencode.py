@@ -1,13 +1,17 @@
 """Build a realistic opencode data dir in a fake user: the 1.x JSON storage
 (session, message, part, todo, session_diff), `opencode.db` with the 1.2+
-tables (session, message, part, todo, session_share) and the 2.x ones
-(session_v2, event, event_sequence), and a fake `opencode` binary.
+tables (session, message, part, todo, session_share), the 1.18 ones
+(session_message, session_input, session_context_epoch: the real 1.18.33
+schema) and the 2.x ones (session_v2, event, event_sequence), truncated tool
+outputs (`tool-output/tool_<id>`, which part rows point at), and a fake
+`opencode` binary.
 
 The fake `opencode` implements the two commands agentkeep may run: `debug
 paths` (printed like the real one, `key.padEnd(10) value`) and `session
-delete <id>`, which like the real one deletes only the 2.x rows of that one
-session (#50260, #34701). A real opencode is never run: it migrates the
-database.
+delete <id>`, which deletes only the 2.x rows of that one session (#50260,
+#34701), or with `every_row` what 1.18.33's does: the session, its
+children and every row of theirs, leaving their tool outputs. A real
+opencode is never run here: it migrates the database.
 """
 
 from __future__ import annotations
@@ -77,6 +81,35 @@ CREATE TABLE session_share (
     time_created INTEGER NOT NULL,
     time_updated INTEGER NOT NULL
 );
+CREATE TABLE session_message (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+    type TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    time_created INTEGER NOT NULL,
+    time_updated INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE TABLE session_input (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+    prompt TEXT NOT NULL,
+    delivery TEXT NOT NULL,
+    admitted_seq INTEGER NOT NULL,
+    promoted_seq INTEGER,
+    time_created INTEGER NOT NULL
+);
+CREATE TABLE session_context_epoch (
+    session_id TEXT PRIMARY KEY REFERENCES session(id) ON DELETE CASCADE,
+    baseline TEXT NOT NULL,
+    snapshot TEXT NOT NULL,
+    baseline_seq INTEGER NOT NULL
+);
+CREATE TABLE account (id TEXT PRIMARY KEY, email TEXT NOT NULL, url TEXT NOT NULL,
+    access_token TEXT NOT NULL, refresh_token TEXT NOT NULL, token_expiry INTEGER,
+    time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL);
+CREATE TABLE permission (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, action TEXT NOT NULL,
+    resource TEXT NOT NULL, time_created INTEGER NOT NULL, time_updated INTEGER NOT NULL);
 """
 
 _SCHEMA_V2 = """
@@ -101,6 +134,7 @@ CREATE TABLE event (
 CREATE TABLE event_sequence (aggregate_id TEXT PRIMARY KEY, seq INTEGER NOT NULL);
 """
 
+# Every table with a session's rows, in the order agentkeep deletes them.
 TABLES = (
     "session",
     "session_v2",
@@ -108,6 +142,9 @@ TABLES = (
     "part",
     "todo",
     "session_share",
+    "session_message",
+    "session_input",
+    "session_context_epoch",
     "event",
     "event_sequence",
 )
@@ -144,6 +181,11 @@ class OpencodeTree:
         with conn:
             conn.executescript(_SCHEMA + (_SCHEMA_V2 if v2 else ""))
             conn.execute("INSERT INTO project VALUES ('global', '/', 1, 1)")
+            conn.execute(
+                "INSERT INTO account VALUES ('acc_1', 'u@example.com', 'https://x', 'a', 'r',"
+                " NULL, 1, 1)"
+            )
+            conn.execute("INSERT INTO permission VALUES ('per_1', 'global', 'allow', '*', 1, 1)")
         conn.close()
         return self.db
 
@@ -236,6 +278,17 @@ class OpencodeTree:
                     "INSERT INTO session_share VALUES (?, 'shr', 'secret', 'https://x', 1, 1)",
                     (sid,),
                 )
+                conn.execute(
+                    "INSERT INTO session_message VALUES (?, ?, 'user', 1, 1, 1, '{}')",
+                    (new_id("msg"), sid),
+                )
+                conn.execute(
+                    "INSERT INTO session_input VALUES (?, ?, '{}', 'queued', 1, NULL, 1)",
+                    (new_id("inp"), sid),
+                )
+                conn.execute(
+                    "INSERT INTO session_context_epoch VALUES (?, 'base', '{}', 1)", (sid,)
+                )
             if v2:
                 conn.execute(
                     "INSERT INTO session_v2 VALUES (?, ?, 'global', ?, 'a session', 1, ?, '{}')",
@@ -249,6 +302,35 @@ class OpencodeTree:
                 conn.execute("INSERT INTO event_sequence VALUES (?, 2)", (sid,))
         conn.close()
 
+    def tool_output(self, sid: str, text: str = "1\n2\n3\n") -> Path:
+        """A truncated tool output of the session's, as opencode 1.18 writes
+        it: the file, and a tool part row (with its message) pointing at it."""
+        folder = self.data / "tool-output"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / new_id("tool")
+        path.write_text(text)
+        self.point_at(sid, path)
+        return path
+
+    def point_at(self, sid: str, output: Path) -> None:
+        """A tool part row of the session's whose output names `output`
+        (what a fork's copied parts do)."""
+        state = {
+            "status": "completed",
+            "input": {"command": "seq 1 30000"},
+            "output": f"1\n2\n...\n\nFull output saved to: {output}\nUse Grep ...",
+            "metadata": {"truncated": True, "outputPath": str(output)},
+        }
+        data = json.dumps({"type": "tool", "tool": "bash", "callID": "call_1", "state": state})
+        msgid = new_id("msg")
+        conn = sqlite3.connect(self.db)
+        with conn:
+            conn.execute("INSERT INTO message VALUES (?, ?, 1, 1, '{}')", (msgid, sid))
+            conn.execute(
+                "INSERT INTO part VALUES (?, ?, ?, 1, 1, ?)", (new_id("prt"), msgid, sid, data)
+            )
+        conn.close()
+
     def full_session(self, sid: str | None = None, *, parent: str | None = None) -> str:
         """A session with everything: JSON storage and rows of every table."""
         sid = sid or new_id()
@@ -257,6 +339,14 @@ class OpencodeTree:
         self.extras_json(sid)
         self.session_rows(sid, parent=parent)
         return sid
+
+    def rows(self, sql: str, *args: object) -> list[tuple[object, ...]]:
+        """A query's rows, read-only."""
+        conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
+        try:
+            return conn.execute(sql, args).fetchall()
+        finally:
+            conn.close()
 
     def row_counts(self, sid: str) -> dict[str, int]:
         conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
@@ -282,9 +372,11 @@ def build_opencode(fake_home: FakeHome) -> OpencodeTree:
 
 _FAKE_OPENCODE = """\
 #!{python}
-# A stand-in for opencode: `debug paths` and `session delete <id>` only. Like
-# the real one, delete removes the 2.x rows (session_v2, event,
-# event_sequence) of that one session and leaves the legacy rows and files.
+# A stand-in for opencode: `debug paths` and `session delete <id>` only.
+# Delete removes the 2.x rows (session_v2, event, event_sequence) of that one
+# session and leaves the legacy rows and files; with `every` it does what
+# 1.18.33 does: the session, its children at any depth and every row of
+# theirs go, their tool outputs stay.
 import json, os, sqlite3, sys
 from pathlib import Path
 
@@ -310,6 +402,25 @@ if {fail!r}:
     print("Error: database is locked", file=sys.stderr)
     sys.exit(1)
 conn = sqlite3.connect(os.path.join(data, "opencode.db"))
+if {every!r}:
+    if not conn.execute("SELECT count(*) FROM session WHERE id = ?", (sid,)).fetchone()[0]:
+        print("Error: Session not found: " + sid, file=sys.stderr)
+        sys.exit(1)
+    family, todo = [], [sid]
+    while todo:
+        one = todo.pop()
+        family.append(one)
+        todo += [r[0] for r in conn.execute("SELECT id FROM session WHERE parent_id = ?", (one,))]
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    with conn:
+        for table in tables:
+            cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{{table}}")')]
+            key = "id" if table in ("session", "session_v2") else next(
+                (c for c in ("session_id", "aggregate_id") if c in cols), None)
+            for one in family if key else ():
+                conn.execute(f'DELETE FROM "{{table}}" WHERE "{{key}}" = ?', (one,))
+    print("Session " + sid + " deleted")
+    sys.exit(0)
 if not conn.execute("SELECT count(*) FROM session_v2 WHERE id = ?", (sid,)).fetchone()[0]:
     print("Error: Session not found: " + sid, file=sys.stderr)
     sys.exit(1)
@@ -323,16 +434,23 @@ print("Session " + sid + " deleted")
 
 
 def install_fake_opencode(
-    fake_home: FakeHome, *, data_dir: Path | None = None, fail: bool = False
+    fake_home: FakeHome,
+    *,
+    data_dir: Path | None = None,
+    fail: bool = False,
+    every_row: bool = False,
 ) -> Path:
     """Write a fake `opencode` first on the fake user's PATH; `data_dir` makes
     it report (and use) another data dir; `fail` makes `session delete` fail
-    having done nothing. Returns the file its calls go to."""
+    having done nothing; `every_row` makes it delete as 1.18.33 does.
+    Returns the file its calls go to."""
     bin_dir = fake_home.root / "bin"
     bin_dir.mkdir(exist_ok=True)
     script = bin_dir / "opencode"
     data = str(data_dir) if data_dir else ""
-    script.write_text(_FAKE_OPENCODE.format(python=sys.executable, data=data, fail=fail))
+    script.write_text(
+        _FAKE_OPENCODE.format(python=sys.executable, data=data, fail=fail, every=every_row)
+    )
     script.chmod(0o755)
     fake_home.environ["PATH"] = f"{bin_dir}{os.pathsep}{without(fake_home, 'opencode')}"
     return bin_dir / "opencode.calls"

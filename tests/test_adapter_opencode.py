@@ -9,12 +9,13 @@ import json
 import os
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
 
-from agentkeep import removal
+from agentkeep import removal, trash
 from agentkeep.adapters.base import RemovalError
 from agentkeep.adapters.opencode import OpencodeAdapter
 from agentkeep.model import Session
@@ -23,6 +24,7 @@ from agentkeep.processes import ProcessTable
 from agentkeep.removal import SessionRemoval
 from build_codex import HOLD_OPEN, HOLD_WRITE_LOCK, calls, without
 from build_opencode import (
+    TABLES,
     UPDATED_MS,
     OpencodeTree,
     build_opencode,
@@ -31,16 +33,10 @@ from build_opencode import (
 )
 from conftest import FakeHome
 
-ROW_TABLES = [
-    "session",
-    "session_v2",
-    "message",
-    "part",
-    "todo",
-    "session_share",
-    "event",
-    "event_sequence",
-]
+ROW_TABLES = list(TABLES)
+V2_TABLES = ["session_v2", "event", "event_sequence"]
+# What the 2.x `opencode session delete` leaves, for agentkeep to delete.
+LEGACY_TABLES = [t for t in ROW_TABLES if t not in V2_TABLES]
 
 
 @pytest.fixture
@@ -170,7 +166,7 @@ def test_an_older_database_without_the_new_tables(fake_home: FakeHome, tree: Ope
     tree.session_rows(sid, v2=False)
     s = adapter(fake_home).load(sid)
     assert s is not None
-    assert paths(s) == {f"{tree.db}#{t}" for t in ROW_TABLES[:1] + ROW_TABLES[2:6]}
+    assert paths(s) == {f"{tree.db}#{t}" for t in LEGACY_TABLES}
     # A first 1.2 database: only a session table, with another time column.
     tree.db.unlink()
     conn = sqlite3.connect(tree.db)
@@ -183,13 +179,17 @@ def test_an_older_database_without_the_new_tables(fake_home: FakeHome, tree: Ope
     assert paths(s) == {f"{tree.db}#session"}
 
 
-def test_data_dir_follows_xdg_only_inside_the_home(fake_home: FakeHome) -> None:
-    inside = fake_home.home / "data"
-    fake_home.environ["XDG_DATA_HOME"] = str(inside)
-    assert adapter(fake_home).data_dir == inside / "opencode"
-    for elsewhere in (str(fake_home.root / "shared"), "relative/data", f"{fake_home.home}/../x"):
-        fake_home.environ["XDG_DATA_HOME"] = elsewhere
-        assert adapter(fake_home).data_dir == fake_home.home / ".local" / "share" / "opencode"
+def test_data_dir_follows_xdg_data_home_wherever_it_points(fake_home: FakeHome) -> None:
+    """As opencode does (`opencode debug paths` prints `data <XDG_DATA_HOME>/opencode`
+    for a data home outside the home too); whose the place is, is the root
+    check's to say. A relative value is no XDG value at all."""
+    for value in (fake_home.home / "data", fake_home.root / "shared"):
+        fake_home.environ["XDG_DATA_HOME"] = str(value)
+        assert adapter(fake_home).data_dir == Path(value) / "opencode"
+    fake_home.environ["XDG_DATA_HOME"] = "/srv/../data"
+    assert adapter(fake_home).data_dir == Path("/data/opencode")
+    fake_home.environ["XDG_DATA_HOME"] = "relative/data"
+    assert adapter(fake_home).data_dir == fake_home.home / ".local" / "share" / "opencode"
 
 
 def test_leftovers_of_a_half_removal_are_listed(fake_home: FakeHome, tree: OpencodeTree) -> None:
@@ -386,8 +386,7 @@ def test_remove_without_opencode_takes_the_session_rows_first(
 def test_remove_with_opencode_then_the_legacy_rows_and_files(
     fake_home: FakeHome, tree: OpencodeTree
 ) -> None:
-    sid = tree.full_session()
-    child = tree.full_session(parent=sid)
+    sid, other = tree.full_session(), tree.full_session()
     log = install_fake_opencode(fake_home)
     files = storage_of(tree, sid)
     a, r = adapter(fake_home), remover(sid)
@@ -395,16 +394,36 @@ def test_remove_with_opencode_then_the_legacy_rows_and_files(
     a.remove(a.load(sid), r)  # type: ignore[arg-type]
 
     assert calls(log) == [["debug", "paths"], ["session", "delete", sid]]
-    assert r.removed == [f"opencode session delete {sid}"] + [
-        f"{tree.db}#{t}" for t in ("session", "message", "part", "todo", "session_share")
-    ] + [str(p) for p in files]
+    # The rows it took (read first, for the trash), then ours.
+    assert r.removed == [f"{tree.db}#{t}" for t in V2_TABLES + LEGACY_TABLES] + [
+        str(p) for p in files
+    ]
     assert set(tree.row_counts(sid).values()) == {0}
     assert not any(p.exists() for p in files)
     assert a.load(sid) is None
-    # Exactly one session: the child stays whole, still naming its parent.
+    assert 0 not in tree.row_counts(other).values()
+
+
+def test_opencode_is_not_asked_to_delete_a_session_with_a_child(
+    fake_home: FakeHome, tree: OpencodeTree
+) -> None:
+    """`opencode session delete` (1.18) takes the children too, unkept: the
+    pruner removes children first, so a child here was made since; the
+    removal fails, changing nothing, and is tried again next time."""
+    sid = tree.full_session()
+    child = tree.full_session(parent=sid)
+    log = install_fake_opencode(fake_home, every_row=True)
+    rows, before = tree.row_counts(sid), snapshot(tree.data)
+    a, r = adapter(fake_home), remover(sid)
+
+    with pytest.raises(RemovalError, match=f"has child sessions {child}, which opencode"):
+        a.remove(a.load(sid), r)  # type: ignore[arg-type]
+
+    assert calls(log) == [["debug", "paths"]]
+    assert r.removed == [] and snapshot(tree.data) == before
+    assert tree.row_counts(sid) == rows
     kept = a.load(child)
     assert kept is not None and kept.parent == sid
-    assert set(tree.row_counts(child).values()) == {1, 2}
 
 
 def test_opencode_on_another_data_dir_is_not_asked_to_delete(
@@ -507,7 +526,7 @@ def test_dry_run_decides_the_same_and_changes_nothing(
     adapter(fake_home).remove(a.load(sid), r)  # type: ignore[arg-type]
     assert calls(log) == []  # a dry run runs no binary
     assert r.removed == [f"opencode session delete {sid}"] + [
-        f"{tree.db}#{t}" for t in ("session", "message", "part", "todo", "session_share")
+        f"{tree.db}#{t}" for t in LEGACY_TABLES
     ] + [str(p) for p in files]
     assert r.residuals == []
     assert snapshot(tree.data) == before and tree.row_counts(sid) == rows
@@ -525,3 +544,150 @@ def test_listing_many_at_once_equals_listing_each(fake_home: FakeHome, tree: Ope
     assert all(many[sid] is not None for sid in ids)
     for sid in wanted:
         assert many[sid] == adapter(fake_home).load(sid), sid
+
+
+# -- the 1.18 tables, tables found in the schema, tables never a session's ----------
+
+
+def test_every_session_table_goes_with_the_session_and_no_other_table_is_touched(
+    fake_home: FakeHome, tree: OpencodeTree
+) -> None:
+    """1.18's session_message, session_input and session_context_epoch, and a
+    later opencode's table with a session_id column (read from the schema),
+    are the session's; tables that are never a session's (accounts,
+    permissions, a workspace table even with a session_id column) stay."""
+    sid, other = tree.full_session(), tree.full_session()
+    conn = sqlite3.connect(tree.db)
+    with conn:
+        conn.execute("CREATE TABLE session_later (id TEXT PRIMARY KEY, session_id TEXT)")
+        conn.execute("CREATE TABLE workspace (id TEXT PRIMARY KEY, session_id TEXT)")
+        for s in (sid, other, new_id()):  # the last names no session: no session of its own
+            conn.execute("INSERT INTO session_later VALUES (?, ?)", (new_id("lat"), s))
+            conn.execute("INSERT INTO workspace VALUES (?, ?)", (new_id("wrk"), s))
+    conn.close()
+    shared = ("account", "permission", "project", "workspace")
+    before = {t: tree.rows(f"SELECT * FROM {t}") for t in shared}
+    later = f"{tree.db}#session_later"
+
+    sessions = by_id(fake_home)
+
+    assert set(sessions) == {sid, other}
+    rows = {p for p in paths(sessions[sid]) if "#" in p}
+    assert rows == {f"{tree.db}#{t}" for t in ROW_TABLES} | {later}
+    a, r = adapter(fake_home), remover(sid)
+    a.remove(sessions[sid], r)
+    assert r.removed[: len(rows)] == [f"{tree.db}#{t}" for t in ROW_TABLES] + [later]
+    assert set(tree.row_counts(sid).values()) == {0}
+    assert tree.rows("SELECT count(*) FROM session_later WHERE session_id = ?", sid) == [(0,)]
+    assert tree.rows("SELECT count(*) FROM session_later") == [(2,)]
+    assert {t: tree.rows(f"SELECT * FROM {t}") for t in shared} == before
+    assert 0 not in tree.row_counts(other).values()
+
+
+# -- tool outputs --------------------------------------------------------------------
+
+
+def test_a_tool_output_is_the_session_s_whose_parts_alone_point_at_it(
+    fake_home: FakeHome, tree: OpencodeTree
+) -> None:
+    """A fork's copied parts point at its parent's tool outputs: such a file
+    is neither's while both use it, and goes with the last of them."""
+    sid, fork, other = tree.full_session(), tree.full_session(), tree.full_session()
+    shared, own, others = tree.tool_output(sid), tree.tool_output(fork), tree.tool_output(other)
+    tree.point_at(fork, shared)
+    orphan = tree.data / "tool-output" / new_id("tool")  # no part points at it
+    orphan.write_text("x")
+
+    sessions = by_id(fake_home)
+
+    def outputs(s: Session) -> set[str]:
+        return {a.path for a in s.artifacts if a.kind == "tool-output"}
+
+    assert [outputs(sessions[s]) for s in (sid, fork, other)] == [
+        set(),
+        {str(own)},
+        {str(others)},
+    ]
+    a = adapter(fake_home)
+    r = remover(sid)
+    a.remove(sessions[sid], r)
+    assert shared.exists() and str(shared) not in r.removed + r.residuals
+    s = a.load(fork)
+    assert s is not None and outputs(s) == {str(own), str(shared)}, "the fork's alone now"
+    r = remover(fork)
+    a.remove(s, r)
+    assert r.removed[-2:] == sorted([str(own), str(shared)])
+    assert not shared.exists() and not own.exists()
+    assert others.exists() and orphan.exists()
+    assert a.load(other) is not None and outputs(a.load(other)) == {str(others)}  # type: ignore[arg-type]
+
+
+def test_a_tool_output_a_fork_made_since_the_listing_points_at_stays(
+    fake_home: FakeHome, tree: OpencodeTree
+) -> None:
+    sid, fork = tree.full_session(), tree.full_session()
+    output = tree.tool_output(sid)
+    a = adapter(fake_home)
+    s = a.load(sid)
+    assert s is not None and str(output) in paths(s), "SETUP INVALID: not the session's"
+    tree.point_at(fork, output)  # the fork copies the parts after the listing
+    r = remover(sid)
+
+    a.remove(s, r)
+
+    assert output.exists() and str(output) not in r.removed + r.residuals
+    assert a.load(sid) is None
+    assert str(output) in paths(a.load(fork))  # type: ignore[arg-type]
+
+
+# -- the trash keeps the rows ----------------------------------------------------------
+
+
+def kept_rows(entry: Path) -> dict[str, list[tuple[object, ...]]]:
+    """The rows a trash entry keeps, by table (read from its rows.sqlite)."""
+    conn = sqlite3.connect(f"file:{entry / 'rows.sqlite'}?mode=ro", uri=True)
+    try:
+        tables = conn.execute("SELECT n, name FROM tables").fetchall()
+        return {name: sorted(conn.execute(f"SELECT * FROM t{n}")) for n, name in tables}
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("opencode", ["none", "2.x", "1.18"])
+def test_every_row_removed_is_kept_in_the_trash_once(
+    fake_home: FakeHome, tree: OpencodeTree, opencode: str
+) -> None:
+    """Rows agentkeep deletes are kept inside its delete transaction; rows
+    `opencode session delete` deletes are read before it runs and kept once
+    it has: 1.18's takes every row, 2.x's only its own."""
+    sid, other = tree.full_session(), tree.full_session()
+    output = tree.tool_output(sid)
+    keys = {"session": "id", "session_v2": "id", "event": "aggregate_id"}
+    keys["event_sequence"] = "aggregate_id"
+    before = {
+        t: sorted(tree.rows(f"SELECT * FROM {t} WHERE {keys.get(t, 'session_id')} = ?", sid))
+        for t in ROW_TABLES
+    }
+    assert all(before.values()), "SETUP INVALID: a table without the session's rows"
+    log = (
+        install_fake_opencode(fake_home, every_row=opencode == "1.18")
+        if opencode != "none"
+        else None
+    )
+    a = adapter(fake_home)
+    entry = trash.entry_dir(fake_home.state, "opencode", sid)
+
+    with trash.open_entry(
+        fake_home.state, "opencode", sid, parent=None, keep_for=7 * 86400, now=time.time()
+    ) as writer:
+        r = SessionRemoval("opencode", sid, dry_run=False, trash=writer)
+        a.remove(a.load(sid), r)  # type: ignore[arg-type]
+
+    if log is not None:
+        assert calls(log) == [["debug", "paths"], ["session", "delete", sid]]
+    assert kept_rows(entry) == before
+    assert not r.partial, "everything of it can be put back"
+    assert set(tree.row_counts(sid).values()) == {0}
+    assert not output.exists() and str(output) in r.removed
+    assert a.load(sid) is None
+    assert 0 not in tree.row_counts(other).values()

@@ -48,6 +48,7 @@ from build_agents import (
 )
 from build_codex import HOLD_WRITE_LOCK, ROWS, CodexTree, calls, install_fake_codex, without
 from build_codex import new_id as codex_id
+from build_opencode import TABLES as OPENCODE_ALL_TABLES
 from build_opencode import OpencodeTree, install_fake_opencode
 from build_opencode import new_id as opencode_id
 from fakehome import FakeHome, kill_group
@@ -68,17 +69,11 @@ REPORT_KEYS = {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "res
 UNDATED = "a time of it cannot be read"
 GARBAGE = b"this is not a database\n" * 64
 STORE = "issues"
-OPENCODE_TABLES = (
-    "session",
-    "session_v2",
-    "message",
-    "part",
-    "todo",
-    "session_share",
-    "event",
-    "event_sequence",
+OPENCODE_TABLES = OPENCODE_ALL_TABLES
+# What the 2.x `opencode session delete` leaves (#50260): agentkeep's to delete.
+OPENCODE_LEGACY = tuple(
+    t for t in OPENCODE_TABLES if t not in ("session_v2", "event", "event_sequence")
 )
-OPENCODE_LEGACY = ("session", "message", "part", "todo", "session_share")
 _OPENCODE_KEYS = {
     "session": "id",
     "session_v2": "id",
@@ -419,7 +414,8 @@ class Opencode(Builder):
     def make(
         self, fh: FakeHome, *, days: float, parent: str | None = None, variant: int = 0
     ) -> Made:
-        """The 1.x JSON storage, and with `db` the rows of every table."""
+        """The 1.x JSON storage, and with `db` the rows of every table and
+        a truncated tool output (which goes last)."""
         tree, sid, when = self.tree(fh), opencode_id(), ago(days)
         info = tree.session_json(sid, parent=parent, updated_ms=when * 1000)
         messages, *parts = tree.messages_json(sid)
@@ -428,11 +424,13 @@ class Opencode(Builder):
         if not self.db:
             return Made(self.agent, sid, when, paths=[str(p) for p in files], files=files)
         tree.session_rows(sid, parent=parent, updated_ms=when * 1000)
+        files.append(tree.tool_output(sid))
+        stamp(when, files[-1])
         rows = [Row(tree.db, t, _OPENCODE_KEYS.get(t, "session_id"), sid) for t in OPENCODE_TABLES]
         if self.binary:
             # `opencode session delete` takes the 2.x rows; the legacy rows
-            # and the JSON storage are ours.
-            paths = [f"opencode session delete {sid}"]
+            # and the files are ours.
+            paths = [f"{tree.db}#{t}" for t in OPENCODE_TABLES if t not in OPENCODE_LEGACY]
             paths += [f"{tree.db}#{t}" for t in OPENCODE_LEGACY]
         else:
             paths = [f"{tree.db}#{t}" for t in OPENCODE_TABLES]
@@ -495,7 +493,8 @@ class Gemini(Builder):
     ) -> Made:
         """Odd variants have a legacy .json chat instead of .jsonl."""
         sid, when = str(uuid.uuid4()), ago(days)
-        s = make_gemini_session(gemini_root(fh.home), sid, fmt="json" if variant % 2 else "jsonl")
+        fmt = "json" if variant % 2 else "jsonl"
+        s = make_gemini_session(gemini_root(fh.home), sid, fmt=fmt, days=days)
         stamp(when, *s.artifacts)
         return Made(
             self.agent,
@@ -912,6 +911,95 @@ def test_a_database_held_for_writing_leaves_the_session_kept_or_failed_never_hal
     assert s.gone() == []
 
 
+# -- opencode's data home outside the home ------------------------------------------
+
+
+def data_home_elsewhere(fh: FakeHome) -> Path:
+    """XDG_DATA_HOME on a directory of the user's outside the home, as on a
+    machine with a data disk: opencode follows it there."""
+    data = fh.root / "data-disk"
+    data.mkdir(mode=0o700)
+    fh.environ["XDG_DATA_HOME"] = str(data)
+    assert not data.is_relative_to(fh.home), "SETUP INVALID: the data home is in the home"
+    return data
+
+
+def test_opencode_with_a_data_home_outside_the_home_is_found_and_pruned(
+    fake_home: FakeHome,
+) -> None:
+    data = data_home_elsewhere(fake_home)
+    OPENCODE.setup(fake_home)
+    old, recent = OPENCODE.make(fake_home, days=40), OPENCODE.make(fake_home, days=2)
+    assert old.files[0].is_relative_to(data), "SETUP INVALID: the session is not there"
+    stays = recent.state()
+
+    run = prune(fake_home)
+
+    assert run.code == 0, run.stderr
+    assert run.doc["removed"] == [old.removed()]
+    assert [run.doc[k] for k in ("kept", "failed", "residual")] == [[], [], []]
+    assert old.gone() == []
+    assert recent.state() == stays
+
+
+@pytest.mark.parametrize("whose", ["another user's", "world-writable", "in a world-writable dir"])
+def test_opencode_with_a_data_home_others_can_write_to_is_never_removed(
+    fake_home: FakeHome, whose: str
+) -> None:
+    """The contract's root rule: a root another user owns or can write to
+    (so could have planted) is used only to report; nothing on it goes."""
+    if whose == "another user's" and os.geteuid() != 0:
+        pytest.skip("making a directory another user's needs root")
+    data = data_home_elsewhere(fake_home)
+    OPENCODE.setup(fake_home)
+    old = OPENCODE.make(fake_home, days=40)
+    root = data / "opencode"
+    if whose == "another user's":
+        os.chown(root, 65534, 65534)
+    elif whose == "world-writable":
+        root.chmod(0o777)
+    else:
+        data.chmod(0o777)
+    before = old.state()
+
+    run = prune(fake_home)
+
+    assert run.code == 0, run.stderr
+    detail = f"{old.files[0]} lies behind a link or on an unsafe root"
+    assert run.doc["kept"] == [old.kept("unsafe", detail)]
+    assert [run.doc[k] for k in ("removed", "failed", "residual")] == [[], [], []]
+    assert old.state() == before
+
+
+def test_what_opencode_keeps_of_a_session_that_agentkeep_does_not_know_is_residual(
+    fake_home: FakeHome,
+) -> None:
+    """Looking again after the removal: a row naming the session in an id
+    column of a table that is not a session's (opencode.db is the adapter's
+    database) and a file under the data dir whose name carries its `ses_`
+    id are reported, and left."""
+    OPENCODE.setup(fake_home)
+    s = OPENCODE.make(fake_home, days=40)
+    tree = OPENCODE.tree(fake_home)
+    conn = sqlite3.connect(tree.db)
+    with conn:
+        conn.execute("CREATE TABLE later_cache (key TEXT PRIMARY KEY, owner_id TEXT)")
+        conn.execute("INSERT INTO later_cache VALUES ('k', ?)", (s.id,))
+    conn.close()
+    unknown = write(tree.data / "later" / f"{s.id}.bin", "x")
+
+    run = prune(fake_home)
+
+    assert run.code == 0, run.stderr
+    assert run.doc["removed"] == [s.removed()]
+    assert by_id(run.doc["residual"]) == by_id(
+        {"agent": "opencode", "id": s.id, "path": path}
+        for path in (f"{tree.db}#later_cache", str(unknown))
+    )
+    assert unknown.exists() and Row(tree.db, "later_cache", "owner_id", s.id).count() == 1
+    assert s.gone() == []
+
+
 # -- zero's own lease ------------------------------------------------------------------
 
 
@@ -994,7 +1082,9 @@ def test_an_unreadable_database_keeps_every_session_undated(
     ("b", "partial"),
     [
         (CODEX, False),  # every row is kept in the trash: nothing is gone for good
-        (OPENCODE, True),
+        # opencode's rows, ours and those its own delete takes, are kept.
+        (OPENCODE, False),
+        (OPENCODE_BIN, False),
         (GEMINI, False),
         (ZERO, False),
         (GROK, False),

@@ -1,6 +1,6 @@
-"""opencode: the 1.x JSON storage and the rows of `opencode.db` (the 1.2+
-tables and the 2.x `session_v2` and events) that name a session
-(FIELD-NOTES "opencode").
+"""opencode: the 1.x JSON storage, the rows of `opencode.db` (the 1.2+
+tables, the 1.18 session tables and the 2.x `session_v2` and events) and the
+`tool-output/` files that name a session (FIELD-NOTES "opencode").
 
 A session is any id with a `storage/session/<project>/<id>.json` file or a
 `session` / `session_v2` row (the records opencode lists by), or only with
@@ -8,12 +8,21 @@ what those leave behind when a removal stops half way (message dirs, todo
 and diff files, session-keyed rows), so that it can be finished. Children
 are sessions of their own (linked by `parentID` / `parent_id`); this adapter
 removes exactly one session, and the pruner removes children before parents.
+
+A table of opencode.db with a `session_id` column that this adapter does not
+name (a later opencode's) is read from the schema: its rows go with the
+session they name, though they never make a session on their own. A
+truncated tool output (`tool-output/tool_<id>`, named by the tool call) is
+the session's whose `part` rows point at it, and only while no other
+session's do: a fork copies the parts, and the file stays while either uses
+it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -33,6 +42,7 @@ from agentkeep.adapters.base import (
     entries,
     parts_below,
 )
+from agentkeep.adapters.sqlite import Deletion, TableRows
 from agentkeep.model import Artifact, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
 
@@ -40,6 +50,9 @@ log = structlog.get_logger("agentkeep.adapters.opencode")
 
 _ID = NAME_ID
 _DB = "opencode.db"
+_TOOL_OUTPUT = "tool-output"
+# What a part row says of a truncated output: "... saved to <data>/tool-output/tool_<id>".
+_TOOL_OUTPUT_NAME = re.compile(r"tool-output[/\\]+(tool_[0-9A-Za-z]{1,64})")
 _JSON_LIMIT = 4 << 20
 _COMMAND_TIMEOUT_S = 60.0
 _PATHS_TIMEOUT_S = 10.0
@@ -50,9 +63,11 @@ KIND_PARTS = "parts"
 KIND_TODO = "todo"
 KIND_DIFF = "session-diff"
 KIND_ROW = "row"
+KIND_TOOL_OUTPUT = "tool-output"
 
 # (table, key column), in the order rows are deleted: the records opencode
-# lists sessions by come first (invariant 5).
+# lists sessions by come first (invariant 5). Tables found in the schema
+# (`_SESSION_KEY`) are deleted after these.
 _ROW_TABLES: tuple[tuple[str, str], ...] = (
     ("session", "id"),
     ("session_v2", "id"),
@@ -60,11 +75,35 @@ _ROW_TABLES: tuple[tuple[str, str], ...] = (
     ("part", "session_id"),
     ("todo", "session_id"),
     ("session_share", "session_id"),
+    ("session_message", "session_id"),
+    ("session_input", "session_id"),
+    ("session_context_epoch", "session_id"),
     ("event", "aggregate_id"),
     ("event_sequence", "aggregate_id"),
 )
+_KEYS = dict(_ROW_TABLES)
+_SESSION_KEY = "session_id"
+# Tables that are never a session's, whatever columns a later opencode gives
+# them: accounts, credentials, projects, workspaces, permissions, migrations.
+_SHARED_TABLES = frozenset(
+    {
+        "account",
+        "account_state",
+        "control_account",
+        "credential",
+        "data_migration",
+        "migration",
+        "permission",
+        "project",
+        "project_directory",
+        "workspace",
+    }
+)
+# A table name this adapter will put into SQL (quoted) and into an artifact path.
+_TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 _LISTING_TABLES = ("session", "session_v2")
-# What `opencode session delete` removes (2.x); it leaves the legacy rows (#50260).
+# What the 2.x `opencode session delete` removes, leaving the legacy rows
+# (#50260): its own, which agentkeep never writes while the binary is used.
 _V2_TABLES = ("session_v2", "event", "event_sequence")
 _EVENT_TABLES = ("event", "event_sequence")
 _ORDER = [table for table, _key in _ROW_TABLES]
@@ -103,6 +142,10 @@ class _Listing:
     # update time) there.
     incomplete: bool = False
     linked_root: bool = False
+    # The session tables of opencode.db, in the order rows are deleted.
+    tables: list[str] = field(default_factory=list)
+    # tool-output file name -> the sessions whose part rows point at it
+    outputs: dict[str, set[str]] = field(default_factory=dict)
 
 
 _STORAGE_FOLDERS = ("message", "part", "todo", "session_diff")
@@ -110,16 +153,17 @@ _STORAGE_FOLDERS = ("message", "part", "todo", "session_diff")
 
 class OpencodeAdapter(Adapter):
     name = "opencode"
+    # Session ids are `ses_` and 26 base62 characters (1.x to 1.18).
+    id_in_name = re.compile(r"ses_[0-9A-Za-z]+")
 
     @cached_property
     def data_dir(self) -> Path:
-        """`$XDG_DATA_HOME/opencode` when XDG_DATA_HOME lies inside the
-        caller's own home, else `~/.local/share/opencode`: a data home set
-        elsewhere (another user's, a shared mount) is not this user's store."""
-        value = self.env.get("XDG_DATA_HOME")
-        if value and parts_below(value, self.env.home) is not None:
-            return Path(value) / "opencode"
-        return self.env.home / ".local" / "share" / "opencode"
+        """`$XDG_DATA_HOME/opencode` wherever it points, as opencode itself
+        follows it, else `~/.local/share/opencode`. One on a place another
+        user owns or can write to is a root with a problem (roots()): what
+        lies there is never removed. Normalised as opencode's own
+        path.join does (`/srv/../data` is `/data`)."""
+        return Path(os.path.normpath(self.env.data_home / "opencode"))
 
     @cached_property
     def db_path(self) -> Path:
@@ -132,6 +176,9 @@ class OpencodeAdapter(Adapter):
     # -- where ----------------------------------------------------------
     def roots(self) -> list[Root]:
         return [Root.check(self.data_dir, self.name, self.env.uid)]
+
+    def databases(self) -> list[Path]:
+        return [self.db_path]
 
     def watch_dirs(self) -> list[Path]:
         storage = self.data_dir / "storage"
@@ -185,34 +232,42 @@ class OpencodeAdapter(Adapter):
     # -- removal --------------------------------------------------------
     def remove(self, session: Session, remover: Remover) -> None:
         """`opencode session delete` when opencode is installed and uses our
-        data dir (it removes the 2.x rows), then the legacy rows and the JSON
-        storage ourselves; without it, every row (listing rows first), then
-        the files."""
+        data dir (1.18 removes every row; 2.x only its own, #50260), then
+        whatever rows and files it left ourselves; without it, every row
+        (listing rows first), then the files. The session's tool outputs go
+        last either way (opencode's delete leaves them). Every row removed
+        is kept in the trash: ours as they go, opencode's read before it
+        runs."""
         if session.unsafe:
             raise RemovalError(session.unsafe)
         self._ensure_db_readable()
+        outputs = [a for a in session.artifacts if a.kind == KIND_TOOL_OUTPUT]
         binary = self.agent_binary("opencode")
         # A dry run calls no binary: it assumes an installed opencode shares
         # our data dir and reports what a real run would hand to it.
         if binary is not None and not remover.dry_run and not self._same_data_dir(binary):
             binary = None
         if binary is None:
-            self._finish(session, remover, handled=())
+            self._finish(session, remover, handled=(), outputs=outputs)
             return
-        legacy = [a for a in _rows(session) if _table(a) not in _V2_TABLES]
-        if legacy:
+        rows = _rows(session)
+        if rows:
             # Checked before the binary runs, so a refusal leaves the session whole.
-            sqlite.ensure_alone({_db(a) for a in legacy}, ProcessTable.snapshot(self.env.uid))
+            sqlite.ensure_alone({_db(a) for a in rows}, ProcessTable.snapshot(self.env.uid))
+        self._ensure_childless(session.id)
         if remover.dry_run:
             remover.removed_at_once(f"opencode session delete {session.id}")
-            self._finish(session, remover, handled=_V2_TABLES)
+            self._finish(session, remover, handled=_V2_TABLES, outputs=outputs)
             return
+        before = [r for db, d in _deletions(rows, session.id) for r in sqlite.read_rows(db, d)]
         run = self.run_agent([binary, "session", "delete", session.id], _COMMAND_TIMEOUT_S)
-        left = self.load(session.id)
-        if not run.failure or left is None or _paths(left) != _paths(session):
+        left = self.load(session.id) or Session(self.name, session.id)
+        for taken in self._keep_taken(before, session.id, remover):
+            remover.removed_at_once(taken)
+        files = {a.path for a in session.artifacts if a.kind not in (KIND_ROW, KIND_TOOL_OUTPUT)}
+        if files - _paths(left):
+            # Files it removed (a JSON-era opencode's) are gone for good.
             remover.removed_at_once(f"opencode session delete {session.id}")
-        if left is None:
-            return
         if run.failure and any(_table(a) == "session_v2" for a in left.artifacts):
             raise RemovalError(
                 f"opencode session delete failed ({run.failure}); the session is still listed"
@@ -221,7 +276,7 @@ class OpencodeAdapter(Adapter):
             log.warning(
                 "opencode session delete failed; finishing", id=session.id, error=run.failure
             )
-        self._finish(left, remover, handled=_V2_TABLES)
+        self._finish(left, remover, _V2_TABLES, outputs)
 
     def _ensure_db_readable(self) -> None:
         """A database we cannot read may hold this session's rows: removing
@@ -255,29 +310,73 @@ class OpencodeAdapter(Adapter):
             return False
         return True
 
-    def _finish(self, session: Session, remover: Remover, handled: tuple[str, ...]) -> None:
-        """Rows (listing rows first, one transaction), then files (the session
-        file first). Rows of `handled` tables are the binary's: any it left
-        are reported, never written."""
+    def _ensure_childless(self, sid: str) -> None:
+        """`opencode session delete` takes a session's children with it; the
+        pruner removes children first, so a child here is one made since the
+        session was listed: it must not go unlisted and unkept."""
+        if not os.path.lexists(self.db_path):
+            return
+        try:
+            with sqlite.reading(self.db_path) as conn:
+                children = [
+                    child
+                    for table in _LISTING_TABLES
+                    if "parent_id" in sqlite.columns(conn, table)
+                    for (child,) in conn.execute(
+                        f"SELECT id FROM {table} WHERE parent_id = ?", (sid,)
+                    )
+                ]
+        except sqlite3.Error as exc:
+            raise RemovalError(f"cannot read {self.db_path}: {exc}") from exc
+        if children:
+            raise RemovalError(
+                f"has child sessions {', '.join(sorted(set(map(str, children))))}, which "
+                "opencode session delete would take too"
+            )
+
+    def _keep_taken(self, before: list[TableRows], sid: str, remover: Remover) -> list[str]:
+        """Keep in the trash the rows read before `opencode session delete`
+        that it took (any it left are ours to delete, and kept then); the
+        `<db>#<table>` of each table it took rows of."""
+        kept = []
+        for rows in before:
+            try:
+                (now,) = sqlite.read_rows(Path(rows.db), [(rows.table, _key(rows.table), sid)])
+            except (RemovalError, ValueError):
+                now = TableRows(rows.db, rows.table, rows.columns, ())
+            taken = _taken(rows, now)
+            if taken.rows:
+                remover.keep_rows(taken)
+                kept.append(f"{rows.db}#{rows.table}")
+        return kept
+
+    def _finish(
+        self,
+        session: Session,
+        remover: Remover,
+        handled: tuple[str, ...],
+        outputs: list[Artifact],
+    ) -> None:
+        """Rows (listing rows first, one transaction, kept in the trash),
+        then files (the session file first), then the tool outputs. Rows of
+        `handled` tables are the binary's: any it left are reported, never
+        written."""
         rows = [a for a in _rows(session) if _table(a) not in handled]
         if rows:
             sqlite.ensure_alone({_db(a) for a in rows}, ProcessTable.snapshot(self.env.uid))
-            rows.sort(key=lambda a: _ORDER.index(_table(a)))
+            rows.sort(key=lambda a: _order(_table(a)))
             if not remover.dry_run:
-                keys = dict(_ROW_TABLES)
-                for db in dict.fromkeys(_db(a) for a in rows):
-                    deletions = [
-                        (_table(a), keys[_table(a)], session.id) for a in rows if _db(a) == db
-                    ]
-                    sqlite.delete_rows(db, deletions)
+                for db, deletions in _deletions(rows, session.id):
+                    sqlite.delete_rows(db, deletions, keep=remover.keep_rows)
             for artifact in rows:
                 remover.removed_at_once(artifact.path)
-        files = [a for a in session.artifacts if a.kind != KIND_ROW]
+        files = [a for a in session.artifacts if a.kind not in (KIND_ROW, KIND_TOOL_OUTPUT)]
         for artifact in sorted(files, key=lambda a: not a.primary):
             if artifact.linked:
                 remover.residual(artifact.path)
             else:
                 remover.remove_path(artifact)
+        self._remove_outputs(session.id, outputs, remover)
         for artifact in session.artifacts:
             if artifact.kind != KIND_ROW:
                 continue
@@ -288,15 +387,56 @@ class OpencodeAdapter(Adapter):
         for path in session.residual:
             remover.residual(path)
 
+    def _remove_outputs(self, sid: str, outputs: list[Artifact], remover: Remover) -> None:
+        """The session's tool outputs, each unless another session's part
+        rows point at it now (a fork made since the listing): it is then
+        that session's, and stays. When that cannot be read, they stay and
+        are reported."""
+        if not outputs:
+            return
+        try:
+            used = self._outputs_used_by_others(sid)
+        except sqlite3.Error as exc:
+            log.warning("cannot tell who uses tool outputs; left", id=sid, error=str(exc))
+            for artifact in outputs:
+                remover.residual(artifact.path)
+            return
+        for artifact in outputs:
+            if os.path.basename(artifact.path) in used:
+                log.info("tool output used by another session; left", path=artifact.path)
+            elif artifact.linked:
+                remover.residual(artifact.path)
+            else:
+                remover.remove_path(artifact)
+
+    def _outputs_used_by_others(self, sid: str) -> set[str]:
+        if not os.path.lexists(self.db_path):
+            return set()
+        with sqlite.reading(self.db_path) as conn:
+            refs = _tool_output_refs(conn)
+        return {name for name, sids in refs.items() if sids - {sid}}
+
     # -- listing ----------------------------------------------------------
     def _list(self, only: frozenset[str] | None) -> _Listing:
         """Everything in the data dir that names a session (only those in
         `only` when it is given)."""
         listing = _Listing(linked_root=self.root_problem(self.data_dir) is not None)
         storage = self.data_dir / "storage"
+        outputs_dir = self.data_dir / _TOOL_OUTPUT
+        # Listed whatever `only` says: the part rows are read only when there
+        # is a tool output to attribute.
+        outputs = _Folder(str(outputs_dir), listing.linked_root or disk.is_link(outputs_dir), True)
         self._list_json(only, listing)
         self._list_leftovers(only, storage, listing)
-        self._list_rows(only, listing)
+        self._list_rows(only, listing, outputs.may_hold("tool_"))
+        for name, sids in sorted(listing.outputs.items()):
+            # A file other sessions point at too (a fork's copied parts) is
+            # none of them alone: it stays while any of them does.
+            owner = next(iter(sids)) if len(sids) == 1 else None
+            path = outputs.has(name) if owner in listing.found else None
+            if owner is not None and path is not None:
+                file = _File(path, KIND_TOOL_OUTPUT, outputs.linked)
+                listing.found[owner].files.append(file)
         base = listing.linked_root or disk.is_link(storage)
         # Whether each storage folder is a link, looked at once per listing
         # rather than once per session; for a scan, what each holds too.
@@ -332,7 +472,7 @@ class OpencodeAdapter(Adapter):
                 if record is not None:
                     found.records.append(record)
 
-    def _list_rows(self, only: frozenset[str] | None, listing: _Listing) -> None:
+    def _list_rows(self, only: frozenset[str] | None, listing: _Listing, outputs: bool) -> None:
         db = self.db_path
         if not os.path.lexists(db):
             return
@@ -341,11 +481,13 @@ class OpencodeAdapter(Adapter):
                 listed = [
                     (t, *row) for t in _LISTING_TABLES for row in self._listing_rows(conn, t, only)
                 ]
+                tables = _session_tables(conn)
                 keyed = [
-                    (table, _keyed_ids(conn, table, key, only))
-                    for table, key in _ROW_TABLES
+                    (table, _keyed_ids(conn, table, _key(table), only))
+                    for table in tables
                     if table not in _LISTING_TABLES
                 ]
+                refs = _tool_output_refs(conn) if outputs else {}
         except sqlite3.Error as exc:
             log.warning(
                 "opencode database unreadable; opencode sessions undated",
@@ -354,14 +496,16 @@ class OpencodeAdapter(Adapter):
             )
             listing.incomplete = True
             return
+        listing.tables, listing.outputs = tables, refs
         for table, sid, record in listed:
             found = listing.found.setdefault(sid, _Found())
             found.records.append(record)
             found.rows[table] = record.updated
         for table, ids in keyed:
-            # Event aggregates need not be sessions: their rows only attach
-            # to a session something else names.
-            if table in _EVENT_TABLES:
+            # Event aggregates need not be sessions, nor need the keys of a
+            # table known only from the schema: their rows only attach to a
+            # session something else names.
+            if table in _EVENT_TABLES or table not in _KEYS:
                 ids &= listing.found.keys()
             for sid in ids:
                 if self.canonical_id(sid) is not None:
@@ -440,7 +584,7 @@ class OpencodeAdapter(Adapter):
         file_times = [a.mtime for a in artifacts if a.mtime is not None]
         own_time = updated if updated is not None else max(file_times, default=None)
         linked = listing.linked_root or disk.is_link(self.db_path)
-        for table in sorted(found.rows, key=_ORDER.index):
+        for table in sorted(found.rows, key=listing.tables.index):
             primary = table in _LISTING_TABLES
             mtime = found.rows[table] if primary else own_time
             artifacts.append(
@@ -485,6 +629,12 @@ class _Folder:
         present = name in known if known is not None else os.path.lexists(path)
         return path if present else None
 
+    def may_hold(self, prefix: str) -> bool:
+        """Whether a name starting with `prefix` may be here (True when the
+        folder was not listed, or could not be)."""
+        known = self._names
+        return known is None or any(name.startswith(prefix) for name in known)
+
 
 def _names(directory: str) -> frozenset[str] | None:
     """Every name in `directory`; None when it cannot be listed (each name
@@ -528,14 +678,58 @@ def _is_service(cmdline: tuple[str, ...]) -> bool:
     return "serve" in cmdline and "--service" in cmdline
 
 
+def _key(table: str) -> str:
+    """The column naming the session in one of the session tables."""
+    return _KEYS.get(table, _SESSION_KEY)
+
+
+def _order(table: str) -> int:
+    return _ORDER.index(table) if table in _KEYS else len(_ORDER)
+
+
+def _session_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables of this database that hold sessions' rows, in the order
+    they are deleted: the known ones this version has, then any other table
+    with a `session_id` column (a later opencode's), by name. Tables that
+    are never a session's are not among them, whatever their columns."""
+    names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    found = []
+    for (name,) in names:
+        if not isinstance(name, str) or not _TABLE_NAME.fullmatch(name):
+            continue
+        if name in _SHARED_TABLES or _key(name) not in sqlite.columns(conn, name):
+            continue
+        found.append(name)
+    return sorted(found, key=lambda t: (_order(t), t))
+
+
 def _keyed_ids(
     conn: sqlite3.Connection, table: str, key: str, only: frozenset[str] | None
 ) -> set[str]:
-    """Ids with rows in `table` (a table missing in this version has none)."""
-    if key not in sqlite.columns(conn, table):
-        return set()
-    rows = conn.execute(*sqlite.among(f"SELECT DISTINCT {key} FROM {table}", key, only)).fetchall()
+    """Ids with rows in `table`."""
+    sql = f'SELECT DISTINCT "{key}" FROM "{table}"'
+    rows = conn.execute(*sqlite.among(sql, key, only)).fetchall()
     return {r[0] for r in rows if isinstance(r[0], str)}
+
+
+def _tool_output_refs(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    """The tool-output files part rows point at (by file name), each with
+    the sessions whose parts do. Every session's parts are read: whether a
+    file is one session's alone depends on all of them."""
+    if not {"session_id", "data"} <= sqlite.columns(conn, "part"):
+        return {}
+    refs: dict[str, set[str]] = {}
+    rows = conn.execute(
+        "SELECT session_id, data FROM part WHERE instr(data, ?) > 0", (_TOOL_OUTPUT,)
+    )
+    for sid, data in rows:
+        if isinstance(data, bytes):
+            data = data.decode("utf-8", "replace")
+        if not isinstance(sid, str) or not isinstance(data, str):
+            continue
+        for name in _TOOL_OUTPUT_NAME.findall(data):
+            refs.setdefault(name, set()).add(sid)
+    return refs
 
 
 def _read_info(path: str, sid: str) -> _Record | None:
@@ -575,6 +769,26 @@ def _read_info(path: str, sid: str) -> _Record | None:
 
 def _paths(session: Session) -> set[str]:
     return {a.path for a in session.artifacts}
+
+
+def _deletions(rows: list[Artifact], sid: str) -> list[tuple[Path, list[Deletion]]]:
+    """The session's rows of each database, table by table, in the order given."""
+    by_db: dict[Path, list[Deletion]] = {}
+    for artifact in rows:
+        table = _table(artifact)
+        by_db.setdefault(_db(artifact), []).append((table, _key(table), sid))
+    return list(by_db.items())
+
+
+def _taken(before: TableRows, now: TableRows) -> TableRows:
+    """The rows of `before` that are not in `now` (compared on the columns
+    both have: the agent's command may have migrated the table)."""
+    common = [c for c in before.columns if c in now.columns]
+    ours = [before.columns.index(c) for c in common]
+    theirs = [now.columns.index(c) for c in common]
+    still = {tuple(row[i] for i in theirs) for row in now.rows}
+    taken = tuple(row for row in before.rows if tuple(row[i] for i in ours) not in still)
+    return TableRows(before.db, before.table, before.columns, taken)
 
 
 def _rows(session: Session) -> list[Artifact]:
