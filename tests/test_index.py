@@ -125,7 +125,9 @@ def test_put_and_delete_are_idempotent(fake_home: FakeHome, index: Index) -> Non
         session.bytes,
         len(session.artifacts),
         None,
+        sum(x.disk_bytes for x in session.artifacts),
     )
+    assert got is not None and got.disk_bytes > 0
 
     index.delete([("claude", a.id)])
     index.delete([("claude", a.id)])
@@ -232,6 +234,38 @@ def test_an_index_from_an_older_version_loses_its_index_by_kind_and_nothing_else
     assert "artifacts_by_kind" not in names
     assert "artifacts_by_session" in names
     assert before[0] and rows(index.path) == before
+
+
+def test_an_index_of_another_schema_is_dropped_and_built_again(fake_home: FakeHome) -> None:
+    """Version 1 had no disk_bytes: such an index is a cache like any other,
+    dropped on open (its directory signatures too), so that the next
+    reconcile scans every agent rather than keep rows without it."""
+    s = make_session(fake_home, age_days=40)
+    fake_home.state.mkdir(parents=True, mode=0o700)
+    db = sqlite3.connect(fake_home.state / "index.sqlite")
+    db.executescript(
+        """
+        CREATE TABLE sessions (agent TEXT, id TEXT, workspace TEXT, parent TEXT,
+            last_activity REAL, bytes INTEGER, artifacts INTEGER, unsafe TEXT,
+            PRIMARY KEY (agent, id));
+        CREATE TABLE artifacts (agent TEXT, session_id TEXT, path TEXT, kind TEXT,
+            bytes INTEGER, mtime REAL, root TEXT, is_primary INTEGER, linked INTEGER,
+            is_dir INTEGER);
+        CREATE TABLE dirs (path TEXT PRIMARY KEY, agent TEXT, mtime_ns INTEGER);
+        INSERT INTO sessions VALUES ('claude', 'stale', NULL, NULL, 1.0, 1, 1, NULL);
+        INSERT INTO dirs VALUES ('/nowhere', 'claude', 1);
+        PRAGMA user_version = 1;
+        """
+    )
+    db.close()
+
+    ctx = context()
+
+    assert ctx.index.count() == 0 and ctx.index.dir_signatures("claude") == {}
+    core.reconcile(ctx)
+    got = ctx.index.get("claude", s.id)
+    assert got is not None and got.disk_bytes > 0
+    assert Index(ctx.index.path).count() == 1, "a second open keeps what the first built"
 
 
 def test_the_few_artifacts_holders_read_come_from_a_partial_index(

@@ -218,6 +218,17 @@ def test_reclaimable_gives_what_looking_at_every_session_gives(home: Home) -> No
         pytest.fail(f"SETUP INVALID: the slow path reclaims {slow} of {old}")
 
     assert core.reclaimable(home.ctx, retention) == slow
+    # Given the states an ls just listed (text ls does), whole or in part,
+    # it decides the same without looking at any of them again.
+    listed = json.loads(core.ls_text(home.ctx).text)
+    known = {(r["agent"], r["id"]): r["state"] for r in listed}
+    assert core.reclaimable(home.ctx, retention, known) == slow
+    some = {key: state for key, state in known.items() if key[0] == "claude"}
+    assert some and core.reclaimable(home.ctx, retention, some) == slow
+    # What it is told counts: a session said to be held stays.
+    parents = {(r.agent, r.id): r.parent for r in home.ctx.index.sessions()}
+    told = next(key for key in sorted(slow) if parents[key] is None)
+    assert core.reclaimable(home.ctx, retention, {**known, told: "held"}) == slow - {told}
 
 
 def test_a_process_holding_the_opencode_database_holds_every_opencode_session(

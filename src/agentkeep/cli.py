@@ -7,8 +7,11 @@ function runs in-process. The output is the same either way.
 
 Start-up is most of what a command the daemon answers costs, so the modules
 only in-process work or text output needs (the core and everything under
-it, rich) are imported inside the commands that use them: `--version` and
-`--help` import none of them.
+it) are imported inside the commands that use them: `--version`, `--help`
+and shell completion import none of them.
+
+Every command takes `-q` (errors only on stderr) and `-v`/`-vv` (the info
+or debug log), before or after its name; the tables take `--wide`.
 """
 
 from __future__ import annotations
@@ -21,30 +24,35 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from agentkeep import __version__
+from agentkeep import __version__, completion
 from agentkeep.errors import Failure
 from agentkeep.paths import Env
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
-    from agentkeep import core
+    from agentkeep import core, render
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_NO_SUCH = 0, 1, 2, 4, 5
 # Commands answered from the index.
 _READS = frozenset({"ls", "show", "du"})
+# Where -q and -v are kept (click shares `meta` with every nested context).
+_QUIET, _VERBOSE = "agentkeep.quiet", "agentkeep.verbose"
 
 
-# Piped text keeps each row on one line (for grep and cut): there is no
-# terminal width to fold it to. COLUMNS, when set, still decides.
-_PIPED_WIDTH = 1000
+def _out(wide: bool = False) -> render.Out:
+    """stdout for text: fitted to the terminal (or COLUMNS); whole in a pipe
+    or with --wide, each table row on one line either way."""
+    from agentkeep import render
+
+    return render.Out.of(sys.stdout, wide=wide)
 
 
-def _console() -> Console:
-    from rich.console import Console
+def _bar(what: str) -> render.Bar:
+    """The progress bar for long work: on stderr when it is a terminal, and
+    not with -q."""
+    from agentkeep import render
 
-    piped = not sys.stdout.isatty() and not os.environ.get("COLUMNS")
-    return Console(highlight=False, soft_wrap=False, width=_PIPED_WIDTH if piped else None)
+    ctx = click.get_current_context(silent=True)
+    return render.Bar(what, enabled=not (ctx and ctx.meta.get(_QUIET)))
 
 
 def _fail(exit_code: int, message: str) -> NoReturn:
@@ -81,7 +89,8 @@ class Runner:
         raw: bool = False,
     ) -> Any:
         """The daemon's answer, else `local`'s; with `raw`, the answer as
-        JSON text (client.request), which `local` then gives too."""
+        JSON text (client.request), which `local` then gives too. Work done
+        here (the first full scan above all) shows a progress bar."""
         import structlog
 
         from agentkeep import client, view
@@ -108,15 +117,19 @@ class Runner:
                     ) from None
                 raise Failure(int(data.get("exit", 1)), exc.message) from None
             log.debug("working in-process", method=method, why=exc.message)
-        if method in _READS:
-            from agentkeep import core
+        if method not in _READS:
+            return local(self.ctx)
+        from agentkeep import core
 
+        with _bar("indexing") as bar:
             # No daemon keeps the index current: bring it up to date first
             # (cheap when little changed; a full scan the first time).
-            core.reconcile(self.ctx)
-        return local(self.ctx)
+            core.reconcile(self.ctx, bar.update)
+            return local(self.ctx)
 
-    def run(self, body: Callable[[], int | None], as_json: bool = False) -> NoReturn:
+    def run(
+        self, body: Callable[[], int | None], as_json: bool = False, wide: bool = False
+    ) -> NoReturn:
         try:
             code = body() or 0
         except Failure as exc:
@@ -126,8 +139,10 @@ class Runner:
                 else:
                     from agentkeep import render
 
-                    render.report(_console(), exc.report)
+                    render.report(_out(wide), exc.report)
             _fail(exc.exit, exc.message)
+        except BrokenPipeError:
+            raise  # the reader went away: _Group.invoke ends quietly
         except OSError as exc:
             # A state file that cannot be written (a full disk): one line.
             where = f" ({exc.filename})" if exc.filename else ""
@@ -137,6 +152,74 @@ class Runner:
 
 def _json_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(f)
+
+
+def _wide_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--wide", is_flag=True, help="Print ids, workspaces and paths whole, however wide."
+    )(f)
+
+
+def _agent_argument(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.argument("agent", shell_complete=completion.agents)(f)
+
+
+def _id_argument(
+    complete: Callable[..., Any] = completion.session_ids,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.argument("session_id", metavar="ID", shell_complete=complete)
+
+
+def _noted(ctx: click.Context, param: click.Parameter, value: int) -> None:
+    """-q and -v may come before the command's name and after it: both count."""
+    if value:
+        key = _QUIET if param.name == "quiet" else _VERBOSE
+        ctx.meta[key] = ctx.meta.get(key, 0) + int(value)
+
+
+def _verbosity() -> list[click.Parameter]:
+    return [
+        click.Option(
+            ["-q", "--quiet"],
+            is_flag=True,
+            expose_value=False,
+            callback=_noted,
+            help="Only errors on stderr: no warnings, no progress bar.",
+        ),
+        click.Option(
+            ["-v", "--verbose"],
+            count=True,
+            expose_value=False,
+            callback=_noted,
+            help="More on stderr: -v the info log, -vv the debug log.",
+        ),
+    ]
+
+
+def _log_level(ctx: click.Context, default: str) -> str:
+    """-q or -v when given, else AGENTKEEP_LOG_LEVEL, else `default`."""
+    from agentkeep.logs import level_from
+
+    quiet, verbose = ctx.meta.get(_QUIET, 0), ctx.meta.get(_VERBOSE, 0)
+    if quiet and verbose:
+        _fail(EXIT_USAGE, "-q and -v say opposite things: give one of them")
+    if quiet:
+        return "error"
+    if verbose:
+        return "info" if verbose == 1 else "debug"
+    try:
+        return level_from(os.environ, default)
+    except ValueError as exc:
+        _fail(EXIT_USAGE, str(exc))
+
+
+def _reader_gone(code: int) -> NoReturn:
+    """stdout's reader went away (`agentkeep ls | head`): not an error. What
+    is still buffered goes to /dev/null, so that exiting is quiet too."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(code)
 
 
 # Commands that run with a config that is bad: the daemon serves on (and
@@ -149,16 +232,16 @@ class _Command(click.Command):
     """A command that sets up the log once its arguments are parsed, so that
     `--help` never imports the logging stack, and refuses a bad config."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(_verbosity())
+
     def invoke(self, ctx: click.Context) -> Any:
-        from agentkeep.logs import configure, level_from
+        from agentkeep.logs import configure
 
         # A person at the CLI sees results, not the log; the daemon logs every
-        # removal and kept session (AGENTKEEP_LOG_LEVEL overrides both).
-        try:
-            level = level_from(os.environ, "info" if self.name == "serve" else "warning")
-        except ValueError as exc:
-            _fail(EXIT_USAGE, str(exc))
-        configure(level=level)
+        # removal and kept session (-q, -v or AGENTKEEP_LOG_LEVEL say otherwise).
+        configure(level=_log_level(ctx, "info" if self.name == "serve" else "warning"))
         if self.name not in _BAD_CONFIG_RUNS:
             error = config_error(Env.from_environ())
             if error is not None:
@@ -177,6 +260,25 @@ def config_error(env: Env) -> str | None:
 class _Group(click.Group):
     command_class = _Command
     group_class = type  # subgroups (service) are _Groups too
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(_verbosity())
+
+    def invoke(self, ctx: click.Context) -> Any:
+        code = 0
+        try:
+            try:
+                return super().invoke(ctx)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+                raise
+            finally:
+                # Flushed here, where a reader gone away can still be told
+                # from a real error (at exit it could only be printed).
+                sys.stdout.flush()
+        except BrokenPipeError:
+            _reader_gone(code)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -198,24 +300,27 @@ def scan(as_json: bool) -> None:
     r = Runner()
 
     def body() -> int:
-        with render.Working(_console(), "scanning") as bar:
+        with _bar("scanning") as bar:
             doc = r.ask("scan", {}, lambda c: core.scan(c, bar.update))
-        _emit_json(doc) if as_json else render.scan(_console(), doc)
+        _emit_json(doc) if as_json else render.scan(_out(), doc)
         return EXIT_OK
 
     r.run(body)
 
 
 @main.command("ls")
-@click.option("--agent", default=None, help="Only this agent's sessions.")
+@click.option(
+    "--agent", default=None, help="Only this agent's sessions.", shell_complete=completion.agents
+)
 @click.option(
     "--idle-over",
     default=None,
     metavar="AGE",
     help="Only sessions idle longer than AGE (30d, 12h).",
 )
+@_wide_option
 @_json_option
-def ls_cmd(agent: str | None, idle_over: str | None, as_json: bool) -> None:
+def ls_cmd(agent: str | None, idle_over: str | None, wide: bool, as_json: bool) -> None:
     """The sessions in the index, oldest activity first."""
     r = Runner()
 
@@ -237,17 +342,21 @@ def ls_cmd(agent: str | None, idle_over: str | None, as_json: bool) -> None:
 
             from agentkeep import core, render
 
-            render.sessions(_console(), json.loads(text), core.reclaim_hint(r.ctx))
+            rows = json.loads(text)
+            # The states just listed are not looked at again for the hint.
+            known = {(row["agent"], row["id"]): row["state"] for row in rows}
+            render.sessions(_out(wide), rows, core.reclaim_hint(r.ctx, known))
         return EXIT_OK
 
     r.run(body)
 
 
 @main.command()
-@click.argument("agent")
-@click.argument("session_id", metavar="ID")
+@_agent_argument
+@_id_argument()
+@_wide_option
 @_json_option
-def show(agent: str, session_id: str, as_json: bool) -> None:
+def show(agent: str, session_id: str, wide: bool, as_json: bool) -> None:
     """One session: its artifacts, holders, parent and children."""
     r = Runner()
 
@@ -263,17 +372,25 @@ def show(agent: str, session_id: str, as_json: bool) -> None:
         else:
             from agentkeep import render
 
-            render.show(_console(), doc)
+            render.show(_out(wide), doc)
         return EXIT_OK
 
     r.run(body)
 
 
 @main.command()
-@click.option("--by", type=click.Choice(["agent", "workspace"]), default="agent", show_default=True)
+@click.option(
+    "--by",
+    type=click.Choice(["agent", "workspace"]),
+    default="agent",
+    show_default=True,
+    help="Group the sessions by agent or by workspace.",
+)
+@_wide_option
 @_json_option
-def du(by: str, as_json: bool) -> None:
-    """Where the disk went, largest first, with what is reclaimable now."""
+def du(by: str, wide: bool, as_json: bool) -> None:
+    """Where the disk went (allocated blocks, as du counts), largest first,
+    with what is reclaimable now."""
     r = Runner()
 
     def local(ctx: core.Context) -> dict[str, Any]:
@@ -289,19 +406,19 @@ def du(by: str, as_json: bool) -> None:
             from agentkeep import core, render
 
             held = core.trash_total(r.env.state_dir)
-            render.du(_console(), doc, core.reclaim_hint(r.ctx), held)
+            render.du(_out(wide), doc, core.reclaim_hint(r.ctx), held)
         return EXIT_OK
 
     r.run(body)
 
 
-def _print_report(doc: dict[str, Any], as_json: bool) -> int:
+def _print_report(doc: dict[str, Any], as_json: bool, wide: bool) -> int:
     if as_json:
         _emit_json(doc)
     else:
         from agentkeep import render
 
-        render.report(_console(), doc)
+        render.report(_out(wide), doc)
     return EXIT_FAILED if doc["failed"] else EXIT_OK
 
 
@@ -313,17 +430,22 @@ def _print_report(doc: dict[str, Any], as_json: bool) -> int:
     metavar="AGE",
     help="The cutoff (at least 1d); default: the config's retention.",
 )
-@click.option("--agent", default=None, help="Only this agent's sessions.")
+@click.option(
+    "--agent", default=None, help="Only this agent's sessions.", shell_complete=completion.agents
+)
+@_wide_option
 @_json_option
-def prune(dry_run: bool, older_than: str | None, agent: str | None, as_json: bool) -> None:
+def prune(
+    dry_run: bool, older_than: str | None, agent: str | None, wide: bool, as_json: bool
+) -> None:
     """Remove sessions idle past the cutoff."""
-    from agentkeep import core, render
+    from agentkeep import core
 
     r = Runner()
 
     def body() -> int:
         params = {"dry_run": dry_run, "older_than": older_than, "agent": agent}
-        with render.Working(_console(), "pruning") as bar:
+        with _bar("pruning") as bar:
             doc = r.ask(
                 "prune",
                 params,
@@ -331,18 +453,21 @@ def prune(dry_run: bool, older_than: str | None, agent: str | None, as_json: boo
                     c, dry_run=dry_run, older_than=older_than, agent=agent, progress=bar.update
                 ),
             )
-        return _print_report(doc, as_json)
+        return _print_report(doc, as_json, wide)
 
-    r.run(body)
+    r.run(body, wide=wide)
 
 
 @main.command()
-@click.argument("agent")
-@click.argument("session_id", metavar="ID")
+@_agent_argument
+@_id_argument()
 @click.option("--dry-run", is_flag=True, help="Decide everything, remove nothing.")
 @click.option("--cascade", is_flag=True, help="Remove the session's descendants first.")
+@_wide_option
 @_json_option
-def purge(agent: str, session_id: str, dry_run: bool, cascade: bool, as_json: bool) -> None:
+def purge(
+    agent: str, session_id: str, dry_run: bool, cascade: bool, wide: bool, as_json: bool
+) -> None:
     """Remove one session now, whatever its age."""
     from agentkeep import core
 
@@ -355,14 +480,14 @@ def purge(agent: str, session_id: str, dry_run: bool, cascade: bool, as_json: bo
             params,
             lambda c: core.purge(c, agent=agent, id=session_id, dry_run=dry_run, cascade=cascade),
         )
-        return _print_report(doc, as_json)
+        return _print_report(doc, as_json, wide)
 
-    r.run(body, as_json)
+    r.run(body, as_json, wide)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.argument("agent")
-@click.argument("session_id", metavar="ID")
+@_agent_argument
+@_id_argument()
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def hold(agent: str, session_id: str, command: tuple[str, ...]) -> None:
     """Hold a session's lease for as long as COMMAND runs: hold AGENT ID -- CMD [ARG...]."""
@@ -404,8 +529,8 @@ def _pin(agent: str, session_id: str, pinned: bool, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("agent")
-@click.argument("session_id", metavar="ID")
+@_agent_argument
+@_id_argument()
 @_json_option
 def pin(agent: str, session_id: str, as_json: bool) -> None:
     """Never prune this session."""
@@ -413,8 +538,8 @@ def pin(agent: str, session_id: str, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("agent")
-@click.argument("session_id", metavar="ID")
+@_agent_argument
+@_id_argument()
 @_json_option
 def unpin(agent: str, session_id: str, as_json: bool) -> None:
     """Let this session be pruned again."""
@@ -424,8 +549,9 @@ def unpin(agent: str, session_id: str, as_json: bool) -> None:
 @main.command("trash")
 @click.option("--empty", is_flag=True, help="Free the trash now (under each session's lease).")
 @click.option("--older-than", metavar="AGE", help="With --empty: only what was trashed before.")
+@_wide_option
 @_json_option
-def trash_cmd(empty: bool, older_than: str | None, as_json: bool) -> None:
+def trash_cmd(empty: bool, older_than: str | None, wide: bool, as_json: bool) -> None:
     """List the trash, or empty it now."""
     from agentkeep import core, render
 
@@ -439,21 +565,21 @@ def trash_cmd(empty: bool, older_than: str | None, as_json: bool) -> None:
             if as_json:
                 _emit_json(doc)
             else:
-                render.trash_entries(_console(), doc["entries"])
+                render.trash_entries(_out(wide), doc["entries"])
             return EXIT_OK
         doc = core.trash_empty(state_dir, older_than)
         if as_json:
             _emit_json(doc)
         else:
-            render.emptied(_console(), doc)
+            render.emptied(_out(wide), doc)
         return EXIT_OK
 
     Runner().run(body, as_json)
 
 
 @main.command()
-@click.argument("agent")
-@click.argument("session_id", metavar="ID")
+@_agent_argument
+@_id_argument(complete=completion.trashed_ids)
 @_json_option
 def restore(agent: str, session_id: str, as_json: bool) -> None:
     """Put a pruned session back where it was (with its trashed ancestors)."""
@@ -503,7 +629,7 @@ def status(as_json: bool) -> None:
         from agentkeep import core, render
 
         doc["reclaim_hint"] = core.reclaim_hint(r.ctx)
-        render.status(_console(), doc)
+        render.status(_out(), doc)
     else:
         _emit_json(doc)
     sys.exit(code)

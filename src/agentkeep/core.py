@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,11 +26,12 @@ from agentkeep import __version__, adapters, disk, leases, preview, trash, view,
 from agentkeep.adapters.base import Adapter, listing_again_is_cheaper
 from agentkeep.config import Config, ConfigError, parse_duration
 from agentkeep.errors import Failure
-from agentkeep.index import IDLE_TAIL, Index, IndexedSession, written_as_python
+from agentkeep.index import IDLE_TAIL, Index, IndexedSession, Rows, written_as_python
 from agentkeep.jsontext import JSONText, folded_item, folded_list
 from agentkeep.model import Artifact, Holder, HolderKind, Session, State, rfc3339
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
 from agentkeep.processes import ProcessTable
+from agentkeep.progress import Progress, Tally, estimate
 from agentkeep.prune import (
     PruneOptions,
     Pruner,
@@ -125,9 +126,6 @@ class Context:
 
 
 # -- indexing ------------------------------------------------------------------
-Progress = Callable[[int, int], None]
-
-
 def scan(ctx: Context, progress: Progress | None = None) -> dict[str, Any]:
     started = time.monotonic()
     counts = _scan(ctx, list(ctx.adapters), progress)
@@ -149,23 +147,36 @@ def _scan(
     # scan then differs at the next reconcile, which lists it again.
     signatures = {agent: _dir_signatures(ctx.adapters[agent]) for agent in agents}
     hints = {agent: ctx.adapters[agent].expected_sessions() for agent in agents}
-    expected = sum(ctx.index.count(a) if hint is None else hint for a, hint in hints.items())
+    estimates = {a: estimate(hint, ctx.index.count(a)) for a, hint in hints.items()}
+    expected = sum(n or 0 for n in estimates.values())
     # Agents that list here before they hand out parts go last, so that
-    # workers run the others' parts meanwhile.
+    # workers run the others' parts meanwhile (and the progress total, which
+    # waits for every agent without an estimate, is known early).
     order = sorted(agents, key=lambda agent: hints[agent] is not None)
-    parts = ((agent, part) for agent in order for part in ctx.adapters[agent].scan_parts())
+    tally = Tally(progress, "scanning", estimates)
+    parts = (
+        (agent, part)
+        for agent in order
+        for part in tally.parts(agent, ctx.adapters[agent].scan_parts())
+    )
     # One agent that does not split its scan would be one part: nothing to spread.
     splits = len(agents) > 1 or any(hint is not None for hint in hints.values())
     spread = splits and workers.worth_spreading(expected)
     with _collector_paused(), ctx.index.replacing(agents) as replacement:
         for agent, rows in workers.run(parts, _restored(ctx), spread=spread):
-            replacement.add(agent, rows)
-            if progress is not None:
-                done = sum(n for n, _, _ in replacement.counts.values())
-                progress(min(done, expected), max(done, expected))
+            replacement.add(agent, _counted(tally, agent, rows))
+    tally.finish()
     for agent, signature in signatures.items():
         ctx.index.set_dir_signatures(agent, signature)
     return replacement.counts
+
+
+def _counted(tally: Tally, agent: str, rows: Iterable[Rows]) -> Iterator[Rows]:
+    """One part's rows, counted as the index takes them."""
+    for batch in rows:
+        yield batch
+        tally.add(agent, len(batch.sessions))
+    tally.part_done(agent)
 
 
 class _CollectorPause:
@@ -237,32 +248,36 @@ def relist(ctx: Context, agent: str, session_ids: list[str]) -> None:
         ctx.index.put(present, restored, gone=gone)
 
 
-def reconcile(ctx: Context) -> int:
+def reconcile(ctx: Context, progress: Progress | None = None) -> int:
     """Bring the index up to date cheaply: re-list only sessions whose
     indexed artifacts changed on disk, and those named by entries new in
     directories whose mtime changed. Returns how many sessions were
-    re-listed (or scanned)."""
+    re-listed (or scanned). `progress` is told of the scans (the first one
+    above all, a full scan of every agent)."""
     olds = {name: ctx.index.dir_signatures(name) for name in ctx.adapters}
     # Never indexed: one full scan of all of them, nothing to re-list after it.
     fresh = [name for name, old in olds.items() if not old]
-    done = sum(n for n, _, _ in _scan(ctx, fresh).values()) if fresh else 0
+    done = sum(n for n, _, _ in _scan(ctx, fresh, progress).values()) if fresh else 0
     for name, adapter in ctx.adapters.items():
         if name in fresh:
             continue
         old, new = olds[name], _dir_signatures(adapter)
-        done += _reconcile_agent(ctx, name, adapter, {d for d in new if old.get(d) != new[d]})
+        moved = {d for d in new if old.get(d) != new[d]}
+        done += _reconcile_agent(ctx, name, adapter, moved, progress)
         ctx.index.set_dir_signatures(name, new)
     return done
 
 
-def _reconcile_agent(ctx: Context, agent: str, adapter: Adapter, moved: set[str]) -> int:
+def _reconcile_agent(
+    ctx: Context, agent: str, adapter: Adapter, moved: set[str], progress: Progress | None
+) -> int:
     """What changed of one agent's sessions, listed again; past a quarter of
     what the agent has indexed, one scan of the agent costs less (and needs
     no path mapped to its session)."""
     gone, newer, known = _changed_artifacts(ctx, agent, moved)
     unknown = [p for d in sorted(moved) for p in disk.entry_paths(d) if p not in known]
     if listing_again_is_cheaper(len(gone) + len(newer) + len(unknown), ctx.index.count(agent)):
-        return _scan(ctx, [agent])[agent][0]
+        return _scan(ctx, [agent], progress)[agent][0]
     # A newer file may name another session now (a registry file rewritten
     # by a /clear); a new entry names a new session or a new artifact.
     sids = set(gone) | {sid for _, sid in newer}
@@ -541,6 +556,12 @@ def show(ctx: Context, agent: str, id: str) -> dict[str, Any]:
     return doc
 
 
+# A du group: `bytes` the apparent size (st_size, as the contract has it),
+# `disk_bytes` what it takes on disk (allocated blocks, as `du` counts), and
+# of each what a prune would reclaim now.
+_DU_FIELDS = ("bytes", "disk_bytes", "sessions", "reclaimable_bytes", "reclaimable_disk_bytes")
+
+
 def du(ctx: Context, by: str = "agent") -> dict[str, Any]:
     if by not in ("agent", "workspace"):
         raise Failure(2, f"--by must be agent or workspace, not {by!r}", -32602)
@@ -548,36 +569,54 @@ def du(ctx: Context, by: str = "agent") -> dict[str, Any]:
     groups: dict[str, dict[str, Any]] = {}
     for s in ctx.index.sessions():
         key = s.agent if by == "agent" else (s.workspace or "(unknown)")
-        g = groups.setdefault(key, {"key": key, "bytes": 0, "sessions": 0, "reclaimable_bytes": 0})
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {"key": key} | dict.fromkeys(_DU_FIELDS, 0)
         g["bytes"] += s.bytes
+        g["disk_bytes"] += s.disk_bytes
         g["sessions"] += 1
         if (s.agent, s.id) in reclaim:
             g["reclaimable_bytes"] += s.bytes
+            g["reclaimable_disk_bytes"] += s.disk_bytes
     ordered = sorted(groups.values(), key=lambda g: (-g["bytes"], g["key"]))
     return {"by": by, "groups": ordered}
 
 
-def reclaimable(ctx: Context, retention: float | None = None) -> set[tuple[str, str]]:
+def reclaimable(
+    ctx: Context,
+    retention: float | None = None,
+    known: Mapping[tuple[str, str], str] | None = None,
+    rows: list[IndexedSession] | None = None,
+) -> set[tuple[str, str]]:
     """Sessions a prune would remove now (ignoring max_removals): idle past
     the cutoff, not held, pinned, undated or unsafe, and no ancestor of one
     that stays. `retention` overrides the config's (for "what would 30 days
-    reclaim")."""
+    reclaim"). `known`: the states of sessions just looked at (an `ls`
+    listing's), not looked at again; `rows`: the index's sessions, when
+    they were read already."""
     now = time.time()
     cutoffs = _cutoffs(ctx, retention, None, now)
     if not cutoffs:
         return set()
-    ev = _evidence(ctx)
-    rows = ctx.index.sessions()
+    pins = _pins(ctx)
+    rows = ctx.index.sessions() if rows is None else rows
     by_key = {(r.agent, r.id): r for r in rows}
     old: dict[str, list[str]] = {}
     for r in rows:
         cutoff = cutoffs.get(r.agent)
         if cutoff is None or r.last_activity is None or r.last_activity >= cutoff:
             continue
-        if not r.unsafe and (r.agent, r.id) not in ev.pins:
+        if not r.unsafe and (r.agent, r.id) not in pins:
             old.setdefault(r.agent, []).append(r.id)
     # Not pinned, so any state but idle is a holder.
-    held = _states(ctx, ev, old) if old else {}
+    known = known or {}
+    held = {
+        (a, sid) for a, ids in old.items() for sid in ids if known.get((a, sid), "idle") != "idle"
+    }
+    unseen = {a: [sid for sid in ids if (a, sid) not in known] for a, ids in old.items()}
+    unseen = {a: ids for a, ids in unseen.items() if ids}
+    if unseen:
+        held |= set(_states(ctx, _evidence(ctx), unseen))
     go = {(agent, sid) for agent, ids in old.items() for sid in ids if (agent, sid) not in held}
     stay = set(by_key) - go
     for agent, sid in stay:
@@ -590,13 +629,17 @@ def reclaimable(ctx: Context, retention: float | None = None) -> set[tuple[str, 
     return go
 
 
-def reclaim_hint(ctx: Context) -> dict[str, Any] | None:
+def reclaim_hint(
+    ctx: Context, known: Mapping[tuple[str, str], str] | None = None
+) -> dict[str, Any] | None:
     """With no retention configured: what a 30-day retention would reclaim
-    (nothing to say while the config is bad: its error says what to fix)."""
+    (nothing to say while the config is bad: its error says what to fix).
+    `known`: as reclaimable() takes it."""
     if ctx.config.has_retention() or ctx.config_error:
         return None
-    keys = reclaimable(ctx, SUGGESTED_SECONDS)
-    total = sum(s.bytes for s in ctx.index.sessions() if (s.agent, s.id) in keys)
+    rows = ctx.index.sessions()
+    keys = reclaimable(ctx, SUGGESTED_SECONDS, known, rows)
+    total = sum(s.bytes for s in rows if (s.agent, s.id) in keys)
     return {
         "retention": SUGGESTED_RETENTION,
         "sessions": len(keys),

@@ -21,15 +21,18 @@ from agentkeep.model import Artifact
 
 
 class Tree(NamedTuple):
-    """What a walk of one path found: bytes (each inode once), the newest
-    mtime, and whether every entry could be read. A tuple: one is made per
-    artifact of every session scanned, and a frozen dataclass costs twice
-    as much to make."""
+    """What a walk of one path found: bytes (the apparent size, st_size of
+    every file), the newest mtime, whether every entry could be read, and
+    disk_bytes (what it takes on disk as `du` counts it: st_blocks * 512 of
+    every entry, directories included), each inode counted once in both. A
+    tuple: one is made per artifact of every session scanned, and a frozen
+    dataclass costs twice as much to make."""
 
     bytes: int
     mtime: float | None
     complete: bool
     is_dir: bool
+    disk_bytes: int = 0
 
 
 def measure(path: str | os.PathLike[str], seen: set[tuple[int, int]] | None = None) -> Tree | None:
@@ -49,7 +52,9 @@ def measure(path: str | os.PathLike[str], seen: set[tuple[int, int]] | None = No
     if seen is None:
         seen = set()
     if not stat.S_ISDIR(st.st_mode):
-        return Tree(_size(st, seen), st.st_mtime, True, False)
+        if st.st_nlink > 1 and _seen_before(st, seen):
+            return Tree(0, st.st_mtime, True, False)
+        return Tree(st.st_size, st.st_mtime, True, False, st.st_blocks * 512)
     before = set(seen)
     tree = _measure_by_path(os.fspath(path), st, seen)
     if tree is None:  # deeper than PATH_MAX: walk by descriptors instead
@@ -98,7 +103,7 @@ def _measure_by_path(path: str, st: os.stat_result, seen: set[Ident]) -> Tree | 
     The hottest loop of a scan (every entry of every session's tree): it
     opens and lists each directory inline rather than through scandir()'s
     context manager, which cost a fifth of the walk."""
-    total, newest, complete = 0, st.st_mtime, True
+    total, blocks, newest, complete = 0, st.st_blocks, st.st_mtime, True
     stack = [path]
     while stack:
         current = stack.pop()
@@ -125,19 +130,21 @@ def _measure_by_path(path: str, st: os.stat_result, seen: set[Ident]) -> Tree | 
                         newest = est.st_mtime
                     if stat.S_ISDIR(est.st_mode):
                         stack.append(current + "/" + entry.name)
-                    else:
-                        total += _size(est, seen)
+                        blocks += est.st_blocks
+                    elif est.st_nlink == 1 or not _seen_before(est, seen):
+                        total += est.st_size
+                        blocks += est.st_blocks
         except OSError:
             complete = False
         finally:
             os.close(fd)
-    return Tree(total, newest, complete, True)
+    return Tree(total, newest, complete, True, blocks * 512)
 
 
 def _measure_by_fd(path: str, st: os.stat_result, seen: set[Ident]) -> Tree:
     """The same walk relative to one directory descriptor at a time (a
     DirCursor), for trees deeper than a path can name."""
-    total, newest, complete = 0, st.st_mtime, True
+    total, blocks, newest, complete = 0, st.st_blocks, st.st_mtime, True
     try:
         cursor = DirCursor.open(path)
     except OSError:
@@ -152,15 +159,17 @@ def _measure_by_fd(path: str, st: os.stat_result, seen: set[Ident]) -> Tree:
                 newest = max(newest, est.st_mtime)
                 if stat.S_ISDIR(est.st_mode):
                     levels[-1].append((name, ident_of(est)))
-                else:
-                    total += _size(est, seen)
+                    blocks += est.st_blocks
+                elif est.st_nlink == 1 or not _seen_before(est, seen):
+                    total += est.st_size
+                    blocks += est.st_blocks
             while levels and not levels[-1]:
                 levels.pop()
                 if levels:
                     try:
                         cursor.up()
                     except OSError:
-                        return Tree(total, newest, False, True)
+                        return Tree(total, newest, False, True, blocks * 512)
             if not levels:
                 break
             name, ident = levels[-1].pop()
@@ -171,7 +180,7 @@ def _measure_by_fd(path: str, st: os.stat_result, seen: set[Ident]) -> Tree:
                 continue
             levels.append([])
             entries = _entries_at(cursor.fd)
-    return Tree(total, newest, complete, True)
+    return Tree(total, newest, complete, True, blocks * 512)
 
 
 def _entries_at(fd: int) -> list[tuple[str, os.stat_result]] | None:
@@ -315,12 +324,20 @@ def scandir(
 
 
 def _size(st: os.stat_result, seen: set[tuple[int, int]]) -> int:
-    if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
-        key = (st.st_dev, st.st_ino)
-        if key in seen:
-            return 0
-        seen.add(key)
+    if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode) and _seen_before(st, seen):
+        return 0
     return st.st_size
+
+
+def _seen_before(st: os.stat_result, seen: set[tuple[int, int]]) -> bool:
+    """Whether this inode (of a file with several links) was counted already;
+    it is counted from now on. One set serves the apparent and the allocated
+    size alike, so both count each inode once."""
+    key = (st.st_dev, st.st_ino)
+    if key in seen:
+        return True
+    seen.add(key)
+    return False
 
 
 def artifact(
@@ -351,6 +368,7 @@ def artifact(
         linked=linked,
         is_dir=tree.is_dir,
         foreign=foreign,
+        disk_bytes=tree.disk_bytes,
     )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from agentkeep.model import Artifact, Session
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: sessions.disk_bytes
 # Sessions written per statement by a scan.
 _BATCH = 500
 
@@ -32,7 +32,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     agent TEXT NOT NULL, id TEXT NOT NULL, workspace TEXT, parent TEXT,
     last_activity REAL, bytes INTEGER NOT NULL, artifacts INTEGER NOT NULL,
-    unsafe TEXT, PRIMARY KEY (agent, id)
+    unsafe TEXT, disk_bytes INTEGER NOT NULL, PRIMARY KEY (agent, id)
 );
 CREATE TABLE IF NOT EXISTS artifacts (
     agent TEXT NOT NULL, session_id TEXT NOT NULL, path TEXT NOT NULL, kind TEXT NOT NULL,
@@ -98,7 +98,8 @@ def written_as_python(text: str) -> bool:
 
 @dataclass(frozen=True)
 class IndexedSession:
-    """A session as the index last saw it. last_activity None = undated."""
+    """A session as the index last saw it. last_activity None = undated.
+    `bytes` is its apparent size, `disk_bytes` what it takes on disk."""
 
     agent: str
     id: str
@@ -108,6 +109,7 @@ class IndexedSession:
     bytes: int
     artifacts: int
     unsafe: str | None
+    disk_bytes: int
 
 
 def _session(row: Sequence[Any]) -> IndexedSession:
@@ -131,8 +133,10 @@ def rows(sessions: Iterable[Session], restored: Mapping[tuple[str, str], float])
     for s in sessions:
         activity = s.last_activity(restored.get(s.key))
         done.bytes += s.bytes
+        disk = sum(a.disk_bytes for a in s.artifacts)
         done.sessions.append(
-            (s.agent, s.id, s.workspace, s.parent, activity, s.bytes, len(s.artifacts), s.unsafe)
+            (s.agent, s.id, s.workspace, s.parent, activity)
+            + (s.bytes, len(s.artifacts), s.unsafe, disk)
         )
         done.artifacts += [
             (s.agent, s.id, a.path, a.kind, a.bytes, a.mtime, a.root, a.primary, a.linked, a.is_dir)
@@ -156,7 +160,7 @@ def batches(
 
 
 def _write(db: sqlite3.Connection, done: Rows) -> None:
-    _insert(db, "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?)", done.sessions)
+    _insert(db, "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?)", done.sessions)
     _insert(db, "INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?)", done.artifacts)
 
 
@@ -209,6 +213,10 @@ class Replacement:
         self.counts[agent] = (n, arts, total)
 
 
+def _version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
 def _one_of(kinds: Iterable[str]) -> str:
     """`kinds` as SQL: `(kind = 'a' OR kind = 'b')`, literals in a fixed
     order. A partial index is used only by a query that repeats its WHERE
@@ -235,9 +243,22 @@ class Index:
         self._evidence = frozenset(evidence_kinds)
         self._keep = self._connect() if memory else None
         db = self._db()
+        self._drop_other_schema(db)
         db.executescript(_SCHEMA)  # each statement is idempotent; executescript commits
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         self._index_evidence(db)
+
+    def _drop_other_schema(self, db: sqlite3.Connection) -> None:
+        """An index another version wrote (another schema; 0 is a new
+        database) is dropped: it is a cache, so the next reconcile finds no
+        agent indexed and scans them all."""
+        if _version(db) in (0, SCHEMA_VERSION):
+            return
+        with self._tx() as tx:
+            if _version(tx) not in (0, SCHEMA_VERSION):  # another process may have done it
+                for table in ("sessions", "artifacts", "dirs"):
+                    tx.execute(f"DROP TABLE IF EXISTS {table}")
+                tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def _index_evidence(self, db: sqlite3.Connection) -> None:
         """Made, or made again where another version's kinds differ."""

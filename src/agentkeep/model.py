@@ -68,6 +68,9 @@ class Artifact(NamedTuple):
     `foreign` marks one on a root another user owns or can write to (a
     planted `/tmp/claude-<uid>`): its times are not the user's activity, so
     another user cannot keep the user's sessions from ever being pruned.
+    `disk_bytes` is what it takes on disk (allocated blocks, as `du` counts),
+    beside `bytes`, its apparent size; as measured only: the index keeps a
+    session's total, and an artifact read back from it has 0.
     A named tuple, immutable like a frozen dataclass: a scan makes one per
     artifact of every session, and a frozen dataclass costs three times as
     much to make.
@@ -82,6 +85,7 @@ class Artifact(NamedTuple):
     linked: bool = False
     is_dir: bool = False
     foreign: bool = False
+    disk_bytes: int = 0
 
 
 @dataclass(slots=True)

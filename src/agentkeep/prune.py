@@ -27,6 +27,7 @@ from agentkeep.index import Index
 from agentkeep.journal import Journal, JournalEntry
 from agentkeep.model import Holder, Reason, Session, rfc3339
 from agentkeep.processes import ProcessTable
+from agentkeep.progress import Progress, Tally, estimate
 from agentkeep.removal import SessionRemoval
 from agentkeep.statefiles import StateFileError, read_json, read_state, remove, write_json
 
@@ -169,8 +170,8 @@ class PruneOptions:
     trash_for: float = 0.0
     scheduled: bool = False
     purge: list[tuple[str, str]] | None = None
-    # Called with (sessions acted on, sessions planned) as the act goes on.
-    progress: Callable[[int, int], None] | None = None
+    # Told of the listing, then of the act (see _Act.tell).
+    progress: Progress | None = None
 
 
 def check_floor(cutoffs: dict[str, float], now: float) -> None:
@@ -315,20 +316,40 @@ class _Act:
         self.planned = planned
         self.kept = {(k.agent, k.id) for k in report.kept}
         self.removed: set[tuple[str, str]] = set()
+        # What opts.progress is told: the planned sessions decided so far,
+        # or, when max_removals stops the run first, the removals toward it
+        # (a bar that counted every candidate would never get there).
+        self._before = (len(report.removed), len(report.kept), len(report.failed))
+        room = None if opts.max_removals is None else max(0, opts.max_removals - self._before[0])
+        self._to_cap = opts.purge is None and room is not None and room < len(planned)
+        self.goal = room if self._to_cap and room is not None else len(planned)
+        self._what = "checking" if opts.dry_run else "pruning"
+
+    def tell(self) -> None:
+        if self.opts.progress is None:
+            return
+        r, (removed, kept, failed) = self.report, self._before
+        done = len(r.removed) - removed
+        if not self._to_cap:
+            done += len(r.kept) - kept + len(r.failed) - failed
+        self.opts.progress(self._what, done, self.goal)
 
     def removed_one(self, outcome: Removed) -> None:
         self.report.removed.append(outcome)
         self.report.residual.extend((outcome.agent, outcome.id, p) for p in outcome.residual)
         self.removed.add((outcome.agent, outcome.id))
+        self.tell()
 
     def stay(self, outcome: Kept) -> None:
         self.report.kept.append(outcome)
         self.kept.add((outcome.agent, outcome.id))
         self._ancestors_stay(outcome.agent, outcome.id)
+        self.tell()
 
     def fail(self, outcome: Failed, session: Session) -> None:
         self.report.failed.append(outcome)
         self._ancestors_stay(session.agent, session.id)
+        self.tell()
 
     def _ancestors_stay(self, agent: str, sid: str) -> None:
         """A session stays: so does every ancestor still waiting in the plan
@@ -370,7 +391,7 @@ class Pruner:
             dry_run=opts.dry_run,
             trash_until=opts.now + opts.trash_for if opts.trash_for > 0 else None,
         )
-        views = {agent: self._list(agent) for agent in opts.cutoffs}
+        views = self._list_all(opts)
         if opts.scheduled:
             # A paused run changes nothing at all: not even the trash, the
             # last place a session can be had back from.
@@ -379,7 +400,7 @@ class Pruner:
                 return report
         if not opts.dry_run:
             if self._finish_journal(views, report, opts.trash_for):
-                views = {agent: self._list(agent) for agent in opts.cutoffs}
+                views = self._list_all(opts)
             trash.expire(self.state_dir, now=time.time())
         plan = self._plan(views, opts, report)
         if _after_plan is not None:
@@ -404,9 +425,32 @@ class Pruner:
                     report.residual.append((agent, sid, what))
                     log.warning("a removed session is still named", agent=agent, id=sid, by=what)
 
-    def _list(self, agent: str) -> DiskView:
+    def _list_all(self, opts: PruneOptions) -> dict[str, DiskView]:
+        """Every agent of the run listed from the disk, told to opts.progress
+        (agents with no estimate first, so that the total is known early)."""
+        if opts.progress is None:
+            return {agent: self._list(agent) for agent in opts.cutoffs}
+        indexed = self.index.count if self.index is not None else lambda agent: 0
+        estimates = {
+            agent: estimate(self.adapters[agent].expected_sessions(), indexed(agent))
+            for agent in opts.cutoffs
+        }
+        tally = Tally(opts.progress, "listing", estimates)
+        views = {
+            agent: self._list(agent, tally)
+            for agent in sorted(opts.cutoffs, key=lambda agent: estimates[agent] is not None)
+        }
+        return {agent: views[agent] for agent in opts.cutoffs}
+
+    def _list(self, agent: str, tally: Tally | None = None) -> DiskView:
         adapter = self.adapters[agent]
-        sessions = list(adapter.scan())
+        sessions = []
+        for session in adapter.scan():
+            sessions.append(session)
+            if tally is not None:
+                tally.add(agent, 1)
+        if tally is not None:
+            tally.finish(agent)
         self._index_write(lambda i: i.replace_agent(agent, sessions, self.restored))
         return DiskView(adapter, sessions)
 
@@ -574,10 +618,9 @@ class Pruner:
         report: PruneReport,
     ) -> None:
         act = _Act(views, opts, report, {s.key for s in plan})
+        act.tell()
         batch: list[_Held] = []
-        for done, s in enumerate(plan):
-            if opts.progress is not None:
-                opts.progress(done, len(plan))
+        for s in plan:
             if s.key in act.kept:
                 continue
             if batch and (
