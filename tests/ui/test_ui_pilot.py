@@ -65,7 +65,7 @@ async def test_purge_moves_the_session_to_the_trash(demo: Demo) -> None:
         await settle(app, pilot)
         assert isinstance(app.screen, Confirm)
         body = str(app.screen.body)
-        assert "to the trash" in body and "restores it" in body, body
+        assert "to the trash" in body and "can be restored" in body, body
         await pilot.press("y")
         await settle(app, pilot)
         assert not transcript.exists()
