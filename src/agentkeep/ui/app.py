@@ -58,7 +58,7 @@ Screen.-wide #sessions-body { layout: horizontal; }
 #table { height: 1fr; }
 #detail-box { height: 9; border-top: solid $primary; padding: 0 1; }
 Screen.-tall #detail-box { height: 14; }
-Screen.-wide #detail-box { height: 1fr; width: 45%; border-top: none; border-left: solid $primary; }
+Screen.-wide #detail-box { height: 1fr; width: 60; border-top: none; border-left: solid $primary; }
 TrashPane { height: 1fr; }
 #trash-total { height: auto; padding: 0 1; }
 #trash-table { height: 1fr; }
@@ -88,8 +88,9 @@ class Live(Message):
 class AgentkeepApp(App[None]):
     TITLE = "agentkeep"
     CSS = CSS
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
+    # Side by side only where the table keeps its 80 columns beside the detail.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     BINDINGS = [
         Binding("1", "pane('overview')", "Overview", show=False),
         Binding("2", "pane('sessions')", "Sessions", show=False),

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from agentkeep.model import parse_rfc3339
 from agentkeep.render import size
-from agentkeep.ui.text import days_label, fit_end
+from agentkeep.ui.text import count, days_label, fit_end
 
 STAYS, RECLAIM = "█", "▒"
 STAYS_STYLE, RECLAIM_STYLE = "cyan", "yellow"
@@ -75,7 +75,7 @@ def group_rows(
     if rest:
         total = sum(int(g["bytes"]) for g in rest)
         n = sum(int(g["sessions"]) for g in rest)
-        text.append(f"… and {len(rest)} more: {size(total)} in {n} sessions\n", "dim")
+        text.append(f"… and {len(rest)} more: {size(total)} in {count(n, 'session')}\n", "dim")
     text.rstrip()
     return text
 

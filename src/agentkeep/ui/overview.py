@@ -52,7 +52,7 @@ class Overview(VerticalScroll):
         title = Text("Disk by agent", "bold").append("  ").append_text(charts.legend(retention))
         agents = snap.by_agent
         spaces = [{**g, "key": home_relative(g["key"], home)} for g in snap.by_workspace]
-        tall = self.size.height >= 30
+        tall = self.size.height >= 26  # the screen's -tall (32 rows) less title, tabs, footer
         self.query_one("#by-agent", Static).update(
             Sized(lambda w: charts.group_rows(title, agents, w, label=8, limit=8))
         )
