@@ -8,12 +8,14 @@ every timestamp under a root so a test can prove a scan changed none.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
 import time
 import urllib.parse
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 DAY = 86400.0
@@ -69,6 +71,45 @@ class GeminiSession:
     shared: list[Path]
 
 
+def gemini_project_hash(workspace: str) -> str:
+    """What Gemini names a legacy project dir, and every chat's projectHash."""
+    return hashlib.sha256(workspace.encode()).hexdigest()
+
+
+def gemini_time(when: float) -> str:
+    """A time as Gemini writes it (`new Date().toISOString()`)."""
+    moment = datetime.fromtimestamp(when, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def write_gemini_projects(root: Path, projects: dict[str, str]) -> Path:
+    """`projects.json`: workspace path -> project dir name."""
+    return write(root / "projects.json", json.dumps({"projects": projects}, indent=2))
+
+
+def gemini_chat_lines(
+    sid: str, workspace: str, start: str, last: object, *, kind: str = "main"
+) -> list[dict[str, object]]:
+    """A chat's records as Gemini 0.61 appends them: the first record, the
+    session context as a `$set` of messages, then each message followed by
+    a `$set` of lastUpdated (the last of which is `last`)."""
+    context = {"id": "c1", "timestamp": start, "type": "user", "content": [{"text": "ctx"}]}
+    return [
+        {
+            "sessionId": sid,
+            "projectHash": gemini_project_hash(workspace),
+            "startTime": start,
+            "lastUpdated": start,
+            "kind": kind,
+        },
+        {"$set": {"messages": [context], "lastUpdated": start}},
+        {"id": "m1", "timestamp": start, "type": "user", "content": [{"text": "hi"}]},
+        {"$set": {"lastUpdated": start}},
+        {"id": "m2", "timestamp": start, "type": "gemini", "content": "Hello."},
+        {"$set": {"lastUpdated": last}},
+    ]
+
+
 def make_gemini_session(
     root: Path,
     sid: str,
@@ -80,25 +121,26 @@ def make_gemini_session(
     last_updated: object = UNSET,
     days: float = 0.0,
 ) -> GeminiSession:
-    """A Gemini CLI session in `root/tmp/<project>/`: its chat (`fmt` json or
-    jsonl), log, tool outputs and per-session dir, and each subagent's chat
-    (under chats/<sid>/), log, tool outputs and dir; plus the project's shared
-    files (checkpoint history, logs.json, shell_history), returned as `shared`."""
+    """A Gemini CLI session in `root/tmp/<project>/`: its chat (`fmt` jsonl,
+    as 0.61 writes it, or a legacy json object), log, tool outputs and
+    per-session dir, and each subagent's chat (under chats/<sid>/), log,
+    tool outputs and dir; plus the project's shared files (checkpoint
+    history, logs.json, shell_history), returned as `shared`. Its times are
+    `days` ago; `last_updated` replaces the last lastUpdated written."""
     tmp = root / "tmp" / project
     stamp = f"2026-01-02T03-{next(_CHAT_MINUTE) % 60:02d}"  # unique, like Gemini's
-    meta: dict[str, object] = {
-        "sessionId": sid,
-        "projectHash": "0" * 64,
-        "startTime": "2026-01-02T03:04:05.000Z",
-    }
-    if last_updated is not UNSET:
-        meta["lastUpdated"] = last_updated
-    message = {"id": "m1", "type": "user", "content": [{"text": "hi"}]}
+    when = gemini_time(time.time() - days * DAY)
+    last = when if last_updated is UNSET else last_updated
+    workspace = project_root or "/work/unknown"
     chat = tmp / "chats" / f"session-{stamp}-{sid[:8]}.{fmt}"
+    lines = gemini_chat_lines(sid, workspace, when, last)
     if fmt == "jsonl":
-        write(chat, json.dumps(meta) + "\n" + json.dumps(message) + "\n")
+        write(chat, "".join(json.dumps(line) + "\n" for line in lines))
     else:
-        write(chat, json.dumps({**meta, "messages": [message]}, indent=2))
+        meta = {**lines[0], "lastUpdated": last}
+        del meta["kind"]  # older versions wrote no kind
+        messages = [lines[2], lines[4]]
+        write(chat, json.dumps({**meta, "messages": messages}, indent=2))
     write(tmp / "logs" / f"session-{sid}.jsonl", '{"event": "start"}\n')
     write(tmp / "tool-outputs" / f"session-{sid}" / "shell-1.txt", "output\n")
     write(tmp / sid / "plans" / "plan.md", "# plan\n")
@@ -109,8 +151,8 @@ def make_gemini_session(
     ]
     artifacts.append(tmp / sid)
     for sub in subagents:
-        sub_meta = {"sessionId": sub, "projectHash": "0" * 64, "kind": "subagent"}
-        write(tmp / "chats" / sid / f"{sub}.jsonl", json.dumps(sub_meta) + "\n")
+        sub_lines = gemini_chat_lines(sub, workspace, when, when, kind="subagent")
+        write(tmp / "chats" / sid / f"{sub}.jsonl", json.dumps(sub_lines[0]) + "\n")
         write(tmp / "logs" / f"session-{sub}.jsonl", "{}\n")
         write(tmp / "tool-outputs" / f"session-{sub}" / "out.txt", "x\n")
         write(tmp / sub / "tasks" / "t.json", "{}\n")
@@ -127,7 +169,10 @@ def make_gemini_session(
         write(root / "history" / project / "HEAD", "ref: refs/heads/main\n").parent,
         write(tmp / "logs.json", json.dumps([{"sessionId": sid, "message": "hi"}])),
         write(tmp / "shell_history", "ls\n"),
-        write(tmp / "checkpoints" / f"checkpoint-{sid}.json", "{}"),
+        # /restore checkpoints are named by time, file and tool, not by the
+        # session; /chat save by the user's tag.
+        write(tmp / "checkpoints" / f"{stamp}-hello.txt-write_file.json", "{}"),
+        write(tmp / "checkpoint-mytag.json", "{}"),
     ]
     for p in artifacts:
         age(p, days)

@@ -4,8 +4,10 @@ Everything is written where Claude Code itself would write it for the given
 environment (a `FakeHome`, its `environ`, or a `ClaudeLayout`), with the
 record shapes of FIELD-NOTES.md, and every path made gets the requested age
 as its mtime and atime (os.utime, links included). Kind names match the
-adapter's: transcript, session-dir, file-history, session-env, todos,
-debug-log, job, registry, registry-key, tmp.
+adapter's: transcript, session-dir, remote-tip, recording, file-history,
+session-env, tasks, uploads, todos, debug-log, usage-data, job, registry,
+registry-key, tmp. A full session has both tasks/ (2.x) and todos/ (older
+versions): each layout is still on users' disks.
 
     layout = ClaudeLayout.of(fake_home)
     s = make_session(fake_home, cwd="/home/u/my-proj", age_days=40)
@@ -28,10 +30,15 @@ from pathlib import Path
 
 TRANSCRIPT = "transcript"
 SESSION_DIR = "session-dir"
+REMOTE_TIP = "remote-tip"
+RECORDING = "recording"
 FILE_HISTORY = "file-history"
 SESSION_ENV = "session-env"
+TASKS = "tasks"
+UPLOADS = "uploads"
 TODOS = "todos"
 DEBUG_LOG = "debug-log"
+USAGE_DATA = "usage-data"
 JOB = "job"
 REGISTRY = "registry"
 REGISTRY_KEY = "registry-key"
@@ -39,15 +46,25 @@ TMP = "tmp"
 ALL_KINDS = (
     TRANSCRIPT,
     SESSION_DIR,
+    REMOTE_TIP,
+    RECORDING,
     FILE_HISTORY,
     SESSION_ENV,
+    TASKS,
+    UPLOADS,
     TODOS,
     DEBUG_LOG,
+    USAGE_DATA,
     JOB,
     REGISTRY,
     REGISTRY_KEY,
     TMP,
 )
+
+# Ids as 2.1.197 makes them: a subagent's (17 hex digits after an `a`) and a
+# shell task's (a `b` and 8 more).
+AGENT = "a64c6977021222774"
+BASH_TASK = "bwdin25xx"
 
 # Linux never hands out pids above 2**22 (PID_MAX_LIMIT): registry files made
 # for idle sessions name pids that cannot be alive.
@@ -70,24 +87,18 @@ class ClaudeLayout:
         uid = os.getuid() if uid is None else uid
         home = Path(environ["HOME"])
         config = Path(environ.get("CLAUDE_CONFIG_DIR") or home / ".claude")
-        projects = Path(environ.get("CLAUDE_PROJECT_DIR") or config / "projects")
-        per_uid = f"claude-{uid}"
-        code_tmp = environ.get("CLAUDE_CODE_TMPDIR")
-        if code_tmp:
-            tmp_root = (
-                Path(code_tmp) if Path(code_tmp).name == per_uid else Path(code_tmp) / per_uid
-            )
-        else:
-            base = next(
-                (
-                    environ[v]
-                    for v in ("TMPDIR", "TMP", "TEMP", "AGENTKEEP_SYSTEM_TMP")
-                    if environ.get(v)
-                ),
-                "/tmp",
-            )
-            tmp_root = Path(base) / per_uid
-        return cls(home=home, config=config, projects=projects, tmp_root=tmp_root)
+        # Claude's own choice: $CLAUDE_CODE_TMPDIR, else the first of the tmp
+        # variables, and `claude-<uid>` appended to it always.
+        base = next(
+            (
+                environ[v]
+                for v in ("CLAUDE_CODE_TMPDIR", "TMPDIR", "TMP", "TEMP", "AGENTKEEP_SYSTEM_TMP")
+                if environ.get(v)
+            ),
+            "/tmp",
+        )
+        tmp_root = Path(base) / f"claude-{uid}"
+        return cls(home=home, config=config, projects=config / "projects", tmp_root=tmp_root)
 
     @classmethod
     def of(cls, where: object) -> ClaudeLayout:
@@ -305,6 +316,14 @@ def make_session(
         m.artifact(TRANSCRIPT, m.file(layout.projects / key / f"{sid}.jsonl", jsonl(records)))
     if SESSION_DIR in chosen:
         _session_dir(m, layout.projects / key / sid, sid, cwd)
+    if REMOTE_TIP in chosen:
+        tip = {"sessionId": sid, "uuid": new_id()}
+        m.artifact(
+            REMOTE_TIP, m.file(layout.projects / key / f"{sid}.ccr-tip.json", json.dumps(tip))
+        )
+    if RECORDING in chosen:
+        cast = layout.projects / key / f"{sid}-{start_ms}.cast"
+        m.artifact(RECORDING, m.file(cast, '{"version": 2, "width": 80, "height": 24}\n'))
     if FILE_HISTORY in chosen:
         d = m.dir(layout.config / "file-history" / sid)
         m.file(d / "3f2a9c1e8b7d6a50@v1", "original contents\n")
@@ -314,12 +333,26 @@ def make_session(
         d = m.dir(layout.config / "session-env" / sid)
         m.file(d / "sessionstart-hook-0.sh", "export FOO=1\n")
         m.artifact(SESSION_ENV, d)
+    if TASKS in chosen:
+        d = m.dir(layout.config / "tasks" / sid)
+        m.file(d / ".lock", "")
+        task = {"id": "1", "subject": "Check output", "status": "pending", "blocks": []}
+        m.file(d / "1.json", json.dumps(task))
+        m.artifact(TASKS, d)
+    if UPLOADS in chosen:
+        d = m.dir(layout.config / "uploads" / sid)
+        m.file(d / "notes.txt", "an attached file\n")
+        m.artifact(UPLOADS, d)
     if TODOS in chosen:
         todo = m.file(layout.config / "todos" / f"{sid}-agent-{sid}.json", "[]")
         m.artifact(TODOS, todo)
     if DEBUG_LOG in chosen:
         text = f"[DEBUG] session {sid} started in {cwd}\n"
         m.artifact(DEBUG_LOG, m.file(layout.config / "debug" / f"{sid}.txt", text))
+    if USAGE_DATA in chosen:
+        for part in ("session-meta", "facets"):
+            meta = layout.config / "usage-data" / part / f"{sid}.json"
+            m.artifact(USAGE_DATA, m.file(meta, json.dumps({"session_id": sid})))
     if JOB in chosen:
         state = {"sessionId": sid, "status": "completed"}
         if job_parent is not None:
@@ -340,7 +373,22 @@ def make_session(
         _ensure_tmp_root(layout)
         d = m.dir(layout.tmp_root / key / sid)
         m.dir(d / "tasks")
-        m.file(d / "tasks" / "b1c2d3e4.output", "task output\n" * 8)
+        output = d / "tasks" / f"{BASH_TASK}.output"
+        persisted = layout.projects / key / sid / "tool-results" / f"{BASH_TASK}.txt"
+        if persisted.exists():
+            # A command output Claude kept in tool-results/ is the same inode
+            # as its tmp output, linked across the two roots.
+            os.link(persisted, output)
+            m.paths.files.append(output)
+        else:
+            m.file(output, "task output\n" * 8)
+        # A subagent's output is a link into its transcript (a leaf link).
+        # Claude links the absolute path; a relative one keeps the link's
+        # size, and so the session's bytes, the same in every fake home.
+        subagent = layout.projects / key / sid / "subagents" / f"agent-{AGENT}.jsonl"
+        link = d / "tasks" / f"{AGENT}.output"
+        link.symlink_to(os.path.relpath(subagent, link.parent))
+        m.paths.files.append(link)
         m.artifact(TMP, d)
     set_age(paths.all_paths(), age_days, now)
     return paths
@@ -350,11 +398,11 @@ def _session_dir(m: _Maker, d: Path, sid: str, cwd: str) -> None:
     m.dir(d)
     m.dir(d / "subagents")
     m.dir(d / "tool-results")
-    agent = "a1b2c3d"
-    line = {"sessionId": sid, "agentId": agent, "isSidechain": True, "cwd": cwd, "type": "user"}
-    m.file(d / "subagents" / f"agent-{agent}.jsonl", jsonl([line]))
-    m.file(d / "subagents" / f"agent-{agent}.meta.json", json.dumps({"agentType": "Explore"}))
-    m.file(d / "tool-results" / "toolu_01ABC.txt", "tool result\n" * 16)
+    line = {"sessionId": sid, "agentId": AGENT, "isSidechain": True, "cwd": cwd, "type": "user"}
+    m.file(d / "subagents" / f"agent-{AGENT}.jsonl", jsonl([line]))
+    meta = {"agentType": "general-purpose", "toolUseId": "toolu_01ABC", "spawnDepth": 1}
+    m.file(d / "subagents" / f"agent-{AGENT}.meta.json", json.dumps(meta))
+    m.file(d / "tool-results" / f"{BASH_TASK}.txt", "tool result\n" * 16)
     m.artifact(SESSION_DIR, d)
 
 

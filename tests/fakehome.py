@@ -16,10 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-# Variables that could point a test at real data: always replaced or removed.
 # The `spawn` fixture's starter (conftest.py): argv, env=None, *, ready=False.
 Spawn = Callable[..., subprocess.Popen[str]]
 
+# Variables that could point a test at real data: always replaced or removed.
+# CLAUDE_PROJECT_DIR is no root of agentkeep's, but Claude sets it to the
+# developer's own checkout for its hooks: a test that wants it sets it.
 SCRUB = (
     "AGENTKEEP_CONFIG",
     "AGENTKEEP_SOCKET",

@@ -27,11 +27,9 @@ from build_claude import (
     JOB,
     REGISTRY,
     REGISTRY_KEY,
-    SESSION_DIR,
-    SESSION_ENV,
     TMP,
-    TODOS,
     TRANSCRIPT,
+    USAGE_DATA,
     ClaudeLayout,
     ClaudeSessionPaths,
     jsonl,
@@ -65,6 +63,12 @@ def artifact_set(session: Session) -> set[tuple[str, str]]:
 
 def linked(session: Session) -> dict[str, bool]:
     return {a.path: a.linked for a in session.artifacts}
+
+
+def in_projects(made: ClaudeSessionPaths) -> set[str]:
+    """The paths of the session's artifacts under `<config>/projects`."""
+    below = str(made.layout.projects) + "/"
+    return {str(p) for _, p in made.artifact_set() if str(p).startswith(below)}
 
 
 def move_behind_link(path: Path, elsewhere: Path) -> Path:
@@ -161,6 +165,15 @@ def test_names_that_only_share_a_prefix_are_not_the_sessions(
         c / "file-history" / f"{sid}-old" / "f@v1",
         c / "file-history" / f"{sid}x" / "f@v1",
         c / "session-env" / f"x{sid}" / "hook.sh",
+        c / "tasks" / f"{sid}x" / "1.json",
+        c / "uploads" / f"{sid}.bak" / "notes.txt",
+        c / "usage-data" / "session-meta" / f"{sid}.json.bak",
+        c / "usage-data" / "facets" / f"{sid}x.json",
+        c / "usage-data" / f"{sid}.json",
+        layout.projects / a.key / f"{sid}.ccr-tip.json.tmp.4242",
+        layout.projects / a.key / f"{sid}-.cast",
+        layout.projects / a.key / f"{sid}-12ab.cast",
+        layout.projects / a.key / f"{sid}x-1700000000000.cast",
         layout.projects / a.key / f"{sid}.jsonl.bak",
         layout.projects / a.key / f"{sid}x.jsonl",
         layout.projects / a.key / f"{sid}.json",
@@ -273,10 +286,7 @@ def test_a_linked_projects_key_makes_the_session_unsafe(
     sessions = scan(adapter)
     got = sessions[s.id]
     assert artifact_set(got) == s.artifact_set()
-    assert {p for p, is_linked in linked(got).items() if is_linked} == {
-        str(s.transcript),
-        str(s.session_dir),
-    }
+    assert {p for p, is_linked in linked(got).items() if is_linked} == in_projects(s)
     assert got.unsafe is not None
     assert got.workspace == "/home/u/linked", "what is behind the link is still reported"
     assert sessions[other.id].unsafe is None
@@ -291,10 +301,7 @@ def test_a_linked_projects_dir_inside_the_config_root_makes_sessions_unsafe(
     move_behind_link(s.layout.projects, fake_home.root / "elsewhere" / "projects")
     got = scan(adapter)[s.id]
     assert artifact_set(got) == s.artifact_set()
-    assert {p for p, is_linked in linked(got).items() if is_linked} == {
-        str(s.transcript),
-        str(s.session_dir),
-    }
+    assert {p for p, is_linked in linked(got).items() if is_linked} == in_projects(s)
     assert got.unsafe is not None
 
 
@@ -374,8 +381,6 @@ def test_a_config_or_projects_root_others_can_write_to_makes_sessions_unsafe(
     fake_home: FakeHome, where: str
 ) -> None:
     environ = dict(fake_home.environ)
-    if where == "projects":  # its own root; by default it lies inside the config root
-        environ["CLAUDE_PROJECT_DIR"] = str(fake_home.root / "projects")
     s = make_session(environ)
     layout = ClaudeLayout.of(environ)
     os.chmod(layout.config if where == "config" else layout.projects, 0o777)
@@ -384,8 +389,8 @@ def test_a_config_or_projects_root_others_can_write_to_makes_sessions_unsafe(
     assert problems[where] is not None
     got = scan(adapter)[s.id]
     assert got.unsafe is not None
-    in_projects = {str(s.transcript), str(s.session_dir)}
-    expected = in_projects if where == "projects" else {str(p) for _, p in s.artifact_set()}
+    everything = {str(p) for _, p in s.artifact_set()}
+    expected = in_projects(s) if where == "projects" else everything
     expected -= {str(s.tmp)}
     assert {p for p, is_linked in linked(got).items() if is_linked} == expected
 
@@ -605,17 +610,71 @@ def test_claude_config_dir_moves_every_path(fake_home: FakeHome) -> None:
     assert adapter_for(default).roots()[0].path == fake_home.home / ".claude"
 
 
-def test_claude_project_dir_moves_the_projects_dir(fake_home: FakeHome) -> None:
-    environ = {**fake_home.environ, "CLAUDE_PROJECT_DIR": str(fake_home.root / "projects-x")}
-    s = make_session(environ, kinds={TRANSCRIPT, SESSION_DIR, FILE_HISTORY})
-    decoy = make_session(fake_home, kinds={TRANSCRIPT})  # under <config>/projects
-    assert str(s.transcript).startswith(str(fake_home.root / "projects-x")), "SETUP INVALID"
+def test_claude_project_dir_is_never_a_root(fake_home: FakeHome) -> None:
+    """Claude sets $CLAUDE_PROJECT_DIR to the workspace for its hooks: a tool
+    a hook starts must not read the user's code as a projects dir."""
+    workspace = fake_home.root / "my-code"
+    made = make_session(fake_home, cwd=str(workspace))
+    mine = _code_like_a_projects_dir(workspace)
+    environ = {**fake_home.environ, "CLAUDE_PROJECT_DIR": str(workspace)}
     adapter = adapter_for(environ)
+    assert str(workspace) not in {str(r.path) for r in adapter.roots()}
+    assert not any(d == workspace or d.is_relative_to(workspace) for d in adapter.watch_dirs())
     sessions = scan(adapter)
-    assert set(sessions) == {s.id}
-    assert artifact_set(sessions[s.id]) == s.artifact_set()
-    assert adapter.session_for_path(str(s.transcript)) == s.id
-    assert adapter.session_for_path(str(decoy.transcript)) is None
+    assert set(sessions) == {made.id}
+    assert artifact_set(sessions[made.id]) == made.artifact_set()
+    assert adapter.load(mine) is None
+    for path in workspace.rglob("*"):
+        assert adapter.session_for_path(str(path)) is None, path
+
+
+def _code_like_a_projects_dir(workspace: Path) -> str:
+    """A workspace whose files look like a key dir of transcripts: a
+    `<uuid>.jsonl` of the user's own (test data, say) and a `<uuid>/` dir.
+    Returns the uuid."""
+    mine = new_id()
+    key = workspace / "fixtures"
+    key.mkdir(parents=True)
+    (key / f"{mine}.jsonl").write_text(jsonl(transcript_records(mine, str(workspace))))
+    (key / mine).mkdir()
+    (key / mine / "data.txt").write_text("the user's own data\n")
+    for path in [key / mine / "data.txt", key / mine, key / f"{mine}.jsonl", key]:
+        old = time.time() - 50 * 86400
+        os.utime(path, (old, old))
+    return mine
+
+
+def test_prune_and_purge_from_a_claude_hook_leave_the_workspace_alone(
+    fake_home: FakeHome,
+) -> None:
+    """`agentkeep prune` in a SessionEnd hook: $CLAUDE_PROJECT_DIR names the
+    workspace. Its 50-day-old `<uuid>.jsonl` is the user's, never a session;
+    the real old session under <config>/projects goes as it would anyway."""
+    workspace = fake_home.root / "my-code"
+    old = make_session(fake_home, cwd=str(workspace), age_days=50)
+    other = make_session(fake_home, cwd=str(workspace), age_days=50)
+    mine = _code_like_a_projects_dir(workspace)
+    before = {p: (p.read_bytes() if p.is_file() else None) for p in workspace.rglob("*")}
+    times = {p: os.lstat(p).st_mtime_ns for p in before}
+    hook = {**fake_home.environ, "CLAUDE_PROJECT_DIR": str(workspace)}
+
+    listed = json.loads(fake_home.cli("scan", "--json", env=hook, check=True).stdout)
+    assert listed["sessions"]["claude"] == 2
+    ls = json.loads(fake_home.cli("ls", "--json", env=hook, check=True).stdout)
+    assert {s["id"] for s in ls} == {old.id, other.id}
+    purged = fake_home.cli("purge", "claude", mine, "--json", env=hook)
+    assert purged.returncode == 5, purged.stdout + purged.stderr
+
+    report = json.loads(
+        fake_home.cli("prune", "--older-than", "30d", "--json", env=hook, check=True).stdout
+    )
+    assert {r["id"] for r in report["removed"]} == {old.id, other.id}
+    assert not [p for r in report["removed"] for p in r["paths"] if p.startswith(str(workspace))]
+    assert report["residual"] == []
+    for made in (old, other):
+        assert not any(os.path.lexists(p) for p in made.all_paths()), made.id
+    assert {p: (p.read_bytes() if p.is_file() else None) for p in workspace.rglob("*")} == before
+    assert {p: os.lstat(p).st_mtime_ns for p in before} == times
 
 
 TMP_VARS = ["CLAUDE_CODE_TMPDIR", "CLAUDE_CODE_TMPDIR=per-uid", "TMPDIR", "TMP", "TEMP"]
@@ -631,8 +690,12 @@ def test_each_tmp_variable_gives_a_tmp_root(fake_home: FakeHome, var: str) -> No
     for name in ("TMPDIR", "TMP", "TEMP", "AGENTKEEP_SYSTEM_TMP"):
         environ[name] = str(empty)
     name, _, form = var.partition("=")
-    per_uid = mine / f"claude-{UID}"
-    environ[name] = str(per_uid if form else mine)
+    # Claude appends claude-<uid> to whatever the variable names, a
+    # `claude-<uid>` of its own too (it sets CLAUDE_CODE_TMPDIR so for the
+    # commands it runs).
+    given = mine / f"claude-{UID}" if form else mine
+    environ[name] = str(given)
+    per_uid = given / f"claude-{UID}"
     layout = dataclasses.replace(ClaudeLayout.of(environ), tmp_root=per_uid)
     s = make_session(layout, kinds={TMP})
     adapter = adapter_for(environ)
@@ -641,7 +704,7 @@ def test_each_tmp_variable_gives_a_tmp_root(fake_home: FakeHome, var: str) -> No
     assert tmp_roots.count(per_uid) == 1
     sessions = scan(adapter)
     assert artifact_set(sessions[s.id]) == {(TMP, str(s.tmp))}
-    assert adapter.session_for_path(str(s.tmp / "tasks" / "b1c2d3e4.output")) == s.id
+    assert adapter.session_for_path(str(s.tmp / "tasks" / "bwdin25xx.output")) == s.id
 
 
 def test_tmp_roots_are_deduplicated_by_real_path(fake_home: FakeHome) -> None:
@@ -651,7 +714,7 @@ def test_tmp_roots_are_deduplicated_by_real_path(fake_home: FakeHome) -> None:
         **fake_home.environ,
         "TMP": str(fake_home.root / "tmp-alias"),
         "TEMP": str(tmp) + "/",
-        "CLAUDE_CODE_TMPDIR": str(tmp / f"claude-{UID}"),
+        "CLAUDE_CODE_TMPDIR": str(tmp) + "/.",
     }
     s = make_session(environ, kinds={TMP})
     adapter = adapter_for(environ)
@@ -775,7 +838,7 @@ def test_activity_is_the_newest_mtime_and_bytes_count_each_inode_once(
 ) -> None:
     s = make_session(fake_home, age_days=40)
     recent = time.time() - 2 * 86400
-    nested = s.session_dir / "tool-results" / "toolu_01ABC.txt"
+    nested = s.session_dir / "tool-results" / "bwdin25xx.txt"
     os.utime(nested, (recent, recent))
     got = scan(adapter)[s.id]
     assert got.last_activity() == pytest.approx(recent)
@@ -789,7 +852,7 @@ def test_activity_is_the_newest_mtime_and_bytes_count_each_inode_once(
 def test_orphaned_artifacts_are_sessions_too(fake_home: FakeHome, adapter: ClaudeAdapter) -> None:
     orphans = [
         make_session(fake_home, kinds={kind})
-        for kind in (FILE_HISTORY, SESSION_ENV, TODOS, DEBUG_LOG, JOB, TMP, SESSION_DIR, REGISTRY)
+        for kind in set(ALL_KINDS) - {TRANSCRIPT, REGISTRY_KEY}
     ]
     sessions = scan(adapter)
     for made in orphans:
@@ -877,7 +940,18 @@ def test_watch_dirs_are_the_dirs_whose_entries_name_sessions(
         a.layout.projects / b.key,
         *(
             c / area
-            for area in ("file-history", "session-env", "todos", "debug", "jobs", "sessions")
+            for area in (
+                "file-history",
+                "session-env",
+                "tasks",
+                "uploads",
+                "todos",
+                "debug",
+                "usage-data/session-meta",
+                "usage-data/facets",
+                "jobs",
+                "sessions",
+            )
         ),
         a.layout.tmp_root,
         a.layout.tmp_root / a.key,
@@ -1009,3 +1083,31 @@ def test_listing_many_sessions_at_once_equals_listing_each(
         assert together[sid] == alone[sid], sid
     assert {a.kind for a in together[sessions[0].id].artifacts} >= set(ALL_KINDS) - {REGISTRY}
     assert REGISTRY in {a.kind for a in together[sessions[1].id].artifacts}
+
+
+def test_ids_in_names_are_found_in_either_spelling(adapter: ClaudeAdapter) -> None:
+    """For looking again after a removal: any canonical UUID in a name."""
+    sid = new_id()
+    pattern = ClaudeAdapter.id_in_name
+    assert pattern is not None
+    names = [f"{sid}.jsonl", f"{sid.upper()}-1700000000000.cast", f"agent-{sid}.meta.json"]
+    for name in names:
+        found = {adapter.canonical_id(m.group(0)) for m in pattern.finditer(name)}
+        assert found == {sid}, name
+    assert not list(pattern.finditer(sid.replace("-", ""))), "no dashes, no id"
+    assert adapter.databases() == [], "Claude keeps no database"
+
+
+def test_an_area_below_a_linked_directory_is_linked(
+    fake_home: FakeHome, adapter: ClaudeAdapter
+) -> None:
+    """usage-data/ a link: what its session-meta/ and facets/ hold is reached
+    through it (never removed), though neither is a link itself."""
+    s = make_session(fake_home)
+    usage = s.layout.config / "usage-data"
+    move_behind_link(usage, fake_home.root / "elsewhere" / "usage-data")
+    for got in (scan(adapter)[s.id], adapter.load(s.id)):
+        assert got is not None
+        assert artifact_set(got) == s.artifact_set()
+        meta = {p for p, is_linked in linked(got).items() if is_linked}
+        assert meta == {str(p) for p in s.artifacts[USAGE_DATA]}

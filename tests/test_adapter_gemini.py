@@ -12,12 +12,21 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from agentkeep.adapters.gemini import CHAT_HEAD, GeminiAdapter
+from agentkeep.adapters.gemini import CHAT_HEAD, TAIL_LIMIT, GeminiAdapter
 from agentkeep.model import Session
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
 from agentkeep.removal import SessionRemoval
-from build_agents import DAY, gemini_root, make_gemini_session, mtimes, write
+from build_agents import (
+    DAY,
+    gemini_project_hash,
+    gemini_root,
+    gemini_time,
+    make_gemini_session,
+    mtimes,
+    write,
+    write_gemini_projects,
+)
 from conftest import FakeHome
 
 A = "0b7c1d2e-1111-4aaa-8bbb-000000000001"
@@ -246,3 +255,198 @@ def test_listing_many_at_once_equals_listing_each(adapter: GeminiAdapter, root: 
     assert many[A] is not None and many[B] is not None
     for sid in wanted:
         assert many[sid] == adapter.load(sid), sid
+
+
+# -- Gemini 0.61: what a session's update time is -------------------------
+
+
+def _append(chat: Path, *records: object, raw: str = "") -> None:
+    with chat.open("a") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in records) + raw)
+
+
+def _backdate(paths: list[Path], days: float) -> float:
+    when = time.time() - days * DAY
+    for p in paths:
+        for q in [p, *(p.rglob("*") if p.is_dir() else [])]:
+            os.utime(q, (when, when))
+    return when
+
+
+def test_activity_is_the_last_last_updated_not_the_first_records(
+    adapter: GeminiAdapter, root: Path
+) -> None:
+    """0.61 appends `{"$set": {"lastUpdated"}}` after every message: a
+    session started 60 days ago and written to yesterday, whose files'
+    times were set back (restored, copied with their times, another clock),
+    was updated yesterday."""
+    g = make_gemini_session(root, A, days=60)
+    yesterday = time.time() - DAY
+    _append(
+        g.chat,
+        {"id": "m3", "type": "user", "content": [{"text": "later"}]},
+        {"$set": {"lastUpdated": gemini_time(yesterday)}},
+        {"$set": {"summary": "a summary sets no time"}},
+    )
+    _backdate(g.artifacts, 60)
+    s = adapter.load(A)
+    assert s is not None and not s.undated
+    assert s.updated is not None and abs(s.updated - yesterday) < 1
+    last = s.last_activity()
+    assert last is not None and abs(last - yesterday) < 1
+
+
+def test_torn_and_garbage_tail_lines_are_passed_over(adapter: GeminiAdapter, root: Path) -> None:
+    """Lines Gemini itself cannot parse (garbage, a last line cut by a
+    crash) carry no time: the last one it can read is the update time."""
+    g = make_gemini_session(root, A, days=60)
+    yesterday = time.time() - DAY
+    _append(
+        g.chat,
+        {"$set": {"lastUpdated": gemini_time(yesterday)}},
+        raw='not json at all\n{"lastUpdated": "2099-01-01T00:00:00Z"\n{"$set": {"lastUpd',
+    )
+    _backdate(g.artifacts, 60)
+    s = adapter.load(A)
+    assert s is not None and not s.undated
+    assert s.updated is not None and abs(s.updated - yesterday) < 1
+
+
+def test_an_unreadable_last_last_updated_makes_the_session_undated(
+    adapter: GeminiAdapter, root: Path
+) -> None:
+    g = make_gemini_session(root, A, days=60)
+    _append(g.chat, {"$set": {"lastUpdated": "soon"}})
+    _backdate(g.artifacts, 60)
+    s = adapter.load(A)
+    assert s is not None and s.undated and s.last_activity() is None
+
+
+def _long_tail(chat: Path, last: str) -> None:
+    """A resume's `$set` of every message, longer than the tail ever read,
+    with its lastUpdated at the very end (where JSON.stringify puts it)."""
+    big = [{"id": f"m{i}", "type": "user", "content": "x" * 1000} for i in range(TAIL_LIMIT // 900)]
+    _append(chat, {"$set": {"messages": big, "lastUpdated": last}})
+    assert chat.stat().st_size > TAIL_LIMIT + 64 * 1024
+
+
+def test_a_tail_too_long_to_read_is_dated_by_the_mtime_when_it_can_be(
+    adapter: GeminiAdapter, root: Path
+) -> None:
+    """The last lastUpdated lies beyond what a scan reads: every line Gemini
+    appends moves the mtime, by the clock that stamps lastUpdated, so an
+    mtime not older than the head's lastUpdated stands for the lines unread."""
+    g = make_gemini_session(root, A, days=60)
+    _long_tail(g.chat, gemini_time(time.time() - 40 * DAY))
+    when = _backdate(g.artifacts, 40)
+    s = adapter.load(A)
+    assert s is not None and not s.undated
+    last = s.last_activity()
+    assert last is not None and abs(last - when) < 1
+
+
+def test_a_tail_too_long_to_read_with_an_mtime_set_back_is_undated(
+    adapter: GeminiAdapter, root: Path
+) -> None:
+    """An mtime older than the chat's own first lastUpdated was set back
+    and says nothing of the lines not read: undated, never older."""
+    g = make_gemini_session(root, A, days=30)
+    _long_tail(g.chat, gemini_time(time.time() - DAY))
+    _backdate(g.artifacts, 60)
+    s = adapter.load(A)
+    assert s is not None and s.undated and s.last_activity() is None
+
+
+def test_a_resume_in_the_same_minute_appends_a_first_record_again(
+    adapter: GeminiAdapter, root: Path
+) -> None:
+    """A resume whose chat name (by the minute) is the chat's own appends to
+    it, first record included; with nothing after it, that is the last."""
+    g = make_gemini_session(root, A, days=60)
+    yesterday = gemini_time(time.time() - DAY)
+    _append(g.chat, {"sessionId": A, "projectHash": "0" * 64, "lastUpdated": yesterday})
+    _backdate(g.artifacts, 60)
+    s = adapter.load(A)
+    assert s is not None and s.updated is not None
+    assert abs(s.updated - (time.time() - DAY)) < 2
+
+
+# -- Gemini 0.61: where a session's workspace and artifacts are ----------
+
+
+def test_the_workspace_comes_from_projects_json_when_no_project_root_says(
+    adapter: GeminiAdapter, root: Path
+) -> None:
+    """0.61 names a project dir by the workspace's base name (`alpha`, then
+    `alpha-1`); a legacy dir is named by the sha256 of its path, and every
+    chat names that hash. projects.json maps workspaces to their dirs."""
+    named = make_gemini_session(root, A, project="alpha-1", project_root=None)
+    make_gemini_session(root, B, project=gemini_project_hash("/work/old"), project_root=None)
+    by_chat = make_gemini_session(root, SUB, project="moved", project_root="/work/chat")
+    (by_chat.project / ".project_root").unlink()
+    write_gemini_projects(
+        root,
+        {"/work/alpha": "alpha", "/other/alpha": "alpha-1", "/work/old": "old", "/work/chat": "x"},
+    )
+    sessions = scan(adapter)
+    assert sessions[A].workspace == "/other/alpha"
+    assert sessions[B].workspace == "/work/old"
+    assert sessions[SUB].workspace == "/work/chat"
+    # What Gemini wrote in the project dir itself comes first.
+    write(named.project / ".project_root", "/elsewhere/alpha")
+    again = adapter.load(A)
+    assert again is not None and again.workspace == "/elsewhere/alpha"
+
+
+def test_a_malformed_projects_json_only_leaves_the_workspace_unknown(
+    adapter: GeminiAdapter, root: Path
+) -> None:
+    make_gemini_session(root, A, project="alpha", project_root=None)
+    for text in ("{", "[]", '{"projects": []}', '{"projects": {"relative": "alpha"}}'):
+        write(root / "projects.json", text)
+        s = adapter.load(A)
+        assert s is not None and s.workspace is None, text
+
+
+def test_degraded_blobs_and_chat_copies_are_the_sessions(
+    adapter: GeminiAdapter, root: Path
+) -> None:
+    """0.61 also keeps `degraded-blobs/session-<id>/` and, when it rewrites
+    a chat it could not read, the original as `<chat>.unreadable-<ms>`."""
+    g = make_gemini_session(root, A, subagents=(SUB,), days=40)
+    blobs = write(g.project / "degraded-blobs" / f"session-{A}" / "blob-1.bin", "b").parent
+    sub_blobs = write(g.project / "degraded-blobs" / f"session-{SUB}" / "b.bin", "b").parent
+    copy = write(
+        g.chat.with_name(g.chat.name + ".unreadable-1796119479921"),
+        json.dumps({"sessionId": A}) + "\n{torn",
+    )
+    # tmp/background-processes/ is Gemini's, not a project: nothing in it
+    # is a session's, whatever its name.
+    noise = write(root / "tmp" / "background-processes" / B / "background-1.log", "x").parent
+    _backdate([blobs, sub_blobs, copy], 40)
+    s = adapter.load(A)
+    assert s is not None
+    paths = {a.path for a in s.artifacts}
+    assert {str(blobs), str(sub_blobs), str(copy)} <= paths
+    assert [a.path for a in s.primary] == [str(g.chat)]  # a copy is not what Gemini lists
+    assert set(scan(adapter)) == {A}
+    for path in (blobs / "blob-1.bin", copy):
+        assert adapter.session_for_path(str(path)) == A
+    assert adapter.session_for_path(str(sub_blobs / "b.bin")) == A
+    assert adapter.session_for_path(str(noise / "background-1.log")) is None
+    assert g.project / "degraded-blobs" in adapter.watch_dirs()
+    r = remover(A)
+    adapter.remove(s, r)
+    assert not any(p.exists() for p in (blobs, sub_blobs, copy, *g.artifacts))
+    assert noise.exists() and all(p.exists() for p in g.shared)
+
+
+def test_ids_are_found_in_file_names_for_looking_again() -> None:
+    """Gemini names files by its UUIDs, a subagent's inside its parent's
+    tool outputs: looking again after a removal finds them by name."""
+    pattern = GeminiAdapter.id_in_name
+    assert pattern is not None
+    name = f"run_shell_command_{SUB}_0-0.txt"
+    assert [m.group(0) for m in pattern.finditer(name)] == [SUB]
+    assert [m.group(0) for m in pattern.finditer(f"session-{A.upper()}")] == [A.upper()]
+    assert not list(pattern.finditer(f"session-2026-12-01T10-08-{A[:8]}.jsonl"))

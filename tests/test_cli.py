@@ -59,7 +59,10 @@ def cli_json(fh: FakeHome, *args: str) -> tuple[int, Any, str]:
 
 
 def file_bytes(s: ClaudeSessionPaths) -> int:
-    return sum(os.lstat(f).st_size for f in s.files)
+    """st_size of the session's files, each inode once (Claude hard-links a
+    kept command output into its tmp dir)."""
+    sizes = {(st.st_dev, st.st_ino): st.st_size for st in map(os.lstat, s.files)}
+    return sum(sizes.values())
 
 
 def top_paths(s: ClaudeSessionPaths) -> set[str]:

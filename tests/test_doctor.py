@@ -122,6 +122,7 @@ def test_all_well_exits_0_and_problems_exit_1(fake_home: FakeHome, real_daemon: 
     _install_unit(env)
     fake_home.write_config('retention = "30d"\n')
     _claude_settings(fake_home, {"cleanupPeriodDays": 45})
+    _gemini_settings(fake_home.home, {"enabled": False})  # on by default
     fake_home.environ.update(env.environ)
     done = fake_home.cli("doctor")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -210,6 +211,24 @@ def test_claude_cleanup_shorter_than_retention_deletes_first(fake_home: FakeHome
     assert _check(env, "claude").ok
 
 
+@pytest.mark.parametrize("value", [0, -3, "30", None])
+def test_a_claude_sweep_setting_under_one_day_is_a_problem(
+    fake_home: FakeHome, value: object
+) -> None:
+    """Claude Code 2.1 rejects cleanupPeriodDays under 1 and skips its sweep;
+    older versions stopped writing transcripts at 0 (#23710)."""
+    env = _env(fake_home)
+    fake_home.write_config('retention = "30d"\n')
+    settings = _claude_settings(fake_home, {"cleanupPeriodDays": value})
+    claude = _check(env, "claude")
+    assert not claude.ok, claude.detail
+    assert "skips its own clean-up" in claude.detail
+    assert (
+        claude.fix
+        == f'set "cleanupPeriodDays": 99999 in {settings} to leave the clean-up to agentkeep'
+    )
+
+
 def test_claude_default_sweep_against_a_longer_retention(fake_home: FakeHome) -> None:
     env = _env(fake_home)
     fake_home.write_config('retention = "45d"\n')
@@ -239,29 +258,75 @@ def test_unreadable_claude_settings_are_reported_not_raised(fake_home: FakeHome)
 # -- Gemini's own sweep --------------------------------------------------
 
 
-def _gemini_settings(base: Path, enabled: bool) -> None:
+def _gemini_settings(base: Path, policy: dict[str, object] | None) -> None:
     (base / ".gemini").mkdir(parents=True, exist_ok=True)
-    policy = {"general": {"sessionRetention": {"enabled": enabled, "maxAge": "14d"}}}
-    (base / ".gemini" / "settings.json").write_text(json.dumps(policy))
+    settings = {"general": {"sessionRetention": policy}} if policy is not None else {}
+    (base / ".gemini" / "settings.json").write_text(json.dumps(settings))
 
 
-def test_gemini_session_retention_enabled_is_a_problem(fake_home: FakeHome) -> None:
+def test_gemini_session_retention_is_on_unless_turned_off(fake_home: FakeHome) -> None:
+    """Gemini CLI 0.33+ deletes sessions idle over 30 days by default: only
+    `enabled: false` turns it off."""
     env = _env(fake_home)
-    assert _check(env, "gemini").ok
-    _gemini_settings(fake_home.home, enabled=True)
+    for settings in (None, {}):  # no settings.json, or one that does not say
+        if settings is not None:
+            _gemini_settings(fake_home.home, settings)
+        gemini = _check(env, "gemini")
+        assert not gemini.ok and "idle over 30d" in gemini.detail and "by default" in gemini.detail
+        assert "8-character id" in gemini.detail
+        assert gemini.fix is not None and "sessionRetention.enabled to false" in gemini.fix
+        assert 'retention = "30d"' in gemini.fix, "no retention: the fix says how to set one"
+    _gemini_settings(fake_home.home, {"enabled": True, "maxAge": "14d"})
     gemini = _check(env, "gemini")
-    assert not gemini.ok and "maxAge 14d" in gemini.detail
-    assert gemini.fix is not None and "sessionRetention.enabled to false" in gemini.fix
-    assert 'retention = "30d"' in gemini.fix, "no retention: the fix says how to set one"
-    _gemini_settings(fake_home.home, enabled=False)
+    assert not gemini.ok and "idle over 14d" in gemini.detail
+    assert "by default" not in gemini.detail
+    _gemini_settings(fake_home.home, {"maxCount": 5})
+    assert "past the newest 5" in _check(env, "gemini").detail
+    _gemini_settings(fake_home.home, {"enabled": False})
     assert _check(env, "gemini").ok
+
+
+def test_gemini_session_retention_that_does_not_validate_does_not_run(
+    fake_home: FakeHome,
+) -> None:
+    """Gemini skips its clean-up when the policy does not validate."""
+    env = _env(fake_home)
+    for policy in (
+        {"maxAge": "forever"},
+        {"maxAge": "0d"},
+        {"maxAge": "12h"},  # below the default minRetention of 1d
+        {"maxAge": "2d", "minRetention": "1w"},
+        {"maxAge": None, "maxCount": 0},
+        {"maxAge": ""},
+    ):
+        _gemini_settings(fake_home.home, policy)
+        gemini = _check(env, "gemini")
+        assert gemini.ok and "off" in gemini.detail, policy
+    _gemini_settings(fake_home.home, {"maxAge": "12h", "minRetention": "1h"})
+    assert not _check(env, "gemini").ok
+
+
+def test_gemini_settings_may_carry_comments(fake_home: FakeHome) -> None:
+    """Gemini CLI reads its settings with // and /* */ comments."""
+    env = _env(fake_home)
+    (fake_home.home / ".gemini").mkdir(parents=True)
+    settings = fake_home.home / ".gemini" / "settings.json"
+    settings.write_text(
+        '{\n  // mine, "not" a string\n  "general": { /* until\n */ "sessionRetention":'
+        ' {"enabled": false} },\n  "proxy": "http://host//x /* kept */"\n}\n'
+    )
+    gemini = _check(env, "gemini")
+    assert gemini.ok and "enabled is false" in gemini.detail, gemini.detail
+    settings.write_text('{"general": {"sessionRetention": {"maxAge": "7d"}} /* open')
+    gemini = _check(env, "gemini")
+    assert gemini.ok and "cannot be read" in gemini.detail
 
 
 def test_gemini_settings_follow_gemini_cli_home(fake_home: FakeHome) -> None:
     other = fake_home.root / "gemini-home"
-    _gemini_settings(other, enabled=True)
-    assert _check(_env(fake_home), "gemini").ok, "SETUP INVALID: found without GEMINI_CLI_HOME"
-    assert not _check(_env(fake_home, GEMINI_CLI_HOME=str(other)), "gemini").ok
+    _gemini_settings(other, {"enabled": False})
+    assert not _check(_env(fake_home), "gemini").ok, "SETUP INVALID: off without GEMINI_CLI_HOME"
+    assert _check(_env(fake_home, GEMINI_CLI_HOME=str(other)), "gemini").ok
 
 
 # -- the pause -----------------------------------------------------------

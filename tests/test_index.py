@@ -83,7 +83,7 @@ def test_replace_agent_holds_exactly_what_it_is_given(fake_home: FakeHome, index
     index.replace_agent("zero", zero, {})
 
     n, arts, nbytes = index.replace_agent("claude", claude_sessions(), {})
-    assert (n, arts) == (2, 20)
+    assert (n, arts) == (2, len(a.artifact_set()) + len(b.artifact_set()))
     assert nbytes == sum(s.bytes for s in claude_sessions())
     assert {s.id for s in index.sessions()} == {a.id, b.id, "z1"}
 

@@ -140,7 +140,10 @@ def top_paths(s: ClaudeSessionPaths) -> set[str]:
 
 
 def file_bytes(s: ClaudeSessionPaths) -> int:
-    return sum(os.lstat(f).st_size for f in s.files)
+    """st_size of the session's files, each inode once (Claude hard-links a
+    kept command output into its tmp dir)."""
+    sizes = {(st.st_dev, st.st_ino): st.st_size for st in map(os.lstat, s.files)}
+    return sum(sizes.values())
 
 
 def kept(doc: dict[str, Any]) -> dict[str, tuple[str, str]]:
@@ -1168,7 +1171,7 @@ def test_an_empty_index_never_pauses(fake_home: FakeHome, last_prune_ago: float 
 
 
 def test_max_removals_caps_a_scheduled_run(fake_home: FakeHome) -> None:
-    fake_home.write_config('retention = "30d"\nmax_removals = 2\n')
+    fake_home.write_config('retention = "30d"\nmax_removals = 2\n', seen=True)
     old = [make_session(fake_home, age_days=40 + i, full=False) for i in range(4)]
     make_session(fake_home, age_days=1, full=False)
     write_last_prune(fake_home, time.time() - DAY)

@@ -495,7 +495,8 @@ class Gemini(Builder):
     ) -> Made:
         """Odd variants have a legacy .json chat instead of .jsonl."""
         sid, when = str(uuid.uuid4()), ago(days)
-        s = make_gemini_session(gemini_root(fh.home), sid, fmt="json" if variant % 2 else "jsonl")
+        fmt = "json" if variant % 2 else "jsonl"
+        s = make_gemini_session(gemini_root(fh.home), sid, fmt=fmt, days=days)
         stamp(when, *s.artifacts)
         return Made(
             self.agent,

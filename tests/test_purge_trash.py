@@ -199,7 +199,16 @@ def test_purge_ignores_age_and_the_floor(fake_home: FakeHome) -> None:
     code, doc, err = cli_json(fake_home, "purge", "claude", s.id)
 
     assert code == 0, err
-    assert set(doc) == {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "residual"}
+    assert set(doc) == {
+        "cutoff",
+        "cutoffs",
+        "dry_run",
+        "removed",
+        "kept",
+        "failed",
+        "residual",
+        "trash",
+    }
     assert doc["cutoff"] is None
     assert removed_ids(doc) == [s.id]
     assert gone(s)
@@ -289,7 +298,7 @@ def test_restore_never_overwrites_and_moves_nothing(fake_home: FakeHome, where: 
     assert fake_home.cli("purge", "claude", s.id).returncode == 0
     # Something new now stands where a file of the session was: the
     # transcript (first root) or a file deep in the tmp scratch dir (last root).
-    blocker = s.transcript if where == "transcript" else s.tmp / "tasks" / "b1c2d3e4.output"
+    blocker = s.transcript if where == "transcript" else s.tmp / "tasks" / "bwdin25xx.output"
     blocker.parent.mkdir(parents=True, exist_ok=True)
     blocker.write_text("a new session wrote here\n")
     made = {blocker, *blocker.parents}

@@ -331,6 +331,7 @@ def artifact(
     primary: bool = False,
     linked: bool = False,
     seen: set[tuple[int, int]] | None = None,
+    foreign: bool = False,
 ) -> Artifact | None:
     """Measure `path` into an Artifact; None when it does not exist.
 
@@ -349,6 +350,7 @@ def artifact(
         primary=primary,
         linked=linked,
         is_dir=tree.is_dir,
+        foreign=foreign,
     )
 
 

@@ -65,6 +65,9 @@ class Artifact(NamedTuple):
     removed first, and a linked primary makes the whole session `unsafe`.
     Directory artifacts carry the summed size and newest mtime of their tree.
     `mtime` None means a time in it could not be read (the session is undated).
+    `foreign` marks one on a root another user owns or can write to (a
+    planted `/tmp/claude-<uid>`): its times are not the user's activity, so
+    another user cannot keep the user's sessions from ever being pruned.
     A named tuple, immutable like a frozen dataclass: a scan makes one per
     artifact of every session, and a frozen dataclass costs three times as
     much to make.
@@ -78,6 +81,7 @@ class Artifact(NamedTuple):
     primary: bool = False
     linked: bool = False
     is_dir: bool = False
+    foreign: bool = False
 
 
 @dataclass(slots=True)
@@ -114,12 +118,19 @@ class Session:
                 return f"{artifact.path} lies behind a link or on an unsafe root"
         return None
 
+    @property
+    def own_artifacts(self) -> list[Artifact]:
+        """The artifacts whose times are the user's activity (not `foreign`)."""
+        return [a for a in self.artifacts if not a.foreign]
+
     def last_activity(self, restored_at: float | None = None) -> float | None:
-        """Newest of every artifact's mtime, the agent's update time and the
-        last restore; None (undated) when any of them could not be read."""
-        if self.undated or any(a.mtime is None for a in self.artifacts):
+        """Newest of every artifact's mtime (foreign ones left out), the
+        agent's update time and the last restore; None (undated) when any of
+        them could not be read."""
+        own = self.own_artifacts
+        if self.undated or any(a.mtime is None for a in own):
             return None
-        times = [a.mtime for a in self.artifacts if a.mtime is not None]
+        times = [a.mtime for a in own if a.mtime is not None]
         if self.updated is not None:
             times.append(self.updated)
         if restored_at is not None:

@@ -424,7 +424,7 @@ class Pruner:
         return s.last_activity(self.restored.get(s.key))
 
     def _known_activity(self, s: Session) -> float | None:
-        times = [a.mtime for a in s.artifacts if a.mtime is not None]
+        times = [a.mtime for a in s.own_artifacts if a.mtime is not None]
         times += [t for t in (s.updated, self.restored.get(s.key)) if t is not None]
         return max(times) if times else None
 
@@ -890,7 +890,7 @@ class Pruner:
         the interrupted removal moved them, and only a write says the
         session was used since (a file's mtime)."""
         times = [self.restored.get(s.key), s.updated]
-        for artifact in s.artifacts:
+        for artifact in s.own_artifacts:
             if artifact.root is None or not artifact.is_dir:
                 times.append(artifact.mtime)  # a file, or rows: as listed
                 if artifact.mtime is None:

@@ -150,7 +150,7 @@ def test_a_directory_swapped_for_a_link_mid_prune_is_not_followed(
     assert removed_ids(doc) == [s.id] and doc["failed"] == []
     assert gone(s), [p for p in s.all_paths() if os.path.lexists(p)]
     assert not os.path.lexists(target), "the link goes, as a link"
-    assert (away / ("b1c2d3e4.output" if where == "inside" else "tasks")).exists()
+    assert (away / ("bwdin25xx.output" if where == "inside" else "tasks")).exists()
     assert paths_state(recent.all_paths()) == recent_before
 
 
@@ -192,7 +192,10 @@ def test_a_link_swapped_in_on_the_way_to_an_artifact_is_not_followed(
         pytest.fail("SETUP INVALID: the key dir was never swapped")
     assert tree_state(fake_home.root / "outside") == before, "the prune followed the link"
     assert removed_ids(doc) == [s.id] and doc["failed"] == []
-    assert {r["path"] for r in doc["residual"]} == {str(s.session_dir)}
+    # What lay beside the transcript is behind the link now, and so is the
+    # decoy named like the transcript, which looking again finds.
+    beside = {str(p) for _, p in s.artifact_set() if Path(p).parent == key} - {str(s.transcript)}
+    assert {r["path"] for r in doc["residual"]} == beside | {str(s.transcript)}
     assert not (away / f"{s.id}.jsonl").exists(), "the transcript itself went"
     assert (away / s.id / "subagents").is_dir(), "what moved away with the key dir stays"
     assert not s.file_history.exists() and not s.tmp.exists()
@@ -218,7 +221,9 @@ def test_a_directory_on_another_file_system_stays_and_is_reported(
 
     assert removed_ids(doc) == [s.id] and doc["failed"] == []
     assert tree_state(mount) == before, "something on the other file system was touched"
-    assert {(r["id"], r["path"]) for r in doc["residual"]} == {(s.id, str(mount))}
+    # The session dir stays around the mount, and looking again finds it.
+    residual = {(r["id"], r["path"]) for r in doc["residual"]}
+    assert residual == {(s.id, str(mount)), (s.id, str(s.session_dir))}
     assert not s.transcript.exists() and not s.tmp.exists() and not s.file_history.exists()
     assert os.listdir(s.session_dir) == ["mnt"], "the rest of the session dir goes"
 

@@ -54,7 +54,12 @@ def agent_binary(agent: str) -> Path:
 @pytest.fixture
 def agent_home(tmp_path: Path) -> FakeHome:
     """A fake user whose PATH has every installed pinned agent and node."""
-    fh = make_fake_home(tmp_path)
+    return make_agent_home(tmp_path)
+
+
+def make_agent_home(root: Path) -> FakeHome:
+    """agent_home in `root` (for a fixture of a wider scope)."""
+    fh = make_fake_home(root)
     bins = [str(install.binary(pin).parent) for pin in PINS.values() if install.installed(pin)]
     node = shutil.which("node")
     system = [os.path.dirname(node)] if node else []

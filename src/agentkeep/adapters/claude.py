@@ -1,11 +1,15 @@
-"""Claude Code: sessions under its config root, its projects dir and its tmp roots.
+"""Claude Code: sessions under its config root (transcripts always in
+`<config>/projects`) and its tmp roots.
 
 Layout (FIELD-NOTES.md "Claude Code"): per session id, `projects/<key>/<id>.jsonl`
-(the transcript, what `claude --resume` lists: primary), `projects/<key>/<id>/`,
-`file-history/<id>/`, `session-env/<id>/`, `todos/<id>-agent-*.json`,
-`debug/<id>.txt`, `jobs/<id[:8]>/` (when its state.json names the id), the
-registry `sessions/<pid>.json` naming the id with its `sessions/<pid>.<hex>.key`,
-and `<tmp>/claude-<uid>/<key>/<id>/`. Everything else there is shared.
+(the transcript, what `claude --resume` lists: primary), `projects/<key>/<id>/`
+(subagents, tool results), `projects/<key>/<id>.ccr-tip.json`,
+`projects/<key>/<id>-<ms>.cast`, `file-history/<id>/`, `session-env/<id>/`,
+`tasks/<id>/` (2.x) or `todos/<id>-agent-*.json` (older), `uploads/<id>/`,
+`debug/<id>.txt`, `usage-data/{session-meta,facets}/<id>.json`, `jobs/<id[:8]>/`
+(when its state.json names the id), the registry `sessions/<pid>.json` naming
+the id with its `sessions/<pid>.<hex>.key`, and `<tmp>/claude-<uid>/<key>/<id>/`.
+Everything else there is shared.
 
 A scan lists each directory once and groups what it finds by id; `load` probes
 one id's paths directly. Listings and reads go through descriptors opened
@@ -42,8 +46,13 @@ TRANSCRIPT = "transcript"
 SESSION_DIR = "session-dir"
 FILE_HISTORY = "file-history"
 SESSION_ENV = "session-env"
+TASKS = "tasks"
+UPLOADS = "uploads"
 TODOS = "todos"
 DEBUG_LOG = "debug-log"
+USAGE_DATA = "usage-data"
+REMOTE_TIP = "remote-tip"
+RECORDING = "recording"
 JOB = "job"
 REGISTRY = "registry"
 REGISTRY_KEY = "registry-key"
@@ -70,7 +79,8 @@ _REGISTRY_KEY = re.compile(r"(?P<pid>[0-9]{1,10})\.[0-9a-fA-F]+\.key")
 # Sessions per scan part: enough that a part's hand-over to a worker
 # process is small beside its measuring, few enough to share out evenly.
 SCAN_PART = 1000
-_CONFIG_AREAS = ("file-history", "session-env", "todos", "debug", "jobs", "sessions")
+_RECORDING = re.compile(r"(?P<id>[0-9a-fA-F-]{36})-[0-9]{1,20}\.cast")
+_REMOTE_TIP_SUFFIX = ".ccr-tip.json"
 
 
 def canonical(raw: object) -> str | None:
@@ -78,6 +88,63 @@ def canonical(raw: object) -> str | None:
     if isinstance(raw, str) and _UUID.fullmatch(raw):
         return raw.lower()
     return None
+
+
+def _named(suffix: str) -> Callable[[str], str | None]:
+    """The id of a name that is `<id><suffix>`."""
+
+    def identify(name: str) -> str | None:
+        return canonical(name[: len(name) - len(suffix)]) if name.endswith(suffix) else None
+
+    return identify
+
+
+def _todo_id(name: str) -> str | None:
+    match = _TODO.fullmatch(name)
+    return canonical(match["id"]) if match else None
+
+
+@dataclass(frozen=True)
+class _Area:
+    """A directory of the config root whose entries are named by session:
+    `<area>/<id><suffix>` (a directory when `suffix` is empty, and then
+    everything below it is the session's too), or, when `suffix` is None,
+    names `identify` reads the id from (listed, not probed)."""
+
+    path: str
+    kind: str
+    identify: Callable[[str], str | None]
+    suffix: str | None
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(self.path.split("/"))
+
+    def probe(self, spellings: list[str] | None) -> list[str] | None:
+        if spellings is None or self.suffix is None:
+            return None
+        return [s + self.suffix for s in spellings]
+
+
+def _area(path: str, kind: str, suffix: str) -> _Area:
+    return _Area(path, kind, _named(suffix), suffix)
+
+
+# What Claude writes per session under its config root (FIELD-NOTES.md):
+# 2.x writes tasks/<id>/ where older versions wrote todos/; uploads/<id>/
+# holds a session's attachments; usage-data/ is /insights' cache of each
+# session's analysis. Each is what Claude's own sweep treats as per-session.
+_AREAS: tuple[_Area, ...] = (
+    _area("file-history", FILE_HISTORY, ""),
+    _area("session-env", SESSION_ENV, ""),
+    _area("tasks", TASKS, ""),
+    _area("uploads", UPLOADS, ""),
+    _Area("todos", TODOS, _todo_id, None),
+    _area("debug", DEBUG_LOG, ".txt"),
+    _area("usage-data/session-meta", USAGE_DATA, ".json"),
+    _area("usage-data/facets", USAGE_DATA, ".json"),
+)
+_WATCHED_AREAS = (*(a.path for a in _AREAS), "jobs", "sessions")
 
 
 @dataclass(slots=True)
@@ -128,25 +195,23 @@ class _Paths:
 
     config: Path
     projects: Path
-    projects_inside_config: bool
     tmp: tuple[Path, ...]
 
 
 @dataclass(frozen=True)
 class _Layout:
     config: Root
+    # Always `<config>/projects`: a link there is a linked directory below
+    # the config root.
     projects: Root
-    # The projects dir is inside the config root unless $CLAUDE_PROJECT_DIR
-    # moves it; then a link there is a linked directory below a root.
-    projects_inside_config: bool
     tmp: tuple[Root, ...]
 
 
 # One artifact found by name, before it is measured: (path, kind, root,
-# linked, primary). A tuple: a big scan finds some 300,000 and pickles them
+# linked, primary, foreign). A tuple: a big scan finds some 300,000 and pickles them
 # over to worker processes, and a tuple is built and pickled several times
 # faster than a dataclass.
-_Item = tuple[str, str, str, bool, bool]
+_Item = tuple[str, str, str, bool, bool, bool]
 # One session found: (id, its items, the parent its job names).
 _FoundSession = tuple[str, list[_Item], str | None]
 
@@ -165,7 +230,8 @@ class _Grouped:
     ) -> None:
         if sid is None or (self.only is not None and sid not in self.only):
             return
-        self.found[sid].setdefault(path, (path, kind, str(root.path), linked, primary))
+        foreign = root.problem is not None  # another user's root: not our activity
+        self.found[sid].setdefault(path, (path, kind, str(root.path), linked, primary, foreign))
 
     def take(self, sid: str) -> _FoundSession:
         """What was found of `sid`, handed over (and forgotten here)."""
@@ -178,8 +244,10 @@ def _measure(sid: str, found: list[_Item], job_parent: str | None) -> Session | 
     seen: set[tuple[int, int]] = set()
     items = sorted(found, key=lambda f: (not f[4], f[0]))
     artifacts = []
-    for path, kind, root, linked, primary in items:
-        artifact = disk.artifact(path, kind, root, primary=primary, linked=linked, seen=seen)
+    for path, kind, root, linked, primary, foreign in items:
+        artifact = disk.artifact(
+            path, kind, root, primary=primary, linked=linked, seen=seen, foreign=foreign
+        )
         if artifact is not None:
             artifacts.append(artifact)
     if not artifacts:
@@ -278,10 +346,25 @@ def _alive_pids() -> set[int] | None:
         return None
 
 
-def _project_names(sids: frozenset[str]) -> list[str]:
-    """What a `projects/<key>/` entry of these sessions is named: `<id>.jsonl`
-    or `<id>/`, in either spelling."""
-    return [name for s in _spellings(sids) for name in (f"{s}.jsonl", s)]
+def _project_entry(name: str) -> tuple[str, str] | None:
+    """(id, kind) of a session's entry in `projects/<key>/`: its transcript
+    `<id>.jsonl`, its directory `<id>/`, the remote session's tip
+    `<id>.ccr-tip.json`, a recording `<id>-<ms>.cast`. None for the rest
+    (memory/ and anything else there is shared)."""
+    for suffix, kind in ((".jsonl", TRANSCRIPT), (_REMOTE_TIP_SUFFIX, REMOTE_TIP)):
+        if name.endswith(suffix):
+            sid = canonical(name[: -len(suffix)])
+            return (sid, kind) if sid is not None else None
+    if match := _RECORDING.fullmatch(name):
+        sid = canonical(match["id"])
+        return (sid, RECORDING) if sid is not None else None
+    sid = canonical(name)
+    return (sid, SESSION_DIR) if sid is not None else None
+
+
+def _project_id(name: str) -> str | None:
+    entry = _project_entry(name)
+    return entry[0] if entry is not None else None
 
 
 def _listable(entry: _Entry) -> bool:
@@ -412,7 +495,7 @@ def _same_process(record: dict[str, object], proc: Proc) -> bool | None:
 
 class _Listings:
     """Listings of the directories many sessions share (the project and tmp
-    key dirs, todos/ with its `<id>-agent-*.json`, sessions/ named by pid),
+    key dirs, the config areas, sessions/ named by pid),
     and the registry records read from them. Without this, listing a few
     sessions again costs a pass over every session's files, and a prune of N
     sessions costs N of them. A listing is reused while its directory's mtime is the
@@ -451,14 +534,6 @@ class _Listings:
             for n in by_sid.get(sid, [])
             if n in names
         ]
-
-    def picked(self, directory: str, names: list[str]) -> list[_Entry]:
-        """The entries of `directory` with these names."""
-        listed = self._listing(directory)
-        if listed is None:  # cannot be stat'ed: probed afresh, nothing kept
-            return _list(directory, names)
-        flags = listed[1]
-        return [_entry(directory, n, flags[n]) for n in dict.fromkeys(names) if n in flags]
 
     def entries(self, directory: str) -> list[_Entry]:
         listed = self._listing(directory)
@@ -557,6 +632,8 @@ class _Listings:
 class ClaudeAdapter(Adapter):
     name = "claude"
     evidence_kinds = frozenset({REGISTRY})
+    # A canonical UUID in either spelling, wherever it stands in a name (a
+    # name that carries the id is worth reporting). Claude has no databases.
     id_in_name = _UUID
 
     def __init__(self, env: Env) -> None:
@@ -579,18 +656,14 @@ class ClaudeAdapter(Adapter):
     def _config_dir(self) -> Path:
         return self._dir_var("CLAUDE_CONFIG_DIR") or self.env.home / ".claude"
 
-    def _projects_dir(self) -> tuple[Path, bool]:
-        explicit = self._dir_var("CLAUDE_PROJECT_DIR")
-        return (explicit, False) if explicit else (self._config_dir() / "projects", True)
-
     def _tmp_dirs(self) -> list[Path]:
-        """`claude-<uid>` under each tmp dir, first spelling of each real path."""
+        """`claude-<uid>` under each tmp dir, first spelling of each real path.
+        Claude always appends `claude-<uid>`, to $CLAUDE_CODE_TMPDIR too (and
+        sets that variable to its own `claude-<uid>` for the commands it
+        runs, so a claude started there writes `claude-<uid>/claude-<uid>`)."""
         per_uid = f"claude-{self.env.uid}"
         candidates: list[Path] = []
-        code_tmp = self._dir_var("CLAUDE_CODE_TMPDIR")
-        if code_tmp is not None:
-            candidates.append(code_tmp if code_tmp.name == per_uid else code_tmp / per_uid)
-        for var in ("TMPDIR", "TMP", "TEMP"):
+        for var in ("CLAUDE_CODE_TMPDIR", "TMPDIR", "TMP", "TEMP"):
             base = self._dir_var(var)
             if base is not None:
                 candidates.append(base / per_uid)
@@ -604,8 +677,12 @@ class ClaudeAdapter(Adapter):
     def _paths(self) -> _Paths:
         # Env never changes, so neither do the paths; root problems do, and
         # are checked afresh by every _layout().
-        projects, inside = self._projects_dir()
-        return _Paths(self._config_dir(), projects, inside, tuple(self._tmp_dirs()))
+        # Transcripts are always under <config>/projects. $CLAUDE_PROJECT_DIR
+        # is never read: Claude sets it to the workspace (the user's own code)
+        # for the hooks it runs, and reading it as a projects dir would
+        # remove the user's files.
+        config = self._config_dir()
+        return _Paths(config, config / "projects", tuple(self._tmp_dirs()))
 
     def _layout(self, check: bool = True) -> _Layout:
         """Every root; `check` computes each root's problem (path lookups,
@@ -618,7 +695,6 @@ class ClaudeAdapter(Adapter):
         return _Layout(
             config=root(paths.config, "config"),
             projects=root(paths.projects, "projects"),
-            projects_inside_config=paths.projects_inside_config,
             tmp=tuple(root(path, "tmp") for path in paths.tmp),
         )
 
@@ -631,7 +707,7 @@ class ClaudeAdapter(Adapter):
         config, projects = layout.config.path, layout.projects.path
         dirs = [config, projects]
         dirs += [Path(e.path) for e in _list(str(projects), None) if _listable(e)]
-        dirs += [config / area for area in _CONFIG_AREAS]
+        dirs += [config / area for area in _WATCHED_AREAS]
         for root in layout.tmp:
             dirs.append(root.path)
             dirs += [Path(e.path) for e in _list(str(root.path), None) if _listable(e)]
@@ -684,54 +760,48 @@ class ClaudeAdapter(Adapter):
 
     def _find_projects(self, layout: _Layout, found: _Grouped) -> None:
         root = layout.projects
-        base_linked = bool(root.problem) or (
-            layout.projects_inside_config and disk.is_link(root.path)
-        )
+        base_linked = bool(root.problem) or disk.is_link(root.path)
         for key in self._entries(str(root.path), found.only):
             # A linked key is listed only to report what is behind it.
             if not _listable(key):
                 continue
-            for entry in self._entries(key.path, found.only, _project_names):
-                linked = base_linked or key.link
-                if entry.name.endswith(".jsonl"):
-                    sid = canonical(entry.name[: -len(".jsonl")])
-                    found.add(sid, entry.path, TRANSCRIPT, root, linked, primary=True)
-                else:
-                    found.add(canonical(entry.name), entry.path, SESSION_DIR, root, linked)
+            linked = base_linked or key.link
+            for entry in self._entries(key.path, found.only, _project_id):
+                named = _project_entry(entry.name)
+                if named is None:
+                    continue
+                sid, kind = named
+                found.add(sid, entry.path, kind, root, linked, primary=kind == TRANSCRIPT)
 
     def _entries(
         self,
         directory: str,
         only: frozenset[str] | None,
-        names_of: Callable[[frozenset[str]], list[str]] | None = None,
+        identify: Callable[[str], str | None] | None = None,
     ) -> list[_Entry]:
         """A directory's entries: all of them, freshly listed, for a scan;
-        for some sessions (`only`), those with the names `names_of` gives
-        them (all when no `names_of`), from a listing reused while the
+        for some sessions (`only`), those whose names `identify` as one of
+        them (all when no `identify`), from a listing reused while the
         directory's mtime holds."""
         if only is None:
             return _list(directory, None)
-        if names_of is None:
+        if identify is None:
             return self._listings.entries(directory)
-        return self._listings.picked(directory, names_of(only))
+        return self._listings.named(directory, identify, only)
 
     def _find_config(self, layout: _Layout, found: _Grouped) -> None:
         spellings = None if found.only is None else _spellings(found.only)
-        debug_probe = None if spellings is None else [s + ".txt" for s in spellings]
         # A link where a session's entry belongs is that artifact, removed as
         # the link alone; only an area that is itself a link makes its
         # entries linked (reached through a link: never removed).
-        areas: list[tuple[str, str, Callable[[str], str | None], list[str] | None]] = [
-            ("file-history", FILE_HISTORY, canonical, spellings),
-            ("session-env", SESSION_ENV, canonical, spellings),
-            ("todos", TODOS, _todo_id, None),
-            ("debug", DEBUG_LOG, _debug_id, debug_probe),
-        ]
-        for area, kind, identify, probe in areas:
-            cached = found.only is not None
-            listed = self._config_entries(layout, area, probe, cached, identify, found.only)
+        cached = found.only is not None
+        for area in _AREAS:
+            probe = area.probe(spellings)
+            listed = self._config_entries(
+                layout, area.path, probe, cached, area.identify, found.only
+            )
             for entry, linked in listed:
-                found.add(identify(entry.name), entry.path, kind, layout.config, linked)
+                found.add(area.identify(entry.name), entry.path, area.kind, layout.config, linked)
 
     def _config_entries(
         self,
@@ -746,7 +816,7 @@ class ClaudeAdapter(Adapter):
         link (the area itself is one) or on an unsafe root. `cached`: listing
         some sessions may reuse a recent listing (see _Listings)."""
         directory = layout.config.path / area
-        linked = bool(layout.config.problem) or disk.is_link(directory)
+        linked = bool(layout.config.problem) or _linked_below(layout.config.path, area)
         if probe is None and cached and identify is not None and only is not None:
             listing = self._listings.named(str(directory), identify, only)
         elif probe is None and cached:
@@ -811,7 +881,7 @@ class ClaudeAdapter(Adapter):
             for key in self._entries(str(root.path), found.only):
                 if not _listable(key):
                     continue
-                for entry in self._entries(key.path, found.only, _spellings):
+                for entry in self._entries(key.path, found.only, canonical):
                     linked = bool(root.problem) or key.link
                     found.add(canonical(entry.name), entry.path, TMP, root, linked)
 
@@ -831,15 +901,16 @@ class ClaudeAdapter(Adapter):
         return None
 
     def _config_path_id(self, layout: _Layout, parts: list[str]) -> str | None:
+        for known in _AREAS:
+            depth = len(known.parts)
+            if tuple(parts[:depth]) == known.parts and len(parts) > depth:
+                # A session's directory holds its files; a file is itself.
+                if known.suffix == "" or len(parts) == depth + 1:
+                    return known.identify(parts[depth])
+                return None
         if len(parts) < 2:
             return None
         area, name = parts[0], parts[1]
-        if area in ("file-history", "session-env"):
-            return canonical(name)
-        if area == "todos" and len(parts) == 2:
-            return _todo_id(name)
-        if area == "debug" and len(parts) == 2:
-            return _debug_id(name)
         if area == "jobs" and _JOB.fullmatch(name):
             state = _read_json(str(layout.config.path / "jobs" / name / "state.json"))
             sid = canonical(state.get("sessionId")) if isinstance(state, dict) else None
@@ -909,24 +980,22 @@ def _registry_id(record: object) -> str | None:
     return canonical(record.get("sessionId")) if isinstance(record, dict) else None
 
 
-def _todo_id(name: str) -> str | None:
-    match = _TODO.fullmatch(name)
-    return canonical(match["id"]) if match else None
-
-
-def _debug_id(name: str) -> str | None:
-    return canonical(name[: -len(".txt")]) if name.endswith(".txt") else None
+def _linked_below(root: Path, relative: str) -> bool:
+    """Whether a component of `relative` below `root` is a link."""
+    path = root
+    for part in relative.split("/"):
+        path = path / part
+        if disk.is_link(path):
+            return True
+    return False
 
 
 def _project_path_id(parts: list[str]) -> str | None:
-    """`<key>/<id>.jsonl` or anything under `<key>/<id>/`; memory and the rest
-    are shared."""
+    """A session's entry of `<key>/` or anything under `<key>/<id>/`; memory
+    and the rest are shared."""
     if len(parts) < 2 or not valid_name(parts[0]):
         return None
-    name = parts[1]
-    if len(parts) == 2 and name.endswith(".jsonl"):
-        return canonical(name[: -len(".jsonl")])
-    return canonical(name)
+    return _project_id(parts[1]) if len(parts) == 2 else canonical(parts[1])
 
 
 def _below(path: str, root: Path) -> list[str] | None:

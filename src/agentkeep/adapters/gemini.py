@@ -1,27 +1,41 @@
 """Gemini CLI: sessions under `$GEMINI_CLI_HOME/.gemini/tmp/<project>/`.
 
-Per session, in a project's temp dir (Gemini CLI's own session deletion,
+`<project>` is the workspace's base name (`alpha`, then `alpha-1`, ... for
+another workspace of the same name; `projects.json` maps workspaces to
+them) since 0.2x, a sha256 of the workspace's path before. Per session, in a
+project's temp dir (Gemini CLI's own session deletion,
 `utils/sessionOperations.ts`, removes the same set):
 - `chats/session-<time>-<id[:8]>.json` or `.jsonl`: the chat, naming
   `sessionId` in its first record; what `gemini --resume` lists (primary).
-  A resumed legacy `.json` leaves a `.jsonl` beside it: both are primary.
+  A resumed legacy `.json` leaves a `.jsonl` beside it, and a resume in a
+  later minute leaves a second `.jsonl` of the same id: all are primary.
+  `<chat>.unreadable-<ms>` and `<chat>.tmp-<pid>` are Gemini's copies of a
+  chat it rewrote: the session's, by the id in their first record.
 - `chats/<id>/`: the session's subagents' chats (`<subagent id>.jsonl`);
-- `logs/session-<id>.jsonl` and `tool-outputs/session-<id>/`;
-- `<id>/`: the per-session dir (plans, tasks).
+- `logs/session-<id>.jsonl`, `tool-outputs/session-<id>/` and
+  `degraded-blobs/session-<id>/`;
+- `<id>/`: the per-session dir (plans, tasks, tracker).
 A subagent's own log, tool outputs and dir belong to its parent session.
 
-The workspace is what Gemini wrote in `tmp/<project>/.project_root` (the
-chat's projectHash cannot be reversed), else a `projectRoot`/`cwd` field of
-the chat, else unknown.
+A session's update time is its chat's last `lastUpdated`: 0.61 appends
+`{"$set": {"lastUpdated": ...}}` after every message, so it is read from the
+end of the chat (`_last_update`), not from the first record.
+
+The workspace is what Gemini wrote in `tmp/<project>/.project_root`, else
+what `projects.json` maps the project to (by its name, or for a hashed dir
+or a chat's `projectHash`, by the sha256 of a workspace's path), else a
+`projectRoot`/`cwd` field of the chat, else unknown.
 
 Shared, never attributed: `history/<project>/` (checkpoints shared by every
 session of the project; it does not name a session, so it is not even
 residual), `tmp/<project>/logs.json`, `shell_history`, `checkpoints/`,
-`.project_root`, `tmp/bin/`, `projects.json`, settings.
+`memory/`, `.project_root`, `tmp/bin/`, `tmp/background-processes/`,
+`projects.json`, settings.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -50,12 +64,33 @@ log = structlog.get_logger("agentkeep.adapters.gemini")
 ID = NAME_ID
 UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 CHAT_FILE = re.compile(r"session-.+\.jsonl?")
+# Gemini's copies of a chat it rewrote: the unreadable original it kept, and
+# a rewrite that did not get renamed into place.
+CHAT_COPY = re.compile(r"session-.+\.jsonl\.(?:unreadable|tmp)-[0-9]+")
 LOG_FILE = re.compile(r"session-(?P<id>.+)\.jsonl")
-TOOL_OUTPUTS = re.compile(r"session-(?P<id>.+)")
+PER_SESSION_DIR = re.compile(r"session-(?P<id>.+)")
 SUBAGENT_CHAT = re.compile(r"(?P<id>.+)\.jsonl?")
 # Directories of a project's temp dir that are Gemini's own, never a session's.
 SHARED_DIRS = frozenset(
-    {"chats", "logs", "tool-outputs", "checkpoints", "plans", "tasks", "tracker"}
+    {
+        "chats",
+        "logs",
+        "tool-outputs",
+        "degraded-blobs",
+        "checkpoints",
+        "memory",
+        "plans",
+        "tasks",
+        "tracker",
+    }
+)
+# Directories of tmp/ that are Gemini's own, not a project's.
+NOT_PROJECTS = frozenset({"bin", "background-processes"})
+# Project areas holding one entry per session, each named by the session's id.
+AREAS = (
+    ("logs", LOG_FILE, "log"),
+    ("tool-outputs", PER_SESSION_DIR, "tool-outputs"),
+    ("degraded-blobs", PER_SESSION_DIR, "degraded-blobs"),
 )
 # The chat's first record holds sessionId, projectHash, startTime and
 # lastUpdated, ahead of any message; a first look of 4 KiB finds them in
@@ -63,26 +98,61 @@ SHARED_DIRS = frozenset(
 # not within that is skipped (logged): never attributed by a guess.
 CHAT_FIRST_LOOK = 4 * 1024
 CHAT_HEAD = 64 * 1024
+# The last `lastUpdated` is looked for from the chat's end backwards, a
+# chunk at a time (the last line is almost always a short `$set`), in the
+# last TAIL_LIMIT bytes at most: a scan never reads a big chat whole.
+TAIL_CHUNK = 4 * 1024
+TAIL_LIMIT = 1024 * 1024
+# A file's mtime may be rounded down by the file system (FAT: 2 s).
+MTIME_SLACK = 5.0
 PROJECT_ROOT_FILE = ".project_root"
+PROJECTS_FILE = "projects.json"
+PROJECTS_LIMIT = 4 * 1024 * 1024
 SMALL_FILE = 4 * 1024
 # Fields a chat may carry its workspace in, when .project_root is missing.
 WORKSPACE_FIELDS = ("projectRoot", "cwd")
 
 CHAT = "chat"
+CHAT_COPY_KIND = "chat-copy"
 SUBAGENTS = "subagents"
-LOG = "log"
-TOOL_OUTPUT = "tool-outputs"
 SESSION_DIR = "session-dir"
 
 
 @dataclass
 class _Facts:
-    """What one chat file's head says."""
+    """What one chat file says of its session."""
 
     sid: str | None = None
     updated: float | None = None
     undated: bool = False
     workspace: str | None = None
+    project_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """The last `lastUpdated` of a chat, as written (`value`), when one was
+    found; `complete` when the whole chat was read looking for it."""
+
+    found: bool
+    value: object = None
+    complete: bool = True
+
+
+@dataclass(frozen=True)
+class _Workspaces:
+    """`projects.json`: each workspace by its project's name and by the
+    sha256 of its path (the legacy dir name, and every chat's projectHash)."""
+
+    by_name: dict[str, str] = field(default_factory=dict)
+    by_hash: dict[str, str] = field(default_factory=dict)
+
+    def of(self, project: str, project_hash: str | None = None) -> str | None:
+        return (
+            self.by_name.get(project)
+            or self.by_hash.get(project)
+            or (self.by_hash.get(project_hash) if project_hash else None)
+        )
 
 
 @dataclass(frozen=True)
@@ -103,10 +173,15 @@ class _Found:
     updated: float | None = None
     undated: bool = False
     workspace: str | None = None
+    project_hash: str | None = None
 
 
 class GeminiAdapter(Adapter):
     name = "gemini"
+    # Gemini's own ids are UUIDs; one given with --session-id may be any
+    # name, which cannot be told apart inside other names (it is found by
+    # listing the session again).
+    id_in_name = UUID
 
     @cached_property
     def root(self) -> Path:
@@ -128,9 +203,8 @@ class GeminiAdapter(Adapter):
         dirs = [self.tmp]
         for project in self._projects():
             dirs.append(project)
-            dirs += [
-                project / d for d in ("chats", "logs", "tool-outputs") if (project / d).is_dir()
-            ]
+            areas = ("chats", *(area for area, _, _ in AREAS))
+            dirs += [project / d for d in areas if (project / d).is_dir()]
         return dirs
 
     def canonical_id(self, raw: str) -> str | None:
@@ -152,19 +226,19 @@ class GeminiAdapter(Adapter):
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.tmp)
-        if not parts or len(parts) < 2 or parts[0] == "bin":
+        if not parts or len(parts) < 2 or parts[0] in NOT_PROJECTS:
             return None
         project = self.tmp / parts[0]
         first, rest = parts[1], parts[2:]
         if first == "chats":
-            if len(rest) == 1 and CHAT_FILE.fullmatch(rest[0]):
+            if len(rest) == 1 and (CHAT_FILE.fullmatch(rest[0]) or CHAT_COPY.fullmatch(rest[0])):
                 return self._chat_facts(project / "chats" / rest[0]).sid
             return self.canonical_id(rest[0]) if rest else None  # chats/<id>/: subagents
         named = self._named(first, rest)
         if named is None:
             return None
         owners = self._subagent_owners(project)
-        if first in ("logs", "tool-outputs") or named in owners or UUID.fullmatch(named):
+        if _area(first) or named in owners or UUID.fullmatch(named):
             return owners.get(named, named)
         # Any other dir is a session's only when the project names it.
         target = str(project / first)
@@ -173,17 +247,14 @@ class GeminiAdapter(Adapter):
     # -- reading ----------------------------------------------------------
     def _projects(self) -> list[Path]:
         """Every project temp dir (a linked one included, to be reported)."""
-        return [
-            Path(e.path)
-            for e in entries(self.tmp)
-            if e.dir and e.name != "bin"  # tmp/bin holds Gemini's tools
-        ]
+        return [Path(e.path) for e in entries(self.tmp) if e.dir and e.name not in NOT_PROJECTS]
 
     def _collect(self, only: frozenset[str] | None) -> dict[str, list[_Found]]:
         """Every session's artifacts by id (only those in `only` when it is
         given), measured."""
         problem = self.root_problem(self.root)
         linked_tmp = disk.is_link(self.tmp)
+        workspaces = self._workspaces()
         merged: dict[str, list[_Found]] = defaultdict(list)
         for project in self._projects():
             items = [i for i in self._layout(project) if only is None or i.sid in only]
@@ -205,7 +276,9 @@ class GeminiAdapter(Adapter):
                     _merge(found[item.sid], item.facts)
             workspace = _project_root(project)
             for sid, share in found.items():
-                share.workspace = workspace or share.workspace
+                share.workspace = (
+                    workspace or workspaces.of(project.name, share.project_hash) or share.workspace
+                )
                 if share.artifacts:  # all of it may have vanished since listed
                     merged[sid].append(share)
         return merged
@@ -223,10 +296,13 @@ class GeminiAdapter(Adapter):
                 facts = self._chat_facts(Path(entry.path))
                 if facts.sid is not None:
                     items.append(_Item(facts.sid, entry.path, CHAT, facts))
-        for area, pattern, kind in (
-            ("logs", LOG_FILE, LOG),
-            ("tool-outputs", TOOL_OUTPUTS, TOOL_OUTPUT),
-        ):
+            elif CHAT_COPY.fullmatch(entry.name):
+                # A copy is the session's, but not what Gemini lists it by,
+                # and its times are the chat's from before the rewrite.
+                sid = self._chat_facts(Path(entry.path)).sid
+                if sid is not None:
+                    items.append(_Item(sid, entry.path, CHAT_COPY_KIND))
+        for area, pattern, kind in AREAS:
             for entry in entries(project / area):
                 match = pattern.fullmatch(entry.name)
                 sid = self.canonical_id(match["id"]) if match else None
@@ -248,8 +324,8 @@ class GeminiAdapter(Adapter):
 
     def _named(self, first: str, rest: list[str]) -> str | None:
         """The id a path in a project temp dir names by its name alone."""
-        if first in ("logs", "tool-outputs"):
-            pattern = LOG_FILE if first == "logs" else TOOL_OUTPUTS
+        pattern = _area(first)
+        if pattern is not None:
             match = pattern.fullmatch(rest[0]) if rest else None
             return self.canonical_id(match["id"]) if match else None
         return None if first in SHARED_DIRS else self.canonical_id(first)
@@ -269,36 +345,65 @@ class GeminiAdapter(Adapter):
         return owners
 
     def _chat_facts(self, path: Path) -> _Facts:
-        """sessionId (and lastUpdated, a workspace field) from a chat's head,
-        read without following a link or moving its atime. A chat whose id
-        cannot be read is skipped with a log line, never attributed."""
+        """sessionId (and a workspace field) from a chat's head and its update
+        time from its tail, read without following a link or moving its
+        atime. A chat whose id cannot be read is skipped with a log line,
+        never attributed."""
         if not os.path.lexists(path):
             return _Facts()  # removed meanwhile (a watcher's deletion event)
-        record: dict[str, object] = {}
-        for limit in (CHAT_FIRST_LOOK, CHAT_HEAD):
-            handle = disk.open_quietly(path)
-            if handle is None:
-                log.info("skipped a chat that is a link or unreadable", path=str(path))
+        handle = disk.open_quietly(path)
+        if handle is None:
+            log.info("skipped a chat that is a link or unreadable", path=str(path))
+            return _Facts()
+        jsonl = path.suffix != ".json"  # .jsonl, and the copies of one
+        with handle:
+            try:
+                st = os.fstat(handle.fileno())
+                record = _head_record(handle.fileno(), jsonl=jsonl)
+                raw = record.get("sessionId")
+                sid = self.canonical_id(raw) if isinstance(raw, str) else None
+                tail = _last_update(handle.fileno(), st.st_size) if jsonl and sid else None
+            except OSError as exc:
+                log.info("skipped a chat that cannot be read", path=str(path), error=str(exc))
                 return _Facts()
-            with handle:
-                head = handle.read(limit)
-            record = _first_record(head, whole=len(head) < limit, jsonl=path.suffix == ".jsonl")
-            if "sessionId" in record or len(head) < limit:
-                break
-        raw = record.get("sessionId")
-        sid = self.canonical_id(raw) if isinstance(raw, str) else None
         if sid is None:
             log.info(
                 "skipped a chat without a valid sessionId", path=str(path), value=str(raw)[:200]
             )
             return _Facts()
-        facts = _Facts(sid=sid, workspace=_workspace(record))
-        if record.get("lastUpdated") is not None:
-            facts.updated = parse_agent_time(record["lastUpdated"])
-            if facts.updated is None:
-                log.info("unreadable lastUpdated: the session is undated", path=str(path))
-                facts.undated = True
+        project_hash = record.get("projectHash")
+        facts = _Facts(
+            sid=sid,
+            workspace=_workspace(record),
+            project_hash=project_hash if isinstance(project_hash, str) else None,
+        )
+        facts.updated, facts.undated = _update_time(record, tail, st.st_mtime)
+        if facts.undated:
+            log.info("unreadable lastUpdated: the session is undated", path=str(path))
         return facts
+
+    def _workspaces(self) -> _Workspaces:
+        """What `projects.json` says (nothing, when it is missing, a link,
+        too big or malformed: the workspace is then only unknown)."""
+        handle = disk.open_quietly(self.root / PROJECTS_FILE)
+        if handle is None:
+            return _Workspaces()
+        with handle:
+            data = handle.read(PROJECTS_LIMIT + 1)
+        try:
+            projects = json.loads(data)["projects"] if len(data) <= PROJECTS_LIMIT else None
+        except (ValueError, RecursionError, KeyError, TypeError):
+            projects = None
+        if not isinstance(projects, dict):
+            log.info("projects.json is not readable", path=str(self.root / PROJECTS_FILE))
+            return _Workspaces()
+        found = _Workspaces()
+        for workspace, name in projects.items():
+            if not (isinstance(name, str) and _absolute(workspace)):
+                continue
+            found.by_name.setdefault(name, workspace)
+            found.by_hash[hashlib.sha256(workspace.encode()).hexdigest()] = workspace
+        return found
 
     def _session(self, sid: str, shares: list[_Found]) -> Session:
         artifacts = [a for share in shares for a in share.artifacts]
@@ -320,6 +425,99 @@ def _merge(found: _Found, facts: _Facts) -> None:
         found.updated = max(found.updated or facts.updated, facts.updated)
     found.undated = found.undated or facts.undated
     found.workspace = found.workspace or facts.workspace
+    found.project_hash = found.project_hash or facts.project_hash
+
+
+def _area(name: str) -> re.Pattern[str] | None:
+    """The pattern of a project area's per-session entries."""
+    return next((pattern for area, pattern, _ in AREAS if area == name), None)
+
+
+def _head_record(fd: int, *, jsonl: bool) -> dict[str, object]:
+    """The chat's first record holding a sessionId (a .json chat's
+    top-level fields), from its first CHAT_HEAD bytes at most."""
+    record: dict[str, object] = {}
+    for limit in (CHAT_FIRST_LOOK, CHAT_HEAD):
+        head = os.pread(fd, limit, 0)
+        record = _first_record(head, whole=len(head) < limit, jsonl=jsonl)
+        if "sessionId" in record or len(head) < limit:
+            break
+    return record
+
+
+def _last_update(fd: int, size: int) -> _Tail:
+    """The last `lastUpdated` a .jsonl chat sets: in a `{"$set": {...}}`
+    record, or in a first record (which a resume may append again). Lines
+    are read from the end backwards; lines Gemini itself could not parse
+    (a torn last line, garbage) are passed over, as Gemini passes over
+    them. Only the last TAIL_LIMIT bytes are read."""
+    end, chunk, rest = size, TAIL_CHUNK, b""
+    while end > 0 and size - end < TAIL_LIMIT:
+        start = max(0, end - chunk, size - TAIL_LIMIT)
+        data = os.pread(fd, end - start, start)
+        if len(data) < end - start:
+            break  # truncated while read: what is left is not a whole tail
+        lines = (data + rest).split(b"\n")
+        end, chunk = start, chunk * 2
+        # The first piece may be the end of a line that starts further
+        # back, unless the file starts here.
+        rest = lines.pop(0) if end > 0 else b""
+        for line in reversed(lines):
+            value = _line_update(line)
+            if value is not _NONE:
+                return _Tail(True, value)
+    return _Tail(False, complete=end == 0)
+
+
+_NONE = object()
+
+
+def _line_update(line: bytes) -> object:
+    """The lastUpdated one line of a chat sets, or _NONE."""
+    if b'"lastUpdated"' not in line:
+        return _NONE  # most message lines: not decoded at all
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return _NONE
+    if not isinstance(record, dict):
+        return _NONE
+    update = record.get("$set")
+    if isinstance(update, dict) and "lastUpdated" in update:
+        return update["lastUpdated"]
+    # A first record, as Gemini tells one: sessionId and projectHash strings.
+    first = all(isinstance(record.get(k), str) for k in ("sessionId", "projectHash"))
+    if first and "lastUpdated" in record:
+        return record["lastUpdated"]
+    return _NONE
+
+
+def _update_time(
+    head: dict[str, object], tail: _Tail | None, mtime: float
+) -> tuple[float | None, bool]:
+    """(Gemini's update time of a chat, undated).
+
+    Never older than the chat: a lastUpdated that cannot be read makes it
+    undated. When the tail was too long to find the last lastUpdated in,
+    the chat's mtime stands for it, but only when it is not older than the
+    head's lastUpdated: each line Gemini writes sets the mtime by the clock
+    that stamps lastUpdated, so such an mtime is at least every time in the
+    lines not read. An mtime older than what was read has been set back
+    (or comes from another clock) and says nothing of them: undated."""
+    raw_head = head.get("lastUpdated")
+    first = parse_agent_time(raw_head) if raw_head is not None else None
+    if tail is None:  # a .json chat: its top-level lastUpdated is the last
+        return first, raw_head is not None and first is None
+    if tail.found:
+        last = parse_agent_time(tail.value)
+        if last is None:
+            return None, True
+        return max(last, first or last), False
+    if tail.complete:
+        return None, False  # no lastUpdated anywhere: the mtimes date it
+    if first is not None and mtime + MTIME_SLACK >= first:
+        return first, False
+    return None, True
 
 
 def _first_record(head: bytes, *, whole: bool, jsonl: bool) -> dict[str, object]:
@@ -379,9 +577,13 @@ def _skip(text: str, pos: int) -> int:
 def _workspace(record: dict[str, object]) -> str | None:
     for name in WORKSPACE_FIELDS:
         value = record.get(name)
-        if isinstance(value, str) and os.path.isabs(value) and "\0" not in value:
-            return value
+        if _absolute(value):
+            return str(value)
     return None
+
+
+def _absolute(value: object) -> bool:
+    return isinstance(value, str) and os.path.isabs(value) and "\0" not in value
 
 
 def _project_root(project: Path) -> str | None:
