@@ -181,14 +181,14 @@ def summary(report: dict[str, Any], now: float) -> Text:
 
 KEYS = (
     ("1 2 3", "overview, sessions, trash"),
-    ("tab", "next pane"),
-    ("r", "read everything again (with a daemon, changes show by themselves)"),
+    ("tab", "move the focus (tabs, table, filter, buttons)"),
+    ("r", "read again (with a daemon running, changes show by themselves)"),
     ("P", "the configured retention's dry run as a list, then prune"),
     ("/", "filter the sessions: every word must match"),
     ("escape", "clear the filter, close a dialog"),
     ("s  S", "sort by the next column / reverse (or click a heading)"),
     ("p", "pin or unpin the session (a pinned session is never pruned)"),
-    ("d", "purge the session through the trash (offers --cascade when children hold it)"),
+    ("d", "purge the session into the trash (offers --cascade for its children)"),
     ("u", "in the trash: restore the session"),
     ("y  n", "in a dialog: yes / no"),
     ("?", "these keys"),

@@ -12,6 +12,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from agentkeep.render import size, when
+from agentkeep.ui.text import count
 from agentkeep.ui.verdict import short
 
 Key = tuple[str, str]
@@ -58,7 +59,7 @@ class TrashPane(Vertical):
             table.move_cursor(row=min(max(row, 0), len(self.entries) - 1), animate=False)
         total = sum(e["bytes"] for e in entries)
         words = (
-            f"{len(entries)} sessions in the trash, {size(total)}: u puts one back"
+            f"{count(len(entries), 'session')} in the trash, {size(total)}: u puts one back"
             if entries
             else "the trash is empty"
         )
