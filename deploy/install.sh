@@ -244,8 +244,9 @@ else
         die "could not create $venv (on Debian/Ubuntu: apt install python3-venv)"
 fi
 
-# 2. The package, from this source tree (an upgrade when it is already there).
-run "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "$repo"
+# 2. The package, from this source tree (an upgrade when it is already there),
+# with the `ui` extra (Textual) for `agentkeep ui`.
+run "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "$repo[ui]"
 
 # 3. The command on PATH: a link to the venv's script.
 run mkdir -p "$bin_dir"

@@ -81,6 +81,14 @@ class Runner:
             self._ctx = core.Context.open(self.env)
         return self._ctx
 
+    def fingerprint(self) -> dict[str, Any]:
+        """The config path, state dir and roots this process resolved (sent
+        to the daemon), without opening the index: nothing of the in-process
+        work is imported or opened for it."""
+        from agentkeep import view
+
+        return self._ctx.fingerprint() if self._ctx else view.resolve(self.env)
+
     def ask(
         self,
         method: str,
@@ -93,14 +101,13 @@ class Runner:
         here (the first full scan above all) shows a progress bar."""
         import structlog
 
-        from agentkeep import client, view
+        from agentkeep import client
 
         log = structlog.get_logger("agentkeep.cli")
         try:
             with client.connect(self.env) as sock:
-                # Resolved once a daemon answers, and without opening the
-                # index: nothing of the in-process work is imported or opened.
-                fingerprint = self._ctx.fingerprint() if self._ctx else view.resolve(self.env)
+                # Resolved once a daemon answers.
+                fingerprint = self.fingerprint()
                 answer = client.request(sock, method, {**params, "env": fingerprint}, raw=raw)
             log.debug("answered by the daemon", method=method)
             return answer
@@ -600,6 +607,18 @@ def restore(agent: str, session_id: str, as_json: bool) -> None:
 
 
 @main.command()
+def ui() -> None:
+    """Look at where the disk went and why each session stays, and act (Textual)."""
+    try:
+        from agentkeep.ui.app import run
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] != "textual":
+            raise
+        _fail(EXIT_USAGE, "`agentkeep ui` needs Textual: pip install 'agentkeep[ui]'")
+    sys.exit(run())
+
+
+@main.command()
 def serve() -> None:
     """Run the daemon in the foreground (what the service runs)."""
     from agentkeep.daemon.main import serve as run_daemon
@@ -607,13 +626,11 @@ def serve() -> None:
     sys.exit(run_daemon(Env.from_environ()))
 
 
-@main.command()
-@_json_option
-def status(as_json: bool) -> None:
-    """The daemon: pid, uptime, sessions, watch mode, config, prunes."""
+def status_doc(r: Runner) -> tuple[dict[str, Any], int]:
+    """The daemon's status, or with no daemon answering the same object
+    from the state dir with `pid` null; and the exit code `status` gives."""
     from agentkeep import client
 
-    r = Runner()
     try:
         doc = client.call(r.env, "status", {})
         code = EXIT_OK
@@ -625,6 +642,15 @@ def status(as_json: bool) -> None:
         code = EXIT_FAILED
     if not (doc.get("config") or {}).get("ok", True):
         code = EXIT_USAGE  # a bad config: shown, and what to fix first
+    return doc, code
+
+
+@main.command()
+@_json_option
+def status(as_json: bool) -> None:
+    """The daemon: pid, uptime, sessions, watch mode, config, prunes."""
+    r = Runner()
+    doc, code = status_doc(r)
     if not as_json:
         from agentkeep import core, render
 

@@ -19,7 +19,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import structlog
@@ -110,6 +110,31 @@ def request_with_env(
     """`call`, with the view the CLI resolved; the daemon answers -32001 when
     its own differs."""
     return call(env, method, {**params, "env": fingerprint}, timeout=timeout)
+
+
+def results(sock: socket.socket, method: str, params: dict[str, Any]) -> Iterator[Any]:
+    """Send one request whose answer is a stream (`subscribe`) on a socket
+    from connect(), and yield each result as its line comes, until the
+    daemon closes the connection. Another thread stops it by shutting the
+    socket down; an error answer raises as request() does."""
+    message = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
+    sock.settimeout(None)  # the next line may be hours away
+    try:
+        sock.sendall(encode(message))
+    except OSError as exc:
+        raise _unsent(sock, exc) from exc
+    buf = b""
+    while True:
+        try:
+            chunk = sock.recv(1 << 16)
+        except OSError:
+            return
+        if not chunk:
+            return
+        buf += chunk
+        while (end := buf.find(b"\n")) >= 0:
+            line, buf = buf[:end], buf[end + 1 :]
+            yield _result(line)
 
 
 def connect(env: Env, timeout: float = CONNECT_TIMEOUT) -> socket.socket:

@@ -7,6 +7,10 @@ accepts connections and tells systemd READY=1. Signals only write a byte to
 a wake-up socket; the main thread does the work: SIGHUP reloads, SIGTERM and
 SIGINT stop within STOP_DEADLINE (a prune in flight finishes the session it
 is removing and leaves the rest) and remove the socket file.
+
+`subscribe` (for `agentkeep ui`) answers `{"changes": N}` at once and again
+each time what clients are shown may have changed (see Changes), one line per
+change, on the same request id, until the client closes the connection.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -40,6 +44,7 @@ from agentkeep.daemon.server import (
     RpcError,
     Server,
     ServerError,
+    Stream,
 )
 from agentkeep.daemon.watch import Watcher
 from agentkeep.model import rfc3339
@@ -65,9 +70,60 @@ METHODS = frozenset(
         "unpin",
         "scan",
         "reload",
+        "subscribe",
     }
 )
+# Methods after which what clients are shown may have changed (a dry run
+# changes nothing: it is not one of them).
+_CHANGING = frozenset({"prune", "purge", "pin", "unpin", "scan", "reload", "hold", "release"})
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Changes:
+    """How many times what the daemon's clients are shown may have changed:
+    the index (a watch event, a reconcile that listed something again, a
+    scan), pins, leases it handed out, the trash, a prune's record. Counted,
+    never queued: a subscriber that fell behind gets one line with the
+    latest count. Processes and leases taken without the daemon (flock) are
+    not seen here; a client looks again for those."""
+
+    # How often a waiting stream yields None, so the server sees a client
+    # that went away while nothing changed.
+    TICK = 5.0
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._count = 0
+        self._closed = False
+
+    def bump(self) -> None:
+        with self._cond:
+            self._count += 1
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """The daemon stops: every stream ends."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def stream(self) -> Generator[dict[str, int] | None, None, None]:
+        with self._cond:
+            seen = self._count
+        yield {"changes": seen}
+        while True:
+            with self._cond:
+                self._cond.wait_for(
+                    lambda seen=seen: self._closed or self._count != seen, self.TICK
+                )
+                if self._closed:
+                    return
+                now = self._count
+            if now == seen:
+                yield None
+            else:
+                seen = now
+                yield {"changes": now}
 
 
 def serve(env: Env) -> int:
@@ -85,6 +141,7 @@ class Daemon:
         self.watcher: Watcher | None = None
         self.schedule: Schedule | None = None
         self.ready = threading.Event()
+        self.changes = Changes()
         self._busy = 0
         self._busy_lock = threading.Lock()
         self._reconcile_lock = threading.Lock()
@@ -248,6 +305,7 @@ class Daemon:
         with self._lifecycle:
             self._stopping = True
         self.notifier.stopping()
+        self.changes.close()
         # A prune in flight (scheduled or asked over the socket) finishes the
         # session it is removing and leaves the rest for the next run.
         prune.STOP.set()
@@ -306,7 +364,10 @@ class Daemon:
 
     def _refresh(self, agent: str, session_ids: list[str]) -> None:
         assert self.ctx is not None
-        core.relist(self.ctx, agent, session_ids)
+        try:
+            core.relist(self.ctx, agent, session_ids)
+        finally:
+            self.changes.bump()
 
     # -- jobs -------------------------------------------------------------
     def _prune_job(self) -> None:
@@ -323,6 +384,7 @@ class Daemon:
             finally:
                 # The scheduled prune re-read the config file.
                 self._config_changed()
+                self.changes.bump()
         if report is None:
             log.info("scheduled prune skipped (no retention, bad config, or another prune running)")
         else:
@@ -351,6 +413,8 @@ class Daemon:
                     self.watcher.resync(replan=True)
                 relisted = core.reconcile(self.ctx)
                 log.info("reconciled", relisted=relisted)
+                if relisted:
+                    self.changes.bump()
         except Exception:
             log.exception("reconcile failed")
         finally:
@@ -363,6 +427,8 @@ class Daemon:
                 core.expire_trash(self.ctx)
             except Exception:
                 log.exception("trash expiry failed")
+            finally:
+                self.changes.bump()
 
     # -- status -----------------------------------------------------------
     def _status(self) -> dict[str, Any]:
@@ -422,6 +488,8 @@ class Daemon:
                 raise RpcError(SERVER_ERROR, message, exit=1) from None
             finally:
                 _close_thread_index(self.ctx)
+                if method in _CHANGING and params.get("dry_run") is not True:
+                    self.changes.bump()
 
     def _call(self, conn: Connection, method: str, params: dict[str, Any]) -> object:
         handlers: dict[str, Callable[[], object]] = {
@@ -429,6 +497,7 @@ class Daemon:
             "reload": lambda: _no_params(params) or self._reload("request"),
             "hold": lambda: self._hold(conn, params),
             "release": lambda: self._release(conn, params),
+            "subscribe": lambda: _no_params(params) or Stream(self.changes.stream()),
         }
         if method in handlers:
             return handlers[method]()

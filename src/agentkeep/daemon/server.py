@@ -11,6 +11,14 @@ the user's own processes are served: the peer's uid comes from the kernel
 (SO_PEERCRED, LOCAL_PEERCRED), never from the request, and a peer whose uid
 cannot be read is refused. What a method does is the handler's business;
 this module only frames, checks and answers.
+
+A handler may answer with a Stream (the `subscribe` method): then each item
+it yields goes out as its own answer line with the request's id, and the
+connection is given over to it. It ends when the client closes the
+connection or sends anything more (a subscribed connection only listens),
+when the budgets close it, or when the stream ends (the daemon stops). While
+it waits for its next item the connection is not mid-request: it is idle,
+and the first to be closed when every slot is taken.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -147,6 +155,15 @@ class Connection:
                 log.warning("closing a connection's resource failed", error=str(exc))
             finally:
                 self.budgets.drop_lease(self.seat)
+
+
+@dataclass
+class Stream:
+    """A result sent as many lines (see the module's docstring). Each item of
+    `results` is one answer line; None sends nothing and only lets the server
+    look whether the client is still there (yield one every few seconds)."""
+
+    results: Generator[object, None, None]
 
 
 Handler = Callable[[Connection, str, dict[str, object]], object]
@@ -402,18 +419,34 @@ class Server:
         if not self.budgets.begin(conn.seat):
             return False
         try:
-            self._send_bytes(sock, self._answer_for(conn, line))
+            answer = self._answer_for(conn, line)
+            if isinstance(answer, bytes):
+                self._send_bytes(sock, answer)
+                return True
         finally:
             self.budgets.end(conn.seat)
-        return True
+        self._stream(sock, conn.seat, *answer)
+        return False  # the connection was the stream's: it ends with it
 
-    def _answer_for(self, conn: Connection, line: bytes) -> bytes:
+    def _stream(self, sock: socket.socket, seat: Seat, request_id: object, stream: Stream) -> None:
+        try:
+            for result in stream.results:
+                if seat.closed is not None or _client_spoke(sock):
+                    return
+                if result is not None:
+                    self._send(sock, {"jsonrpc": "2.0", "id": request_id, "result": result})
+        finally:
+            stream.results.close()
+
+    def _answer_for(self, conn: Connection, line: bytes) -> bytes | tuple[object, Stream]:
         request_id: object = None
         try:
             request = _load(line)
             request_id = _request_id(request.get("id"))
             method, params = _fields(request)
             result = self.handler(conn, method, params)
+            if isinstance(result, Stream):
+                return request_id, result
             message: dict[str, object] = {"jsonrpc": "2.0", "id": request_id, "result": result}
             data = encode(message)
         except RpcError as exc:
@@ -477,6 +510,20 @@ def _fields(request: dict[str, object]) -> tuple[str, dict[str, object]]:
     if not isinstance(params, dict):
         raise RpcError(INVALID_PARAMS, "params must be an object", exit=2)
     return method, params
+
+
+def _client_spoke(sock: socket.socket) -> bool:
+    """Whether the client closed its end, or sent something, or the budgets
+    shut its reading side: any of them ends a stream. Looked at without
+    waiting and without select() (a connection's descriptor may be past
+    FD_SETSIZE)."""
+    try:
+        sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _notice(sock: socket.socket, why: str) -> None:

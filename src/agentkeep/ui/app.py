@@ -1,0 +1,560 @@
+"""The application: three panes, their keys, and when it reads again.
+
+Reading (backend.snapshot: status, ls, du, the trash) and the plan (the
+configured retention's dry run) run in thread workers, one load at a time;
+a change asked for while one runs is read right after it. With a daemon,
+its `subscribe` stream says when something changed, and the app reads again
+0.3 s later (a burst of changes is one read); the plan is run again at most
+every PLAN_EVERY seconds for changes, and at once after an action or on r.
+Without a daemon nothing changes by itself: r reads again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from agentkeep.errors import Failure
+from agentkeep.model import rfc3339
+from agentkeep.render import age, size, when
+from agentkeep.ui.backend import Backend, Plan, Snapshot
+from agentkeep.ui.dialogs import Confirm, Help, Notice, PlanView, summary
+from agentkeep.ui.live import Subscription
+from agentkeep.ui.overview import Overview
+from agentkeep.ui.sessions import SessionsPane, detail_text
+from agentkeep.ui.text import count, home_relative
+from agentkeep.ui.trash import TrashPane
+from agentkeep.ui.verdict import Plans, short
+
+T = TypeVar("T")
+Key = tuple[str, str]
+
+PLAN_EVERY = 30.0
+CHANGE_DELAY = 0.3
+SHOW_DELAY = 0.1
+
+CSS = """
+#title { height: 1; background: $panel; padding: 0 1; }
+TabbedContent { height: 1fr; }
+TabPane { padding: 0; }
+Overview { padding: 0 1; }
+.chart { height: auto; }
+Screen.-tall .chart { margin-top: 1; }
+SessionsPane { height: 1fr; }
+#filter { height: 1; border: none; padding: 0 1; background: $boost; }
+#filter:focus { border: none; background: $accent 30%; }
+#sessions-body { height: 1fr; layout: vertical; }
+Screen.-wide #sessions-body { layout: horizontal; }
+#table { height: 1fr; }
+#detail-box { height: 9; border-top: solid $primary; padding: 0 1; }
+Screen.-tall #detail-box { height: 14; }
+Screen.-wide #detail-box { height: 1fr; width: 60; border-top: none; border-left: solid $primary; }
+TrashPane { height: 1fr; }
+#trash-total { height: auto; padding: 0 1; }
+#trash-table { height: 1fr; }
+Confirm, Notice, PlanView, Help { align: center middle; }
+.dialog { width: 76; max-width: 100%; height: auto; max-height: 100%; border: thick $warning;
+          background: $surface; padding: 0 1; }
+.dialog.wide { width: 120; height: 100%; }
+.dialog-title { text-style: bold; margin-bottom: 1; }
+.dialog-body { height: auto; max-height: 16; }
+#plan-table { height: 1fr; margin-top: 1; }
+.buttons { height: auto; align-horizontal: right; margin-top: 1; }
+.buttons Button { margin-left: 1; }
+"""
+
+
+class Changed(Message):
+    """The daemon says something changed."""
+
+
+class Live(Message):
+    def __init__(self, on: bool, why: str = "") -> None:
+        super().__init__()
+        self.on = on
+        self.why = why
+
+
+class AgentkeepApp(App[None]):
+    TITLE = "agentkeep"
+    CSS = CSS
+    # Side by side only where the table keeps its 80 columns beside the detail.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
+    BINDINGS = [
+        Binding("1", "pane('overview')", "Overview", show=False),
+        Binding("2", "pane('sessions')", "Sessions", show=False),
+        Binding("3", "pane('trash')", "Trash", show=False),
+        Binding("r", "refresh", "Refresh"),
+        Binding("P", "prune", "Prune…"),
+        Binding("question_mark", "help", "Keys"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, backend: Backend | None = None, *, live: bool = True) -> None:
+        super().__init__()
+        self.backend = backend or Backend()
+        self.home = str(self.backend.env.home)
+        self.live_wanted = live
+        self.snapshot: Snapshot | None = None
+        self.plan: Plan | None = None
+        self.plans: Plans | None = None
+        self.live = "no daemon"
+        self.error: str | None = None
+        self.loads = 0  # loads finished (tests wait on it)
+        self._loading = False
+        self._again = False
+        self._want_plan = False
+        self._acting = 0
+        self._sub: Subscription | None = None
+        self._change_timer: Timer | None = None
+        self._plan_timer: Timer | None = None
+        self._show_timer: Timer | None = None
+        self._docs: dict[Key, dict[str, Any]] = {}
+
+    # -- layout -----------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static("agentkeep: reading…", id="title")
+        with TabbedContent(initial="overview"):
+            with TabPane("1 Overview", id="overview"):
+                yield Overview(id="overview-pane")
+            with TabPane("2 Sessions", id="sessions"):
+                yield SessionsPane(self.home, id="sessions-pane")
+            with TabPane("3 Trash", id="trash"):
+                yield TrashPane(id="trash-pane")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.reload(plan=True)
+
+    def on_unmount(self) -> None:
+        if self._sub is not None:
+            self._sub.stop()
+
+    @property
+    def busy(self) -> bool:
+        """Reading or acting (tests wait until it is not)."""
+        timers = (self._change_timer, self._show_timer)
+        return self._loading or self._acting > 0 or any(t is not None for t in timers)
+
+    # -- reading ----------------------------------------------------------
+    def reload(self, plan: bool = False) -> None:
+        self._want_plan |= plan
+        if self._loading:
+            self._again = True
+            return
+        self._loading = True
+        want, self._want_plan = self._want_plan or self.plan is None, False
+        self.run_worker(lambda: self._load(want), thread=True, group="load", exit_on_error=False)
+
+    def _load(self, plan: bool) -> None:
+        """On a worker thread: read, then hand each result to the event loop."""
+        try:
+            snap = self.backend.snapshot()
+            self.call_from_thread(self._got_snapshot, snap)
+            if snap.daemon and self._sub is None and self.live_wanted:
+                fingerprint = self.backend.fingerprint()
+                self.call_from_thread(self._subscribe, fingerprint)
+            if plan:
+                self.call_from_thread(self._got_plan, self.backend.plan())
+        except (Failure, OSError) as exc:
+            self.call_from_thread(self._read_failed, getattr(exc, "message", None) or str(exc))
+        finally:
+            self.call_from_thread(self._loaded)
+
+    def _loaded(self) -> None:
+        self._loading = False
+        self.loads += 1
+        if self._again:
+            self._again = False
+            self.reload()
+
+    def _read_failed(self, message: str) -> None:
+        self.error = message
+        self.notify(message, title="cannot read", severity="error", timeout=10)
+        self._title()
+
+    def _got_snapshot(self, snap: Snapshot) -> None:
+        self.snapshot, self.error = snap, None
+        self._docs.clear()
+        if not snap.daemon and self._sub is not None:
+            self._sub.stop()
+            self._sub = None
+            self.live = "no daemon"
+        self._replan()
+
+    def _got_plan(self, plan: Plan) -> None:
+        if plan.report is None and self.snapshot is not None:
+            config = self.snapshot.status.get("config") or {}
+            if config.get("ok", True) and not self.snapshot.retentions:
+                plan = Plan(
+                    None, "no retention is configured, so nothing is ever pruned", plan.taken_at
+                )
+        self.plan = plan
+        self._replan()
+
+    def _replan(self) -> None:
+        snap = self.snapshot
+        if snap is None:
+            return
+        plan = self.plan or Plan(None, "the plan is being made", snap.taken_at)
+        self.plans = Plans(plan.report, plan.error, plan.taken_at, snap.sessions)
+        self._title()
+        self.query_one(Overview).show(snap, self.plan, self.live, self.home)
+        self.query_one(SessionsPane).show(snap.sessions, self.plans, snap.taken_at)
+        self.query_one(TrashPane).show(snap.trash, snap.taken_at)
+
+    def _title(self) -> None:
+        snap = self.snapshot
+        t = Text()
+        t.append("agentkeep", "bold")
+        if snap is not None:
+            total = sum(s["bytes"] for s in snap.sessions)
+            t.append(f"  {count(len(snap.sessions), 'session')}, {size(total)}")
+            if self.plan is not None and self.plan.report is not None:
+                gone = sum(r["bytes"] for r in self.plan.report["removed"])
+                t.append(f" · reclaimable now {size(gone)}")
+            t.append(" · " + (self.live if snap.daemon else "no daemon"))
+        if self.error:
+            t.append(f"  {self.error}", "red")
+        self.query_one("#title", Static).update(t)
+
+    # -- live -------------------------------------------------------------
+    def _subscribe(self, fingerprint: dict[str, Any]) -> None:
+        if self._sub is not None:
+            return
+        self._sub = Subscription(
+            self.backend.env,
+            fingerprint,
+            started=lambda: self.post_message(Live(True)),
+            changed=lambda: self.post_message(Changed()),
+            ended=lambda why: self.post_message(Live(False, why)),
+        )
+        self._sub.start()
+
+    def on_live(self, message: Live) -> None:
+        if message.on:
+            self.live = "live"
+        else:
+            self._sub = None
+            self.live = f"not live ({message.why}): r reads again"
+        self._title()
+        if self.snapshot is not None:
+            self.query_one(Overview).show(self.snapshot, self.plan, self.live, self.home)
+
+    def on_changed(self, message: Changed) -> None:
+        if self._change_timer is None:
+            self._change_timer = self.set_timer(CHANGE_DELAY, self._change_due)
+
+    def _change_due(self) -> None:
+        self._change_timer = None
+        age = time.time() - self.plan.taken_at if self.plan is not None else PLAN_EVERY
+        self.reload(plan=age >= PLAN_EVERY)
+        if age < PLAN_EVERY and self._plan_timer is None:
+            self._plan_timer = self.set_timer(PLAN_EVERY - age, self._plan_due)
+
+    def _plan_due(self) -> None:
+        self._plan_timer = None
+        self.reload(plan=True)
+
+    # -- the selected session ---------------------------------------------
+    def on_sessions_pane_selected(self, message: SessionsPane.Selected) -> None:
+        if self._show_timer is not None:
+            self._show_timer.stop()
+        self._show_timer = self.set_timer(SHOW_DELAY, lambda: self._show(message.key))
+
+    def _show(self, key: Key | None) -> None:
+        self._show_timer = None
+        pane = self.query_one(SessionsPane)
+        if key is None:
+            pane.detail(Text("no session" + (" matches the filter" if self.snapshot else "")))
+            return
+        if key in self._docs:
+            self._detail(key, self._docs[key])
+            return
+        self.run_worker(
+            lambda: self._fetch(key), thread=True, group="show", exclusive=True, exit_on_error=False
+        )
+
+    def _fetch(self, key: Key) -> None:
+        try:
+            doc: dict[str, Any] | str = self.backend.show(*key)
+        except (Failure, OSError) as exc:
+            doc = getattr(exc, "message", None) or str(exc)
+        if not get_current_worker().is_cancelled:
+            self.call_from_thread(self._fetched, key, doc)
+
+    def _fetched(self, key: Key, doc: dict[str, Any] | str) -> None:
+        if isinstance(doc, str):
+            self.query_one(SessionsPane).detail(Text(f"{key[0]} {key[1]}: {doc}", "yellow"))
+            return
+        self._docs[key] = doc
+        if self.query_one(SessionsPane).selected == key:
+            self._detail(key, doc)
+
+    def _detail(self, key: Key, doc: dict[str, Any]) -> None:
+        assert self.plans is not None and self.snapshot is not None
+        verdict = self.plans.of(*key)
+        if self.plan is None:
+            plan_age = "the plan is being made"
+        else:
+            plan_age = f"dry run {when(rfc3339(self.plan.taken_at))}"
+        text = detail_text(doc, verdict, plan_age, self.home, self.snapshot.taken_at)
+        self.query_one(SessionsPane).detail(text)
+
+    # -- acting -----------------------------------------------------------
+    def _do(self, what: str, call: Callable[[], T], then: Callable[[T], None]) -> None:
+        """Run a blocking core call on a worker; `then` gets its result on
+        the event loop. A refusal or an error is shown in words."""
+        self._acting += 1
+
+        def work() -> None:
+            try:
+                result = call()
+            except Failure as exc:
+                self.call_from_thread(self._refused, what, exc)
+            except OSError as exc:
+                self.call_from_thread(self._refused, what, Failure(1, str(exc)))
+            else:
+                self.call_from_thread(then, result)
+            finally:
+                self.call_from_thread(self._acted)
+
+        self.run_worker(work, thread=True, group="act", exit_on_error=False)
+
+    def _acted(self) -> None:
+        self._acting -= 1
+
+    def _refused(self, what: str, exc: Failure) -> None:
+        body = Text(exc.message)
+        self.push_screen(Notice(f"{what}: {'refused' if exc.exit == 4 else 'failed'}", body))
+
+    def _session(self, key: Key) -> dict[str, Any] | None:
+        if self.snapshot is None:
+            return None
+        return next((s for s in self.snapshot.sessions if (s["agent"], s["id"]) == key), None)
+
+    def on_sessions_pane_act(self, message: SessionsPane.Act) -> None:
+        if message.action == "pin":
+            self._do("pin", lambda: self.backend.show(*message.key), self._ask_pin)
+        elif message.action == "purge":
+            self._do("purge", lambda: self._purge_trial(message.key), self._ask_purge)
+
+    def _ask_pin(self, doc: dict[str, Any]) -> None:
+        key = (doc["agent"], doc["id"])
+        name = f"{doc['agent']} {short(doc['id'])}"
+        if doc.get("pinned"):
+            title, yes = f"Unpin {name}?", "Unpin"
+            body = "It can be pruned again once it is idle past the retention."
+        else:
+            title, yes = f"Pin {name}?", "Pin"
+            body = (
+                "A pinned session is never pruned or purged, whatever its age (p again unpins it)."
+            )
+        pinned = not doc.get("pinned")
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self._do("pin", lambda: self.backend.pin(*key, pinned), self._pinned)
+
+        self.push_screen(Confirm(title, body, yes), answer)
+
+    def _pinned(self, doc: dict[str, Any]) -> None:
+        verb = "pinned" if doc["pinned"] else "unpinned"
+        self.notify(f"{verb} {doc['agent']} {short(doc['id'])}")
+        self.reload(plan=True)
+
+    def _purge_trial(self, key: Key) -> tuple[dict[str, Any], bool, str]:
+        """On a worker: the purge's dry run; when the session is refused only
+        as the parent of sessions that stay, the dry run with --cascade.
+        (report, cascade, why the plain purge was refused)."""
+        try:
+            return self.backend.purge(*key, dry_run=True, cascade=False), False, ""
+        except Failure as exc:
+            if exc.exit != 4 or exc.report is None:
+                raise
+            plans = Plans(
+                exc.report, None, time.time(), self.snapshot.sessions if self.snapshot else []
+            )
+            verdict = plans.of(*key)
+            if verdict.reason != "ancestor":
+                raise Failure(4, f"{key[0]} {short(key[1])} {verdict.words}") from None
+        try:
+            report = self.backend.purge(*key, dry_run=True, cascade=True)
+        except Failure as exc:
+            if exc.exit != 4 or exc.report is None:
+                raise
+            plans = Plans(
+                exc.report, None, time.time(), self.snapshot.sessions if self.snapshot else []
+            )
+            words = plans.of(*key).words
+            raise Failure(
+                4, f"{key[0]} {short(key[1])} {words}; --cascade cannot take it either"
+            ) from None
+        return report, True, verdict.words
+
+    def _ask_purge(self, trial: tuple[dict[str, Any], bool, str]) -> None:
+        report, cascade, why = trial
+        target = report["removed"][-1] if report["removed"] else None
+        if target is None:
+            self.push_screen(Notice("purge", "nothing to purge"))
+            return
+        key = (target["agent"], target["id"])
+        name = f"{key[0]} {short(key[1])}"
+        body = Text()
+        if cascade:
+            body.append(f"{name} alone is refused: {why}.\n", "yellow")
+            body.append(
+                f"--cascade takes its descendants first, then it: "
+                f"{len(report['removed'])} sessions\n"
+            )
+            for r in report["removed"]:
+                s = self._session((r["agent"], r["id"]))
+                idle = f", idle {age(r['last_activity'])}" if r.get("last_activity") else ""
+                ws = f", {home_relative(s['workspace'], self.home)}" if s and s["workspace"] else ""
+                body.append(f"  {r['agent']} {short(r['id'])}  {size(r['bytes'])}{idle}{ws}\n")
+        gone = sum(r["bytes"] for r in report["removed"])
+        paths = sum(len(r["paths"]) for r in report["removed"])
+        trash = report.get("trash")
+        if trash:
+            body.append(
+                f"Moves {size(gone)} ({paths} paths) to the trash, where it can be restored"
+                f" (3, then u) until it expires {when(trash['until'])}."
+            )
+        else:
+            body.append(
+                f"Removes {size(gone)} ({paths} paths) at once: the trash is off"
+                ' (trash = "0"), so nothing brings it back.',
+                "red",
+            )
+        title = f"Purge {name}" + (" and its descendants?" if cascade else "?")
+        yes = "Purge with --cascade" if cascade else "Purge"
+
+        def answer(ok: bool | None) -> None:
+            if ok:
+                self._do(
+                    "purge",
+                    lambda: self.backend.purge(*key, dry_run=False, cascade=cascade),
+                    self._purged,
+                )
+
+        self.push_screen(Confirm(title, body, yes), answer)
+
+    def _purged(self, report: dict[str, Any]) -> None:
+        gone = sum(r["bytes"] for r in report["removed"])
+        where = "to the trash" if report.get("trash") else "for good"
+        self.notify(f"purged {len(report['removed'])} sessions ({size(gone)}) {where}")
+        if report["failed"]:
+            self.push_screen(Notice("purge: failed", summary(report, time.time())))
+        self.reload(plan=True)
+
+    def on_trash_pane_restore(self, message: TrashPane.Restore) -> None:
+        e = message.entry
+        name = f"{e['agent']} {short(e['id'])}"
+        body = Text(
+            f"Puts {name} ({size(e['bytes'])}) back where it was, with any of its"
+            " ancestors still in the trash, database rows included. Nothing is"
+            " overwritten: if anything is in the way, nothing moves."
+        )
+        if e["partial"]:
+            body.append("\nPart of it was removed at once and cannot come back.", "yellow")
+
+        def answer(ok: bool | None) -> None:
+            if ok:
+                self._do(
+                    "restore", lambda: self.backend.restore(e["agent"], e["id"]), self._restored
+                )
+
+        self.push_screen(Confirm(f"Restore {name}?", body, "Restore"), answer)
+
+    def _restored(self, doc: dict[str, Any]) -> None:
+        names = ", ".join(f"{e['agent']} {short(e['id'])}" for e in doc["restored"])
+        self.notify(f"restored {names} ({size(doc['bytes'])})")
+        self.reload(plan=True)
+
+    # -- actions ----------------------------------------------------------
+    def action_pane(self, name: str) -> None:
+        self.query_one(TabbedContent).active = name
+        focus = {"overview": "#overview-pane", "sessions": "#table", "trash": "#trash-table"}
+        self.query_one(focus[name]).focus()
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        pane = event.pane.id
+        if pane == "sessions":
+            self.query_one("#table", DataTable).focus()
+        elif pane == "trash":
+            self.query_one("#trash-table", DataTable).focus()
+
+    def action_refresh(self) -> None:
+        self.reload(plan=True)
+
+    def action_help(self) -> None:
+        self.push_screen(Help())
+
+    def action_prune(self) -> None:
+        self._do("dry run", self.backend.plan, self._show_plan)
+
+    def _show_plan(self, plan: Plan) -> None:
+        self._got_plan(plan)
+        plan = self.plan or plan
+        if plan.report is None:
+            self.push_screen(Notice("Nothing to prune", plan.error or "no plan"))
+            return
+        sessions = {
+            (s["agent"], s["id"]): s for s in (self.snapshot.sessions if self.snapshot else [])
+        }
+        plans = Plans(plan.report, None, plan.taken_at, list(sessions.values()))
+
+        def answer(ok: bool | None) -> None:
+            if ok:
+                self._do("prune", lambda: self.backend.prune(dry_run=False), self._pruned)
+
+        self.push_screen(PlanView(plans, sessions), answer)
+
+    def _pruned(self, report: dict[str, Any]) -> None:
+        self.push_screen(Notice("Pruned", summary(report, time.time())))
+        self.reload(plan=True)
+
+
+class _ToApp(logging.Handler):
+    """Warnings and errors logged while the app runs, as notifications: a
+    line written to the terminal would tear the screen."""
+
+    def __init__(self, app: App[None]) -> None:
+        super().__init__(logging.WARNING)
+        self.app = app
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = record.msg if isinstance(record.msg, dict) else {"event": record.getMessage()}
+        words = str(event.get("event", ""))
+        fields = [f"{k}={v}" for k, v in event.items() if k not in _NOT_SAID]
+        message = f"{words} ({', '.join(fields)})" if fields else words
+        severity = "error" if record.levelno >= logging.ERROR else "warning"
+        try:
+            self.app.call_from_thread(self.app.notify, message, severity=severity, timeout=10)
+        except RuntimeError:  # on the app's own thread, or the app has stopped
+            self.app.notify(message, severity=severity, timeout=10)
+
+
+_NOT_SAID = frozenset({"event", "level", "logger", "timestamp", "_record", "_from_structlog"})
+
+
+def run() -> int:
+    app = AgentkeepApp()
+    root = logging.getLogger()
+    handlers, root.handlers = root.handlers, [_ToApp(app)]
+    try:
+        app.run()
+    finally:
+        root.handlers = handlers
+    return 0

@@ -1,0 +1,152 @@
+"""The UI's side of the core: each call blocks, so the app runs them in
+thread workers. One call at a time (a lock): the in-process context is
+opened once, by whichever call needs it first."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentkeep.cli import Runner, status_doc
+from agentkeep.errors import Failure
+from agentkeep.paths import Env
+
+if TYPE_CHECKING:
+    from agentkeep import core
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the overview, the table and the trash show, read together."""
+
+    status: dict[str, Any]
+    sessions: list[dict[str, Any]]
+    by_agent: list[dict[str, Any]]
+    by_workspace: list[dict[str, Any]]
+    trash: list[dict[str, Any]]
+    # With no retention: what a 30-day one would reclaim (core.reclaim_hint).
+    hint: dict[str, Any] | None
+    # Each enabled agent's retention in seconds, from the config (none: absent).
+    retentions: dict[str, float]
+    taken_at: float
+
+    @property
+    def daemon(self) -> bool:
+        return self.status.get("pid") is not None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The configured retention's dry run: what a prune would do now. With
+    no report, `error` says why there is none (no retention, a bad config)."""
+
+    report: dict[str, Any] | None
+    error: str | None
+    taken_at: float
+
+
+class Backend:
+    def __init__(self) -> None:
+        self.runner = Runner()
+        self._lock = threading.Lock()
+
+    @property
+    def env(self) -> Env:
+        return self.runner.env
+
+    def fingerprint(self) -> dict[str, Any]:
+        with self._lock:
+            return self.runner.fingerprint()
+
+    def snapshot(self) -> Snapshot:
+        from agentkeep import core
+
+        r = self.runner
+        with self._lock:
+            status, _ = status_doc(r)
+            text = r.ask("ls", {"agent": None, "idle_over": None}, _ls, raw=True)
+            by_agent = r.ask("du", {"by": "agent"}, lambda c: core.du(c, "agent"))
+            by_workspace = r.ask("du", {"by": "workspace"}, lambda c: core.du(c, "workspace"))
+            trash = core.trash_list(self.env.state_dir)["entries"]
+            hint = core.reclaim_hint(r.ctx)
+            retentions = _retentions(r.ctx)
+        return Snapshot(
+            status=status,
+            sessions=json.loads(text),
+            by_agent=by_agent["groups"],
+            by_workspace=by_workspace["groups"],
+            trash=trash,
+            hint=hint,
+            retentions=retentions,
+            taken_at=time.time(),
+        )
+
+    def plan(self) -> Plan:
+        """The configured retention's dry run (it decides everything a real
+        prune would, under the same locks, and removes nothing)."""
+        try:
+            report = self.prune(dry_run=True)
+        except Failure as exc:
+            return Plan(None, exc.message, time.time())
+        return Plan(report, None, time.time())
+
+    def prune(self, *, dry_run: bool) -> dict[str, Any]:
+        from agentkeep import core
+
+        params = {"dry_run": dry_run, "older_than": None, "agent": None}
+        with self._lock:
+            return self.runner.ask("prune", params, lambda c: core.prune(c, dry_run=dry_run))
+
+    def show(self, agent: str, sid: str) -> dict[str, Any]:
+        from agentkeep import core
+
+        with self._lock:
+            return self.runner.ask(
+                "show", {"agent": agent, "id": sid}, lambda c: core.show(c, agent, sid)
+            )
+
+    def purge(self, agent: str, sid: str, *, dry_run: bool, cascade: bool) -> dict[str, Any]:
+        """The purge report; Failure (exit 4, with the report) when refused."""
+        from agentkeep import core
+
+        params = {"agent": agent, "id": sid, "dry_run": dry_run, "cascade": cascade}
+        with self._lock:
+            return self.runner.ask(
+                "purge",
+                params,
+                lambda c: core.purge(c, agent=agent, id=sid, dry_run=dry_run, cascade=cascade),
+            )
+
+    def pin(self, agent: str, sid: str, pinned: bool) -> dict[str, Any]:
+        from agentkeep import core
+
+        with self._lock:
+            return self.runner.ask(
+                "pin" if pinned else "unpin",
+                {"agent": agent, "id": sid},
+                lambda c: core.pin(c, agent, sid, pinned),
+            )
+
+    def restore(self, agent: str, sid: str) -> dict[str, Any]:
+        """Always in-process, as the CLI's restore: the trash is this user's
+        state dir (the daemon's watch sees the session come back)."""
+        from agentkeep import core
+
+        with self._lock:
+            return core.restore(self.runner.ctx, agent, sid)
+
+
+def _retentions(ctx: core.Context) -> dict[str, float]:
+    if ctx.config_error:
+        return {}
+    found = {agent: ctx.config.retention_for(agent) for agent in ctx.adapters}
+    return {agent: seconds for agent, seconds in found.items() if seconds is not None}
+
+
+def _ls(ctx: core.Context) -> str:
+    from agentkeep import core
+
+    return core.ls_text(ctx).text

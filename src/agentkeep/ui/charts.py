@@ -1,0 +1,170 @@
+"""Bars and the idle-age histogram, as rich text.
+
+Each part of a bar has its own glyph as well as its own colour, so the
+charts read the same with NO_COLOR (Textual then draws in monochrome).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+
+from agentkeep.model import parse_rfc3339
+from agentkeep.render import size
+from agentkeep.ui.text import count, days_label, fit_end
+
+STAYS, RECLAIM = "█", "▒"
+STAYS_STYLE, RECLAIM_STYLE = "cyan", "yellow"
+CUT, CUT_STYLE = "┃", "red bold"
+DAY = 86400.0
+
+
+def bar(total: int, reclaim: int, biggest: int, width: int) -> Text:
+    """`total` on a scale where `biggest` fills `width` cells; its
+    reclaimable part drawn last, in its own glyph (never rounded away)."""
+    text = Text()
+    if biggest <= 0 or width <= 0:
+        return text.append(" " * width)
+    cells = max(1, round(total / biggest * width)) if total else 0
+    gone = min(cells, max(1, round(reclaim / biggest * width))) if reclaim else 0
+    text.append(STAYS * (cells - gone), STAYS_STYLE)
+    text.append(RECLAIM * gone, RECLAIM_STYLE)
+    return text.append(" " * (width - cells))
+
+
+def legend(retention: str | None) -> Text:
+    text = Text()
+    text.append(STAYS, STAYS_STYLE)
+    if retention:
+        text.append(" stays ").append(RECLAIM, RECLAIM_STYLE)
+        text.append(f" reclaimable now ({retention})")
+    else:
+        text.append(" on disk (no retention: nothing is reclaimed)")
+    return text
+
+
+FIGURES = 27  # " 12.3 GB  4.1 GB    41": size, reclaimable, sessions
+
+
+def group_rows(
+    title: Text, groups: list[dict[str, Any]], width: int, label: int, limit: int
+) -> Text:
+    """A title line with the figures' headings, then one line per group
+    (largest first, at most `limit`): key, bar, size, reclaimable, sessions;
+    the rest summed in one line."""
+    shown, rest = groups[:limit], groups[limit:]
+    biggest = max((int(g["bytes"]) for g in shown), default=0)
+    bar_width = max(4, width - label - 1 - FIGURES)
+    text = Text(no_wrap=True, overflow="ellipsis")
+    headings = f" {'size':>8} {'reclaim':>8} {'sessions':>8}"
+    text.append_text(title[: max(0, width - len(headings))])
+    text.append(" " * max(0, width - len(headings) - title.cell_len))
+    text.append(headings + "\n", "dim")
+    for g in shown:
+        total, reclaim = int(g["bytes"]), int(g["reclaimable_bytes"])
+        text.append(fit_end(str(g["key"]), label).ljust(label) + " ")
+        text.append_text(bar(total, reclaim, biggest, bar_width))
+        text.append(
+            f" {size(total):>8} {size(reclaim) if reclaim else '-':>8} {g['sessions']:>8}\n"
+        )
+    if rest:
+        total = sum(int(g["bytes"]) for g in rest)
+        n = sum(int(g["sessions"]) for g in rest)
+        text.append(f"… and {len(rest)} more: {size(total)} in {count(n, 'session')}\n", "dim")
+    text.rstrip()
+    return text
+
+
+# Bin edges of the histogram, in days; the retentions are added as edges of
+# their own so a cutoff always falls between two bars.
+EDGES = (1, 2, 7, 14, 30, 60, 90, 180, 365)
+
+
+@dataclass(frozen=True)
+class Bin:
+    low: float
+    high: float  # math.inf for the last
+    count: int
+
+
+def bins(
+    last_activities: Iterable[str | None], cutoffs: Iterable[float], now: float
+) -> tuple[list[Bin], int]:
+    """Sessions by idle age, in days; and how many are undated."""
+    edges = sorted({*EDGES, *(c for c in cutoffs if c > 0)})
+    lows = [0.0, *edges]
+    highs = [*edges, math.inf]
+    counts = [0] * len(lows)
+    undated = 0
+    for rfc in last_activities:
+        if rfc is None:
+            undated += 1
+            continue
+        idle = max(0.0, (now - parse_rfc3339(rfc)) / DAY)
+        for n, high in enumerate(highs):
+            if idle < high:
+                counts[n] += 1
+                break
+    return [Bin(lo, hi, c) for lo, hi, c in zip(lows, highs, counts, strict=True)], undated
+
+
+_EIGHTHS = " ▁▂▃▄▅▆▇█"
+
+
+def histogram(
+    sessions: list[dict[str, Any]],
+    cutoffs: dict[str, float],
+    width: int,
+    height: int,
+    now: float | None = None,
+) -> Text:
+    """A title line naming the cutoffs, then vertical bars of sessions by
+    idle age, each retention's cutoff drawn as a line between the bars
+    (`cutoffs`: retention in days by agent); counts and ages below."""
+    now = time.time() if now is None else now
+    found, undated = bins((s["last_activity"] for s in sessions), cutoffs.values(), now)
+    cut = sorted(set(cutoffs.values()))
+    cell = max(3, min(12, (width - len(cut)) // max(1, len(found))))
+    top = max((b.count for b in found), default=0)
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("Sessions by idle age", "bold")
+    if cut:
+        names = days_label(cut[0])
+        if len(cut) > 1:
+            names = "; ".join(
+                f"{days_label(c)} ({', '.join(sorted(a for a, d in cutoffs.items() if d == c))})"
+                for c in cut
+            )
+        text.append("  ").append(CUT, CUT_STYLE).append(f" cutoff {names}: older goes")
+    text.append("\n")
+
+    def edge(b: Bin) -> None:
+        if b.low in cut:
+            text.append(CUT, CUT_STYLE)
+
+    for row in range(height, 0, -1):
+        for b in found:
+            edge(b)
+            eighths = 0 if top == 0 else round(b.count / top * height * 8)
+            filled = min(8, max(0, eighths - (row - 1) * 8))
+            if b.count and row == 1 and filled == 0:
+                filled = 1  # a bar with any session shows
+            style = RECLAIM_STYLE if any(b.low >= c for c in cut) else STAYS_STYLE
+            text.append(_EIGHTHS[filled] * (cell - 1), style).append(" ")
+        text.append("\n")
+    for b in found:
+        edge(b)
+        text.append((str(b.count) if b.count else "")[: cell - 1].ljust(cell))
+    text.append("\n")
+    for b in found:
+        edge(b)
+        label = f"<{days_label(b.high)}" if b.low == 0 else f"{days_label(b.low)}+"
+        text.append(label[: cell - 1].ljust(cell), "dim")
+    if undated:
+        text.append(f" undated {undated}", "dim")
+    return text

@@ -1,0 +1,78 @@
+"""The daemon's `subscribe` stream, read on a thread of its own.
+
+With a daemon running, the UI learns of a change from the daemon (a line on
+the stream) instead of looking at the disk again and again; without one,
+nothing is watched and the refresh key reads again. The stream carries no
+data, only "something changed": what changed is read again through the same
+calls as everything else (backend), so there is one way to read.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from agentkeep import client
+from agentkeep.paths import Env
+
+
+class Subscription:
+    """`changed()` for each line after the first (the first says the
+    subscription stands: `started()`); `ended(why)` once, when it stops: no
+    daemon, a daemon that sees another view or has no `subscribe`, or one
+    that stopped. Both are called on the subscription's thread."""
+
+    def __init__(
+        self,
+        env: Env,
+        fingerprint: dict[str, Any],
+        *,
+        started: Callable[[], None],
+        changed: Callable[[], None],
+        ended: Callable[[str], None],
+    ) -> None:
+        self._env = env
+        self._fingerprint = fingerprint
+        self._started, self._changed, self._ended = started, changed, ended
+        self._sock: socket.socket | None = None
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="agentkeep-ui-live", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the stream (from any thread); `ended` is not called for it."""
+        self._stopped.set()
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _run(self) -> None:
+        why = "the daemon stopped"
+        try:
+            self._sock = sock = client.connect(self._env)
+        except client.NoDaemon as exc:
+            self._end(str(exc))
+            return
+        try:
+            with sock:
+                if self._stopped.is_set():
+                    return
+                stream = client.results(sock, "subscribe", {"env": self._fingerprint})
+                for n, _ in enumerate(stream):
+                    (self._started if n == 0 else self._changed)()
+        except client.NoDaemon as exc:
+            why = str(exc)
+        except client.RemoteError as exc:
+            why = exc.message
+        self._end(why)
+
+    def _end(self, why: str) -> None:
+        if not self._stopped.is_set():
+            self._ended(why)

@@ -1,0 +1,56 @@
+"""Short forms for cells and lines: `~` for the home, compact ages."""
+
+from __future__ import annotations
+
+import time
+
+from agentkeep.model import parse_rfc3339
+
+
+def home_relative(path: str | None, home: str) -> str:
+    if not path:
+        return "(unknown)"
+    if home and (path == home or path.startswith(home.rstrip("/") + "/")):
+        return "~" + path[len(home.rstrip("/")) :]
+    return path
+
+
+def fit_end(text: str, width: int) -> str:
+    """`text` in `width` cells, its end kept (a path's last folders say most)."""
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
+
+
+def compact_age(rfc: str | None, now: float | None = None) -> str:
+    """3m, 5h, 41d, 2y: a cell's worth of how long ago."""
+    if rfc is None:
+        return "undated"
+    seconds = max(0.0, (time.time() if now is None else now) - parse_rfc3339(rfc))
+    for unit, length in (("y", 365 * 86400), ("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= length:
+            return f"{int(seconds // length)}{unit}"
+    return "now"
+
+
+def days_label(days: float) -> str:
+    """A retention or a bin edge in days, as a person writes it: 30d, 2w, 6mo, 1y."""
+    if days >= 365 and days % 365 == 0:
+        return f"{int(days // 365)}y"
+    if days >= 60 and days % 30 == 0:
+        return f"{int(days // 30)}mo"
+    if 7 <= days < 30 and days % 7 == 0:
+        return f"{int(days // 7)}w"
+    if days >= 1:
+        return f"{days:g}d"
+    return f"{days * 24:g}h"
+
+
+def retention_label(seconds: float) -> str:
+    """A retention seen as the distance of its cutoff from a moment a little
+    later (the report's cutoff, the plan's time): to the minute."""
+    return days_label(round(seconds / 60) / 1440)
+
+
+def count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -1,0 +1,218 @@
+"""`agentkeep ui` driven by keys through Textual's pilot, on a real demo home
+with the real core underneath (no daemon here: test_ui_live.py has one).
+Each action is checked on the disk afterwards: a purged session's files are
+in the trash, a pin is in pins.json, a restored session is back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from textual.widgets import DataTable, Input
+from uihome import BIG_OLD, OLD_PARENT, OLDER, RECENT_FORK, Demo, settle, sync
+
+from agentkeep.ui.app import AgentkeepApp
+from agentkeep.ui.dialogs import Confirm, Help, Notice, PlanView
+from agentkeep.ui.sessions import SessionsPane
+
+SIZE = (100, 30)
+
+
+def _rows(app: AgentkeepApp) -> list[tuple[str, str]]:
+    return list(app.query_one(SessionsPane)._shown)
+
+
+async def _select(app: AgentkeepApp, pilot, sid: str) -> None:
+    """Put the table's cursor on a session by typing its id into the filter."""
+    await pilot.press("2", "slash", *sid[:8], "enter")
+    await settle(app, pilot)
+    assert [k[1] for k in _rows(app)] == [sid], _rows(app)
+
+
+@sync
+async def test_pin_asks_then_writes_pins_json(demo: Demo) -> None:
+    app = AgentkeepApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await _select(app, pilot, OLDER)
+        await pilot.press("p")
+        await settle(app, pilot)
+        assert isinstance(app.screen, Confirm)
+        assert "never pruned" in str(app.screen.body)
+        await pilot.press("n")  # no: nothing is written
+        await settle(app, pilot)
+        assert not demo.pins.exists() or OLDER not in demo.pins.read_text()
+        await pilot.press("p")
+        await settle(app, pilot)
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert OLDER in demo.pins.read_text()
+        verdict = app.plans.of("claude", OLDER)
+        assert verdict.words.startswith("kept: pinned"), verdict
+        assert app.query_one("#table", DataTable).get_row_at(0)[5] == "pinned"
+
+
+@sync
+async def test_purge_moves_the_session_to_the_trash(demo: Demo) -> None:
+    transcript = demo.transcript(BIG_OLD, "/home/you/cli-tool")
+    assert transcript.exists()
+    app = AgentkeepApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await _select(app, pilot, BIG_OLD)
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert isinstance(app.screen, Confirm)
+        body = str(app.screen.body)
+        assert "to the trash" in body and "can be restored" in body, body
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert not transcript.exists()
+        assert (BIG_OLD, "claude") in {(e["id"], e["agent"]) for e in app.snapshot.trash}
+        assert BIG_OLD not in {s["id"] for s in app.snapshot.sessions}
+    kept = [p for p in demo.trash.rglob(f"{BIG_OLD}.jsonl")]
+    assert kept, "the transcript is not in the trash"
+
+
+@sync
+async def test_purge_of_a_parent_offers_cascade(demo: Demo) -> None:
+    """The old parent of a recent fork is refused alone; the dialog says why
+    and offers --cascade, which takes the fork first, then the parent."""
+    app = AgentkeepApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        words = app.plans.of("claude", OLD_PARENT).words
+        assert words.startswith("kept: parent of a session used 3 days ago"), words
+        await _select(app, pilot, OLD_PARENT)
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert isinstance(app.screen, Confirm)
+        assert "--cascade" in app.screen.yes
+        body = str(app.screen.body)
+        assert "parent of a session used 3 days ago" in body and RECENT_FORK[:8] in body, body
+        await pilot.press("y")
+        await settle(app, pilot)
+        ids = {s["id"] for s in app.snapshot.sessions}
+        assert OLD_PARENT not in ids and RECENT_FORK not in ids
+        assert {OLD_PARENT, RECENT_FORK} <= {e["id"] for e in app.snapshot.trash}
+
+
+@sync
+async def test_purge_of_a_pinned_session_is_refused_in_words(demo: Demo) -> None:
+    demo.fh.cli("pin", "claude", OLDER, check=True)
+    app = AgentkeepApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await _select(app, pilot, OLDER)
+        await pilot.press("d")
+        await settle(app, pilot)
+        assert isinstance(app.screen, Notice)
+        assert "pinned" in str(app.screen.body)
+        await pilot.press("escape")
+    assert demo.transcript(OLDER, "/home/you/cli-tool").exists()
+
+
+@sync
+async def test_restore_from_the_trash(demo: Demo) -> None:
+    demo.fh.cli("purge", "claude", BIG_OLD, check=True)
+    transcript = demo.transcript(BIG_OLD, "/home/you/cli-tool")
+    assert not transcript.exists(), "SETUP INVALID: the purge did not remove the transcript"
+    app = AgentkeepApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("3")
+        await settle(app, pilot)
+        assert app.query_one("#trash-table", DataTable).row_count == 1
+        await pilot.press("u")
+        await settle(app, pilot)
+        assert isinstance(app.screen, Confirm)
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert transcript.exists()
+        assert app.snapshot.trash == []
+        assert BIG_OLD in {s["id"] for s in app.snapshot.sessions}
+
+
+@sync
+async def test_prune_shows_the_dry_run_then_prunes(demo: Demo) -> None:
+    app = AgentkeepApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        planned = {r["id"] for r in app.plan.report["removed"]}
+        assert {BIG_OLD, OLDER, "refactor-parser", "grok-notes"} <= planned
+        assert OLD_PARENT not in planned  # the parent of a recent fork stays
+        await pilot.press("P")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PlanView)
+        table = app.screen.query_one("#plan-table", DataTable)
+        assert table.row_count == len(app.plan.report["removed"]) + len(app.plan.report["kept"])
+        # Nothing has happened yet.
+        assert demo.transcript(BIG_OLD, "/home/you/cli-tool").exists()
+        await pilot.press("y")
+        await settle(app, pilot)
+        assert isinstance(app.screen, Notice)
+        assert "moved" in str(app.screen.body)
+        await pilot.press("escape")
+        await settle(app, pilot)
+        assert planned <= {e["id"] for e in app.snapshot.trash}
+    assert not demo.transcript(BIG_OLD, "/home/you/cli-tool").exists()
+    assert demo.transcript(OLD_PARENT, "/home/you/webapp").exists()
+
+
+@sync
+async def test_filter_sort_and_the_keys(demo: Demo) -> None:
+    app = AgentkeepApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2")
+        # Largest first by default.
+        sizes = [s["bytes"] for s in app.snapshot.sessions]
+        shown = [app._session(k)["bytes"] for k in _rows(app)]
+        assert shown == sorted(sizes, reverse=True)
+        await pilot.press("s")  # then by idle time, oldest first
+        await settle(app, pilot)
+        idle = [app._session(k)["last_activity"] for k in _rows(app)]
+        assert idle == sorted(idle, reverse=True)
+        await pilot.press("slash", *"goes zero", "enter")
+        await settle(app, pilot)
+        assert _rows(app) == [("zero", "refactor-parser")]
+        await pilot.press("escape")
+        assert app.query_one("#filter", Input).value == ""
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, Help)
+        await pilot.press("escape")
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
+@sync
+async def test_the_detail_pane_says_why(demo: Demo) -> None:
+    app = AgentkeepApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await _select(app, pilot, OLD_PARENT)
+        text = str(app.query_one("#detail").render())
+        assert "kept: parent of a session used 3 days ago (1f2e3d4c)" in text
+        assert f"children {RECENT_FORK}" in text
+        assert "transcript" in text and "file-history" in text
+
+
+def test_without_textual_ui_says_how_to_install_and_exits_2(demo: Demo, tmp_path) -> None:
+    """A `textual` that cannot be imported (found first on the path) stands
+    for an installation without the extra."""
+    stub = tmp_path / "stub" / "textual"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ImportError('no textual here', name='textual')\n")
+    env = {**demo.fh.environ, "PYTHONPATH": str(stub.parent)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentkeep", "ui"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "agentkeep[ui]" in proc.stderr
+    assert json.dumps  # (the CLI's other commands still work without it)
+    assert demo.fh.cli("ls", env=env).returncode == 0
