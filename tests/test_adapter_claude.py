@@ -773,7 +773,13 @@ def test_malformed_transcript_lines_are_tolerated(
     assert (got.workspace, got.parent) == ("/home/u/good", parent)
 
 
-@pytest.mark.parametrize("content", [b"", b"\n\n", b"{" * 100_000, b"x" * (TRANSCRIPT_HEAD * 3)])
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"\n\n", b"{" * 100_000, b"x" * (TRANSCRIPT_HEAD * 3)],
+    # Short ids: pytest puts the id in PYTEST_CURRENT_TEST, and an
+    # environment string over 128 KiB makes every exec fail (E2BIG).
+    ids=["empty", "blank-lines", "braces", "past-the-head"],
+)
 def test_odd_transcripts_give_no_workspace_and_no_crash(
     fake_home: FakeHome, adapter: ClaudeAdapter, content: bytes
 ) -> None:

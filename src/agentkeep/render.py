@@ -46,19 +46,36 @@ def size(n: int | None) -> str:
     raise AssertionError("unreachable")
 
 
-_UNITS = (("d", 86400), ("h", 3600), ("m", 60))
+_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60))
 
 
-def idle(rfc: str | None, now: float | None = None) -> str:
-    """How long ago, in the largest whole unit, short for a table: 41d, 3h,
-    12m, now; "undated" when the time cannot be read."""
-    if rfc is None:
-        return "undated"
+def _elapsed(rfc: str, now: float | None) -> tuple[int, str] | None:
+    """How long ago `rfc` was, in the largest whole unit; None under a minute."""
     seconds = max(0.0, (now if now is not None else time.time()) - parse_rfc3339(rfc))
     for unit, length in _UNITS:
         if seconds >= length:
-            return f"{int(seconds // length)}{unit}"
-    return "now"
+            return int(seconds // length), unit
+    return None
+
+
+def idle(rfc: str | None, now: float | None = None) -> str:
+    """How long ago, short for a table: 41d, 3h, 12m, now; "undated" when
+    the time cannot be read."""
+    if rfc is None:
+        return "undated"
+    ago = _elapsed(rfc, now)
+    return f"{ago[0]}{ago[1][0]}" if ago else "now"
+
+
+def age(rfc: str | None, now: float | None = None) -> str:
+    """How long ago, in words for a sentence: 41 days, 3 hours, just now."""
+    if rfc is None:
+        return "undated"
+    ago = _elapsed(rfc, now)
+    if ago is None:
+        return "just now"
+    n, unit = ago
+    return f"{n} {unit}{'s' if n != 1 else ''}"
 
 
 def when(rfc: str | None, now: float | None = None, *, short: bool = False) -> str:
