@@ -75,7 +75,7 @@ class FakeHome:
         self.config_path.write_text(text)
         if seen:
             from agentkeep import preview, view
-            from agentkeep.adapters import AGENTS
+            from agentkeep.agents import AGENTS
             from agentkeep.paths import Env
 
             config, error = view.load(Env.from_environ(self.environ), self.state)

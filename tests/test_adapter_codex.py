@@ -14,9 +14,9 @@ import pytest
 import zstandard
 from structlog.testing import capture_logs
 
-from agentkeep import removal
-from agentkeep.adapters.base import RemovalError
+from agentkeep import rmtree
 from agentkeep.adapters.codex import CodexAdapter
+from agentkeep.errors import RemovalError
 from agentkeep.model import Session
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
@@ -388,7 +388,7 @@ def test_remove_without_codex_takes_the_row_first(
         if path == str(rollout):
             row_present_when_rollout_removed.append(sid in tree.thread_ids())
 
-    monkeypatch.setattr(removal, "_before_leaf", before_leaf)
+    monkeypatch.setattr(rmtree, "_before_leaf", before_leaf)
     a, r = adapter(fake_home), remover(sid)
     a.remove(a.load(sid), r)  # type: ignore[arg-type]
 

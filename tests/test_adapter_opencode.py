@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from agentkeep import removal, trash
-from agentkeep.adapters.base import RemovalError
+from agentkeep import rmtree, trash
 from agentkeep.adapters.opencode import OpencodeAdapter
+from agentkeep.errors import RemovalError
 from agentkeep.model import Session
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
@@ -368,7 +368,7 @@ def test_remove_without_opencode_takes_the_session_rows_first(
         if path == str(files[0]):
             rows_when_file_removed.append(tree.row_counts(sid))
 
-    monkeypatch.setattr(removal, "_before_leaf", before_leaf)
+    monkeypatch.setattr(rmtree, "_before_leaf", before_leaf)
     a, r = adapter(fake_home), remover(sid)
     a.remove(a.load(sid), r)  # type: ignore[arg-type]
 

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.conftest import FakeHome
 
-from agentkeep.adapters import AGENTS
+from agentkeep.agents import AGENTS
 from agentkeep.config import (
     DEFAULT_MAX_REMOVALS,
     DEFAULT_PRUNE_INTERVAL,

@@ -21,11 +21,14 @@ from pathlib import Path
 import pytest
 from watchdog.events import FileSystemEvent
 
+from agentkeep import watchplan
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.daemon import watch
+from agentkeep.daemon.events import Sink
 from agentkeep.daemon.inotify import InotifyWatches
-from agentkeep.daemon.watch import POLLING, ObserverWatches, Sink, Watcher
+from agentkeep.daemon.watch import ObserverWatches, Watcher
 from agentkeep.paths import Env
+from agentkeep.watchplan import POLLING
 from test_daemon_watch import Seen, transcript
 from waiting import wait_until
 
@@ -57,7 +60,7 @@ def threads_of(pid: int) -> int:
 
 @pytest.fixture
 def inotify_only() -> None:
-    if watch.inotify_budget() is None:
+    if watchplan.inotify_budget() is None:
         pytest.skip("no inotify here")
 
 
@@ -198,14 +201,14 @@ def test_a_deleted_dir_can_be_removed_quietly(watching, area: Path) -> None:
 def test_watches_are_counted_against_the_budget(watching, area: Path) -> None:
     dirs, _ = watching
     me = Path(f"/proc/{os.getpid()}")
-    before = watch.process_watches(me)
+    before = watchplan.process_watches(me)
     made = [area / str(n) for n in range(3)]
     for d in made:
         d.mkdir()
         dirs.add(d)
-    assert watch.process_watches(me) == before + 3
+    assert watchplan.process_watches(me) == before + 3
     dirs.remove(made[0])
-    assert watch.process_watches(me) == before + 2
+    assert watchplan.process_watches(me) == before + 2
 
 
 def test_a_missing_dir_fails_with_enoent(watching, area: Path) -> None:

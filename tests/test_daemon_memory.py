@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentkeep.daemon import watch
+from agentkeep import watchplan
 from build_claude import make_session
 from test_daemon_serve import start_daemon, stop_daemons
 
@@ -40,7 +40,7 @@ def index_fds(pid: int, index: Path) -> int:
 
 
 def test_many_watched_dirs_take_few_threads_and_still_reach_the_index(fake_home) -> None:
-    if watch.inotify_budget() is None:
+    if watchplan.inotify_budget() is None:
         pytest.skip("no inotify here")
     made = [make_session(fake_home, cwd=f"/home/user/p{n}", full=False) for n in range(MANY)]
     daemon = start_daemon(fake_home)

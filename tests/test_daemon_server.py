@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from agentkeep import client
+from agentkeep import client, protocol
 from agentkeep.daemon import limits, server
 from agentkeep.daemon.limits import Budgets
 from agentkeep.daemon.server import AlreadyServing, Connection, RpcError, Server, ServerError
@@ -57,7 +57,7 @@ class Recorder:
                 self.waiting += 1
             self.go.wait(30)
             return "went"
-        raise RpcError(server.METHOD_NOT_FOUND, f"unknown method {method!r}", exit=2)
+        raise RpcError(protocol.METHOD_NOT_FOUND, f"unknown method {method!r}", exit=2)
 
     def _closed(self, token: str) -> None:
         with self.lock:
@@ -177,14 +177,14 @@ def test_a_file_that_is_not_a_socket_is_left_alone(env: Env) -> None:
 @pytest.mark.parametrize(
     ("line", "code"),
     [
-        (b"this is not json", server.PARSE_ERROR),
-        (b"\xff\xfe not utf-8", server.PARSE_ERROR),
-        (b"[1, 2, 3]", server.INVALID_REQUEST),
-        (b'{"jsonrpc": "2.0", "id": 7}', server.INVALID_REQUEST),
-        (b'{"jsonrpc": "1.0", "id": 7, "method": "echo"}', server.INVALID_REQUEST),
-        (b'{"jsonrpc": "2.0", "id": 7, "method": "echo", "params": [1]}', server.INVALID_PARAMS),
-        (b'{"jsonrpc": "2.0", "id": 7, "method": "nope"}', server.METHOD_NOT_FOUND),
-        (b"[" * 100000 + b"]" * 100000, server.PARSE_ERROR),
+        (b"this is not json", protocol.PARSE_ERROR),
+        (b"\xff\xfe not utf-8", protocol.PARSE_ERROR),
+        (b"[1, 2, 3]", protocol.INVALID_REQUEST),
+        (b'{"jsonrpc": "2.0", "id": 7}', protocol.INVALID_REQUEST),
+        (b'{"jsonrpc": "1.0", "id": 7, "method": "echo"}', protocol.INVALID_REQUEST),
+        (b'{"jsonrpc": "2.0", "id": 7, "method": "echo", "params": [1]}', protocol.INVALID_PARAMS),
+        (b'{"jsonrpc": "2.0", "id": 7, "method": "nope"}', protocol.METHOD_NOT_FOUND),
+        (b"[" * 100000 + b"]" * 100000, protocol.PARSE_ERROR),
     ],
 )
 def test_bad_lines_get_errors_and_the_connection_goes_on(running, env: Env, line, code) -> None:
@@ -200,7 +200,7 @@ def test_bad_lines_get_errors_and_the_connection_goes_on(running, env: Env, line
 def test_an_exception_in_a_handler_is_an_error_answer(running, env: Env) -> None:
     with pytest.raises(client.RemoteError) as err:
         client.call(env, "boom", {})
-    assert err.value.code == server.SERVER_ERROR and "kaboom" in err.value.message
+    assert err.value.code == protocol.SERVER_ERROR and "kaboom" in err.value.message
     assert err.value.exit == 1
     assert client.call(env, "echo", {"after": 1}) == {"after": 1}
 
@@ -210,14 +210,14 @@ def test_a_line_over_1_mib_is_answered_and_skipped(running, env: Env) -> None:
         huge = b'{"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {"x": "' + b"a" * (2 << 20)
         sock.sendall(huge + b'"}}\n')
         answer = read_answer(sock)
-        assert answer["id"] is None and answer["error"]["code"] == server.INVALID_REQUEST
+        assert answer["id"] is None and answer["error"]["code"] == protocol.INVALID_REQUEST
         assert "1 MiB" in answer["error"]["message"]
         sock.sendall(b'{"jsonrpc": "2.0", "id": 2, "method": "echo", "params": {"y": 2}}\n')
         assert read_answer(sock)["result"] == {"y": 2}
-    fill = server.MAX_LINE - len(b'{"id":3,"method":"echo","params":{"x":""}}')
+    fill = protocol.MAX_LINE - len(b'{"id":3,"method":"echo","params":{"x":""}}')
     # One byte over, arriving with its newline: still too long.
     over = b'{"id":4,"method":"echo","params":{"x":"' + b"c" * (fill + 1) + b'"}}'
-    assert len(over) == server.MAX_LINE + 1
+    assert len(over) == protocol.MAX_LINE + 1
     with raw_connect(env) as sock:
         sock.sendall(over + b"\n")
         assert "1 MiB" in read_answer(sock)["error"]["message"]
@@ -225,7 +225,7 @@ def test_a_line_over_1_mib_is_answered_and_skipped(running, env: Env) -> None:
         assert read_answer(sock)["result"] == {"z": 3}
     # A line of exactly 1 MiB is still a line.
     exact = b'{"id":3,"method":"echo","params":{"x":"' + b"b" * fill + b'"}}'
-    assert len(exact) == server.MAX_LINE
+    assert len(exact) == protocol.MAX_LINE
     with raw_connect(env) as sock:
         sock.sendall(exact + b"\n")
         assert read_answer(sock)["result"] == {"x": "b" * fill}
@@ -279,7 +279,7 @@ def test_another_uid_is_refused(running, env: Env, monkeypatch: pytest.MonkeyPat
     seen: list[int] = []
 
     def other_uid(sock: socket.socket) -> int:
-        seen.append(server.peer_credentials(sock)[1])
+        seen.append(protocol.peer_credentials(sock)[1])
         return os.getuid() + 1
 
     monkeypatch.setattr(server, "_peer_uid_override", other_uid)
@@ -301,7 +301,7 @@ def test_another_uid_is_refused(running, env: Env, monkeypatch: pytest.MonkeyPat
 def test_peer_credentials_are_the_kernels(running, env: Env) -> None:
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     with a, b:
-        assert server.peer_credentials(a) == (os.getpid(), os.getuid())
+        assert protocol.peer_credentials(a) == (os.getpid(), os.getuid())
 
 
 def test_client_sees_no_daemon_without_a_socket(env: Env) -> None:
@@ -329,7 +329,7 @@ def test_a_daemon_that_closes_without_answering_is_a_remote_error(env: Env) -> N
     t.start()
     with pytest.raises(client.RemoteError) as err:
         client.call(env, "status", {})
-    assert err.value.code == server.SERVER_ERROR
+    assert err.value.code == protocol.SERVER_ERROR
     t.join()
     listener.close()
 
@@ -385,7 +385,7 @@ def test_lease_holders_take_no_slot_and_are_never_closed_to_make_room(small, env
     # ... so a newcomer closes the longest idle of them, never a holder.
     assert client.call(env, "echo", {"n": 1}) == {"n": 1}
     closed = wait_until(lambda: notice(idle[0]), "the idlest client's notice", 5, setup=False)
-    assert closed["error"]["code"] == server.BUSY
+    assert closed["error"]["code"] == protocol.BUSY
     assert "closed to make room" in closed["error"]["message"]
     assert notice(idle[1]) is None
     for i, sock in enumerate(holders):
@@ -404,7 +404,7 @@ def test_a_hold_past_the_lease_budget_is_refused_and_nothing_held_is_dropped(
     assert take(first, "a")["result"] and take(first, "b")["result"]
     assert take(second, "c")["result"]
     refused = take(second, "d")
-    assert refused["error"]["code"] == server.SERVER_ERROR, refused
+    assert refused["error"]["code"] == protocol.SERVER_ERROR, refused
     assert "too many leases held (3" in refused["error"]["message"]
     assert refused["error"]["data"]["exit"] == 1
     # The refused resource was closed at once; nothing already held was.
@@ -451,7 +451,7 @@ def test_unfinished_lines_past_the_total_close_the_largest_others(env: Env) -> N
             assert read_answer(sock)["result"] == {"y": "b" * (200 << 10)}
         for sock in stalled:
             answer = wait_until(lambda s=sock: notice(s), "a notice", 5, setup=False)
-            assert answer["error"]["code"] == server.BUSY
+            assert answer["error"]["code"] == protocol.BUSY
             assert "unfinished lines over all connections passed 262144 bytes" in str(answer)
             sock.close()
         assert srv.budgets.counts["unfinished"] == 0

@@ -16,20 +16,13 @@ import pytest
 from watchdog.events import FileModifiedEvent
 from watchdog.observers import Observer
 
+from agentkeep import watchplan
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.daemon import watch
-from agentkeep.daemon.watch import (
-    POLLING,
-    DirWatches,
-    ObserverWatches,
-    RootWatch,
-    Sink,
-    Watcher,
-    group_by_root,
-    native_watches,
-    plan,
-)
+from agentkeep.daemon.events import Sink
+from agentkeep.daemon.watch import DirWatches, ObserverWatches, Watcher, native_watches
 from agentkeep.paths import Env
+from agentkeep.watchplan import POLLING, RootWatch, group_by_root, plan
 from waiting import wait_until
 
 
@@ -218,13 +211,13 @@ def test_plan_gives_inotify_while_it_fits() -> None:
 
 
 def test_inotify_budget_counts_real_watches(tmp_path: Path) -> None:
-    budget = watch.inotify_budget()
+    budget = watchplan.inotify_budget()
     if budget is None:
         pytest.skip("no inotify here")
     limit, used = budget
     assert limit == int(Path("/proc/sys/fs/inotify/max_user_watches").read_text())
     me = Path(f"/proc/{os.getpid()}")
-    before = watch.process_watches(me)
+    before = watchplan.process_watches(me)
     dirs = [tmp_path / str(i) for i in range(3)]
     observer = Observer()
     observer.start()
@@ -232,8 +225,8 @@ def test_inotify_budget_counts_real_watches(tmp_path: Path) -> None:
         for d in dirs:
             d.mkdir()
             observer.schedule(watch.FileSystemEventHandler(), str(d), recursive=False)
-        assert watch.process_watches(me) == before + 3
-        assert watch.inotify_budget()[1] >= 3  # type: ignore[index]
+        assert watchplan.process_watches(me) == before + 3
+        assert watchplan.inotify_budget()[1] >= 3  # type: ignore[index]
     finally:
         observer.stop()
         observer.join()
@@ -306,10 +299,10 @@ def test_sqlite_side_files_are_ignored(fake_home, watching) -> None:
 
 
 def test_agentkeep_inotify_max_replaces_the_limit() -> None:
-    real = watch.inotify_budget()
+    real = watchplan.inotify_budget()
     if real is None:
         pytest.skip("no inotify here")
-    forced = watch.budget_for({"AGENTKEEP_INOTIFY_MAX": "7"})
+    forced = watchplan.budget_for({"AGENTKEEP_INOTIFY_MAX": "7"})
     assert forced is not None and forced[0] == 7 and forced[1] >= 0
-    assert watch.budget_for({"AGENTKEEP_INOTIFY_MAX": "lots"})[0] == real[0]  # type: ignore[index]
-    assert watch.budget_for({})[0] == real[0]  # type: ignore[index]
+    assert watchplan.budget_for({"AGENTKEEP_INOTIFY_MAX": "lots"})[0] == real[0]  # type: ignore[index]
+    assert watchplan.budget_for({})[0] == real[0]  # type: ignore[index]

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agentkeep import client
-from agentkeep.daemon.server import encode
 from agentkeep.jsontext import JSONText, folded_item, folded_list, indented, unfolded
+from agentkeep.protocol import encode
 
 ROW = {
     "agent": "claude",

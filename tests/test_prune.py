@@ -3,7 +3,7 @@
 Every situation is built for real: Claude and zero trees on disk, real
 processes naming sessions, real flocks on lease files, the real CLI as a
 subprocess where the contract's outside is what is tested, and the seams of
-agentkeep.prune / agentkeep.removal where a race must be forced (each such
+agentkeep.prune / agentkeep.rmtree where a race must be forced (each such
 test fails with "SETUP INVALID" when the race did not happen).
 """
 
@@ -25,8 +25,9 @@ from typing import Any
 import pytest
 
 from agentkeep import core, leases, prune, trash
-from agentkeep.adapters import AGENTS, base
+from agentkeep.adapters import base
 from agentkeep.adapters.claude import ClaudeAdapter
+from agentkeep.agents import AGENTS
 from agentkeep.index import Index
 from agentkeep.journal import Journal
 from agentkeep.model import parse_rfc3339, rfc3339
@@ -904,13 +905,13 @@ def test_a_dry_run_decides_like_the_real_run_and_changes_nothing(
 
 FAIL_ON_PATH = """
 import os
-import agentkeep.removal as removal
+import agentkeep.rmtree as rmtree
 
 def fail(path):
     if path == os.environ["FAIL_PATH"]:
         raise PermissionError(13, "Permission denied", path)
 
-removal._before_leaf = fail
+rmtree._before_leaf = fail
 """
 
 
@@ -959,7 +960,7 @@ def test_a_removal_failing_half_way_is_reported_and_finished_by_the_next_run(
 KILL_MID_REMOVAL = """
 import os, signal
 import agentkeep.prune as prune
-import agentkeep.removal as removal
+import agentkeep.rmtree as rmtree
 
 counts = {"sessions": 0, "leaves": 0}
 
@@ -971,7 +972,7 @@ def on_leaf(path):
 def after_lease(agent, sid):
     counts["sessions"] += 1
     if counts["sessions"] == int(os.environ["KILL_ON_SESSION"]):
-        removal._before_leaf = on_leaf
+        rmtree._before_leaf = on_leaf
 
 prune._after_lease = after_lease
 """

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from agentkeep import leases, trash
-from agentkeep.adapters import AGENTS
+from agentkeep.agents import AGENTS
 from agentkeep.model import parse_rfc3339, rfc3339
 from agentkeep.processes import ProcessTable
 from build_agents import (

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from agentkeep import removal
-from agentkeep.adapters.base import RemovalError
+from agentkeep import rmtree
+from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact
-from agentkeep.removal import SessionRemoval, remove_tree_at
+from agentkeep.removal import SessionRemoval
+from agentkeep.rmtree import remove_tree_at
 
 
 @pytest.fixture
@@ -184,7 +185,7 @@ def test_a_directory_swapped_for_a_link_mid_removal_is_not_followed(
             os.symlink(outside / "victim", target)
             swaps.append(path)
 
-    monkeypatch.setattr(removal, "_before_leaf", swap)
+    monkeypatch.setattr(rmtree, "_before_leaf", swap)
     r = remover()
     r.remove_path(art(root, "sess"))
     assert swaps, "SETUP INVALID: the swap never happened"
@@ -207,7 +208,7 @@ def test_a_directory_replaced_by_another_mid_removal_is_left_for_next_run(
             (target / "appeared.txt").write_text("not what was looked at")
             swaps.append(path)
 
-    monkeypatch.setattr(removal, "_before_leaf", replace)
+    monkeypatch.setattr(rmtree, "_before_leaf", replace)
     with pytest.raises(RemovalError, match="replaced while being walked"):
         remover().remove_path(art(root, "sess"))
     assert swaps, "SETUP INVALID: the swap never happened"
@@ -229,7 +230,7 @@ def test_a_directory_moved_away_mid_walk_stops_the_way_back_up(
             os.rename(root / "sess" / "sub", outside / "sub")
             moved.append(path)
 
-    monkeypatch.setattr(removal, "_before_leaf", move_ancestor)
+    monkeypatch.setattr(rmtree, "_before_leaf", move_ancestor)
     with pytest.raises(RemovalError, match="moved while being walked"):
         remover().remove_path(art(root, "sess"))
     assert moved, "SETUP INVALID: nothing was moved"
@@ -251,7 +252,7 @@ def test_a_directory_on_another_file_system_is_left_and_reported(
             return mount_id + 1
         return mount_id
 
-    monkeypatch.setattr(removal, "_mount_id_override", fake_mount)
+    monkeypatch.setattr(rmtree, "_mount_id_override", fake_mount)
     r = remover()
     r.remove_path(art(root, "sess"))
     assert faked, "SETUP INVALID: the mount was never looked at"
@@ -283,7 +284,7 @@ def test_a_directory_mounted_over_after_it_was_listed_is_left(
             return mount_id if len(looks) == 1 else mount_id + 1
         return mount_id
 
-    monkeypatch.setattr(removal, "_mount_id_override", mounted_after_listing)
+    monkeypatch.setattr(rmtree, "_mount_id_override", mounted_after_listing)
     r = remover()
     r.remove_path(art(root, "sess"))
     if len(looks) < 2:
@@ -334,7 +335,7 @@ def test_a_ten_thousand_deep_tree_with_bounded_descriptors(
     def count_fds(path: str) -> None:
         counts.append(len(os.listdir("/proc/self/fd")))
 
-    monkeypatch.setattr(removal, "_before_leaf", count_fds)
+    monkeypatch.setattr(rmtree, "_before_leaf", count_fds)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     # With one descriptor per level this would run out long before the bottom.
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(baseline + 64, hard), hard))
@@ -394,7 +395,7 @@ def test_a_failure_half_way_removes_the_rest_and_a_second_run_finishes(
             # Root is not stopped by modes, so the refusal is forced here.
             raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr(removal, "_before_leaf", deny)
+    monkeypatch.setattr(rmtree, "_before_leaf", deny)
     r = remover()
     with pytest.raises(RemovalError) as raised:
         r.remove_path(art(root, "sess"))
@@ -405,7 +406,7 @@ def test_a_failure_half_way_removes_the_rest_and_a_second_run_finishes(
     assert left == ["sess", "sess/sub", "sess/sub/b.txt"], "everything else should be gone"
     assert r.removed == []
 
-    monkeypatch.setattr(removal, "_before_leaf", None)
+    monkeypatch.setattr(rmtree, "_before_leaf", None)
     again = remover()
     again.remove_path(art(root, "sess"))
     assert not (root / "sess").exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentkeep import removal
+from agentkeep import rmtree
 from agentkeep.leases import lease_path, try_exclusive
 from agentkeep.model import Artifact
 from agentkeep.paths import ensure_private_dir
@@ -256,7 +256,7 @@ def test_an_artifact_on_another_file_system_is_removed_at_once(
             return mount_id + 1
         return mount_id
 
-    monkeypatch.setattr(removal, "_mount_id_override", tmpfs)
+    monkeypatch.setattr(rmtree, "_mount_id_override", tmpfs)
     with open_entry(state, "claude", "sid", parent=None, keep_for=WEEK, now=NOW) as writer:
         r = SessionRemoval("claude", "sid", dry_run=False, trash=writer)
         r.remove_path(art(root, "sid.jsonl"))
@@ -349,4 +349,4 @@ def test_a_deep_tree_goes_to_the_trash_and_back(state: Path, root: Path) -> None
     assert os.read(leaf, 10) == b"deep"
     os.close(leaf)
     os.close(fd)
-    removal.remove_tree_at(root, "deep")
+    rmtree.remove_tree_at(root, "deep")

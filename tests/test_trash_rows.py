@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentkeep.adapters import sqlite as agent_sqlite
+from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact
 from agentkeep.paths import ensure_private_dir
 from agentkeep.removal import SessionRemoval
@@ -184,9 +185,9 @@ def test_a_failing_keep_deletes_nothing(fake_home) -> None:
 
     def refuse(rows: agent_sqlite.TableRows) -> None:
         if rows.table == "message":
-            raise agent_sqlite.RemovalError("disk full")
+            raise RemovalError("disk full")
 
-    with pytest.raises(agent_sqlite.RemovalError, match="disk full"):
+    with pytest.raises(RemovalError, match="disk full"):
         agent_sqlite.delete_rows(db, DELETIONS, keep=refuse)
     assert dump(db) == before
 

@@ -2,7 +2,7 @@
 
 Every command that the socket serves is first asked of the running daemon,
 with the config path, state dir and roots this process resolved; when no
-daemon answers, or it sees another user's view (-32001), the same core
+daemon answers, or it sees another user's view (ENV_MISMATCH), the same core
 function runs in-process. The output is the same either way.
 
 Start-up is most of what a command the daemon answers costs, so the modules
@@ -27,134 +27,23 @@ import click
 from agentkeep import __version__, completion
 from agentkeep.errors import Failure
 from agentkeep.paths import Env
+from agentkeep.runner import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    QUIET,
+    Runner,
+    emit_json,
+    fail,
+    progress_bar,
+    status_doc,
+    text_out,
+)
 
 if TYPE_CHECKING:
-    from agentkeep import core, render
+    from agentkeep import core
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_NO_SUCH = 0, 1, 2, 4, 5
-# Commands answered from the index.
-_READS = frozenset({"ls", "show", "du"})
-# Where -q and -v are kept (click shares `meta` with every nested context).
-_QUIET, _VERBOSE = "agentkeep.quiet", "agentkeep.verbose"
-
-
-def _out(wide: bool = False) -> render.Out:
-    """stdout for text: fitted to the terminal (or COLUMNS); whole in a pipe
-    or with --wide, each table row on one line either way."""
-    from agentkeep import render
-
-    return render.Out.of(sys.stdout, wide=wide)
-
-
-def _bar(what: str) -> render.Bar:
-    """The progress bar for long work: on stderr when it is a terminal, and
-    not with -q."""
-    from agentkeep import render
-
-    ctx = click.get_current_context(silent=True)
-    return render.Bar(what, enabled=not (ctx and ctx.meta.get(_QUIET)))
-
-
-def _fail(exit_code: int, message: str) -> NoReturn:
-    click.echo(f"agentkeep: {message}", err=True)
-    sys.exit(exit_code)
-
-
-def _emit_json(doc: Any) -> None:
-    from agentkeep.jsontext import indented
-
-    click.echo(indented(doc))
-
-
-class Runner:
-    """Answers one command through the daemon, or in-process."""
-
-    def __init__(self) -> None:
-        self.env = Env.from_environ()
-        self._ctx: core.Context | None = None
-
-    @property
-    def ctx(self) -> core.Context:
-        if self._ctx is None:
-            from agentkeep import core
-
-            self._ctx = core.Context.open(self.env)
-        return self._ctx
-
-    def fingerprint(self) -> dict[str, Any]:
-        """The config path, state dir and roots this process resolved (sent
-        to the daemon), without opening the index: nothing of the in-process
-        work is imported or opened for it."""
-        from agentkeep import view
-
-        return self._ctx.fingerprint() if self._ctx else view.resolve(self.env)
-
-    def ask(
-        self,
-        method: str,
-        params: dict[str, Any],
-        local: Callable[[core.Context], Any],
-        raw: bool = False,
-    ) -> Any:
-        """The daemon's answer, else `local`'s; with `raw`, the answer as
-        JSON text (client.request), which `local` then gives too. Work done
-        here (the first full scan above all) shows a progress bar."""
-        import structlog
-
-        from agentkeep import client
-
-        log = structlog.get_logger("agentkeep.cli")
-        try:
-            with client.connect(self.env) as sock:
-                # Resolved once a daemon answers.
-                fingerprint = self.fingerprint()
-                answer = client.request(sock, method, {**params, "env": fingerprint}, raw=raw)
-            log.debug("answered by the daemon", method=method)
-            return answer
-        except client.NoDaemon as exc:
-            # Nothing of the request was done (no daemon, or a busy one that
-            # took none of it): doing it here cannot do it twice.
-            log.debug("working in-process", method=method, why=str(exc))
-        except client.RemoteError as exc:
-            if exc.code != -32001:
-                data = exc.data if isinstance(exc.data, dict) else {}
-                if isinstance(data.get("report"), dict):
-                    raise Failure(
-                        int(data.get("exit", 1)), exc.message, report=data["report"]
-                    ) from None
-                raise Failure(int(data.get("exit", 1)), exc.message) from None
-            log.debug("working in-process", method=method, why=exc.message)
-        if method not in _READS:
-            return local(self.ctx)
-        from agentkeep import core
-
-        with _bar("indexing") as bar:
-            # No daemon keeps the index current: bring it up to date first
-            # (cheap when little changed; a full scan the first time).
-            core.reconcile(self.ctx, bar.update)
-            return local(self.ctx)
-
-    def run(
-        self, body: Callable[[], int | None], as_json: bool = False, wide: bool = False
-    ) -> NoReturn:
-        try:
-            code = body() or 0
-        except Failure as exc:
-            if exc.report is not None:  # a refused purge still says what it kept
-                if as_json:
-                    _emit_json(exc.report)
-                else:
-                    from agentkeep import render
-
-                    render.report(_out(wide), exc.report)
-            _fail(exc.exit, exc.message)
-        except BrokenPipeError:
-            raise  # the reader went away: _Group.invoke ends quietly
-        except OSError as exc:
-            # A state file that cannot be written (a full disk): one line.
-            where = f" ({exc.filename})" if exc.filename else ""
-            _fail(EXIT_FAILED, f"{exc.strerror or exc}{where}")
-        sys.exit(code)
+_VERBOSE = "agentkeep.verbose"
 
 
 def _json_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -180,7 +69,7 @@ def _id_argument(
 def _noted(ctx: click.Context, param: click.Parameter, value: int) -> None:
     """-q and -v may come before the command's name and after it: both count."""
     if value:
-        key = _QUIET if param.name == "quiet" else _VERBOSE
+        key = QUIET if param.name == "quiet" else _VERBOSE
         ctx.meta[key] = ctx.meta.get(key, 0) + int(value)
 
 
@@ -207,9 +96,9 @@ def _log_level(ctx: click.Context, default: str) -> str:
     """-q or -v when given, else AGENTKEEP_LOG_LEVEL, else `default`."""
     from agentkeep.logs import level_from
 
-    quiet, verbose = ctx.meta.get(_QUIET, 0), ctx.meta.get(_VERBOSE, 0)
+    quiet, verbose = ctx.meta.get(QUIET, 0), ctx.meta.get(_VERBOSE, 0)
     if quiet and verbose:
-        _fail(EXIT_USAGE, "-q and -v say opposite things: give one of them")
+        fail(EXIT_USAGE, "-q and -v say opposite things: give one of them")
     if quiet:
         return "error"
     if verbose:
@@ -217,7 +106,7 @@ def _log_level(ctx: click.Context, default: str) -> str:
     try:
         return level_from(os.environ, default)
     except ValueError as exc:
-        _fail(EXIT_USAGE, str(exc))
+        fail(EXIT_USAGE, str(exc))
 
 
 def _reader_gone(code: int) -> NoReturn:
@@ -252,7 +141,7 @@ class _Command(click.Command):
         if self.name not in _BAD_CONFIG_RUNS:
             error = config_error(Env.from_environ())
             if error is not None:
-                _fail(EXIT_USAGE, f"config error: {error}")
+                fail(EXIT_USAGE, f"config error: {error}")
         return super().invoke(ctx)
 
 
@@ -307,9 +196,9 @@ def scan(as_json: bool) -> None:
     r = Runner()
 
     def body() -> int:
-        with _bar("scanning") as bar:
+        with progress_bar("scanning") as bar:
             doc = r.ask("scan", {}, lambda c: core.scan(c, bar.update))
-        _emit_json(doc) if as_json else render.scan(_out(), doc)
+        emit_json(doc) if as_json else render.scan(text_out(), doc)
         return EXIT_OK
 
     r.run(body)
@@ -352,7 +241,7 @@ def ls_cmd(agent: str | None, idle_over: str | None, wide: bool, as_json: bool) 
             rows = json.loads(text)
             # The states just listed are not looked at again for the hint.
             known = {(row["agent"], row["id"]): row["state"] for row in rows}
-            render.sessions(_out(wide), rows, core.reclaim_hint(r.ctx, known))
+            render.sessions(text_out(wide), rows, core.reclaim_hint(r.ctx, known))
         return EXIT_OK
 
     r.run(body)
@@ -375,11 +264,11 @@ def show(agent: str, session_id: str, wide: bool, as_json: bool) -> None:
     def body() -> int:
         doc = r.ask("show", {"agent": agent, "id": session_id}, local)
         if as_json:
-            _emit_json(doc)
+            emit_json(doc)
         else:
             from agentkeep import render
 
-            render.show(_out(wide), doc)
+            render.show(text_out(wide), doc)
         return EXIT_OK
 
     r.run(body)
@@ -408,12 +297,12 @@ def du(by: str, wide: bool, as_json: bool) -> None:
     def body() -> int:
         doc = r.ask("du", {"by": by}, local)
         if as_json:
-            _emit_json(doc)
+            emit_json(doc)
         else:
             from agentkeep import core, render
 
             held = core.trash_total(r.env.state_dir)
-            render.du(_out(wide), doc, core.reclaim_hint(r.ctx), held)
+            render.du(text_out(wide), doc, core.reclaim_hint(r.ctx), held)
         return EXIT_OK
 
     r.run(body)
@@ -421,11 +310,11 @@ def du(by: str, wide: bool, as_json: bool) -> None:
 
 def _print_report(doc: dict[str, Any], as_json: bool, wide: bool) -> int:
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
     else:
         from agentkeep import render
 
-        render.report(_out(wide), doc)
+        render.report(text_out(wide), doc)
     return EXIT_FAILED if doc["failed"] else EXIT_OK
 
 
@@ -452,7 +341,7 @@ def prune(
 
     def body() -> int:
         params = {"dry_run": dry_run, "older_than": older_than, "agent": agent}
-        with _bar("pruning") as bar:
+        with progress_bar("pruning") as bar:
             doc = r.ask(
                 "prune",
                 params,
@@ -503,15 +392,15 @@ def hold(agent: str, session_id: str, command: tuple[str, ...]) -> None:
     r = Runner()
     argv = list(command[1:] if command and command[0] == "--" else command)
     if not argv:
-        _fail(EXIT_USAGE, "hold needs a command after --")
+        fail(EXIT_USAGE, "hold needs a command after --")
     try:
         sid = r.ctx.session_id(agent, session_id)
     except Failure as exc:
-        _fail(exc.exit, exc.message)
+        fail(exc.exit, exc.message)
     try:
         leases.hold_and_exec(leases.lease_path(r.ctx.state_dir, agent, sid), argv)
     except leases.LeaseError as exc:
-        _fail(EXIT_FAILED, f"cannot hold {agent} {sid}: {exc}")
+        fail(EXIT_FAILED, f"cannot hold {agent} {sid}: {exc}")
 
 
 def _pin(agent: str, session_id: str, pinned: bool, as_json: bool) -> None:
@@ -527,7 +416,7 @@ def _pin(agent: str, session_id: str, pinned: bool, as_json: bool) -> None:
             lambda c: core.pin(c, agent, session_id, pinned),
         )
         if as_json:
-            _emit_json(doc)
+            emit_json(doc)
         else:
             click.echo(f"{'pinned' if pinned else 'unpinned'} {doc['agent']} {doc['id']}")
         return EXIT_OK
@@ -563,22 +452,22 @@ def trash_cmd(empty: bool, older_than: str | None, wide: bool, as_json: bool) ->
     from agentkeep import core, render
 
     if older_than is not None and not empty:
-        _fail(EXIT_USAGE, "--older-than goes with --empty")
+        fail(EXIT_USAGE, "--older-than goes with --empty")
     state_dir = Env.from_environ().state_dir
 
     def body() -> int:
         if not empty:
             doc = core.trash_list(state_dir)
             if as_json:
-                _emit_json(doc)
+                emit_json(doc)
             else:
-                render.trash_entries(_out(wide), doc["entries"])
+                render.trash_entries(text_out(wide), doc["entries"])
             return EXIT_OK
         doc = core.trash_empty(state_dir, older_than)
         if as_json:
-            _emit_json(doc)
+            emit_json(doc)
         else:
-            render.emptied(_out(wide), doc)
+            render.emptied(text_out(wide), doc)
         return EXIT_OK
 
     Runner().run(body, as_json)
@@ -597,7 +486,7 @@ def restore(agent: str, session_id: str, as_json: bool) -> None:
     def body() -> int:
         doc = core.restore(r.ctx, agent, session_id)
         if as_json:
-            _emit_json(doc)
+            emit_json(doc)
         else:
             for e in doc["restored"]:
                 click.echo(f"restored {e['agent']} {e['id']} ({render.size(e['bytes'])})")
@@ -614,7 +503,7 @@ def ui() -> None:
     except ImportError as exc:
         if (exc.name or "").split(".")[0] != "textual":
             raise
-        _fail(EXIT_USAGE, "`agentkeep ui` needs Textual: pip install 'agentkeep[ui]'")
+        fail(EXIT_USAGE, "`agentkeep ui` needs Textual: pip install 'agentkeep[ui]'")
     sys.exit(run())
 
 
@@ -624,25 +513,6 @@ def serve() -> None:
     from agentkeep.daemon.main import serve as run_daemon
 
     sys.exit(run_daemon(Env.from_environ()))
-
-
-def status_doc(r: Runner) -> tuple[dict[str, Any], int]:
-    """The daemon's status, or with no daemon answering the same object
-    from the state dir with `pid` null; and the exit code `status` gives."""
-    from agentkeep import client
-
-    try:
-        doc = client.call(r.env, "status", {})
-        code = EXIT_OK
-    except (client.NoDaemon, client.RemoteError):
-        from agentkeep import core
-
-        doc = {"pid": None, "version": __version__, "uptime_s": None, **core.status_fields(r.ctx)}
-        doc.update(watch={"mode": None, "roots": []}, next_prune=None)
-        code = EXIT_FAILED
-    if not (doc.get("config") or {}).get("ok", True):
-        code = EXIT_USAGE  # a bad config: shown, and what to fix first
-    return doc, code
 
 
 @main.command()
@@ -655,9 +525,9 @@ def status(as_json: bool) -> None:
         from agentkeep import core, render
 
         doc["reclaim_hint"] = core.reclaim_hint(r.ctx)
-        render.status(_out(), doc)
+        render.status(text_out(), doc)
     else:
-        _emit_json(doc)
+        emit_json(doc)
     sys.exit(code)
 
 
@@ -681,11 +551,11 @@ def _service_plan(verb: str, dry_run: bool, as_json: bool) -> NoReturn:
         plan = svc.install_plan(env) if verb == "install" else svc.uninstall_plan(env)
     except svc.ServiceError as exc:
         if as_json:
-            _emit_json(svc.plan_json(verb, env, [], dry_run=dry_run, error=str(exc)))
-        _fail(exc.exit, str(exc))
+            emit_json(svc.plan_json(verb, env, [], dry_run=dry_run, error=str(exc)))
+        fail(exc.exit, str(exc))
     steps = svc.apply(plan, dry_run=dry_run, env=env, report=None if as_json else say)
     if as_json:
-        _emit_json(svc.plan_json(verb, env, steps, dry_run=dry_run))
+        emit_json(svc.plan_json(verb, env, steps, dry_run=dry_run))
     sys.exit(svc.exit_code(steps))
 
 
@@ -715,9 +585,9 @@ def service_status(as_json: bool) -> None:
     try:
         state = svc.status(env)
     except svc.ServiceError as exc:
-        _fail(exc.exit, str(exc))
+        fail(exc.exit, str(exc))
     if as_json:
-        _emit_json(state.to_json())
+        emit_json(state.to_json())
     else:
         click.echo(state.words())
         if state.linger is False:
@@ -736,7 +606,7 @@ def doctor(as_json: bool) -> None:
 
     checks = doc_mod.run_checks(Env.from_environ())
     if as_json:
-        _emit_json([c.__dict__ for c in checks])
+        emit_json([c.__dict__ for c in checks])
     else:
         doc_mod.render(checks, click.echo)
     if any(c.name == "config" and not c.ok for c in checks):

@@ -5,8 +5,8 @@ was done: nobody serves (no socket, a stale one, a refused connect), the
 daemon closed the connection before the request was sent, or it is `Busy`
 (its backlog stayed full past the connect deadline, or it had no room for
 the connection). The CLI then does the work in-process. `RemoteError` is an
-error answer, or a request sent and never answered; code -32001 means the
-daemon sees another config, state dir or roots than the CLI, which also
+error answer, or a request sent and never answered; code ENV_MISMATCH means
+the daemon sees another config, state dir or roots than the CLI, which also
 sends the CLI to work in-process. The daemon's peer is checked as the
 daemon checks its clients: a socket served by another user is not ours to
 talk to.
@@ -24,8 +24,17 @@ from typing import Any
 
 import structlog
 
-from agentkeep.daemon.server import BUSY, ENV_MISMATCH, SERVER_ERROR, encode, peer_credentials
 from agentkeep.paths import Env
+from agentkeep.protocol import (
+    BUSY,
+    ENV_MISMATCH,
+    SERVER_ERROR,
+    decode,
+    encode,
+    peer_credentials,
+    result_head,
+)
+from agentkeep.protocol import request as request_message
 
 log = structlog.get_logger("agentkeep.client")
 
@@ -81,7 +90,7 @@ def request(
     result; with `raw`, the result's JSON text (see _result_text)."""
     request_id = next(_ids)
     with sock:
-        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        message = request_message(request_id, method, params)
         deadline = time.monotonic() + timeout
         try:
             sock.settimeout(timeout)
@@ -107,8 +116,8 @@ def request_with_env(
     *,
     timeout: float = 600,
 ) -> Any:
-    """`call`, with the view the CLI resolved; the daemon answers -32001 when
-    its own differs."""
+    """`call`, with the view the CLI resolved; the daemon answers ENV_MISMATCH
+    when its own differs."""
     return call(env, method, {**params, "env": fingerprint}, timeout=timeout)
 
 
@@ -117,7 +126,7 @@ def results(sock: socket.socket, method: str, params: dict[str, Any]) -> Iterato
     from connect(), and yield each result as its line comes, until the
     daemon closes the connection. Another thread stops it by shutting the
     socket down; an error answer raises as request() does."""
-    message = {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params}
+    message = request_message(next(_ids), method, params)
     sock.settimeout(None)  # the next line may be hours away
     try:
         sock.sendall(encode(message))
@@ -206,7 +215,7 @@ def _result_text(line: bytes, request_id: int) -> str:
     """The result as JSON text: a folded list (jsontext) taken from the
     answer as the daemon wrote it, without decoding it (an ls at 50,000
     sessions is 12 MB); any other result decoded and encoded again."""
-    head = b'{"jsonrpc":"2.0","id":%d,"result":' % request_id
+    head = result_head(request_id)
     if line.startswith(head) and line.endswith(b"}"):
         text = line[len(head) : -1]
         if text == b"[]" or (text.startswith(b"[\t") and text.endswith(b"\t]")):
@@ -216,7 +225,7 @@ def _result_text(line: bytes, request_id: int) -> str:
 
 def _result(line: bytes) -> Any:
     try:
-        answer = json.loads(line)
+        answer = decode(line)
     except ValueError as exc:
         raise RemoteError(
             SERVER_ERROR, f"the daemon's answer is not JSON: {exc}", {"exit": 1}

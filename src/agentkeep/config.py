@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentkeep.adapters import AGENTS
+from agentkeep.agents import AGENTS
 from agentkeep.disk import read_regular
 
 MIN_RETENTION: float = 86400.0

@@ -32,6 +32,7 @@ from agentkeep.model import Artifact, Holder, HolderKind, Session, State, rfc333
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
 from agentkeep.processes import ProcessTable
 from agentkeep.progress import Progress, Tally, estimate
+from agentkeep.protocol import INVALID_PARAMS
 from agentkeep.prune import (
     PruneOptions,
     Pruner,
@@ -115,7 +116,7 @@ class Context:
         except KeyError:
             known = ", ".join(sorted(self.adapters)) or "none"
             raise Failure(
-                2, f"unknown or disabled agent {agent!r} (enabled: {known})", -32602
+                2, f"unknown or disabled agent {agent!r} (enabled: {known})", INVALID_PARAMS
             ) from None
 
     def session_id(self, agent: str, raw: str) -> str:
@@ -472,7 +473,7 @@ def _parse_age(text: Any, key: str) -> float:
     try:
         return parse_duration(text, key)
     except ConfigError as exc:
-        raise Failure(2, str(exc), -32602) from None
+        raise Failure(2, str(exc), INVALID_PARAMS) from None
 
 
 def ls_text(ctx: Context, agent: str | None = None, idle_over: str | None = None) -> JSONText:
@@ -564,7 +565,7 @@ _DU_FIELDS = ("bytes", "disk_bytes", "sessions", "reclaimable_bytes", "reclaimab
 
 def du(ctx: Context, by: str = "agent") -> dict[str, Any]:
     if by not in ("agent", "workspace"):
-        raise Failure(2, f"--by must be agent or workspace, not {by!r}", -32602)
+        raise Failure(2, f"--by must be agent or workspace, not {by!r}", INVALID_PARAMS)
     reclaim = reclaimable(ctx)
     groups: dict[str, dict[str, Any]] = {}
     for s in ctx.index.sessions():
@@ -694,7 +695,7 @@ def prune(
             2,
             "prune needs a cutoff: pass --older-than AGE or set a retention in "
             f'{ctx.env.config_path} (for example: retention = "{SUGGESTED_RETENTION}")',
-            -32602,
+            INVALID_PARAMS,
         )
     wanted = preview.retentions(config, ctx.adapters)
     waits = preview.due(ctx.state_dir, wanted, now, config.prune_interval) if scheduled else None
@@ -740,7 +741,7 @@ def _run_locked(
         try:
             report = _pruner(ctx).run(opts)
         except PruneRefused as exc:
-            raise Failure(exc.exit_code, str(exc), -32602) from None
+            raise Failure(exc.exit_code, str(exc), INVALID_PARAMS) from None
         except trash.TrashError as exc:
             raise Failure(1, f"prune refused: {exc}") from None
         summary = None
@@ -907,66 +908,3 @@ def status_fields(ctx: Context) -> dict[str, Any]:
         "last_prune": last,
         "paused": read_pause(ctx.state_dir) or state_disk_full(ctx.state_dir),
     }
-
-
-# -- dispatch (the socket's methods that are the core's) -----------------------
-def _params(params: dict[str, Any], *names: str) -> dict[str, Any]:
-    unknown = set(params) - set(names) - {"env"}
-    if unknown:
-        raise Failure(2, f"unknown parameter(s): {', '.join(sorted(unknown))}", -32602)
-    return {k: v for k, v in params.items() if k != "env"}
-
-
-def _bool(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise Failure(2, f"{name} must be true or false", -32602)
-    return value
-
-
-def _str(value: Any, name: str) -> str:
-    if not isinstance(value, str):
-        raise Failure(2, f"{name} must be a string", -32602)
-    return value
-
-
-def dispatch(ctx: Context, method: str, params: dict[str, Any]) -> Any:
-    if not isinstance(params, dict):
-        raise Failure(2, "params must be an object", -32602)
-    if method == "scan":
-        _params(params)
-        return scan(ctx)
-    if method == "ls":
-        p = _params(params, "agent", "idle_over")
-        return ls_text(ctx, _opt_str(p, "agent"), _opt_str(p, "idle_over"))
-    if method == "show":
-        p = _params(params, "agent", "id")
-        return show(ctx, _str(p.get("agent"), "agent"), _str(p.get("id"), "id"))
-    if method == "du":
-        p = _params(params, "by")
-        return du(ctx, _opt_str(p, "by") or "agent")
-    if method == "prune":
-        p = _params(params, "dry_run", "older_than", "agent")
-        return prune(
-            ctx,
-            dry_run=_bool(p.get("dry_run", False), "dry_run"),
-            older_than=_opt_str(p, "older_than"),
-            agent=_opt_str(p, "agent"),
-        )
-    if method == "purge":
-        p = _params(params, "agent", "id", "dry_run", "cascade")
-        return purge(
-            ctx,
-            agent=_str(p.get("agent"), "agent"),
-            id=_str(p.get("id"), "id"),
-            dry_run=_bool(p.get("dry_run", False), "dry_run"),
-            cascade=_bool(p.get("cascade", False), "cascade"),
-        )
-    if method in ("pin", "unpin"):
-        p = _params(params, "agent", "id")
-        return pin(ctx, _str(p.get("agent"), "agent"), _str(p.get("id"), "id"), method == "pin")
-    raise Failure(2, f"unknown method {method!r}", -32601)
-
-
-def _opt_str(p: dict[str, Any], name: str) -> str | None:
-    value = p.get(name)
-    return None if value is None else _str(value, name)

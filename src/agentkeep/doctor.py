@@ -22,9 +22,10 @@ from typing import Any
 
 import structlog
 
-from agentkeep import adapters, client, service
+from agentkeep import adapters, client, service, watchplan
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.adapters.gemini import GeminiAdapter
+from agentkeep.agents import AGENTS
 from agentkeep.config import (
     DEFAULT_MAX_REMOVALS,
     DEFAULT_PRUNE_INTERVAL,
@@ -33,7 +34,6 @@ from agentkeep.config import (
     ConfigError,
     load_config,
 )
-from agentkeep.daemon import watch
 from agentkeep.disk import read_regular
 from agentkeep.paths import Env
 from agentkeep.prune import read_pause
@@ -83,7 +83,7 @@ def _load(env: Env) -> tuple[Config, ConfigError | None]:
             prune_interval=DEFAULT_PRUNE_INTERVAL,
             max_removals=DEFAULT_MAX_REMOVALS,
             trash=DEFAULT_TRASH,
-            enabled=adapters.AGENTS,
+            enabled=AGENTS,
             stores=(),
         )
         return defaults, exc
@@ -170,7 +170,7 @@ def _watch_targets(env: Env, config: Config) -> set[Path]:
     targets: set[Path] = set()
     for agent, adapter in adapters.build(env, config).items():
         try:
-            for group in watch.group_by_root(agent, adapter):
+            for group in watchplan.group_by_root(agent, adapter):
                 targets |= group.targets
         except Exception as exc:
             log.warning("watch dirs unavailable", agent=agent, error=str(exc))
@@ -185,7 +185,7 @@ _SYSCTL_FIX = (
 
 
 def check_watches(env: Env, config: Config, daemon: dict[str, Any] | str) -> Check:
-    budget = watch.budget_for(env.environ)
+    budget = watchplan.budget_for(env.environ)
     if budget is None:
         return Check("watches", True, "no inotify here: the platform's file events are used")
     limit, used = budget
@@ -194,7 +194,7 @@ def check_watches(env: Env, config: Config, daemon: dict[str, Any] | str) -> Che
     mode = watching.get("mode") if isinstance(watching, dict) else None
     if env.get("AGENTKEEP_INOTIFY_MAX") is None and mode is not None:
         # The running daemon's watches are already in `used`: its word counts.
-        if mode == watch.INOTIFY:
+        if mode == watchplan.INOTIFY:
             return Check("watches", True, f"the daemon watches every directory (limit {limit})")
         return Check(
             "watches",
@@ -204,7 +204,7 @@ def check_watches(env: Env, config: Config, daemon: dict[str, Any] | str) -> Che
             _SYSCTL_FIX,
         )
     # The daemon never takes the last tenth of the budget (editors need watches too).
-    free = limit - used - int(limit * watch.RESERVE_FRACTION)
+    free = limit - used - int(limit * watchplan.RESERVE_FRACTION)
     detail = f"{need} directories to watch; {used} of {limit} inotify watches in use"
     if need <= free:
         return Check("watches", True, f"{detail}, {free} free for agentkeep")

@@ -1,15 +1,22 @@
-"""The one error a request ends in: what the CLI exits with and the socket answers."""
+"""Errors raised in one layer and caught in others: the one a request ends
+in (what the CLI exits with and the socket answers), and a removal's."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from agentkeep.protocol import SERVER_ERROR
 
 
 class Failure(Exception):
     """A request that cannot be answered: exit code, message, JSON-RPC code."""
 
     def __init__(
-        self, exit: int, message: str, code: int = -32000, report: dict[str, Any] | None = None
+        self,
+        exit: int,
+        message: str,
+        code: int = SERVER_ERROR,
+        report: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.exit = exit
@@ -17,3 +24,7 @@ class Failure(Exception):
         self.code = code
         # A refused purge still has a report worth printing.
         self.report = report
+
+
+class RemovalError(Exception):
+    """A removal step failed; the session is reported `failed` and retried."""

@@ -21,8 +21,9 @@ from typing import Any, cast
 import structlog
 
 from agentkeep import disk, leases, lookagain, trash
-from agentkeep.adapters.base import Adapter, RemovalError, listing_again_is_cheaper
+from agentkeep.adapters.base import Adapter, listing_again_is_cheaper
 from agentkeep.config import MIN_RETENTION
+from agentkeep.errors import RemovalError
 from agentkeep.index import Index
 from agentkeep.journal import Journal, JournalEntry
 from agentkeep.model import Holder, Reason, Session, rfc3339

@@ -28,12 +28,14 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters import sqlite
-from agentkeep.adapters.base import RemovalError, valid_name
+from agentkeep.adapters.base import valid_name
 from agentkeep.adapters.sqlite import TableRows
+from agentkeep.disk import DirCursor
+from agentkeep.errors import RemovalError
 from agentkeep.leases import Lease, LeaseError, encode_id, hold_exclusive, lease_path, try_exclusive
 from agentkeep.paths import ensure_private_dir
 from agentkeep.processes import ProcessTable
-from agentkeep.removal import DirCursor, remove_tree_at
+from agentkeep.rmtree import remove_tree_at
 from agentkeep.statefiles import write_json
 
 log = structlog.get_logger("agentkeep.trash")

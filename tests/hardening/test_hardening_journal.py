@@ -26,12 +26,12 @@ from fakehome import FakeHome, Spawn
 # journaled whole, and nothing of it is removed yet.
 KILL_AT_FIRST_LEAF = """
 import os, signal
-import agentkeep.removal as removal
+import agentkeep.rmtree as rmtree
 
 def kill(path):
     os.kill(os.getpid(), signal.SIGKILL)
 
-removal._before_leaf = kill
+rmtree._before_leaf = kill
 from agentkeep.cli import main
 main()
 """
@@ -105,14 +105,14 @@ def test_a_half_removed_session_is_still_finished(fake_home: FakeHome, trash: st
     s = make_session(fake_home, age_days=50)
     seam = """
 import os, signal
-import agentkeep.removal as removal
+import agentkeep.rmtree as rmtree
 count = 0
 def kill(path):
     global count
     count += 1
     if count > 4:
         os.kill(os.getpid(), signal.SIGKILL)
-removal._before_leaf = kill
+rmtree._before_leaf = kill
 from agentkeep.cli import main
 main()
 """

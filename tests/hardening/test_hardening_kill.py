@@ -80,7 +80,7 @@ KILL_SEAMS = """
 import os, signal
 import agentkeep.journal as journal
 import agentkeep.prune as prune
-import agentkeep.removal as removal
+import agentkeep.rmtree as rmtree
 import agentkeep.trash as trash
 
 MODE = os.environ["KILL_MODE"]
@@ -108,7 +108,7 @@ def after_lease(agent, sid):
     if MODE == "lease":
         die()
     elif MODE == "leaf":
-        removal._before_leaf = step
+        rmtree._before_leaf = step
     elif MODE == "journal":
         journal._write_hook = journal_rename
     elif MODE == "done":

@@ -31,8 +31,8 @@ OLD = 20
 # pruner surely starts while it is removing.
 SLOW_PRUNE = """
 import time
-import agentkeep.removal as removal
-removal._before_leaf = lambda path: time.sleep(0.05)
+import agentkeep.rmtree as rmtree
+rmtree._before_leaf = lambda path: time.sleep(0.05)
 """
 # The CLI's prune stops after its plan until the test opens the barrier.
 BARRIER = """

@@ -22,7 +22,7 @@ from hardening_util import wait_until
 
 from agentkeep import client, leases
 from agentkeep.daemon import limits
-from agentkeep.daemon.server import BUSY
+from agentkeep.protocol import BUSY
 from build_claude import make_session, new_id
 from test_daemon_serve import Daemon, ask, read_answer, start_daemon, stop_daemons
 

@@ -37,7 +37,7 @@ TRASH = [pytest.param("7d", id="trash"), pytest.param("0", id="no-trash")]
 
 SWAP = """
 import os
-import agentkeep.removal as removal
+import agentkeep.rmtree as rmtree
 
 TARGET, VICTIM, AWAY = os.environ["SWAP_TARGET"], os.environ["SWAP_VICTIM"], os.environ["SWAP_AWAY"]
 
@@ -48,12 +48,12 @@ def swap(path):
         os.rename(TARGET, AWAY)
         os.symlink(VICTIM, TARGET)
 
-removal._before_leaf = swap
+rmtree._before_leaf = swap
 """
 
 MOUNT = """
 import os
-import agentkeep.removal as removal
+import agentkeep.rmtree as rmtree
 
 MOUNT = os.environ["MOUNT"]
 
@@ -63,8 +63,8 @@ def mount_id(path, found):
         return found + 1
     return found
 
-assert hasattr(removal, "_mount_id_override"), "the mount-id seam is gone"
-removal._mount_id_override = mount_id
+assert hasattr(rmtree, "_mount_id_override"), "the mount-id seam is gone"
+rmtree._mount_id_override = mount_id
 """
 
 # One descriptor per level would run out long before the bottom of the tree.
@@ -157,7 +157,7 @@ def test_a_directory_swapped_for_a_link_mid_prune_is_not_followed(
 
 ON_THE_WAY = """
 import os
-import agentkeep.removal as removal
+import agentkeep.rmtree as rmtree
 
 TARGET, KEY, DECOY, AWAY = (os.environ[k] for k in ("SWAP_TARGET", "KEY", "DECOY", "SWAP_AWAY"))
 
@@ -168,7 +168,7 @@ def swap(path):
         os.rename(KEY, AWAY)
         os.symlink(DECOY, KEY)
 
-removal._before_leaf = swap
+rmtree._before_leaf = swap
 """
 
 

@@ -6,18 +6,15 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentkeep.adapters.base import Adapter, RemovalError, Remover, Root
+from agentkeep.adapters.base import Adapter, Remover, Root
+from agentkeep.agents import AGENTS
 from agentkeep.paths import Env
 
 if TYPE_CHECKING:
     from agentkeep.config import Config
 
-AGENTS: tuple[str, ...] = ("claude", "codex", "opencode", "gemini", "grok", "zero")
-
 __all__ = [
-    "AGENTS",
     "Adapter",
-    "RemovalError",
     "Remover",
     "Root",
     "agent_roots",

@@ -11,7 +11,6 @@ version, and never guess in the direction of deleting.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shutil
@@ -20,19 +19,16 @@ import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 import structlog
 
 from agentkeep import disk
+from agentkeep.adapters.sqlite import TableRows
 from agentkeep.model import Artifact, Holder, Session
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
-
-if TYPE_CHECKING:
-    from agentkeep.adapters.sqlite import TableRows
 
 log = structlog.get_logger("agentkeep.adapters")
 
@@ -77,10 +73,6 @@ LOOKUPS_ALONE = 256
 
 def listing_again_is_cheaper(changes: int, sessions: int) -> bool:
     return changes > max(LOOKUPS_ALONE, sessions // 4)
-
-
-class RemovalError(Exception):
-    """A removal step failed; the session is reported `failed` and retried."""
 
 
 class Remover(Protocol):
@@ -410,34 +402,3 @@ def parts_below(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> l
     if parts[: len(base)] != base:
         return None
     return parts[len(base) :]
-
-
-# Epoch numbers are told apart by magnitude: 1e11 s is the year 5138, so a
-# larger number is in milliseconds, microseconds or nanoseconds.
-_EPOCH_SCALES = ((1e11, 1.0), (1e14, 1e3), (1e17, 1e6), (math.inf, 1e9))
-
-
-def parse_agent_time(value: object) -> float | None:
-    """An agent's own time field as a POSIX time: RFC 3339 text (with an
-    offset: a local time without one is ambiguous) or a number since the epoch
-    in s, ms, us or ns. None when it cannot be read (a bool, NaN, zero or
-    less, no offset, anything else): the caller treats that as undated."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.strip().upper())
-        except ValueError:
-            return None
-        return parsed.timestamp() if parsed.tzinfo is not None else None
-    if isinstance(value, int | float):
-        try:
-            number = float(value)
-        except OverflowError:
-            return None
-        if not math.isfinite(number) or number <= 0:
-            return None
-        for limit, scale in _EPOCH_SCALES:
-            if number < limit:
-                return number / scale
-    return None

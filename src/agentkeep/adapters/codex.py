@@ -32,7 +32,8 @@ import zstandard
 
 from agentkeep import disk
 from agentkeep.adapters import sqlite
-from agentkeep.adapters.base import Adapter, RemovalError, Remover, Root, entries
+from agentkeep.adapters.base import Adapter, Remover, Root, entries
+from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
 

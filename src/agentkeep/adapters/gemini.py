@@ -54,9 +54,9 @@ from agentkeep.adapters.base import (
     Adapter,
     Root,
     entries,
-    parse_agent_time,
     parts_below,
 )
+from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Artifact, Session
 
 log = structlog.get_logger("agentkeep.adapters.gemini")

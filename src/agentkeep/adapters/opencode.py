@@ -36,13 +36,13 @@ from agentkeep.adapters import sqlite
 from agentkeep.adapters.base import (
     NAME_ID,
     Adapter,
-    RemovalError,
     Remover,
     Root,
     entries,
     parts_below,
 )
 from agentkeep.adapters.sqlite import Deletion, TableRows
+from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
 

@@ -23,7 +23,8 @@ from typing import Any
 
 import structlog
 
-from agentkeep.adapters.base import RemovalError, parse_agent_time
+from agentkeep.adapters.times import parse_agent_time
+from agentkeep.errors import RemovalError
 from agentkeep.processes import ProcessTable
 
 log = structlog.get_logger("agentkeep.adapters.sqlite")
@@ -84,7 +85,7 @@ def column_time(value: object) -> float | None:
 
     SQLite hands back whatever the agent stored: a number (seconds or
     milliseconds, told apart by magnitude), text holding such a number, or
-    RFC 3339 text; base.parse_agent_time decides each. NULL and anything it
+    RFC 3339 text; times.parse_agent_time decides each. NULL and anything it
     cannot read give None, which the caller treats as undated (kept).
     """
     if isinstance(value, bytes):

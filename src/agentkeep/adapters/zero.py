@@ -25,9 +25,9 @@ from agentkeep.adapters.base import (
     Root,
     directory_artifacts,
     entries,
-    parse_agent_time,
     parts_below,
 )
+from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Session
 
 log = structlog.get_logger("agentkeep.adapters.zero")

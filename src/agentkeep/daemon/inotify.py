@@ -11,7 +11,7 @@ protocol), and its single reader thread turns kernel events into watchdog
 events for the sink: the thread count does not grow with the directories.
 
 Only what `watch.py` reacts to is asked of the kernel (the inotify side of
-its event filter): entries created, deleted, moved in or out, files
+the event filter, events.EVENTS): entries created, deleted, moved in or out, files
 modified, and the watched directory itself deleted. Moves are not paired
 into one event: the watcher wants both paths, and either alone says enough.
 """
@@ -21,7 +21,6 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import structlog
 from watchdog.events import (
@@ -41,8 +40,7 @@ from watchdog.observers.inotify_c import (
     WatchDescriptor,
 )
 
-if TYPE_CHECKING:
-    from agentkeep.daemon.watch import Sink
+from agentkeep.daemon.events import Sink
 
 log = structlog.get_logger("agentkeep.daemon.inotify")
 

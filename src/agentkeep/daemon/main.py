@@ -26,19 +26,16 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
-from agentkeep import core, leases, processes, prune
-from agentkeep.daemon import schedule, watch
+from agentkeep import core, leases, processes, prune, watchplan
+from agentkeep.daemon import schedule
 from agentkeep.daemon.notify import Notifier
 from agentkeep.daemon.schedule import Jobs, Schedule
 from agentkeep.daemon.server import (
-    ENV_MISMATCH,
-    INVALID_PARAMS,
-    METHOD_NOT_FOUND,
-    SERVER_ERROR,
     AlreadyServing,
     Connection,
     RpcError,
@@ -49,6 +46,7 @@ from agentkeep.daemon.server import (
 from agentkeep.daemon.watch import Watcher
 from agentkeep.model import rfc3339
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
+from agentkeep.protocol import ENV_MISMATCH, INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_ERROR
 from agentkeep.service import second_daemon_exit
 
 log = structlog.get_logger("agentkeep.daemon")
@@ -56,26 +54,6 @@ log = structlog.get_logger("agentkeep.daemon")
 STOP_DEADLINE = 4.5
 STATUS_EVERY = 5.0
 TICK_EVERY = 30.0
-METHODS = frozenset(
-    {
-        "status",
-        "ls",
-        "show",
-        "du",
-        "prune",
-        "purge",
-        "hold",
-        "release",
-        "pin",
-        "unpin",
-        "scan",
-        "reload",
-        "subscribe",
-    }
-)
-# Methods after which what clients are shown may have changed (a dry run
-# changes nothing: it is not one of them).
-_CHANGING = frozenset({"prune", "purge", "pin", "unpin", "scan", "reload", "hold", "release"})
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -242,7 +220,7 @@ class Daemon:
         self.notifier.status("starting: watching and indexing")
         environ = self.env.environ
         self.watcher = Watcher(
-            lambda: ctx.adapters, self._refresh, budget=lambda: watch.budget_for(environ)
+            lambda: ctx.adapters, self._refresh, budget=lambda: watchplan.budget_for(environ)
         )
         self.watcher.start()
         self.schedule = Schedule(
@@ -488,21 +466,15 @@ class Daemon:
                 raise RpcError(SERVER_ERROR, message, exit=1) from None
             finally:
                 _close_thread_index(self.ctx)
-                if method in _CHANGING and params.get("dry_run") is not True:
+                if METHODS[method].changes and params.get("dry_run") is not True:
                     self.changes.bump()
 
     def _call(self, conn: Connection, method: str, params: dict[str, Any]) -> object:
-        handlers: dict[str, Callable[[], object]] = {
-            "status": lambda: _no_params(params) or self._status(),
-            "reload": lambda: _no_params(params) or self._reload("request"),
-            "hold": lambda: self._hold(conn, params),
-            "release": lambda: self._release(conn, params),
-            "subscribe": lambda: _no_params(params) or Stream(self.changes.stream()),
-        }
-        if method in handlers:
-            return handlers[method]()
-        assert self.ctx is not None
-        return core.dispatch(self.ctx, method, params)
+        answer = METHODS[method]
+        unknown = sorted(set(params) - set(answer.params))
+        if unknown:
+            raise RpcError(INVALID_PARAMS, f"unknown parameter(s): {', '.join(unknown)}", exit=2)
+        return answer.call(self, conn, params)
 
     def _check_env(self, theirs: object) -> None:
         """Answer only a client that resolved the same config, state dir and
@@ -519,7 +491,6 @@ class Daemon:
 
     def _hold(self, conn: Connection, params: dict[str, Any]) -> dict[str, str]:
         assert self.ctx is not None
-        _only(params, "agent", "id")
         agent, raw = params.get("agent"), params.get("id")
         if not isinstance(agent, str) or not isinstance(raw, str):
             raise RpcError(INVALID_PARAMS, "hold needs agent and id (strings)", exit=2)
@@ -539,21 +510,100 @@ class Daemon:
         return {"lease": token}
 
     def _release(self, conn: Connection, params: dict[str, Any]) -> dict[str, bool]:
-        _only(params, "lease")
         token = params.get("lease")
         if not isinstance(token, str) or not conn.release(token):
             raise RpcError(INVALID_PARAMS, "no such lease on this connection", exit=2)
         return {"released": True}
 
 
-def _only(params: dict[str, Any], *names: str) -> None:
-    unknown = sorted(set(params) - set(names))
-    if unknown:
-        raise RpcError(INVALID_PARAMS, f"unknown parameter(s): {', '.join(unknown)}", exit=2)
+@dataclass(frozen=True)
+class Method:
+    """One method of the socket: the parameters it takes (any other is
+    refused) and what answers it, given the daemon, the connection and the
+    parameters (without `env`, checked before)."""
+
+    params: tuple[str, ...]
+    call: Callable[[Daemon, Connection, dict[str, Any]], object]
+    # Answered from the index: in-process (no daemon answering), the CLI
+    # brings the index up to date first (runner.Runner.ask).
+    reads_index: bool = False
+    # What clients are shown may have changed after it (a dry run changes
+    # nothing: it is not counted).
+    changes: bool = False
 
 
-def _no_params(params: dict[str, Any]) -> None:
-    _only(params)
+def _ctx(daemon: Daemon) -> core.Context:
+    assert daemon.ctx is not None
+    return daemon.ctx
+
+
+def _str(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise RpcError(INVALID_PARAMS, f"{name} must be a string", exit=2)
+    return value
+
+
+def _opt_str(p: dict[str, Any], name: str) -> str | None:
+    value = p.get(name)
+    return None if value is None else _str(value, name)
+
+
+def _bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise RpcError(INVALID_PARAMS, f"{name} must be true or false", exit=2)
+    return value
+
+
+def _pin(daemon: Daemon, p: dict[str, Any], pinned: bool) -> object:
+    return core.pin(_ctx(daemon), _str(p.get("agent"), "agent"), _str(p.get("id"), "id"), pinned)
+
+
+# Every method the socket answers, and nothing else: an unknown one is
+# METHOD_NOT_FOUND, an unknown parameter INVALID_PARAMS.
+METHODS: dict[str, Method] = {
+    "status": Method((), lambda d, c, p: d._status()),
+    "ls": Method(
+        ("agent", "idle_over"),
+        lambda d, c, p: core.ls_text(_ctx(d), _opt_str(p, "agent"), _opt_str(p, "idle_over")),
+        reads_index=True,
+    ),
+    "show": Method(
+        ("agent", "id"),
+        lambda d, c, p: core.show(_ctx(d), _str(p.get("agent"), "agent"), _str(p.get("id"), "id")),
+        reads_index=True,
+    ),
+    "du": Method(
+        ("by",), lambda d, c, p: core.du(_ctx(d), _opt_str(p, "by") or "agent"), reads_index=True
+    ),
+    "prune": Method(
+        ("dry_run", "older_than", "agent"),
+        lambda d, c, p: core.prune(
+            _ctx(d),
+            dry_run=_bool(p.get("dry_run", False), "dry_run"),
+            older_than=_opt_str(p, "older_than"),
+            agent=_opt_str(p, "agent"),
+        ),
+        changes=True,
+    ),
+    "purge": Method(
+        ("agent", "id", "dry_run", "cascade"),
+        lambda d, c, p: core.purge(
+            _ctx(d),
+            agent=_str(p.get("agent"), "agent"),
+            id=_str(p.get("id"), "id"),
+            dry_run=_bool(p.get("dry_run", False), "dry_run"),
+            cascade=_bool(p.get("cascade", False), "cascade"),
+        ),
+        changes=True,
+    ),
+    "hold": Method(("agent", "id"), lambda d, c, p: d._hold(c, p), changes=True),
+    "release": Method(("lease",), lambda d, c, p: d._release(c, p), changes=True),
+    "pin": Method(("agent", "id"), lambda d, c, p: _pin(d, p, True), changes=True),
+    "unpin": Method(("agent", "id"), lambda d, c, p: _pin(d, p, False), changes=True),
+    "scan": Method((), lambda d, c, p: core.scan(_ctx(d)), changes=True),
+    "reload": Method((), lambda d, c, p: d._reload("request"), changes=True),
+    "subscribe": Method((), lambda d, c, p: Stream(d.changes.stream())),
+}
 
 
 def _close_thread_index(ctx: core.Context) -> None:

@@ -25,14 +25,11 @@ from __future__ import annotations
 
 import errno
 import itertools
-import json
 import math
 import os
 import select
 import socket
 import stat
-import struct
-import sys
 import threading
 import time
 from collections.abc import Callable, Generator
@@ -42,12 +39,21 @@ from pathlib import Path
 import structlog
 
 from agentkeep.daemon.limits import Budgets, LeasesSpent, Seat
-from agentkeep.jsontext import JSONText
 from agentkeep.paths import UnsafeDirectory, ensure_private_dir
+from agentkeep.protocol import (
+    BUSY,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    MAX_LINE,
+    PARSE_ERROR,
+    SERVER_ERROR,
+    decode,
+    encode,
+    peer_credentials,
+)
 
 log = structlog.get_logger("agentkeep.daemon.server")
 
-MAX_LINE = 1 << 20
 SEND_TIMEOUT = 10.0
 # Enough that a burst of clients waits for accept() instead of being told
 # EAGAIN (the kernel caps it at net.core.somaxconn).
@@ -55,16 +61,6 @@ BACKLOG = socket.SOMAXCONN
 # A connection that says nothing this long, and holds no lease, is closed:
 # idle clients must not use up the connection slots of everyone else.
 IDLE_TIMEOUT = 60.0
-
-# JSON-RPC 2.0 error codes, and the contract's own for "not the same view".
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-SERVER_ERROR = -32000
-ENV_MISMATCH = -32001
-# The request was not taken (no room for the connection): nothing was done.
-BUSY = -32002
 
 # Test seam: when set, returns the peer uid instead of asking the kernel (a
 # test cannot connect as another user). None in production.
@@ -167,35 +163,6 @@ class Stream:
 
 
 Handler = Callable[[Connection, str, dict[str, object]], object]
-
-
-def peer_credentials(sock: socket.socket) -> tuple[int | None, int]:
-    """(pid, uid) of the process at the other end, from the kernel."""
-    if hasattr(socket, "SO_PEERCRED"):
-        fmt = "3i"
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize(fmt))
-        pid, uid, _gid = struct.unpack(fmt, raw)
-        return pid, uid
-    if sys.platform == "darwin":
-        # <sys/un.h>: SOL_LOCAL 0, LOCAL_PEERCRED 1 (struct xucred: u_int
-        # cr_version, uid_t cr_uid, ...), LOCAL_PEERPID 2.
-        raw = sock.getsockopt(0, 1, 76)
-        _version, uid = struct.unpack_from("Ii", raw)
-        pid = struct.unpack("i", sock.getsockopt(0, 2, 4))[0]
-        return pid, uid
-    raise OSError(errno.ENOTSUP, "no way to read a unix socket peer's credentials here")
-
-
-def encode(message: dict[str, object]) -> bytes:
-    # json.dumps escapes newlines inside strings, so one message is one line.
-    result = message.get("result")
-    if isinstance(result, JSONText):
-        # A result already encoded (ls at tens of thousands of sessions) is
-        # sent as it is, after the rest of the message: it is one line too.
-        head = {k: v for k, v in message.items() if k != "result"}
-        text = json.dumps(head, separators=(",", ":"), allow_nan=False)
-        return f'{text[:-1]},"result":{result.text}}}\n'.encode()
-    return json.dumps(message, separators=(",", ":"), allow_nan=False).encode() + b"\n"
 
 
 def error_message(request_id: object, error: RpcError) -> dict[str, object]:
@@ -489,8 +456,8 @@ def _request_id(value: object) -> object:
 
 def _load(line: bytes) -> dict[str, object]:
     try:
-        request = json.loads(line)
-    except (ValueError, RecursionError) as exc:
+        request = decode(line)
+    except ValueError as exc:
         raise RpcError(PARSE_ERROR, f"not JSON: {exc}", exit=2) from None
     if not isinstance(request, dict):
         raise RpcError(INVALID_REQUEST, "a request is a JSON object", exit=2)

@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentkeep.cli import Runner, status_doc
 from agentkeep.errors import Failure
 from agentkeep.paths import Env
+from agentkeep.runner import Runner, status_doc
 
 if TYPE_CHECKING:
     from agentkeep import core

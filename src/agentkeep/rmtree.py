@@ -1,0 +1,283 @@
+"""Link-safe removal of a path and everything below it, relative to a root.
+
+Invariant 6: removal never follows a link. Every path is opened relative to
+its root's directory descriptor; no component between root and leaf may be a
+link (O_NOFOLLOW on each), and what lies behind one is reported residual,
+never removed. A link at the leaf or inside a tree is unlinked as a link.
+No mount point is crossed, moved or emptied: each component on the way and
+each entry of a tree is checked to be on the root's own mount, judged by
+mount id (mounts.py), since a bind mount of a directory on the same file
+system has the same st_dev; a mount point is left and reported residual,
+and what holds it stays, as its parents must. Trees are walked
+iteratively by one descriptor that goes down by name and back up by "..",
+each step checked against the (st_dev, st_ino) seen before, so a directory
+swapped for a link or moved away mid-walk is never followed, and a tree of
+any depth needs a handful of descriptors.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentkeep import mounts
+from agentkeep.disk import DirCursor, Ident, TreeChanged, ident_of
+from agentkeep.disk import _size as inode_size
+from agentkeep.errors import RemovalError
+
+# Test seams, None in production.
+# Called with a path just before it is acted on (unlinked, descended into,
+# moved), after it was looked at: a test can swap it for a link, or raise.
+_before_leaf: Callable[[str], None] | None = None
+# Given a path and the id of the mount it really lies on, returns the id to
+# use instead: a test fakes a mount point where it cannot make one.
+_mount_id_override: Callable[[str, int], int] | None = None
+
+_OWNER_RWX = stat.S_IRWXU
+# A directory opened where a link or file now stands.
+_NOT_A_DIR = (errno.ELOOP, errno.ENOTDIR)
+
+
+def _mount_of(cursor: DirCursor, name: str | None = None) -> int:
+    """The mount `name` in the cursor's directory lies on (a link at it not
+    followed; a mount point is on its own mount); the cursor's directory's
+    own mount when `name` is None."""
+    if name is None:
+        found = mounts.mount_id(cursor.fd)
+    else:
+        found = mounts.mount_id(name, dir_fd=cursor.fd, follow_symlinks=False)
+    return found if _mount_id_override is None else _mount_id_override(cursor.path(name), found)
+
+
+def mount_at(path: str) -> int:
+    found = mounts.mount_id(path)
+    return found if _mount_id_override is None else _mount_id_override(path, found)
+
+
+@dataclass
+class _Level:
+    subdirs: list[tuple[str, Ident]] = field(default_factory=list)
+    # Something below stays (an error, a mount point): this directory
+    # cannot be removed, nor any above it.
+    keep: bool = False
+
+
+@dataclass
+class Walk:
+    """Removes (or, in a dry run, counts) one leaf and everything below it."""
+
+    root_mount: int
+    dry_run: bool
+    seen: set[tuple[int, int]]
+    bytes: int = 0
+    found: bool = False
+    # Something was really removed (not in a dry run).
+    acted: bool = False
+    residuals: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def run(self, cursor: DirCursor, leaf: str) -> bool:
+        """Remove `leaf` in the cursor's directory; True when it is gone (or
+        would be). The cursor ends where it started, or the walk is aborted
+        with TreeChanged when the way back up is gone."""
+        top = _Level()
+        top.keep = not self._entry(cursor, leaf, top)
+        levels = [top]
+        while levels:
+            level = levels[-1]
+            if level.subdirs:
+                name, ident = level.subdirs.pop()
+                child = self._descend(cursor, name, ident, level)
+                if child is not None:
+                    levels.append(child)
+                continue
+            levels.pop()
+            if not levels:
+                break
+            name = cursor.names[-1]
+            cursor.up()
+            if level.keep or not self._rmdir(cursor, name):
+                levels[-1].keep = True
+        return not top.keep
+
+    def _entry(self, cursor: DirCursor, name: str, level: _Level) -> bool:
+        """Act on one entry: unlink a non-directory, queue a directory. True
+        when it is gone or queued."""
+        try:
+            st = os.stat(name, dir_fd=cursor.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            return self._fail(cursor.path(name), exc)
+        self.found = True
+        try:
+            if _before_leaf is not None:
+                _before_leaf(cursor.path(name))
+            if _mount_of(cursor, name) != self.root_mount:
+                # Invariant 6: a mount point (a bind mount of the same file
+                # system too) is never descended into, unlinked or moved.
+                self.residuals.append(cursor.path(name))
+                return False
+            if stat.S_ISDIR(st.st_mode):
+                level.subdirs.append((name, ident_of(st)))
+                return True
+            if not self.dry_run:
+                # unlink never follows: a link goes alone, its target stays.
+                os.unlink(name, dir_fd=cursor.fd)
+                self.acted = True
+            self.bytes += inode_size(st, self.seen)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            return self._fail(cursor.path(name), exc)
+
+    def _descend(self, cursor: DirCursor, name: str, ident: Ident, level: _Level) -> _Level | None:
+        try:
+            st = cursor.down(name, ident)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if not isinstance(exc, TreeChanged) and exc.errno not in _NOT_A_DIR:
+                level.keep |= not self._fail(cursor.path(name), exc)
+                return None
+            # Swapped since it was listed: take it as it is now, once. A link
+            # is unlinked as a link; another directory is left for next run.
+            again = _Level()
+            gone = self._entry(cursor, name, again)
+            if again.subdirs:
+                gone = self._fail(cursor.path(name), exc)
+            level.keep |= not gone
+            return None
+        try:
+            mounted = _mount_of(cursor) != self.root_mount
+        except OSError as exc:
+            return _Level(keep=not self._fail(cursor.path(), exc))
+        if mounted:
+            # Mounted over between its listing and now (a directory bound
+            # onto itself keeps its identity): left, like any mount point.
+            self.residuals.append(cursor.path())
+            cursor.up()
+            level.keep = True
+            return None
+        child = _Level()
+        try:
+            self._writable(cursor, st)
+            names = os.listdir(cursor.fd)
+        except OSError as exc:
+            child.keep = not self._fail(cursor.path(), exc)
+            return child
+        for entry in names:
+            if not self._entry(cursor, entry, child):
+                child.keep = True
+        return child
+
+    def _writable(self, cursor: DirCursor, st: os.stat_result) -> None:
+        """A read-only directory of ours (a Go module cache) cannot be
+        emptied until we may write it."""
+        if not self.dry_run and st.st_mode & _OWNER_RWX != _OWNER_RWX and st.st_uid == os.geteuid():
+            os.fchmod(cursor.fd, stat.S_IMODE(st.st_mode) | _OWNER_RWX)
+
+    def _rmdir(self, cursor: DirCursor, name: str) -> bool:
+        if self.dry_run:
+            return True
+        try:
+            os.rmdir(name, dir_fd=cursor.fd)
+            self.acted = True
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            return self._fail(cursor.path(name), exc)
+        return True
+
+    def _fail(self, path: str, exc: OSError) -> bool:
+        self.errors.append(f"{path}: {type(exc).__name__}: {exc.strerror or exc}")
+        return False
+
+
+@dataclass
+class Parent:
+    """Where a leaf lies: a cursor at its parent, checked link-free."""
+
+    cursor: DirCursor
+    root_mount: int
+    # (name, stat) of each component between root and leaf, for the trash.
+    chain: list[tuple[str, os.stat_result]]
+
+
+def relative_parts(root: str, path: str) -> list[str]:
+    prefix = root.rstrip("/") + "/"
+    if not path.startswith(prefix):
+        raise RemovalError(f"{path} does not lie below its root {root}")
+    parts = [p for p in path[len(prefix) :].split("/") if p]
+    if not parts or any(p in (".", "..") for p in parts):
+        raise RemovalError(f"{path} is not a path below its root {root}")
+    return parts
+
+
+def open_parent(root: str, parts: list[str], residual: Callable[[], None]) -> Parent | None:
+    """A cursor at the leaf's parent, or None when the leaf is gone already or
+    lies behind a link or a mount point (then `residual` is called).
+    Raises RemovalError when the way cannot be checked."""
+    try:
+        cursor = DirCursor.open(root)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RemovalError(f"{root}: {type(exc).__name__}: {exc.strerror or exc}") from exc
+    try:
+        root_mount = _mount_of(cursor)
+        chain: list[tuple[str, os.stat_result]] = []
+        for name in parts[:-1]:
+            try:
+                st = cursor.down(name)
+            except FileNotFoundError:
+                cursor.close()
+                return None
+            except OSError as exc:
+                if exc.errno not in _NOT_A_DIR:
+                    raise
+                # A link on the way: what lies behind it is not ours to remove.
+                residual()
+                cursor.close()
+                return None
+            if _mount_of(cursor) != root_mount:
+                # A mount point on the way: nothing below it is ours to remove.
+                residual()
+                cursor.close()
+                return None
+            chain.append((name, st))
+        return Parent(cursor, root_mount, chain)
+    except OSError as exc:
+        cursor.close()
+        raise RemovalError(f"{cursor.path()}: {type(exc).__name__}: {exc.strerror or exc}") from exc
+
+
+def raise_errors(errors: list[str]) -> None:
+    if errors:
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise RemovalError("; ".join(errors[:3]) + more)
+
+
+def remove_tree_at(root: str | Path, relpath: str) -> list[str]:
+    """Remove `root/relpath` link-safely (never following a link, never
+    crossing a mount point); the residual paths left. Raises
+    RemovalError after removing what could be removed."""
+    root = os.fspath(root)
+    parts = relative_parts(root, os.path.join(root, relpath))
+    residuals: list[str] = []
+    parent = open_parent(root, parts, lambda: residuals.append(os.path.join(root, relpath)))
+    if parent is None:
+        return residuals
+    walk = Walk(parent.root_mount, dry_run=False, seen=set())
+    with parent.cursor:
+        try:
+            walk.run(parent.cursor, parts[-1])
+        except TreeChanged as exc:
+            walk.errors.append(f"{exc.filename}: {exc.strerror}")
+    raise_errors(walk.errors)
+    return residuals + walk.residuals

@@ -1,0 +1,164 @@
+"""Answering one command: through the daemon when one answers with the same
+view, else in-process; and ending it with its output and exit code.
+
+Shared by the `agentkeep` command (cli.py) and the terminal view (ui/).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from agentkeep import __version__
+from agentkeep.errors import Failure
+from agentkeep.paths import Env
+
+if TYPE_CHECKING:
+    from agentkeep import core, render
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_NO_SUCH = 0, 1, 2, 4, 5
+# Where -q is kept (click shares `meta` with every nested context).
+QUIET = "agentkeep.quiet"
+
+
+def text_out(wide: bool = False) -> render.Out:
+    """stdout for text: fitted to the terminal (or COLUMNS); whole in a pipe
+    or with --wide, each table row on one line either way."""
+    from agentkeep import render
+
+    return render.Out.of(sys.stdout, wide=wide)
+
+
+def progress_bar(what: str) -> render.Bar:
+    """The progress bar for long work: on stderr when it is a terminal, and
+    not with -q."""
+    from agentkeep import render
+
+    ctx = click.get_current_context(silent=True)
+    return render.Bar(what, enabled=not (ctx and ctx.meta.get(QUIET)))
+
+
+def fail(exit_code: int, message: str) -> NoReturn:
+    click.echo(f"agentkeep: {message}", err=True)
+    sys.exit(exit_code)
+
+
+def emit_json(doc: Any) -> None:
+    from agentkeep.jsontext import indented
+
+    click.echo(indented(doc))
+
+
+class Runner:
+    """Answers one command through the daemon, or in-process."""
+
+    def __init__(self) -> None:
+        self.env = Env.from_environ()
+        self._ctx: core.Context | None = None
+
+    @property
+    def ctx(self) -> core.Context:
+        if self._ctx is None:
+            from agentkeep import core
+
+            self._ctx = core.Context.open(self.env)
+        return self._ctx
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The config path, state dir and roots this process resolved (sent
+        to the daemon), without opening the index: nothing of the in-process
+        work is imported or opened for it."""
+        from agentkeep import view
+
+        return self._ctx.fingerprint() if self._ctx else view.resolve(self.env)
+
+    def ask(
+        self,
+        method: str,
+        params: dict[str, Any],
+        local: Callable[[core.Context], Any],
+        raw: bool = False,
+    ) -> Any:
+        """The daemon's answer, else `local`'s; with `raw`, the answer as
+        JSON text (client.request), which `local` then gives too. Work done
+        here (the first full scan above all) shows a progress bar."""
+        import structlog
+
+        from agentkeep import client
+
+        log = structlog.get_logger("agentkeep.cli")
+        try:
+            with client.connect(self.env) as sock:
+                # Resolved once a daemon answers.
+                fingerprint = self.fingerprint()
+                answer = client.request(sock, method, {**params, "env": fingerprint}, raw=raw)
+            log.debug("answered by the daemon", method=method)
+            return answer
+        except client.NoDaemon as exc:
+            # Nothing of the request was done (no daemon, or a busy one that
+            # took none of it): doing it here cannot do it twice.
+            log.debug("working in-process", method=method, why=str(exc))
+        except client.RemoteError as exc:
+            if not exc.env_mismatch:
+                data = exc.data if isinstance(exc.data, dict) else {}
+                if isinstance(data.get("report"), dict):
+                    raise Failure(
+                        int(data.get("exit", 1)), exc.message, report=data["report"]
+                    ) from None
+                raise Failure(int(data.get("exit", 1)), exc.message) from None
+            log.debug("working in-process", method=method, why=exc.message)
+        from agentkeep import core
+        from agentkeep.daemon.main import METHODS
+
+        if not METHODS[method].reads_index:
+            return local(self.ctx)
+
+        with progress_bar("indexing") as bar:
+            # No daemon keeps the index current: bring it up to date first
+            # (cheap when little changed; a full scan the first time).
+            core.reconcile(self.ctx, bar.update)
+            return local(self.ctx)
+
+    def run(
+        self, body: Callable[[], int | None], as_json: bool = False, wide: bool = False
+    ) -> NoReturn:
+        try:
+            code = body() or 0
+        except Failure as exc:
+            if exc.report is not None:  # a refused purge still says what it kept
+                if as_json:
+                    emit_json(exc.report)
+                else:
+                    from agentkeep import render
+
+                    render.report(text_out(wide), exc.report)
+            fail(exc.exit, exc.message)
+        except BrokenPipeError:
+            raise  # the reader went away: _Group.invoke ends quietly
+        except OSError as exc:
+            # A state file that cannot be written (a full disk): one line.
+            where = f" ({exc.filename})" if exc.filename else ""
+            fail(EXIT_FAILED, f"{exc.strerror or exc}{where}")
+        sys.exit(code)
+
+
+def status_doc(r: Runner) -> tuple[dict[str, Any], int]:
+    """The daemon's status, or with no daemon answering the same object
+    from the state dir with `pid` null; and the exit code `status` gives."""
+    from agentkeep import client
+
+    try:
+        doc = client.call(r.env, "status", {})
+        code = EXIT_OK
+    except (client.NoDaemon, client.RemoteError):
+        from agentkeep import core
+
+        doc = {"pid": None, "version": __version__, "uptime_s": None, **core.status_fields(r.ctx)}
+        doc.update(watch={"mode": None, "roots": []}, next_prune=None)
+        code = EXIT_FAILED
+    if not (doc.get("config") or {}).get("ok", True):
+        code = EXIT_USAGE  # a bad config: shown, and what to fix first
+    return doc, code
