@@ -531,7 +531,7 @@ def dir_mtimes(dirs: Iterable[str | os.PathLike[str]]) -> dict[str, int | None]:
     """Each directory's mtime in ns (None when it cannot be read): a new or
     removed entry changes it, so this tells cheaply whether a listing moved."""
     sigs: dict[str, int | None] = {}
-    for d in map(os.fspath, dirs):
+    for d in (os.fspath(p) for p in dirs):
         try:
             sigs[d] = os.stat(d).st_mtime_ns
         except OSError:

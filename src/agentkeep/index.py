@@ -411,7 +411,8 @@ class Index:
         string that is not ASCII). Built by SQLite, so that listing tens of
         thousands of sessions costs no Python per field. Only sessions idle
         since before `idle_before` when it is given (undated ones never)."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[object] = []
         if agent is not None:
             where.append("agent = ?")
             args.append(agent)

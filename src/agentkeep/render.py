@@ -592,7 +592,8 @@ class Bar:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._what, self._done, self._total = "", 0, None
+        self._what, self._done = "", 0
+        self._total: int | None = None
         self._started = time.monotonic()
         self._drawn = 0  # cells of the line last drawn
         utf8 = (getattr(self._stream, "encoding", None) or "").lower().replace("-", "") == "utf8"

@@ -26,7 +26,7 @@ import os
 import re
 import stat
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -591,7 +591,7 @@ class _Listings:
                     registry.files[match["pid"]] = _entry(directory, name, flags)
                 elif match := _REGISTRY_KEY.fullmatch(name):
                     registry.keys[match["pid"]].append(_entry(directory, name, flags))
-            changing = registry.files.keys()
+            changing: Iterable[str] = registry.files.keys()
             self._registries[directory] = registry
         elif alive is None:
             changing = registry.files.keys()

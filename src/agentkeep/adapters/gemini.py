@@ -43,7 +43,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # typeshed omits it
 from pathlib import Path
 
 import structlog

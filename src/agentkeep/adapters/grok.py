@@ -73,7 +73,7 @@ class GrokAdapter(Adapter):
 
     def scan(self) -> Iterator[Session]:
         problem = self.root_problem(self.root)
-        found: dict[str, list[tuple[str, Path]]] = defaultdict(list)
+        found: dict[str, list[tuple[str | None, Path]]] = defaultdict(list)
         for workspace, entry in self._workspace_dirs():
             for item in entries(entry):
                 sid = self.canonical_id(item.name)

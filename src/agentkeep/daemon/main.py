@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import structlog
@@ -85,15 +86,16 @@ class Changes:
             self._closed = True
             self._cond.notify_all()
 
+    def _moved_on(self, seen: int) -> bool:
+        return self._closed or self._count != seen
+
     def stream(self) -> Generator[dict[str, int] | None, None, None]:
         with self._cond:
             seen = self._count
         yield {"changes": seen}
         while True:
             with self._cond:
-                self._cond.wait_for(
-                    lambda seen=seen: self._closed or self._count != seen, self.TICK
-                )
+                self._cond.wait_for(partial(self._moved_on, seen), self.TICK)
                 if self._closed:
                     return
                 now = self._count
@@ -455,7 +457,9 @@ class Daemon:
             try:
                 return self._call(conn, method, params)
             except core.Failure as exc:
-                data = {"report": exc.report} if exc.report is not None else None
+                data: dict[str, object] | None = (
+                    {"report": exc.report} if exc.report is not None else None
+                )
                 raise RpcError(exc.code, exc.message, exit=exc.exit, data=data) from None
             except OSError as exc:
                 # A state file that cannot be written (a full disk): said in

@@ -264,7 +264,8 @@ class Server:
     def _accept_loop(self) -> None:
         assert self._listener is not None
         while not self._stop.is_set():
-            readable, _, _ = select.select([self._listener, self._wake_r], [], [])
+            waiting: list[socket.socket | int] = [self._listener, self._wake_r]
+            readable, _, _ = select.select(waiting, [], [])
             if self._wake_r in readable:
                 return
             try:
