@@ -25,7 +25,7 @@ import structlog
 from agentkeep import __version__, adapters, disk, leases, preview, trash, view, workers
 from agentkeep.adapters.base import Adapter, listing_again_is_cheaper
 from agentkeep.config import Config, ConfigError, parse_duration
-from agentkeep.errors import Failure
+from agentkeep.errors import BadParams, Failure, NotFound
 from agentkeep.index import IDLE_TAIL, Index, IndexedSession, Rows, written_as_python
 from agentkeep.jsontext import JSONText, folded_item, folded_list
 from agentkeep.model import Artifact, Holder, HolderKind, Session, State, rfc3339
@@ -115,14 +115,12 @@ class Context:
             return self.adapters[agent]
         except KeyError:
             known = ", ".join(sorted(self.adapters)) or "none"
-            raise Failure(
-                2, f"unknown or disabled agent {agent!r} (enabled: {known})", INVALID_PARAMS
-            ) from None
+            raise BadParams(f"unknown or disabled agent {agent!r} (enabled: {known})") from None
 
     def session_id(self, agent: str, raw: str) -> str:
         sid = self.adapter(agent).canonical_id(str(raw))
         if sid is None:
-            raise Failure(5, f"no such session: {agent} {raw!r} is not a valid {agent} session id")
+            raise NotFound(f"no such session: {agent} {raw!r} is not a valid {agent} session id")
         return sid
 
 
@@ -473,7 +471,7 @@ def _parse_age(text: Any, key: str) -> float:
     try:
         return parse_duration(text, key)
     except ConfigError as exc:
-        raise Failure(2, str(exc), INVALID_PARAMS) from None
+        raise BadParams(str(exc)) from None
 
 
 def ls_text(ctx: Context, agent: str | None = None, idle_over: str | None = None) -> JSONText:
@@ -528,7 +526,7 @@ def _find(ctx: Context, agent: str, raw_id: str) -> IndexedSession:
         refresh(ctx, agent, sid)  # the index may be behind the disk
         found = ctx.index.get(agent, sid)
     if found is None:
-        raise Failure(5, f"no such session: {agent} {sid}")
+        raise NotFound(f"no such session: {agent} {sid}")
     return found
 
 
@@ -565,7 +563,7 @@ _DU_FIELDS = ("bytes", "disk_bytes", "sessions", "reclaimable_bytes", "reclaimab
 
 def du(ctx: Context, by: str = "agent") -> dict[str, Any]:
     if by not in ("agent", "workspace"):
-        raise Failure(2, f"--by must be agent or workspace, not {by!r}", INVALID_PARAMS)
+        raise BadParams(f"--by must be agent or workspace, not {by!r}")
     reclaim = reclaimable(ctx)
     groups: dict[str, dict[str, Any]] = {}
     for s in ctx.index.sessions():
@@ -691,11 +689,9 @@ def prune(
     override = _parse_age(older_than, "--older-than") if older_than is not None else None
     cutoffs = _cutoffs(ctx, override, agent, now)
     if not cutoffs:
-        raise Failure(
-            2,
+        raise BadParams(
             "prune needs a cutoff: pass --older-than AGE or set a retention in "
-            f'{ctx.env.config_path} (for example: retention = "{SUGGESTED_RETENTION}")',
-            INVALID_PARAMS,
+            f'{ctx.env.config_path} (for example: retention = "{SUGGESTED_RETENTION}")'
         )
     wanted = preview.retentions(config, ctx.adapters)
     waits = preview.due(ctx.state_dir, wanted, now, config.prune_interval) if scheduled else None
@@ -784,7 +780,7 @@ def purge(
     sid = ctx.session_id(agent, id)
     adapter = ctx.adapter(agent)
     if adapter.load(sid) is None:
-        raise Failure(5, f"no such session: {agent} {sid}")
+        raise NotFound(f"no such session: {agent} {sid}")
     targets = [(agent, sid)]
     if cascade:
         targets += [(agent, c) for c in _descendants(adapter, sid)]
@@ -880,7 +876,7 @@ def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
     try:
         result = trash.restore(ctx.state_dir, agent, sid, now=time.time())
     except trash.NoSuchEntry as exc:
-        raise Failure(5, str(exc)) from None
+        raise NotFound(str(exc)) from None
     except (trash.TrashError, OSError) as exc:
         raise Failure(1, str(exc)) from None
     for entry in result.entries:

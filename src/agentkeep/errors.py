@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentkeep.protocol import SERVER_ERROR
+from agentkeep.protocol import INVALID_PARAMS, SERVER_ERROR
 
 
 class Failure(Exception):
@@ -24,6 +24,25 @@ class Failure(Exception):
         self.code = code
         # A refused purge still has a report worth printing.
         self.report = report
+
+
+class NotFound(Failure):
+    """What a request names is not there (a session, a trash entry)."""
+
+    exit = 5
+
+    def __init__(self, message: str) -> None:
+        super().__init__(NotFound.exit, message)
+
+
+class BadParams(Failure):
+    """A request's parameters are wrong: a usage error to the CLI, invalid
+    params on the socket."""
+
+    exit = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(BadParams.exit, message, INVALID_PARAMS)
 
 
 class RemovalError(Exception):

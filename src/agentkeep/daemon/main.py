@@ -38,6 +38,7 @@ from agentkeep.daemon.notify import Notifier
 from agentkeep.daemon.schedule import Jobs, Schedule
 from agentkeep.daemon.server import (
     AlreadyServing,
+    BadRequest,
     Connection,
     RpcError,
     Server,
@@ -449,7 +450,7 @@ class Daemon:
     def _handle(self, conn: Connection, method: str, params: dict[str, Any]) -> object:
         assert self.ctx is not None
         if method not in METHODS:
-            raise RpcError(METHOD_NOT_FOUND, f"unknown method {method!r}", exit=2)
+            raise BadRequest(METHOD_NOT_FOUND, f"unknown method {method!r}")
         if "env" in params:
             self._check_env(params["env"])
         params = {k: v for k, v in params.items() if k != "env"}
@@ -477,7 +478,7 @@ class Daemon:
         answer = METHODS[method]
         unknown = sorted(set(params) - set(answer.params))
         if unknown:
-            raise RpcError(INVALID_PARAMS, f"unknown parameter(s): {', '.join(unknown)}", exit=2)
+            raise BadRequest(INVALID_PARAMS, f"unknown parameter(s): {', '.join(unknown)}")
         return answer.call(self, conn, params)
 
     def _check_env(self, theirs: object) -> None:
@@ -497,7 +498,7 @@ class Daemon:
         assert self.ctx is not None
         agent, raw = params.get("agent"), params.get("id")
         if not isinstance(agent, str) or not isinstance(raw, str):
-            raise RpcError(INVALID_PARAMS, "hold needs agent and id (strings)", exit=2)
+            raise BadRequest(INVALID_PARAMS, "hold needs agent and id (strings)")
         session_id = self.ctx.session_id(agent, raw)
         path = leases.lease_path(self.ctx.state_dir, agent, session_id)
         try:
@@ -516,7 +517,7 @@ class Daemon:
     def _release(self, conn: Connection, params: dict[str, Any]) -> dict[str, bool]:
         token = params.get("lease")
         if not isinstance(token, str) or not conn.release(token):
-            raise RpcError(INVALID_PARAMS, "no such lease on this connection", exit=2)
+            raise BadRequest(INVALID_PARAMS, "no such lease on this connection")
         return {"released": True}
 
 
@@ -543,7 +544,7 @@ def _ctx(daemon: Daemon) -> core.Context:
 
 def _str(value: Any, name: str) -> str:
     if not isinstance(value, str):
-        raise RpcError(INVALID_PARAMS, f"{name} must be a string", exit=2)
+        raise BadRequest(INVALID_PARAMS, f"{name} must be a string")
     return value
 
 
@@ -554,7 +555,7 @@ def _opt_str(p: dict[str, Any], name: str) -> str | None:
 
 def _bool(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
-        raise RpcError(INVALID_PARAMS, f"{name} must be true or false", exit=2)
+        raise BadRequest(INVALID_PARAMS, f"{name} must be true or false")
     return value
 
 

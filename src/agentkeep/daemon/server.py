@@ -87,6 +87,16 @@ class RpcError(Exception):
         }
 
 
+class BadRequest(RpcError):
+    """A request the client got wrong (not JSON, not a request, an unknown
+    method or parameter): the CLI exits 2 for it, as for any usage error."""
+
+    exit = 2
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(code, message, exit=BadRequest.exit)
+
+
 class ServerError(Exception):
     """The socket cannot be served (unsafe folder, path taken by a non-socket)."""
 
@@ -440,7 +450,7 @@ class Server:
             sock.settimeout(None)
 
 
-_TOO_LONG = error_message(None, RpcError(INVALID_REQUEST, "line over 1 MiB", exit=2))
+_TOO_LONG = error_message(None, BadRequest(INVALID_REQUEST, "line over 1 MiB"))
 
 
 def _request_id(value: object) -> object:
@@ -452,16 +462,16 @@ def _request_id(value: object) -> object:
         return value
     if isinstance(value, float) and math.isfinite(value):
         return value
-    raise RpcError(INVALID_REQUEST, "id must be a string, a number or null", exit=2)
+    raise BadRequest(INVALID_REQUEST, "id must be a string, a number or null")
 
 
 def _load(line: bytes) -> dict[str, object]:
     try:
         request = decode(line)
     except ValueError as exc:
-        raise RpcError(PARSE_ERROR, f"not JSON: {exc}", exit=2) from None
+        raise BadRequest(PARSE_ERROR, f"not JSON: {exc}") from None
     if not isinstance(request, dict):
-        raise RpcError(INVALID_REQUEST, "a request is a JSON object", exit=2)
+        raise BadRequest(INVALID_REQUEST, "a request is a JSON object")
     return request
 
 
@@ -470,13 +480,13 @@ def _fields(request: dict[str, object]) -> tuple[str, dict[str, object]]:
     method = request.get("method")
     params = request.get("params")
     if request.get("jsonrpc", "2.0") != "2.0":
-        raise RpcError(INVALID_REQUEST, 'jsonrpc must be "2.0"', exit=2)
+        raise BadRequest(INVALID_REQUEST, 'jsonrpc must be "2.0"')
     if not isinstance(method, str):
-        raise RpcError(INVALID_REQUEST, "method must be a string", exit=2)
+        raise BadRequest(INVALID_REQUEST, "method must be a string")
     if params is None:
         params = {}
     if not isinstance(params, dict):
-        raise RpcError(INVALID_PARAMS, "params must be an object", exit=2)
+        raise BadRequest(INVALID_PARAMS, "params must be an object")
     return method, params
 
 
