@@ -32,6 +32,8 @@ __all__ = [
 
 
 class CodexTree(codex.CodexTree):
+    """The demo's Codex tree, and what a test reads back from it (read-only)."""
+
     def thread_ids(self) -> set[str]:
         conn = sqlite3.connect(f"file:{self.state_db}?mode=ro", uri=True)
         try:

@@ -53,6 +53,8 @@ _KEYS = {
 
 
 class OpencodeTree(opencode.OpencodeTree):
+    """The demo's opencode tree, and what a test reads back from it (read-only)."""
+
     def rows(self, sql: str, *args: object) -> list[tuple[object, ...]]:
         """A query's rows, read-only."""
         conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
