@@ -186,6 +186,8 @@ def test_a_file_that_is_not_a_socket_is_left_alone(env: Env) -> None:
         (b'{"jsonrpc": "2.0", "id": 7, "method": "nope"}', server.METHOD_NOT_FOUND),
         (b"[" * 100000 + b"]" * 100000, server.PARSE_ERROR),
     ],
+    # Short ids: an id in PYTEST_CURRENT_TEST over 128 KiB makes exec fail.
+    ids=["text", "not-utf8", "array", "no-method", "v1", "list-params", "unknown", "deep"],
 )
 def test_bad_lines_get_errors_and_the_connection_goes_on(running, env: Env, line, code) -> None:
     with raw_connect(env) as sock:

@@ -142,7 +142,7 @@ def test_a_worker_that_dies_costs_time_not_the_scan(
     alone = _indexed(ctx)
     killed: list[int] = []
 
-    def kill_a_worker(done: int, total: int) -> None:
+    def kill_a_worker(what: str, done: int, total: int | None) -> None:
         if killed:
             return
         for child in multiprocessing.active_children():
@@ -187,7 +187,7 @@ def test_a_scan_stopped_half_way_leaves_the_index_as_it_was(
     (home.claude / "projects").rename(home.claude / "projects-moved")
     calls: list[int] = []
 
-    def interrupt(done: int, total: int) -> None:
+    def interrupt(what: str, done: int, total: int | None) -> None:
         calls.append(done)
         if len(calls) == 2:
             raise KeyboardInterrupt
@@ -223,7 +223,9 @@ from agentkeep import core, logs, workers
 from agentkeep.adapters import claude
 from agentkeep.paths import Env
 
-def stop_here(done, total):
+def stop_here(what, done, total):
+    if done == 0:
+        return  # the first report comes before any worker starts
     print("ready", flush=True)
     time.sleep(60)
 
@@ -287,11 +289,11 @@ def test_the_cycle_collector_rests_during_a_scan_and_comes_back(
     monkeypatch.setattr(workers, "PARALLEL_FROM", 10**9)
     seen: list[bool] = []
 
-    def stop_half_way(done: int, total: int) -> None:
+    def stop_half_way(what: str, done: int, total: int | None) -> None:
         seen.append(gc.isenabled())
         raise KeyboardInterrupt
 
-    core.scan(ctx, lambda done, total: seen.append(gc.isenabled()))
+    core.scan(ctx, lambda what, done, total: seen.append(gc.isenabled()))
     assert gc.isenabled()
     with pytest.raises(KeyboardInterrupt):
         core.scan(ctx, stop_half_way)

@@ -153,19 +153,19 @@ def _scan(
     # workers run the others' parts meanwhile (and the progress total, which
     # waits for every agent without an estimate, is known early).
     order = sorted(agents, key=lambda agent: hints[agent] is not None)
-    tally = Tally(progress, "scanning", estimates)
-    parts = (
-        (agent, part)
-        for agent in order
-        for part in tally.parts(agent, ctx.adapters[agent].scan_parts())
-    )
     # One agent that does not split its scan would be one part: nothing to spread.
     splits = len(agents) > 1 or any(hint is not None for hint in hints.values())
     spread = splits and workers.worth_spreading(expected)
     with _collector_paused(), ctx.index.replacing(agents) as replacement:
+        tally = Tally(progress, "scanning", estimates)
+        parts = (
+            (agent, part)
+            for agent in order
+            for part in tally.parts(agent, ctx.adapters[agent].scan_parts())
+        )
         for agent, rows in workers.run(parts, _restored(ctx), spread=spread):
             replacement.add(agent, _counted(tally, agent, rows))
-    tally.finish()
+        tally.finish()
     for agent, signature in signatures.items():
         ctx.index.set_dir_signatures(agent, signature)
     return replacement.counts

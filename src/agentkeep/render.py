@@ -78,9 +78,8 @@ def age(rfc: str | None, now: float | None = None) -> str:
     return f"{n} {unit}{'s' if n != 1 else ''}"
 
 
-def when(rfc: str | None, now: float | None = None, *, short: bool = False) -> str:
-    """A moment relative to now: "3 h ago", "in 6 days", "now" ("3h ago",
-    "in 6d" when `short`)."""
+def when(rfc: str | None, now: float | None = None) -> str:
+    """A moment relative to now: "3 h ago", "in 6 days", "now"."""
     if rfc is None:
         return "never"
     delta = parse_rfc3339(rfc) - (now if now is not None else time.time())
@@ -90,7 +89,7 @@ def when(rfc: str | None, now: float | None = None, *, short: bool = False) -> s
             # Days to the nearest (a week from now reads "in 7 days"), the
             # smaller units whole.
             n = round(seconds / 86400) if unit == "days" else int(seconds // length)
-            text = f"{n}{unit[0]}" if short else f"{n} {unit}"
+            text = f"{n} {unit}"
             return f"in {text}" if delta > 0 else f"{text} ago"
     return "now"
 
@@ -550,8 +549,8 @@ def trash_entries(out: Out, entries: list[dict[str, Any]]) -> None:
             e["agent"],
             e["id"],
             size(e["bytes"]) + ("*" if e["partial"] else ""),
-            when(e["trashed_at"], now, short=True),
-            when(e["expires_at"], now, short=True),
+            when(e["trashed_at"], now),
+            when(e["expires_at"], now),
         )
         for e in entries
     ]
