@@ -1,7 +1,7 @@
 """Synthetic homes for the benchmark: many sessions of every agent, fast.
 
-The layouts are the test builders' (tests/build_claude.py, build_codex.py,
-build_opencode.py, build_agents.py) with the same file names and record
+The layouts are agentkeep.demo's builders' (claude, codex, opencode,
+agents: the tests' own) with the same file names and record
 shapes, written with bare os calls instead of pathlib so that 50,000
 sessions take seconds rather than minutes (make_session spends ~4 ms a
 session; this spends well under 1 ms). Every file and the session's own
@@ -19,20 +19,15 @@ import json
 import os
 import shutil
 import sqlite3
-import sys
 import tempfile
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parent.parent / "tests"
-if str(TESTS) not in sys.path:
-    sys.path.insert(0, str(TESTS))
-
-from build_claude import jsonl, project_key, transcript_records  # noqa: E402
-from build_codex import _ITEMS_SQL, _THREADS_SQL  # noqa: E402
-from fakehome import FakeHome, make_fake_home  # noqa: E402
+from agentkeep.demo.claude import jsonl, project_key, transcript_records
+from agentkeep.demo.codex import LEGACY_ITEMS_SQL, LEGACY_THREADS_SQL
+from agentkeep.demo.home import FakeHome, make_fake_home
 
 DAY = 86400.0
 DEFAULT_MIX = {
@@ -100,15 +95,11 @@ class BenchHome:
 
 
 def fake_home(root: Path) -> FakeHome:
-    """tests/conftest.make_fake_home with the socket dir under /tmp/akb-*
-    (short enough for a unix socket path, and recognisably the bench's)."""
-    fh = make_fake_home(root)
-    shutil.rmtree(fh.environ["XDG_RUNTIME_DIR"], ignore_errors=True)
+    """A fake user with its socket dir under /tmp/akb-* (short enough for a
+    unix socket path, and recognisably the bench's)."""
     runtime = tempfile.mkdtemp(prefix="akb-", dir="/tmp")
-    os.chmod(runtime, 0o700)
     RUNTIME_DIRS.append(runtime)
-    fh.environ["XDG_RUNTIME_DIR"] = runtime
-    return fh
+    return make_fake_home(root, Path(runtime))
 
 
 class _Writer:
@@ -314,7 +305,7 @@ def _codex(bh: BenchHome, w: _Writer, ages: list[float], now: float) -> None:
     conn = sqlite3.connect(os.path.join(home, "state_5.sqlite"))
     conn.execute("PRAGMA journal_mode=WAL")
     with conn:
-        conn.executescript(_THREADS_SQL)
+        conn.executescript(LEGACY_THREADS_SQL)
         conn.executemany(
             "INSERT INTO threads (id, rollout_path, created_at, updated_at, source,"
             " model_provider, cwd, title, sandbox_policy, approval_mode, updated_at_ms)"
@@ -326,7 +317,7 @@ def _codex(bh: BenchHome, w: _Writer, ages: list[float], now: float) -> None:
     conn = sqlite3.connect(os.path.join(home, "thread_history_1.sqlite"))
     conn.execute("PRAGMA journal_mode=WAL")
     with conn:
-        conn.executescript(_ITEMS_SQL)
+        conn.executescript(LEGACY_ITEMS_SQL)
         conn.executemany(
             "INSERT INTO thread_items (thread_id, kind, payload) VALUES (?, 'message', ?)", items
         )

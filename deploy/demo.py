@@ -2,45 +2,50 @@
 
     python deploy/demo.py DIR
 
-DIR gets a whole fake user (home, XDG dirs, tmp dirs) holding Claude Code,
-gemini, grok and zero sessions of various ages, a fork whose parent is old,
-and shared files that must never be touched. Then `agentkeep scan`, `ls`,
-`du` and `prune --dry-run --older-than 30d` run with that user's
-environment, so nothing of the real home is read. The trees are made by the
-same builders the tests use.
+DIR gets a whole fake user (home, XDG dirs, tmp dirs) holding sessions of
+every agent agentkeep knows (Claude Code, Codex, opencode, Gemini CLI, grok,
+zero) of various ages, a fork whose parent is old, and shared files that
+must never be touched (agentkeep.demo builds it). Then `agentkeep scan`,
+`ls`, `du` and `prune --dry-run --older-than 30d` run with that user's
+environment, so nothing of the real home is read ($AGENTKEEP names the
+command, else this Python's agentkeep runs). An earlier demo in DIR is built
+afresh; any other existing DIR is refused.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+from agentkeep.demo import Demo, NotADemo, demo_home
+from agentkeep.paths import Env
 
-from build_agents import make_grok_session, make_zero_session  # noqa: E402
-from build_claude import make_session  # noqa: E402
-from fakehome import make_fake_home  # noqa: E402
+COMMANDS = (["scan"], ["ls"], ["du"], ["prune", "--dry-run", "--older-than", "30d"])
 
 
-def build(root: Path) -> dict[str, str]:
-    home = make_fake_home(root)
-    old = make_session(home, cwd="/home/you/webapp", age_days=75)
-    make_session(home, cwd="/home/you/webapp", age_days=3, parent=old.id)
-    for days in (45, 62, 120):
-        make_session(home, cwd="/home/you/cli-tool", age_days=days, pad=20_000)
-    make_session(home, cwd="/home/you/cli-tool", age_days=0.2)
-    zero_root = home.data / "zero" / "sessions"
-    make_zero_session(zero_root, "refactor-parser", days=50)
-    make_zero_session(zero_root, "fix-ci", days=2)
-    make_grok_session(home.home / ".grok", "grok-session-1", workspace="/home/you/notes", days=40)
-    return home.environ
+def show(demo: Demo, agentkeep: list[str]) -> None:
+    for args in COMMANDS:
+        print(f"\n$ agentkeep {' '.join(args)}   # on the demo home", flush=True)
+        subprocess.run([*agentkeep, *args], env=demo.home.environ, check=False)
 
 
-MARKER = ".agentkeep-demo"
+def next_steps(root: Path, demo: Demo) -> str:
+    """What the person saw, and what to do next on their own home."""
+    config = Env.from_environ().config_path
+    install = Path(__file__).resolve().with_name("install.sh")
+    return f"""
+This was a demo home under {root}:
+made-up sessions of every agent agentkeep knows; the config file named above
+is the demo's, not yours. The dry run moved nothing, and it would keep the old
+{demo.old_parent[:8]} as the ancestor of a recent fork. Your own agents' sessions show
+up in `agentkeep ls` once you use them.
+Next:
+  to see what 30 days' retention would prune of yours:  agentkeep prune --dry-run --older-than 30d
+  to have the service prune them:  add  retention = "30d"  to {config}
+  to look around:  agentkeep ui
+  to remove agentkeep and this demo:  sh {install} --uninstall"""
 
 
 def main() -> int:
@@ -48,21 +53,17 @@ def main() -> int:
         print(__doc__, file=sys.stderr)
         return 2
     root = Path(sys.argv[1])
-    if root.exists():
-        if not (root / MARKER).exists():
-            print(
-                f"demo: {root} exists and is not a demo home; choose another folder",
-                file=sys.stderr,
-            )
-            return 2
-        shutil.rmtree(root)  # our own demo from an earlier run: built afresh
-    root.mkdir(parents=True)
-    (root / MARKER).touch()
-    environ = build(root)
-    agentkeep = os.environ.get("AGENTKEEP", "agentkeep")
-    for args in (["scan"], ["ls"], ["du"], ["prune", "--dry-run", "--older-than", "30d"]):
-        print(f"\n$ agentkeep {' '.join(args)}   # on the demo home {root}", flush=True)
-        subprocess.run([agentkeep, *args], env=environ, check=False)
+    # $AGENTKEEP: the command to show (install.sh's); else this interpreter's.
+    command = os.environ.get("AGENTKEEP")
+    agentkeep = [command] if command else [sys.executable, "-m", "agentkeep"]
+    try:
+        with demo_home(root) as demo:
+            show(demo, agentkeep)
+            steps = next_steps(root.absolute(), demo)
+    except NotADemo as e:
+        print(f"demo: {e}", file=sys.stderr)
+        return 2
+    print(steps)
     return 0
 
 

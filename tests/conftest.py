@@ -9,6 +9,7 @@ or touch the real home, the real /tmp/claude-<uid> or a real agent database.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,8 +31,9 @@ def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeH
         if os.environ.get(key) != value:
             monkeypatch.setenv(key, value)
     yield fh
-    runtime = Path(fh.environ["XDG_RUNTIME_DIR"])
-    subprocess.run(["rm", "-rf", str(runtime)], check=False)
+    # Removed here, not by an `rm` child: a test's environment (a huge
+    # PYTEST_CURRENT_TEST) can be too big to exec with.
+    shutil.rmtree(fh.environ["XDG_RUNTIME_DIR"], ignore_errors=True)
 
 
 @pytest.fixture
