@@ -13,6 +13,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Variables that could point a fake user at real data: always replaced or
 # removed. CLAUDE_PROJECT_DIR is no root of agentkeep's, but Claude sets it
@@ -85,7 +86,7 @@ class FakeHome:
         check: bool = False,
         timeout: float = 60,
         env: dict[str, str] | None = None,
-        **kw: object,
+        **kw: Any,
     ) -> subprocess.CompletedProcess[str]:
         """Run the real CLI as a subprocess in this fake user's environment
         (`env`: that environment with some variables changed)."""
@@ -95,7 +96,7 @@ class FakeHome:
             capture_output=True,
             text=True,
             timeout=timeout,
-            **kw,  # type: ignore[arg-type]
+            **kw,
         )
         if check and proc.returncode != 0:
             raise AssertionError(

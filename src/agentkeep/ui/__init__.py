@@ -3,7 +3,7 @@ on it, in the terminal (Textual, the optional `ui` extra).
 
 Nothing here decides anything. Every figure and every verdict comes from
 the core functions the CLI calls, asked of the daemon over its socket when
-it runs and done in-process otherwise (cli.Runner): `ls`, `du`, `status`,
+it runs and done in-process otherwise (runner.Runner): `ls`, `du`, `status`,
 the trash, and the configured retention's dry run (`prune` with dry_run),
 whose report says of each old session whether it goes and why it stays.
 Actions (pin, purge, restore, prune) are those same calls, so the locks and

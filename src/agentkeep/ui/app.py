@@ -20,6 +20,7 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
@@ -539,7 +540,7 @@ class _ToApp(logging.Handler):
         words = str(event.get("event", ""))
         fields = [f"{k}={v}" for k, v in event.items() if k not in _NOT_SAID]
         message = f"{words} ({', '.join(fields)})" if fields else words
-        severity = "error" if record.levelno >= logging.ERROR else "warning"
+        severity: SeverityLevel = "error" if record.levelno >= logging.ERROR else "warning"
         try:
             self.app.call_from_thread(self.app.notify, message, severity=severity, timeout=10)
         except RuntimeError:  # on the app's own thread, or the app has stopped

@@ -29,9 +29,9 @@ class Subscription:
         env: Env,
         fingerprint: dict[str, Any],
         *,
-        started: Callable[[], None],
-        changed: Callable[[], None],
-        ended: Callable[[str], None],
+        started: Callable[[], object],
+        changed: Callable[[], object],
+        ended: Callable[[str], object],
     ) -> None:
         self._env = env
         self._fingerprint = fingerprint

@@ -13,6 +13,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
+from textual.widgets.data_table import ColumnKey
 
 from agentkeep.render import age, size
 from agentkeep.ui.text import compact_age, fit_end, home_relative
@@ -137,7 +138,7 @@ class SessionsPane(Vertical):
         table.clear()
         words = self.query_one("#filter", Input).value.lower().split()
         rows = sorted(self.sessions, key=self.sorting.key(), reverse=self.sorting.descending)
-        workspace_width = table.columns["workspace"].width
+        workspace_width = table.columns[ColumnKey("workspace")].width
         self._shown = []
         for s in rows:
             verdict = self.plans.of(s["agent"], s["id"])

@@ -105,10 +105,10 @@ class Plans:
         if retention is None:
             return Verdict(Fate.STAYS, f"stays: no retention applies to {agent}")
         s = self._sessions.get((agent, sid))
-        cutoff = parse_rfc3339(self.report["cutoffs"][agent])  # type: ignore[index]
+        cutoff = parse_rfc3339((self.report or {})["cutoffs"][agent])
         activity = None if s is None else s["last_activity"]
         if activity is not None and parse_rfc3339(activity) >= cutoff:
-            idle = age(s["last_activity"], self.taken_at)
+            idle = age(activity, self.taken_at)
             return Verdict(Fate.STAYS, f"stays: idle {idle}, under the retention ({retention})")
         return Verdict(Fate.UNKNOWN, "not in the plan (it is older than this listing): press r")
 
