@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hardening_util import DAY, pending_journal, removed_ids, tree_state
+from hardening_util import DAY, pending_journal, removed_ids, report_of, tree_state
 
 from build_agents import make_zero_session, zero_root
 from build_claude import make_session, set_age
@@ -124,18 +124,9 @@ def outside(fh: FakeHome) -> Path:
     return root
 
 
-def report(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    try:
-        doc = json.loads(proc.stdout)
-    except ValueError:
-        pytest.fail(f"no JSON report (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    assert isinstance(doc, dict)
-    return doc
-
-
 def prune(ns: Namespace, fh: FakeHome, *extra: str) -> dict[str, Any]:
     proc = ns.cli(fh, "prune", "--older-than", "30d", "--json", *extra)
-    doc = report(proc)
+    doc = report_of(proc)
     assert doc["failed"] == [], doc["failed"]
     assert proc.returncode == 0, proc.stderr
     return doc
