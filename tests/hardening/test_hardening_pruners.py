@@ -27,12 +27,24 @@ from test_daemon_serve import Daemon, start_daemon, stop_daemons
 __all__ = ["stop_daemons"]
 
 OLD = 20
-# The daemon's prune dawdles over each file it removes, so that the other
-# pruner surely starts while it is removing.
+# The daemon's prune stops at its fifth removed file until the test opens
+# the gate, so the other pruner surely starts while it is removing, however
+# slowly a loaded machine starts it.
 SLOW_PRUNE = """
-import time
+import os, pathlib, time
 import agentkeep.rmtree as rmtree
-rmtree._before_leaf = lambda path: time.sleep(0.05)
+gate = pathlib.Path(os.environ["GATE"])
+leaves = []
+
+def at_leaf(path):
+    leaves.append(path)
+    if len(leaves) == 5:
+        (gate / "waiting").write_text("")
+        deadline = time.monotonic() + 60
+        while not (gate / "go").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+rmtree._before_leaf = at_leaf
 """
 # The CLI's prune stops after its plan until the test opens the barrier.
 BARRIER = """
@@ -63,9 +75,13 @@ def daemon_removed(d: Daemon) -> list[str]:
     return [e["id"] for e in events_named(d.log, "removed")]
 
 
-def pruning(d: Daemon) -> bool:
-    """The scheduled prune is removing and has not finished."""
-    return len(daemon_removed(d)) >= 3 and not events_named(d.log, "scheduled prune done")
+def gated_daemon(fh: FakeHome, gate: Path) -> Daemon:
+    """A daemon whose scheduled prune removes, then waits at `gate` (SLOW_PRUNE)."""
+    gate.mkdir()
+    extra = {"AGENTKEEP_FIRST_PRUNE_DELAY": "0.5", "GATE": str(gate)}
+    d = start_daemon(fh, seams=SLOW_PRUNE, extra=extra)
+    wait_until((gate / "waiting").exists, "the daemon's scheduled prune removing")
+    return d
 
 
 def blocked_on_a_flock(pid: int) -> bool:
@@ -115,8 +131,8 @@ def test_a_cli_prune_beside_the_daemons_waits_and_removes_nothing_twice(
     fake_home: FakeHome, tmp_path: Path, route: str
 ) -> None:
     old, recent = world(fake_home)
-    daemon = start_daemon(fake_home, seams=SLOW_PRUNE, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.5"})
-    wait_until(lambda: pruning(daemon), "the daemon's scheduled prune removing")
+    gate = tmp_path / "gate"
+    daemon = gated_daemon(fake_home, gate)
     # In-process: the CLI does not find the daemon, and prunes the same state dir itself.
     env = {"AGENTKEEP_SOCKET": str(tmp_path / "elsewhere.sock")} if route == "in-process" else {}
 
@@ -127,6 +143,7 @@ def test_a_cli_prune_beside_the_daemons_waits_and_removes_nothing_twice(
     wait_until(lambda: blocked_on_a_flock(waiter), "the CLI's prune waiting for the daemon's")
     if events_named(daemon.log, "scheduled prune done"):
         pytest.fail("SETUP INVALID: the daemon's prune ended before the CLI's started")
+    (gate / "go").touch()
     code, doc, err = finish(proc)
 
     assert code == 0, err
@@ -175,10 +192,12 @@ def test_the_daemons_turn_is_skipped_while_a_cli_prune_runs(
     assert daemon.stop() == 0, daemon.stderr()
 
 
-def test_a_second_daemon_is_refused_while_the_first_prunes(fake_home: FakeHome) -> None:
+def test_a_second_daemon_is_refused_while_the_first_prunes(
+    fake_home: FakeHome, tmp_path: Path
+) -> None:
     old, recent = world(fake_home)
-    first = start_daemon(fake_home, seams=SLOW_PRUNE, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.5"})
-    wait_until(lambda: pruning(first), "the first daemon's scheduled prune removing")
+    gate = tmp_path / "gate"
+    first = gated_daemon(fake_home, gate)
 
     second = start_daemon(
         fake_home, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0"}, ready=False, name="second"
@@ -187,6 +206,7 @@ def test_a_second_daemon_is_refused_while_the_first_prunes(fake_home: FakeHome) 
     assert "already running" in second.stderr() and str(first.proc.pid) in second.stderr()
     if events_named(first.log, "scheduled prune done"):
         pytest.fail("SETUP INVALID: the first daemon's prune ended before the second started")
+    (gate / "go").touch()
 
     done = wait_until(lambda: events_named(first.log, "scheduled prune done"), "the first prune")
     assert done[0]["failed"] == 0
