@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from agentkeep.adapters import claude
 from agentkeep.adapters.claude import TRANSCRIPT_HEAD, ClaudeAdapter
 from agentkeep.model import HolderKind, Session
 from agentkeep.paths import Env
@@ -105,6 +106,18 @@ def test_every_kind_is_found_and_attributed_to_its_session(
         loaded = adapter.load(made.id)
         assert loaded is not None and loaded.artifacts == s.artifacts
         assert (loaded.workspace, loaded.parent, loaded.bytes) == (s.workspace, s.parent, s.bytes)
+
+
+def test_a_scan_is_handed_out_in_parts_of_scan_part_sessions(
+    fake_home: FakeHome, adapter: ClaudeAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SCAN_PART, set on the package, is what scan_parts reads (tests of
+    spread scans set it there)."""
+    made = {make_session(fake_home).id for _ in range(7)}
+    monkeypatch.setattr(claude, "SCAN_PART", 3)
+    parts = [[s.id for s in part()] for part in adapter.scan_parts()]
+    assert [len(ids) for ids in parts] == [3, 3, 1]
+    assert {sid for ids in parts for sid in ids} == made
 
 
 def test_shared_files_belong_to_no_session(fake_home: FakeHome, adapter: ClaudeAdapter) -> None:

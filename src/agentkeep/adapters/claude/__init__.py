@@ -1,0 +1,209 @@
+"""Claude Code: sessions under its config root (transcripts always in
+`<config>/projects`) and its tmp roots.
+
+Layout (FIELD-NOTES.md "Claude Code"): per session id, `projects/<key>/<id>.jsonl`
+(the transcript, what `claude --resume` lists: primary), `projects/<key>/<id>/`
+(subagents, tool results), `projects/<key>/<id>.ccr-tip.json`,
+`projects/<key>/<id>-<ms>.cast`, `file-history/<id>/`, `session-env/<id>/`,
+`tasks/<id>/` (2.x) or `todos/<id>-agent-*.json` (older), `uploads/<id>/`,
+`debug/<id>.txt`, `usage-data/{session-meta,facets}/<id>.json`, `jobs/<id[:8]>/`
+(when its state.json names the id), the registry `sessions/<pid>.json` naming
+the id with its `sessions/<pid>.<hex>.key`, and `<tmp>/claude-<uid>/<key>/<id>/`.
+Everything else there is shared.
+
+A scan lists each directory once and groups what it finds by id; `load` probes
+one id's paths directly. Listings and reads go through descriptors opened
+without moving atimes, and only the head of a transcript is ever read. A link
+is followed only where a key dir, an area or a job dir is itself a link, to
+report what lies behind it (following a link moves the link's own atime).
+
+Each concern has its module: roots (where), artifacts (what an id names),
+ids, listing and reading (how, without moving atimes), listings (the
+cache of shared directories), registry (the live sessions), finding and
+measuring (a scan), transcripts (a transcript's head). This class wires them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+
+from agentkeep import disk
+from agentkeep.adapters.base import Adapter, Remover, Root, ScanPart
+from agentkeep.adapters.claude import roots as claude_roots
+from agentkeep.adapters.claude.artifacts import (
+    DEBUG_LOG,
+    FILE_HISTORY,
+    JOB,
+    RECORDING,
+    REGISTRY,
+    REGISTRY_KEY,
+    REMOTE_TIP,
+    SESSION_DIR,
+    SESSION_ENV,
+    TASKS,
+    TMP,
+    TODOS,
+    TRANSCRIPT,
+    UPLOADS,
+    USAGE_DATA,
+    WATCHED_AREAS,
+    config_path_id,
+    project_path_id,
+)
+from agentkeep.adapters.claude.finding import find
+from agentkeep.adapters.claude.ids import AGENT, UUID, canonical
+from agentkeep.adapters.claude.listing import list_entries, listable
+from agentkeep.adapters.claude.listings import Listings
+from agentkeep.adapters.claude.measuring import Measuring, measure
+from agentkeep.adapters.claude.reading import SMALL_JSON
+from agentkeep.adapters.claude.registry import START_SLACK_S, registry_holders
+from agentkeep.adapters.claude.roots import Layout, Paths, below
+from agentkeep.adapters.claude.transcripts import TRANSCRIPT_HEAD
+from agentkeep.model import Holder, Session
+from agentkeep.paths import Env
+from agentkeep.processes import ProcessTable
+
+__all__ = [
+    "ADAPTER",
+    "DEBUG_LOG",
+    "FILE_HISTORY",
+    "JOB",
+    "RECORDING",
+    "REGISTRY",
+    "REGISTRY_KEY",
+    "REMOTE_TIP",
+    "SCAN_PART",
+    "SESSION_DIR",
+    "SESSION_ENV",
+    "SMALL_JSON",
+    "START_SLACK_S",
+    "TASKS",
+    "TMP",
+    "TODOS",
+    "TRANSCRIPT",
+    "TRANSCRIPT_HEAD",
+    "UPLOADS",
+    "USAGE_DATA",
+    "ClaudeAdapter",
+    "canonical",
+]
+
+# Sessions per scan part: enough that a part's hand-over to a worker
+# process is small beside its measuring, few enough to share out evenly.
+# Read here, by scan_parts, at every scan (tests set it on this module).
+SCAN_PART = 1000
+
+
+class ClaudeAdapter(Adapter):
+    name = AGENT
+    evidence_kinds = frozenset({REGISTRY})
+    # A canonical UUID in either spelling, wherever it stands in a name (a
+    # name that carries the id is worth reporting). Claude has no databases.
+    id_in_name = UUID
+
+    def __init__(self, env: Env) -> None:
+        super().__init__(env)
+        self._listings = Listings()
+
+    # -- where ----------------------------------------------------------
+    @cached_property
+    def _paths(self) -> Paths:
+        # Env never changes, so neither do the paths; root problems do, and
+        # are checked afresh by every _layout().
+        return claude_roots.paths(self.env)
+
+    def _layout(self, check: bool = True) -> Layout:
+        """Every root; `check` computes each root's problem (path lookups,
+        which only map names, skip it)."""
+        return claude_roots.layout(self._paths, self.root_problem if check else None)
+
+    def roots(self) -> list[Root]:
+        layout = self._layout()
+        return [layout.config, layout.projects, *layout.tmp]
+
+    def watch_dirs(self) -> list[Path]:
+        layout = self._layout(check=False)
+        config, projects = layout.config.path, layout.projects.path
+        dirs = [config, projects]
+        dirs += [Path(e.path) for e in list_entries(str(projects), None) if listable(e)]
+        dirs += [config / area for area in WATCHED_AREAS]
+        for root in layout.tmp:
+            dirs.append(root.path)
+            dirs += [Path(e.path) for e in list_entries(str(root.path), None) if listable(e)]
+        return [d for d in dict.fromkeys(dirs) if d.is_dir()]
+
+    # -- what -----------------------------------------------------------
+    def canonical_id(self, raw: str) -> str | None:
+        return canonical(raw)
+
+    def expected_sessions(self) -> int:
+        """The transcripts in the key dirs, counted by name alone."""
+        count = 0
+        for key in list_entries(str(self._paths.projects), None):
+            if not listable(key):
+                continue
+            try:
+                with disk.scandir(key.path, follow=True) as listing:
+                    count += sum(entry.name.endswith(".jsonl") for entry in listing)
+            except OSError:
+                continue  # the scan logs what it cannot list
+        return count
+
+    def scan(self) -> Iterator[Session]:
+        for part in self.scan_parts():
+            yield from part()
+
+    def scan_parts(self) -> Iterator[ScanPart]:
+        """One listing of every shared directory, then the measuring of what
+        it found in parts of SCAN_PART sessions."""
+        found = find(self._listings, self._layout(), None)
+        sids = sorted(found.found)
+        for start in range(0, len(sids), SCAN_PART):
+            yield Measuring([found.take(sid) for sid in sids[start : start + SCAN_PART]])
+
+    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
+        """One pass over the shared directories for all of them: listing each
+        session again on its own cost a look at every key dir per session."""
+        found = find(self._listings, self._layout(), session_ids)
+        listed = {sid: measure(*found.take(sid)) for sid in session_ids}
+        return {sid: s for sid, s in listed.items() if s is not None}
+
+    def session_for_path(self, path: str) -> str | None:
+        path = os.path.abspath(path)
+        layout = self._layout(check=False)
+        parts = below(path, layout.projects.path)
+        if parts is not None:
+            return project_path_id(parts)
+        parts = below(path, layout.config.path)
+        if parts is not None:
+            return config_path_id(layout, parts)
+        for root in layout.tmp:
+            parts = below(path, root.path)
+            if parts is not None:
+                return canonical(parts[1]) if len(parts) >= 2 else None
+        return None
+
+    # -- in use ---------------------------------------------------------
+    def remove(self, session: Session, remover: Remover) -> None:
+        try:
+            super().remove(session, remover)
+        finally:
+            gone = [a.path for a in session.artifacts if not os.path.lexists(a.path)]
+            self._listings.removed(gone)
+
+    def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
+        """Command lines naming the id in either spelling, and registry files
+        naming the session whose process is alive and not a reused pid. The
+        registry is evidence of use, never of disuse (/clear and --continue
+        leave it naming the wrong id)."""
+        holders = procs.naming(session.id, session.id.upper())
+        for artifact in session.artifacts:
+            if artifact.kind == REGISTRY:
+                holders += registry_holders(artifact.path, session.id, procs)
+        return holders
+
+
+ADAPTER = ClaudeAdapter

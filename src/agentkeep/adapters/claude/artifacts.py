@@ -1,0 +1,156 @@
+"""Every place a session id names, and the kind of artifact each is:
+`projects/<key>/` (the transcript, its directory, remote tip, recordings),
+the config areas (file-history, session-env, tasks, uploads, todos, debug,
+usage-data), `jobs/<id[:8]>/` when its state.json names the id, the
+registry, and the tmp trees. Only a name that positively carries the id is
+the session's: everything else there (memory/, shell snapshots, settings)
+is shared and never touched."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agentkeep.adapters.base import valid_name
+from agentkeep.adapters.claude.ids import canonical
+from agentkeep.adapters.claude.reading import read_json
+from agentkeep.adapters.claude.registry import REGISTRY_KEY_NAME, REGISTRY_NAME, registry_id
+from agentkeep.adapters.claude.roots import Layout
+
+# The kinds of artifact, as the index records them.
+TRANSCRIPT = "transcript"
+SESSION_DIR = "session-dir"
+FILE_HISTORY = "file-history"
+SESSION_ENV = "session-env"
+TASKS = "tasks"
+UPLOADS = "uploads"
+TODOS = "todos"
+DEBUG_LOG = "debug-log"
+USAGE_DATA = "usage-data"
+REMOTE_TIP = "remote-tip"
+RECORDING = "recording"
+JOB = "job"
+REGISTRY = "registry"
+REGISTRY_KEY = "registry-key"
+TMP = "tmp"
+
+# The names an id is read from: `todos/<id>-agent-<...>.json`,
+# `jobs/<id[:8]>/`, `projects/<key>/<id>-<ms>.cast`, `<id>.ccr-tip.json`.
+_TODO = re.compile(r"(?P<id>[0-9a-fA-F-]{36})-agent-.+\.json")
+JOB_NAME = re.compile(r"[0-9a-fA-F]{8}")
+_RECORDING = re.compile(r"(?P<id>[0-9a-fA-F-]{36})-[0-9]{1,20}\.cast")
+_REMOTE_TIP_SUFFIX = ".ccr-tip.json"
+
+
+def _named(suffix: str) -> Callable[[str], str | None]:
+    """The id of a name that is `<id><suffix>`."""
+
+    def identify(name: str) -> str | None:
+        return canonical(name[: len(name) - len(suffix)]) if name.endswith(suffix) else None
+
+    return identify
+
+
+def _todo_id(name: str) -> str | None:
+    match = _TODO.fullmatch(name)
+    return canonical(match["id"]) if match else None
+
+
+@dataclass(frozen=True)
+class Area:
+    """A directory of the config root whose entries are named by session:
+    `<area>/<id><suffix>` (a directory when `suffix` is empty, and then
+    everything below it is the session's too), or, when `suffix` is None,
+    names `identify` reads the id from (listed, not probed)."""
+
+    path: str
+    kind: str
+    identify: Callable[[str], str | None]
+    suffix: str | None
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(self.path.split("/"))
+
+    def probe(self, spellings: list[str] | None) -> list[str] | None:
+        if spellings is None or self.suffix is None:
+            return None
+        return [s + self.suffix for s in spellings]
+
+
+def _area(path: str, kind: str, suffix: str) -> Area:
+    return Area(path, kind, _named(suffix), suffix)
+
+
+# What Claude writes per session under its config root (FIELD-NOTES.md):
+# 2.x writes tasks/<id>/ where older versions wrote todos/; uploads/<id>/
+# holds a session's attachments; usage-data/ is /insights' cache of each
+# session's analysis. Each is what Claude's own sweep treats as per-session.
+AREAS: tuple[Area, ...] = (
+    _area("file-history", FILE_HISTORY, ""),
+    _area("session-env", SESSION_ENV, ""),
+    _area("tasks", TASKS, ""),
+    _area("uploads", UPLOADS, ""),
+    Area("todos", TODOS, _todo_id, None),
+    _area("debug", DEBUG_LOG, ".txt"),
+    _area("usage-data/session-meta", USAGE_DATA, ".json"),
+    _area("usage-data/facets", USAGE_DATA, ".json"),
+)
+
+WATCHED_AREAS = (*(a.path for a in AREAS), "jobs", "sessions")
+
+
+def project_entry(name: str) -> tuple[str, str] | None:
+    """(id, kind) of a session's entry in `projects/<key>/`: its transcript
+    `<id>.jsonl`, its directory `<id>/`, the remote session's tip
+    `<id>.ccr-tip.json`, a recording `<id>-<ms>.cast`. None for the rest
+    (memory/ and anything else there is shared)."""
+    for suffix, kind in ((".jsonl", TRANSCRIPT), (_REMOTE_TIP_SUFFIX, REMOTE_TIP)):
+        if name.endswith(suffix):
+            sid = canonical(name[: -len(suffix)])
+            return (sid, kind) if sid is not None else None
+    if match := _RECORDING.fullmatch(name):
+        sid = canonical(match["id"])
+        return (sid, RECORDING) if sid is not None else None
+    sid = canonical(name)
+    return (sid, SESSION_DIR) if sid is not None else None
+
+
+def project_id(name: str) -> str | None:
+    entry = project_entry(name)
+    return entry[0] if entry is not None else None
+
+
+def project_path_id(parts: list[str]) -> str | None:
+    """A session's entry of `<key>/` or anything under `<key>/<id>/`; memory
+    and the rest are shared."""
+    if len(parts) < 2 or not valid_name(parts[0]):
+        return None
+    return project_id(parts[1]) if len(parts) == 2 else canonical(parts[1])
+
+
+def config_path_id(layout: Layout, parts: list[str]) -> str | None:
+    """The session a path below the config root (as `parts`) belongs to: an
+    area's entry or anything in a session's directory there, a job its
+    state.json names, a registry file by its record; None when shared."""
+    for known in AREAS:
+        depth = len(known.parts)
+        if tuple(parts[:depth]) == known.parts and len(parts) > depth:
+            # A session's directory holds its files; a file is itself.
+            if known.suffix == "" or len(parts) == depth + 1:
+                return known.identify(parts[depth])
+            return None
+    if len(parts) < 2:
+        return None
+    area, name = parts[0], parts[1]
+    if area == "jobs" and JOB_NAME.fullmatch(name):
+        state = read_json(str(layout.config.path / "jobs" / name / "state.json"))
+        sid = canonical(state.get("sessionId")) if isinstance(state, dict) else None
+        return sid if sid is not None and sid[:8] == name.lower() else None
+    if area == "sessions" and len(parts) == 2:
+        match = REGISTRY_NAME.fullmatch(name) or REGISTRY_KEY_NAME.fullmatch(name)
+        if match:
+            registry = layout.config.path / "sessions" / f"{match['pid']}.json"
+            return registry_id(read_json(str(registry)))
+    return None

@@ -1,0 +1,219 @@
+"""One pass over every shared directory, grouping what it finds by session
+id: each directory is listed once for a scan (or, for some sessions, from
+the cached listings or by probing their names). Nothing is measured or
+read here beyond jobs' state.json and registry records, which decide whose
+an entry is."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.adapters.base import Root
+from agentkeep.adapters.claude.artifacts import (
+    AREAS,
+    JOB,
+    JOB_NAME,
+    REGISTRY,
+    REGISTRY_KEY,
+    TMP,
+    TRANSCRIPT,
+    project_entry,
+    project_id,
+)
+from agentkeep.adapters.claude.ids import canonical, spellings_of
+from agentkeep.adapters.claude.listing import Entry, linked_below, list_entries, listable
+from agentkeep.adapters.claude.listings import Listings
+from agentkeep.adapters.claude.reading import read_json
+from agentkeep.adapters.claude.registry import (
+    REGISTRY_KEY_NAME,
+    REGISTRY_NAME,
+    alive_pids,
+    registry_id,
+)
+from agentkeep.adapters.claude.roots import Layout
+
+# One logger for the whole adapter, named as it always was.
+log = structlog.get_logger("agentkeep.adapters.claude")
+
+# One artifact found by name, before it is measured: (path, kind, root,
+# linked, primary, foreign). A tuple: a big scan finds some 300,000 and pickles them
+# over to worker processes, and a tuple is built and pickled several times
+# faster than a dataclass.
+Item = tuple[str, str, str, bool, bool, bool]
+# One session found: (id, its items, the parent its job names).
+FoundSession = tuple[str, list[Item], str | None]
+
+
+class Grouped:
+    """What one pass found, grouped by session id (only those in `only`
+    when it is given)."""
+
+    def __init__(self, only: frozenset[str] | None) -> None:
+        self.only = only
+        self.found: dict[str, dict[str, Item]] = defaultdict(dict)
+        self.job_parents: dict[str, str] = {}
+
+    def add(
+        self, sid: str | None, path: str, kind: str, root: Root, linked: bool, primary: bool = False
+    ) -> None:
+        if sid is None or (self.only is not None and sid not in self.only):
+            return
+        foreign = root.problem is not None  # another user's root: not our activity
+        self.found[sid].setdefault(path, (path, kind, str(root.path), linked, primary, foreign))
+
+    def take(self, sid: str) -> FoundSession:
+        """What was found of `sid`, handed over (and forgotten here)."""
+        return sid, list(self.found.pop(sid, {}).values()), self.job_parents.get(sid)
+
+
+def find(listings: Listings, layout: Layout, only: frozenset[str] | None) -> Grouped:
+    """Every session's artifacts by name (only those of `only` when given)."""
+    found = Grouped(only)
+    _find_projects(listings, layout, found)
+    _find_config(listings, layout, found)
+    _find_jobs(listings, layout, found)
+    _find_registry(listings, layout, found)
+    _find_tmp(listings, layout, found)
+    return found
+
+
+def _find_projects(listings: Listings, layout: Layout, found: Grouped) -> None:
+    root = layout.projects
+    base_linked = bool(root.problem) or disk.is_link(root.path)
+    for key in _entries(listings, str(root.path), found.only):
+        # A linked key is listed only to report what is behind it.
+        if not listable(key):
+            continue
+        linked = base_linked or key.link
+        for entry in _entries(listings, key.path, found.only, project_id):
+            named = project_entry(entry.name)
+            if named is None:
+                continue
+            sid, kind = named
+            found.add(sid, entry.path, kind, root, linked, primary=kind == TRANSCRIPT)
+
+
+def _entries(
+    listings: Listings,
+    directory: str,
+    only: frozenset[str] | None,
+    identify: Callable[[str], str | None] | None = None,
+) -> list[Entry]:
+    """A directory's entries: all of them, freshly listed, for a scan;
+    for some sessions (`only`), those whose names `identify` as one of
+    them (all when no `identify`), from a listing reused while the
+    directory's mtime holds."""
+    if only is None:
+        return list_entries(directory, None)
+    if identify is None:
+        return listings.entries(directory)
+    return listings.named(directory, identify, only)
+
+
+def _find_config(listings: Listings, layout: Layout, found: Grouped) -> None:
+    spellings = None if found.only is None else spellings_of(found.only)
+    # A link where a session's entry belongs is that artifact, removed as
+    # the link alone; only an area that is itself a link makes its
+    # entries linked (reached through a link: never removed).
+    cached = found.only is not None
+    for area in AREAS:
+        probe = area.probe(spellings)
+        listed = _config_entries(
+            listings, layout, area.path, probe, cached, area.identify, found.only
+        )
+        for entry, linked in listed:
+            found.add(area.identify(entry.name), entry.path, area.kind, layout.config, linked)
+
+
+def _config_entries(
+    listings: Listings,
+    layout: Layout,
+    area: str,
+    probe: Sequence[str] | None,
+    cached: bool = False,
+    identify: Callable[[str], str | None] | None = None,
+    only: frozenset[str] | None = None,
+) -> Iterator[tuple[Entry, bool]]:
+    """Entries of `<config>/<area>`, each with whether it lies behind a
+    link (the area itself is one) or on an unsafe root. `cached`: listing
+    some sessions may reuse a recent listing (see Listings)."""
+    directory = layout.config.path / area
+    linked = bool(layout.config.problem) or linked_below(layout.config.path, area)
+    if probe is None and cached and identify is not None and only is not None:
+        listing = listings.named(str(directory), identify, only)
+    elif probe is None and cached:
+        listing = listings.entries(str(directory))
+    else:
+        listing = list_entries(str(directory), probe)
+    for entry in listing:
+        yield entry, linked
+
+
+def _find_jobs(listings: Listings, layout: Layout, found: Grouped) -> None:
+    spellings = None if found.only is None else spellings_of(found.only)
+    probe = None if spellings is None else [s[:8] for s in spellings]
+    for entry, linked in _config_entries(listings, layout, "jobs", probe):
+        if not (entry.dir or entry.link) or not JOB_NAME.fullmatch(entry.name):
+            continue
+        state = read_json(os.path.join(entry.path, "state.json"))
+        if not isinstance(state, dict):
+            log.debug("job without a readable state.json", path=entry.path)
+            continue
+        sid = canonical(state.get("sessionId"))
+        # Another session can share the 8-char prefix: only state.json decides.
+        if sid is None or sid[:8] != entry.name.lower():
+            log.debug("job not named by its state.json", path=entry.path)
+            continue
+        found.add(sid, entry.path, JOB, layout.config, linked)
+        parent = canonical(state.get("forkParentSessionId"))
+        if parent is not None and parent != sid:
+            found.job_parents.setdefault(sid, parent)
+
+
+def _find_registry(listings: Listings, layout: Layout, found: Grouped) -> None:
+    if found.only is not None:
+        _find_registered(listings, layout, found, found.only)
+        return
+    by_pid: dict[str, str] = {}
+    keys: list[tuple[Entry, bool, str]] = []
+    for entry, linked in _config_entries(listings, layout, "sessions", None):
+        if match := REGISTRY_NAME.fullmatch(entry.name):
+            sid = registry_id(read_json(entry.path))
+            if sid is not None:
+                by_pid[match["pid"]] = sid
+                found.add(sid, entry.path, REGISTRY, layout.config, linked)
+        elif match := REGISTRY_KEY_NAME.fullmatch(entry.name):
+            keys.append((entry, linked, match["pid"]))
+    for entry, linked, pid in keys:
+        found.add(by_pid.get(pid), entry.path, REGISTRY_KEY, layout.config, linked)
+
+
+def _find_registered(
+    listings: Listings, layout: Layout, found: Grouped, sids: frozenset[str]
+) -> None:
+    """The registry files naming the sessions, from the cached registry."""
+    directory = layout.config.path / "sessions"
+    registry = listings.registry(str(directory), alive_pids())
+    if registry is None:
+        return
+    linked = bool(layout.config.problem) or disk.is_link(directory)
+    for sid in sids:
+        for pid in sorted(registry.pids_of.get(sid, ())):
+            found.add(sid, registry.files[pid].path, REGISTRY, layout.config, linked)
+            for key in registry.keys.get(pid, []):
+                found.add(sid, key.path, REGISTRY_KEY, layout.config, linked)
+
+
+def _find_tmp(listings: Listings, layout: Layout, found: Grouped) -> None:
+    for root in layout.tmp:
+        for key in _entries(listings, str(root.path), found.only):
+            if not listable(key):
+                continue
+            for entry in _entries(listings, key.path, found.only, canonical):
+                linked = bool(root.problem) or key.link
+                found.add(canonical(entry.name), entry.path, TMP, root, linked)

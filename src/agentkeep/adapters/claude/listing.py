@@ -1,0 +1,94 @@
+"""Listing a directory Claude writes to: one entry per name, telling a link
+from a directory without following the link (following it moves the link's
+atime). A link is followed only where the listed directory itself is one,
+to report what lies behind it."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.adapters.base import valid_name
+
+# One logger for the whole adapter, named as it always was.
+log = structlog.get_logger("agentkeep.adapters.claude")
+
+
+@dataclass(slots=True)
+class Entry:
+    """One directory entry: `link` when the entry itself is a symbolic link,
+    `dir` when it is a directory (never for a link: finding out where a link
+    leads follows it, and following a link moves the link's atime)."""
+
+    name: str
+    path: str
+    link: bool
+    dir: bool
+
+
+def list_entries(directory: str, probe: Sequence[str] | None) -> list[Entry]:
+    """The entries of `directory` (following a link at `directory` itself, so
+    a linked directory can be reported), or only those named in `probe`."""
+    if probe is not None:
+        return [e for e in (_probe(directory, name) for name in dict.fromkeys(probe)) if e]
+    entries: list[Entry] = []
+    prefix = directory.rstrip("/") + "/"
+    try:
+        with disk.scandir(directory, follow=True) as it:
+            for entry in it:
+                path = prefix + entry.name
+                try:
+                    link, is_dir = entry.is_symlink(), entry.is_dir(follow_symlinks=False)
+                    entries.append(Entry(entry.name, path, link, is_dir))
+                except OSError:
+                    continue  # vanished while listed
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.info("cannot list directory", path=directory, error=str(exc))
+    return entries
+
+
+LINK, DIR = 1, 2
+
+
+def flags_of(entry: Entry) -> int:
+    return (LINK if entry.link else 0) | (DIR if entry.dir else 0)
+
+
+def entry_of(directory: str, name: str, flags: int) -> Entry:
+    """The Entry list_entries() made for `name`, from its flags."""
+    return Entry(name, directory.rstrip("/") + "/" + name, bool(flags & LINK), bool(flags & DIR))
+
+
+def _probe(directory: str, name: str) -> Entry | None:
+    path = os.path.join(directory, name)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return Entry(name, path, stat.S_ISLNK(st.st_mode), stat.S_ISDIR(st.st_mode))
+
+
+def listable(entry: Entry) -> bool:
+    """A key directory to list: a directory, or a link to one (followed, so
+    that what lies behind it can be reported)."""
+    if entry.link:
+        return os.path.isdir(entry.path)
+    return entry.dir and valid_name(entry.name)
+
+
+def linked_below(root: Path, relative: str) -> bool:
+    """Whether a component of `relative` below `root` is a link."""
+    path = root
+    for part in relative.split("/"):
+        path = path / part
+        if disk.is_link(path):
+            return True
+    return False

@@ -1,0 +1,155 @@
+"""Listings of the directories many sessions share, reused while each
+directory's mtime holds, and the registry records read from them, re-read
+whenever a record's file changed. agentkeep's own removals patch a listing
+in place."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+
+from agentkeep.adapters.claude.listing import Entry, entry_of, flags_of, list_entries
+from agentkeep.adapters.claude.reading import read_json
+from agentkeep.adapters.claude.registry import (
+    REGISTRY_KEY_NAME,
+    REGISTRY_NAME,
+    Registry,
+    registry_id,
+)
+
+
+class Listings:
+    """Listings of the directories many sessions share (the project and tmp
+    key dirs, the config areas, sessions/ named by pid),
+    and the registry records read from them. Without this, listing a few
+    sessions again costs a pass over every session's files, and a prune of N
+    sessions costs N of them. A listing is reused while its directory's mtime is the
+    same (a new or removed file changes it); a record is re-read whenever
+    its file's (mtime, size, inode) changed (a /clear or /resume inside a
+    running claude rewrites it in place). agentkeep's own removals patch the
+    listing: they change the mtime, not what anyone else wrote."""
+
+    def __init__(self) -> None:
+        # directory -> (mtime, {name: LINK/DIR flags}); an Entry is made
+        # when asked for (at 50,000 sessions, kept ones cost ~35 MB).
+        self._dirs: dict[str, tuple[int, dict[str, int]]] = {}
+        self._records: dict[str, tuple[tuple[int, int, int], object]] = {}
+        self._named: dict[str, tuple[int, dict[str | None, list[str]]]] = {}
+        self._registries: dict[str, Registry] = {}
+
+    def named(
+        self, directory: str, identify: Callable[[str], str | None], sids: frozenset[str]
+    ) -> list[Entry]:
+        """The entries of `directory` whose names `identify` as one of `sids`."""
+        listed = self._listing(directory)
+        if listed is None:  # cannot be stat'ed: listed afresh, nothing kept
+            return [e for e in list_entries(directory, None) if identify(e.name) in sids]
+        mtime, names = listed
+        index = self._named.get(directory)
+        if index is None or index[0] != mtime:
+            by_id: dict[str | None, list[str]] = defaultdict(list)
+            for name in names:
+                by_id[identify(name)].append(name)
+            index = (mtime, by_id)
+            self._named[directory] = index
+        by_sid = index[1]
+        return [
+            entry_of(directory, n, names[n])
+            for sid in sids
+            for n in by_sid.get(sid, [])
+            if n in names
+        ]
+
+    def entries(self, directory: str) -> list[Entry]:
+        listed = self._listing(directory)
+        if listed is None:
+            return list_entries(directory, None)
+        return [entry_of(directory, name, flags) for name, flags in listed[1].items()]
+
+    def _listing(self, directory: str) -> tuple[int, dict[str, int]] | None:
+        """(mtime, flags by name), listed again only when the mtime moved."""
+        try:
+            mtime = os.stat(directory).st_mtime_ns
+        except OSError:
+            self._dirs.pop(directory, None)
+            return None
+        cached = self._dirs.get(directory)
+        if not cached or cached[0] != mtime:
+            cached = (mtime, {e.name: flags_of(e) for e in list_entries(directory, None)})
+            self._dirs[directory] = cached
+        return cached
+
+    def record(self, path: str, still: bool = False) -> object:
+        """The JSON in `path`, re-read when its file changed. `still`: the
+        file's process has exited, and a file nobody is left to rewrite is
+        taken as last read (its listing's mtime still holds) without a stat."""
+        if still and path in self._records:
+            return self._records[path][1]
+        try:
+            st = os.lstat(path)
+        except OSError:
+            self._records.pop(path, None)
+            return None
+        signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+        cached = self._records.get(path)
+        if cached is None or cached[0] != signature:
+            cached = (signature, read_json(path))
+            self._records[path] = cached
+        return cached[1]
+
+    def registry(self, directory: str, alive: set[int] | None) -> Registry | None:
+        """`sessions/` as a Registry, kept while its mtime holds. Only a
+        live process rewrites its record in place: those records (every
+        record when `alive` is None: cannot tell who is alive) are looked at
+        again on every call, the rest only when the directory changes. So a
+        re-check costs the live processes' files, not every file there."""
+        listed = self._listing(directory)
+        if listed is None:
+            self._registries.pop(directory, None)
+            return None
+        mtime, names = listed
+        registry = self._registries.get(directory)
+        if registry is None or registry.mtime != mtime:
+            registry = Registry(mtime, {}, defaultdict(list), {}, {})
+            for name, flags in names.items():
+                if match := REGISTRY_NAME.fullmatch(name):
+                    registry.files[match["pid"]] = entry_of(directory, name, flags)
+                elif match := REGISTRY_KEY_NAME.fullmatch(name):
+                    registry.keys[match["pid"]].append(entry_of(directory, name, flags))
+            changing: Iterable[str] = registry.files.keys()
+            self._registries[directory] = registry
+        elif alive is None:
+            changing = registry.files.keys()
+        else:
+            changing = {str(pid) for pid in alive} & registry.files.keys()
+        for pid in changing:
+            entry = registry.files[pid]
+            still = alive is not None and int(pid) not in alive
+            registry.name(pid, registry_id(self.record(entry.path, still)))
+        return registry
+
+    def removed(self, paths: Sequence[str]) -> None:
+        """agentkeep removed `paths`: drop them, keep the rest of the listing."""
+        for path in paths:
+            directory, name = os.path.split(path)
+            self._records.pop(path, None)
+            cached = self._dirs.get(directory)
+            if cached is None:
+                continue
+            cached[1].pop(name, None)
+            try:
+                mtime = os.stat(directory).st_mtime_ns
+            except OSError:
+                self._dirs.pop(directory, None)
+                self._named.pop(directory, None)
+                continue
+            self._dirs[directory] = (mtime, cached[1])
+            registry = self._registries.get(directory)
+            if registry is not None and registry.mtime == cached[0]:
+                registry.forget(name)
+                registry.mtime = mtime
+            named = self._named.get(directory)
+            if named is not None and named[0] == cached[0]:
+                # Still right: named() skips names no longer listed.
+                self._named[directory] = (mtime, named[1])

@@ -1,0 +1,149 @@
+"""The live-session registry: `sessions/<pid>.json` naming a session, with
+its `sessions/<pid>.<hex>.key` files. A record is evidence of use, never of
+disuse, and only a record whose process is alive and not a reused pid (its
+recorded start matches the real process's) holds its session; whatever
+cannot be told counts as in use."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+
+import psutil
+
+from agentkeep.adapters.claude.ids import canonical
+from agentkeep.adapters.claude.listing import Entry
+from agentkeep.adapters.claude.reading import read_json
+from agentkeep.model import Holder, HolderKind
+from agentkeep.processes import Proc, ProcessTable
+
+# psutil's start time moves with clock steps: a registry file is stale only
+# when it claims a start this much before the process's.
+START_SLACK_S = 5.0
+
+# `sessions/<pid>.json` and `sessions/<pid>.<hex>.key`.
+REGISTRY_NAME = re.compile(r"(?P<pid>[0-9]{1,10})\.json")
+REGISTRY_KEY_NAME = re.compile(r"(?P<pid>[0-9]{1,10})\.[0-9a-fA-F]+\.key")
+
+
+@dataclass
+class Registry:
+    """`sessions/` read into who names whom, as of the directory's mtime:
+    each pid's `<pid>.json`, its `<pid>.<digest>.key` files, the session its
+    record names, and the reverse of that."""
+
+    mtime: int
+    files: dict[str, Entry]
+    keys: dict[str, list[Entry]]
+    sid_of: dict[str, str | None]
+    pids_of: dict[str, set[str]]
+
+    def name(self, pid: str, sid: str | None) -> None:
+        old = self.sid_of.get(pid)
+        if old is not None and old != sid:
+            self.pids_of[old].discard(pid)
+        self.sid_of[pid] = sid
+        if sid is not None:
+            self.pids_of.setdefault(sid, set()).add(pid)
+
+    def forget(self, name: str) -> None:
+        if match := REGISTRY_NAME.fullmatch(name):
+            pid = match["pid"]
+            self.files.pop(pid, None)
+            self.name(pid, None)
+        elif match := REGISTRY_KEY_NAME.fullmatch(name):
+            kept = [e for e in self.keys.get(match["pid"], []) if e.name != name]
+            self.keys[match["pid"]] = kept
+
+
+def registry_id(record: object) -> str | None:
+    return canonical(record.get("sessionId")) if isinstance(record, dict) else None
+
+
+def alive_pids() -> set[int] | None:
+    """Every live pid; None when the process table cannot be read."""
+    try:
+        return set(psutil.pids())
+    except (psutil.Error, OSError):
+        return None
+
+
+def registry_holders(path: str, sid: str, procs: ProcessTable) -> list[Holder]:
+    """Holders from one `sessions/<pid>.json`, read afresh. A file that is gone
+    holds nothing; one that now names another session holds nothing; one that
+    cannot be parsed still points at its file-name pid (cannot tell: in use)."""
+    if not os.path.lexists(path):
+        return []
+    record = read_json(path)
+    if not isinstance(record, dict):
+        record = {}
+    elif registry_id(record) not in (None, sid):
+        return []
+    pids: set[int] = set()
+    if named := REGISTRY_NAME.fullmatch(os.path.basename(path)):
+        pids.add(int(named["pid"]))
+    recorded = record.get("pid")
+    if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0:
+        pids.add(recorded)
+    name = f"sessions/{os.path.basename(path)}"
+    holders: list[Holder] = []
+    for pid in sorted(pids):
+        if pid in procs.unreadable:
+            holders.append(Holder(pid, HolderKind.REGISTRY, f"{name}: process cannot be read"))
+            continue
+        proc = procs.alive(pid)
+        if proc is None:
+            continue
+        same = _same_process(record, proc)
+        if same is None:
+            holders.append(Holder(pid, HolderKind.REGISTRY, f"{name}: start time cannot be told"))
+        elif same:
+            holders.append(Holder(pid, HolderKind.REGISTRY, name))
+    return holders
+
+
+def _started_seconds(value: object) -> float | None:
+    """A registry `startedAt` (ms) as seconds, or None for "cannot tell"."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = value / 1000
+    except OverflowError:
+        return None
+    if not math.isfinite(seconds) or seconds <= 0:
+        return None
+    return seconds
+
+
+def _proc_start_ticks(pid: int) -> str | None:
+    """The process's start time as /proc/<pid>/stat gives it (field 22, clock
+    ticks since boot): what newer Claude versions write as `procStart`."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read(4096)
+    except OSError:
+        return None
+    fields = raw.rpartition(b")")[2].split()
+    # Fields after the command name start at field 3 (state).
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def _same_process(record: dict[str, object], proc: Proc) -> bool | None:
+    """Whether the registry file was written by the live process with its
+    pid: True, False (a reused pid), None (cannot tell: counts as in use).
+
+    procStart can only confirm: its format is not promised, and reading it
+    wrongly must not make a live session look stale, so a mismatch falls
+    through to startedAt, which alone can call a registry file stale.
+    """
+    proc_start = record.get("procStart")
+    if isinstance(proc_start, str | int) and not isinstance(proc_start, bool):
+        actual = _proc_start_ticks(proc.pid)
+        if actual is not None and str(proc_start).strip() == actual:
+            return True
+    started = _started_seconds(record.get("startedAt"))
+    if started is None:
+        return None
+    return started >= proc.create_time - START_SLACK_S

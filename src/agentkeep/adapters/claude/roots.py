@@ -1,0 +1,111 @@
+"""Where Claude's roots are: its config root ($CLAUDE_CONFIG_DIR, else
+~/.claude) with transcripts always in `<config>/projects`, and `claude-<uid>`
+under $CLAUDE_CODE_TMPDIR, each tmp variable and the system tmp. The paths
+follow from the environment alone; each root's safety (its problem) is
+checked afresh whenever a layout is asked for with `check`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from agentkeep.adapters.base import Root
+from agentkeep.paths import Env
+
+# One logger for the whole adapter, named as it always was.
+log = structlog.get_logger("agentkeep.adapters.claude")
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The roots' paths as the environment names them."""
+
+    config: Path
+    projects: Path
+    tmp: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class Layout:
+    config: Root
+    # Always `<config>/projects`: a link there is a linked directory below
+    # the config root.
+    projects: Root
+    tmp: tuple[Root, ...]
+
+
+def _dir_var(env: Env, var: str) -> Path | None:
+    value = env.get(var)
+    if value is None:
+        return None
+    if value == "~" or value.startswith("~/"):
+        value = str(env.home) + value[1:]
+    path = Path(value)
+    if not path.is_absolute():
+        log.warning("relative directory ignored", variable=var, value=value)
+        return None
+    return path
+
+
+def _config_dir(env: Env) -> Path:
+    return _dir_var(env, "CLAUDE_CONFIG_DIR") or env.home / ".claude"
+
+
+def _tmp_dirs(env: Env) -> list[Path]:
+    """`claude-<uid>` under each tmp dir, first spelling of each real path.
+    Claude always appends `claude-<uid>`, to $CLAUDE_CODE_TMPDIR too (and
+    sets that variable to its own `claude-<uid>` for the commands it
+    runs, so a claude started there writes `claude-<uid>/claude-<uid>`)."""
+    per_uid = f"claude-{env.uid}"
+    candidates: list[Path] = []
+    for var in ("CLAUDE_CODE_TMPDIR", "TMPDIR", "TMP", "TEMP"):
+        base = _dir_var(env, var)
+        if base is not None:
+            candidates.append(base / per_uid)
+    candidates.append(env.system_tmp / per_uid)
+    unique: dict[str, Path] = {}
+    for path in candidates:
+        unique.setdefault(os.path.realpath(path), path)
+    return list(unique.values())
+
+
+def paths(env: Env) -> Paths:
+    """The roots' paths. Transcripts are always under <config>/projects.
+    $CLAUDE_PROJECT_DIR is never read: Claude sets it to the workspace (the
+    user's own code) for the hooks it runs, and reading it as a projects dir
+    would remove the user's files."""
+    config = _config_dir(env)
+    return Paths(config, config / "projects", tuple(_tmp_dirs(env)))
+
+
+def layout(paths: Paths, problem: Callable[[Path], str | None] | None) -> Layout:
+    """Every root, each with its problem when `problem` is given (path
+    lookups, which only map names, skip it)."""
+
+    def root(path: Path, kind: str) -> Root:
+        return Root(path, kind, problem(path) if problem is not None else None)
+
+    return Layout(
+        config=root(paths.config, "config"),
+        projects=root(paths.projects, "projects"),
+        tmp=tuple(root(path, "tmp") for path in paths.tmp),
+    )
+
+
+def below(path: str, root: Path) -> list[str] | None:
+    """The components of `path` below `root` (as given, else resolved: the
+    resolving costs a syscall per component, and watched paths come as
+    given), or None."""
+    parts = _parts_below(path, os.fspath(root))
+    return parts if parts is not None else _parts_below(path, os.path.realpath(root))
+
+
+def _parts_below(path: str, base: str) -> list[str] | None:
+    if path == base:
+        return []
+    prefix = base.rstrip("/") + "/"
+    return path[len(prefix) :].split("/") if path.startswith(prefix) else None

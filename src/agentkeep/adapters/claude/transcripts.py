@@ -1,0 +1,65 @@
+"""Reading a transcript's head: the workspace (the records' `cwd`, never the
+lossy project key) and the parent a fork names (`forkedFrom`). Only the
+first TRANSCRIPT_HEAD bytes are read; a session never names itself as its
+parent."""
+
+from __future__ import annotations
+
+import json
+
+from agentkeep.adapters.claude.ids import canonical
+from agentkeep.adapters.claude.reading import read_head
+
+# How much of a transcript is read for `cwd` and `forkedFrom`. Claude writes
+# both on the first message records (a fork's copied records carry
+# `forkedFrom`), so the head suffices; a fork record that first appears later
+# than this is not seen, and the session then has no parent. Reading whole
+# transcripts (hundreds of MB) on every scan is not an option.
+TRANSCRIPT_HEAD = 64 * 1024
+
+
+def lineage(sid: str, transcripts: list[str]) -> tuple[str | None, str | None]:
+    """The workspace (the records' cwd, never the lossy key) and the parent a
+    fork names, from the heads of the session's transcripts."""
+    workspace: str | None = None
+    parent: str | None = None
+    for path in transcripts:
+        data = read_head(path, TRANSCRIPT_HEAD)
+        if data is None:
+            continue
+        cwd, fork = transcript_facts(sid, data)
+        workspace = workspace or cwd
+        parent = parent or fork
+        if workspace and parent:
+            break
+    return workspace, parent
+
+
+def transcript_facts(sid: str, data: bytes) -> tuple[str | None, str | None]:
+    """(cwd, forkedFrom.sessionId) from a transcript's head. Malformed lines
+    are skipped, and so is the line the read limit cut (a cut JSON object
+    never parses); a forkedFrom naming the session itself is ignored."""
+    lines = data.split(b"\n")
+    cwd: str | None = None
+    fork: str | None = None
+    want_fork = b'"forkedFrom"' in data
+    for line in lines:
+        if not ((cwd is None and b'"cwd"' in line) or (want_fork and b'"forkedFrom"' in line)):
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(record, dict):
+            continue
+        value = record.get("cwd")
+        if cwd is None and isinstance(value, str) and value and "\0" not in value:
+            cwd = value
+        forked = record.get("forkedFrom")
+        if want_fork and isinstance(forked, dict):
+            parent = canonical(forked.get("sessionId"))
+            if parent is not None and parent != sid:
+                fork, want_fork = parent, False
+        if cwd is not None and not want_fork:
+            break
+    return cwd, fork
