@@ -182,7 +182,7 @@ def test_sigterm_mid_prune_finishes_one_session_and_leaves_the_rest(fake_home) -
     old = [make_session(fake_home, age_days=40 + n) for n in range(4)]
     make_session(fake_home, age_days=0)  # a recent session: the prune does not pause
     seam = (
-        "import time\nfrom agentkeep import prune\n"
+        "import time\nfrom agentkeep.prune import act as prune\n"
         "prune._after_lease = lambda agent, sid: time.sleep(2)"
     )
     daemon = start_daemon(fake_home, seams=seam, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.5"})

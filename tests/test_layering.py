@@ -71,6 +71,13 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "agentkeep.journal",
             "agentkeep.prune",
+            "agentkeep.prune.act",
+            "agentkeep.prune.evidence",
+            "agentkeep.prune.pause",
+            "agentkeep.prune.plan",
+            "agentkeep.prune.recovery",
+            "agentkeep.prune.report",
+            "agentkeep.prune.view",
             "agentkeep.removal",
             "agentkeep.rmtree",
             "agentkeep.trash",

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from agentkeep import core, leases, prune, trash
+from agentkeep import core, leases, trash
 from agentkeep.adapters import base
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.agents import AGENTS
@@ -34,6 +34,7 @@ from agentkeep.model import parse_rfc3339, rfc3339
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
 from agentkeep.prune import PruneOptions, Pruner, PruneRefused, ancestors, check_floor
+from agentkeep.prune import act as prune_act
 from build_agents import make_zero_session, zero_root
 from build_claude import (
     ClaudeSessionPaths,
@@ -428,7 +429,7 @@ def test_a_process_started_after_the_plan_keeps_the_session_live(
         started.append(spawn([sys.executable, "-c", SLEEP, sid]).pid)
         wait_for(lambda: names(sid), "the new process showing in the process table")
 
-    monkeypatch.setattr(prune, "_after_lease", resume_it)
+    monkeypatch.setattr(prune_act, "_after_lease", resume_it)
     doc = run_prune(older_than="30d")
 
     if len(started) != 1:
@@ -584,7 +585,7 @@ def test_a_session_written_between_plan_and_removal_is_kept_updated(
             f.write(jsonl([{"type": "user", "sessionId": sid, "cwd": s.cwd}]))
         written.append(sid)
 
-    monkeypatch.setattr(prune, "_after_lease", write_to_it)
+    monkeypatch.setattr(prune_act, "_after_lease", write_to_it)
     doc = run_prune(older_than="30d")
 
     if written != [s.id]:
@@ -603,7 +604,7 @@ def test_a_fork_made_after_the_plan_keeps_its_old_parent(
     def fork_it() -> None:
         forks.append(make_session(fake_home, parent=parent.id, cwd=parent.cwd, age_days=0.01))
 
-    monkeypatch.setattr(prune, "_after_plan", fork_it)
+    monkeypatch.setattr(prune_act, "_after_plan", fork_it)
     doc = run_prune(older_than="30d")
 
     if len(forks) != 1 or not whole(forks[0]):
@@ -629,7 +630,7 @@ def test_a_fork_made_after_the_plan_in_a_new_project_keeps_its_old_parent(
         )
         forks.append(fork)
 
-    monkeypatch.setattr(prune, "_after_plan", fork_it)
+    monkeypatch.setattr(prune_act, "_after_plan", fork_it)
     doc = run_prune(older_than="30d")
 
     if len(forks) != 1 or forks[0].transcript.parent == parent.transcript.parent:
@@ -646,7 +647,7 @@ def test_a_home_in_use_is_not_listed_again_whole_between_batches(
     work) make the view list only what is new; past its bound (lowered
     here to 0, and a quarter of 8 sessions is 2) the agent once again."""
     idle = [make_session(fake_home, age_days=40) for _ in range(8)]
-    monkeypatch.setattr(prune, "BATCH", 2)
+    monkeypatch.setattr(prune_act, "BATCH", 2)
     monkeypatch.setattr(base, "LOOKUPS_ALONE", 0)
     calls = {"scan": 0, "for_path": 0}
     scan, for_path = ClaudeAdapter.scan, ClaudeAdapter.session_for_path
@@ -662,13 +663,13 @@ def test_a_home_in_use_is_not_listed_again_whole_between_batches(
     monkeypatch.setattr(ClaudeAdapter, "scan", counted_scan)
     monkeypatch.setattr(ClaudeAdapter, "session_for_path", counted_for_path)
     planned: list[int] = []
-    monkeypatch.setattr(prune, "_after_plan", lambda: planned.append(calls["scan"]))
+    monkeypatch.setattr(prune_act, "_after_plan", lambda: planned.append(calls["scan"]))
 
     def claude_at_work(agent: str, sid: str) -> None:
         for n in range(new_entries):
             (fake_home.claude / "debug" / f"{sid}-work-{n}.log").write_text("x")
 
-    monkeypatch.setattr(prune, "_after_lease", claude_at_work)
+    monkeypatch.setattr(prune_act, "_after_lease", claude_at_work)
     doc = run_prune(older_than="30d")
 
     scans_in_act = calls["scan"] - planned[0] if planned else 0
@@ -690,7 +691,7 @@ def test_a_recent_parent_of_a_session_kept_at_removal_is_not_reported(
             f.write(jsonl([{"type": "user", "sessionId": sid, "cwd": child.cwd}]))
         written.append(sid)
 
-    monkeypatch.setattr(prune, "_after_lease", write_to_it)
+    monkeypatch.setattr(prune_act, "_after_lease", write_to_it)
     doc = run_prune(older_than="30d")
 
     if written != [child.id]:
@@ -727,7 +728,7 @@ def test_sessions_are_journaled_a_batch_at_a_time(
 ) -> None:
     """One durable journal write per batch, not per session (each costs
     fsyncs), and every session is named by its batch before it goes."""
-    n = prune.BATCH * 2 + 3
+    n = prune_act.BATCH * 2 + 3
     old = [
         make_session(fake_home, cwd=f"/home/u/p{i % 7}", age_days=40, full=False) for i in range(n)
     ]
@@ -746,7 +747,7 @@ def test_sessions_are_journaled_a_batch_at_a_time(
 
     assert sorted(removed_ids(doc)) == sorted(s.id for s in old)
     assert all(gone(s) for s in old)
-    assert [len(b) for b in batches] == [prune.BATCH, prune.BATCH, 3]
+    assert [len(b) for b in batches] == [prune_act.BATCH, prune_act.BATCH, 3]
     assert sorted(i for b in batches for i in b) == sorted(s.id for s in old)
     assert all(named_before_removal), "a batch was written after its removals began"
     assert pending_journal(fake_home) == []
@@ -959,7 +960,7 @@ def test_a_removal_failing_half_way_is_reported_and_finished_by_the_next_run(
 
 KILL_MID_REMOVAL = """
 import os, signal
-import agentkeep.prune as prune
+import agentkeep.prune.act as prune
 import agentkeep.rmtree as rmtree
 
 counts = {"sessions": 0, "leaves": 0}
@@ -1011,7 +1012,7 @@ def test_a_prune_killed_mid_removal_is_finished_by_the_next_run(fake_home: FakeH
 
 HOLD_AFTER_PLAN = """
 import os, pathlib, time
-import agentkeep.prune as prune
+import agentkeep.prune.act as prune
 
 def wait_at_barrier():
     barrier = pathlib.Path(os.environ["BARRIER"])

@@ -79,7 +79,7 @@ CONFIG = 'retention = "30d"\nmax_removals = 1000\ntrash = "{trash}"\n'
 KILL_SEAMS = """
 import os, signal
 import agentkeep.journal as journal
-import agentkeep.prune as prune
+import agentkeep.prune.act as prune
 import agentkeep.rmtree as rmtree
 import agentkeep.trash as trash
 

@@ -1,0 +1,133 @@
+"""The scheduled prune's pause, the one owner of the pause files
+(pause.json, pause-lifted.json) and of the record of the last prune
+(last_prune.json)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from agentkeep.model import Session, rfc3339
+from agentkeep.prune.report import PruneOptions
+from agentkeep.statefiles import StateFileError, read_json, read_state, remove, write_json
+
+if TYPE_CHECKING:
+    from agentkeep.prune.view import DiskView
+
+log = structlog.get_logger("agentkeep.prune")
+
+
+def pause_for(
+    state_dir: Path,
+    views: dict[str, DiskView],
+    opts: PruneOptions,
+    activity: Callable[[Session], float | None],
+) -> str | None:
+    """Why this scheduled run pauses: a pause recorded already, a full disk,
+    or a new reason (recorded in pause.json)."""
+    existing = read_pause(state_dir) or state_disk_full(state_dir)
+    if existing:
+        return existing
+    reason = pause_reason(state_dir, views, opts, activity)
+    if reason:
+        write_json(state_dir / "pause.json", {"reason": reason, "since": rfc3339(opts.now)})
+        log.warning("scheduled prune paused", reason=reason)
+    return reason
+
+
+def pause_reason(
+    state_dir: Path,
+    views: dict[str, DiskView],
+    opts: PruneOptions,
+    activity: Callable[[Session], float | None],
+) -> str | None:
+    """The scheduled prune pauses itself when the clock or the machine looks
+    wrong: a clock behind the last prune, more than the retention since the
+    last prune, or even the newest session idle past the retention. An empty
+    index never pauses."""
+    if not any(view.sessions for view in views.values()):
+        return None  # an empty index never pauses
+    try:
+        last = read_state(state_dir / "last_prune.json", _summary)
+    except StateFileError as exc:
+        # Without it the clock cannot be checked: pause (a person's prune
+        # writes it afresh).
+        return f"the record of the last prune cannot be read: {exc}"
+    retention = min((opts.now - c for c in opts.cutoffs.values()), default=None)
+    if last and isinstance(last.get("ts"), int | float) and retention is not None:
+        if opts.now < last["ts"]:
+            return (
+                f"the clock reads {rfc3339(opts.now)}, before the last prune at {last.get('time')}"
+            )
+        if opts.now - last["ts"] > retention:
+            return f"more than the retention has passed since the last prune at {last.get('time')}"
+    times = [
+        (t, view_agent)
+        for view_agent, view in views.items()
+        for s in view.sessions.values()
+        if (t := activity(s)) is not None
+    ]
+    all_idle = bool(times) and all(t < opts.cutoffs[a] for t, a in times)
+    acknowledged = state_dir / "pause-lifted.json"
+    if not all_idle:
+        remove(acknowledged)  # the machine looks normal again
+        return None
+    # A person who lifted this pause has seen it: the sessions a capped
+    # lifting run left are still all idle, and must not pause it again.
+    if read_json(acknowledged, None) is None:
+        return "even the newest session is idle past the retention"
+    return None
+
+
+def _summary(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError("not an object")
+    return value
+
+
+def _pause(value: Any) -> str:
+    if not isinstance(value, dict) or not isinstance(value.get("reason"), str):
+        raise TypeError("no reason in it")
+    return value["reason"]
+
+
+def read_pause(state_dir: Path) -> str | None:
+    """Why the scheduled prune is paused, or None. A damaged pause file still
+    pauses it (a pause that cannot be read must not let a prune run)."""
+    try:
+        return read_state(state_dir / "pause.json", _pause)
+    except StateFileError as exc:
+        return f"the pause file cannot be read: {exc}"
+
+
+# Below this much room, a prune cannot journal its removals.
+_ROOM = 64 * 1024
+
+
+def state_disk_full(state_dir: Path) -> str | None:
+    """Why the scheduled prune waits for room: the disk holding the state dir
+    is full, and every removal would fail without its journal entry. Not
+    recorded (there is no room to): it lasts as long as the disk is full."""
+    try:
+        st = os.statvfs(state_dir)
+    except OSError:
+        return None
+    if st.f_bavail * st.f_frsize >= _ROOM:
+        return None
+    return f"the disk holding {state_dir} is full: nothing can be pruned until there is room"
+
+
+def lift_pause(state_dir: Path, now: float) -> None:
+    """A person's prune (not a dry run) lifts the pause and acknowledges what
+    made it, until the machine looks normal again."""
+    if (state_dir / "pause.json").exists():
+        write_json(state_dir / "pause-lifted.json", {"since": rfc3339(now)})
+    remove(state_dir / "pause.json")
+
+
+def record_last_prune(state_dir: Path, summary: dict[str, Any]) -> None:
+    write_json(state_dir / "last_prune.json", summary)

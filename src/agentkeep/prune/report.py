@@ -1,0 +1,135 @@
+"""What a prune reports: every session old enough to go ends here, removed,
+kept with a reason, or failed (invariant 9); and the options of one run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentkeep.model import Reason, rfc3339
+from agentkeep.progress import Progress
+
+
+class PruneRefused(Exception):
+    """The prune cannot run as asked (no cutoff, a cutoff under the floor)."""
+
+    exit_code = 2
+
+
+@dataclass
+class Kept:
+    agent: str
+    id: str
+    reason: Reason
+    detail: str = ""
+
+
+@dataclass
+class Removed:
+    agent: str
+    id: str
+    bytes: int
+    last_activity: float | None
+    paths: list[str]
+    residual: list[str] = field(default_factory=list)
+    # Of `bytes`, what went into the trash: still on disk until it expires.
+    trashed: int = 0
+
+
+@dataclass
+class Failed:
+    agent: str
+    id: str
+    reason: str
+
+
+@dataclass
+class PruneReport:
+    cutoff: float | None
+    cutoffs: dict[str, float]
+    dry_run: bool
+    removed: list[Removed] = field(default_factory=list)
+    kept: list[Kept] = field(default_factory=list)
+    failed: list[Failed] = field(default_factory=list)
+    residual: list[tuple[str, str, str]] = field(default_factory=list)
+    paused: str | None = None
+    # When what this run moves to the trash expires (None: no trash).
+    trash_until: float | None = None
+
+    @property
+    def bytes(self) -> int:
+        return sum(r.bytes for r in self.removed)
+
+    @property
+    def trashed(self) -> int:
+        """Bytes moved to the trash: freed only when it expires (a dry run
+        counts what it would move)."""
+        if self.trash_until is None:
+            return 0
+        return self.bytes if self.dry_run else sum(r.trashed for r in self.removed)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "cutoff": rfc3339(self.cutoff),
+            "cutoffs": {a: rfc3339(c) for a, c in sorted(self.cutoffs.items())},
+            "dry_run": self.dry_run,
+            "removed": [
+                {
+                    "agent": r.agent,
+                    "id": r.id,
+                    "bytes": r.bytes,
+                    "last_activity": rfc3339(r.last_activity),
+                    "paths": r.paths,
+                }
+                for r in self.removed
+            ],
+            "kept": [
+                {"agent": k.agent, "id": k.id, "reason": k.reason.value, "detail": k.detail}
+                for k in self.kept
+            ],
+            "failed": [{"agent": f.agent, "id": f.id, "reason": f.reason} for f in self.failed],
+            "residual": [{"agent": a, "id": i, "path": p} for a, i, p in self.residual],
+            # Removed sessions wait in the trash: nothing of `bytes` is
+            # freed until then, but what could not go there (`freed_bytes`).
+            "trash": None
+            if self.trash_until is None
+            else {
+                "until": rfc3339(self.trash_until),
+                "bytes": self.trashed,
+                "freed_bytes": self.bytes - self.trashed,
+            },
+        }
+        if self.paused:
+            doc["paused"] = self.paused
+        return doc
+
+    def summary(self, now: float, scheduled: bool) -> dict[str, Any]:
+        return {
+            "time": rfc3339(now),
+            "ts": now,
+            "scheduled": scheduled,
+            "removed": len(self.removed),
+            "kept": len(self.kept),
+            "failed": len(self.failed),
+            "bytes": self.bytes,
+            "trashed_bytes": self.trashed,
+            "paused": self.paused,
+            # What went wrong, in words (status must say why, not only how many).
+            "errors": sorted({f.reason for f in self.failed})[:5],
+        }
+
+
+@dataclass
+class PruneOptions:
+    """One run. `cutoffs` names every agent considered and its cutoff;
+    `purge` names the sessions a person asked for (ignoring age)."""
+
+    cutoffs: dict[str, float]
+    now: float
+    dry_run: bool = False
+    max_removals: int | None = None
+    trash_for: float = 0.0
+    scheduled: bool = False
+    purge: list[tuple[str, str]] | None = None
+    # Told of the listing, then of the act (see _Act.tell).
+    progress: Progress | None = None
