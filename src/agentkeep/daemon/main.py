@@ -251,8 +251,10 @@ class Daemon:
         with self._lifecycle:
             if self._stopping:
                 return  # told to stop while indexing: never start serving
-            self.server.start()
+            # The clock first: the first answer a client gets already names
+            # the next prune (a status between the two said none).
             self.schedule.start()
+            self.server.start()
             self.ready.set()
         self.notifier.ready(self._status_line())
         log.info("serving", socket=str(self.env.socket_path), pid=os.getpid())
