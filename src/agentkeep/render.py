@@ -114,7 +114,8 @@ def _columns(stream: TextIO) -> int:
         return 80
 
 
-def _count(n: int, noun: str) -> str:
+def count(n: int, noun: str) -> str:
+    """ "3 sessions", "1 session"."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
@@ -343,14 +344,14 @@ def sessions(out: Out, rows: list[dict[str, Any]], hint: dict[str, Any] | None) 
         ],
     )
     total = sum(r["bytes"] for r in rows)
-    out.line(f"{_count(len(rows), 'session')}, {size(total)}")
+    out.line(f"{count(len(rows), 'session')}, {size(total)}")
     _hint(out, hint)
 
 
 def _hint(out: Out, hint: dict[str, Any] | None) -> None:
     if not hint:
         return
-    sessions = _count(hint["sessions"], "session")
+    sessions = count(hint["sessions"], "session")
     out.say(
         f"No retention is set, so nothing is ever pruned. A {hint['retention']} retention would "
         f"reclaim {size(hint['bytes'])} from {sessions}; to turn it on, add this line to "
@@ -418,7 +419,7 @@ def du(
     )
     if held and held["sessions"]:
         out.say(
-            f"the trash holds {size(held['bytes'])} more ({_count(held['sessions'], 'session')}):"
+            f"the trash holds {size(held['bytes'])} more ({count(held['sessions'], 'session')}):"
             " freed when it expires, or now by `agentkeep trash --empty`"
         )
     _hint(out, hint)
@@ -460,7 +461,7 @@ def report(out: Out, doc: dict[str, Any]) -> None:
         why = sorted({k.get("detail") or "over max_removals" for k in capped})
         waits = "waits" if len(capped) == 1 else "wait"
         out.say(
-            f"{_count(len(capped), 'more old session')} {waits} for the next run"
+            f"{count(len(capped), 'more old session')} {waits} for the next run"
             f" (capped: {'; '.join(why)})"
         )
     for f in doc["failed"]:
@@ -501,7 +502,7 @@ def status(out: Out, doc: dict[str, Any]) -> None:
     watch = doc.get("watch") or {}
     if watch.get("mode"):
         roots = len(watch.get("roots") or [])
-        field("watch", f"{watch['mode']} ({_count(roots, 'root')})")
+        field("watch", f"{watch['mode']} ({count(roots, 'root')})")
     config = doc.get("config") or {}
     if config.get("ok", True):
         field("retention", config.get("retention") or "none (nothing is pruned)")
@@ -512,7 +513,7 @@ def status(out: Out, doc: dict[str, Any]) -> None:
     for error in (last or {}).get("errors") or []:
         field("failed", str(error), _RED)
     if last and last.get("preview"):
-        would = _count(last.get("removed") or 0, "session")
+        would = count(last.get("removed") or 0, "session")
         field(
             "preview",
             f"{last['preview']}: it would remove {would} ({size(last.get('bytes'))});"
@@ -528,7 +529,7 @@ def status(out: Out, doc: dict[str, Any]) -> None:
 
 def emptied(out: Out, doc: dict[str, Any]) -> None:
     out.say(
-        f"emptied {_count(len(doc['emptied']), 'session')} from the trash:"
+        f"emptied {count(len(doc['emptied']), 'session')} from the trash:"
         f" {size(doc['bytes'])} freed"
     )
     for e in doc["held"]:
@@ -556,7 +557,7 @@ def trash_entries(out: Out, entries: list[dict[str, Any]]) -> None:
     ]
     table(out, cols, rows)
     total = size(sum(e["bytes"] for e in entries))
-    out.line(f"{_count(len(entries), 'session')} in the trash, {total}")
+    out.line(f"{count(len(entries), 'session')} in the trash, {total}")
     if any(e["partial"] for e in entries):
         out.say(
             "* partly: some of it was removed at once (it lay on another file system,"

@@ -27,13 +27,13 @@ from textual.worker import get_current_worker
 
 from agentkeep.errors import Failure
 from agentkeep.model import rfc3339
-from agentkeep.render import age, size, when
+from agentkeep.render import age, count, size, when
 from agentkeep.ui.backend import Backend, Plan, Snapshot
 from agentkeep.ui.dialogs import Confirm, Help, Notice, PlanView, summary
 from agentkeep.ui.live import Subscription
 from agentkeep.ui.overview import Overview
 from agentkeep.ui.sessions import SessionsPane, detail_text
-from agentkeep.ui.text import count, home_relative
+from agentkeep.ui.text import home_relative
 from agentkeep.ui.trash import TrashPane
 from agentkeep.ui.verdict import Plans, short
 

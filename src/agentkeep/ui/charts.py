@@ -15,8 +15,8 @@ from typing import Any
 from rich.text import Text
 
 from agentkeep.model import parse_rfc3339
-from agentkeep.render import size
-from agentkeep.ui.text import count, days_label, fit_end
+from agentkeep.render import count, size
+from agentkeep.ui.text import days_label, fit_end
 
 STAYS, RECLAIM = "█", "▒"
 STAYS_STYLE, RECLAIM_STYLE = "cyan", "yellow"

@@ -12,8 +12,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Static
 
-from agentkeep.render import age, size, when
-from agentkeep.ui.text import count
+from agentkeep.render import age, count, size, when
 from agentkeep.ui.verdict import Plans, short
 
 

@@ -14,10 +14,10 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from agentkeep.model import rfc3339
-from agentkeep.render import age, size, when
+from agentkeep.render import age, count, size, when
 from agentkeep.ui import charts
 from agentkeep.ui.backend import Plan, Snapshot
-from agentkeep.ui.text import count, home_relative, retention_label
+from agentkeep.ui.text import home_relative, retention_label
 from agentkeep.ui.verdict import short
 
 DAY = 86400.0

@@ -50,7 +50,3 @@ def retention_label(seconds: float) -> str:
     """A retention seen as the distance of its cutoff from a moment a little
     later (the report's cutoff, the plan's time): to the minute."""
     return days_label(round(seconds / 60) / 1440)
-
-
-def count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -11,8 +11,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Static
 
-from agentkeep.render import size, when
-from agentkeep.ui.text import count
+from agentkeep.render import count, size, when
 from agentkeep.ui.verdict import short
 
 Key = tuple[str, str]
