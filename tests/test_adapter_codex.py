@@ -32,7 +32,7 @@ from build_codex import (
     seen,
     without,
 )
-from conftest import FakeHome
+from fakehome import FakeHome
 
 OLD = 1_700_000_000.0  # 2023-11-14
 

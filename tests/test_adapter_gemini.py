@@ -27,7 +27,7 @@ from build_agents import (
     write,
     write_gemini_projects,
 )
-from conftest import FakeHome
+from fakehome import FakeHome
 
 A = "0b7c1d2e-1111-4aaa-8bbb-000000000001"
 B = "0b7c1d2e-1111-4aaa-8bbb-000000000002"  # shares A's 8-char file-name prefix

@@ -18,7 +18,7 @@ from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
 from agentkeep.removal import SessionRemoval
 from build_agents import DAY, grok_root, make_grok_session, mtimes, write
-from conftest import FakeHome
+from fakehome import FakeHome
 
 BAD_IDS = ["", ".", "..", "a/b", "../x", "-lead", "a.b", "x" * 129]
 

@@ -31,7 +31,7 @@ from build_opencode import (
     install_fake_opencode,
     new_id,
 )
-from conftest import FakeHome
+from fakehome import FakeHome
 
 ROW_TABLES = list(TABLES)
 V2_TABLES = ["session_v2", "event", "event_sequence"]

@@ -19,7 +19,7 @@ from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
 from agentkeep.removal import SessionRemoval
 from build_agents import DAY, Store, make_store_session, mtimes, write
-from conftest import FakeHome
+from fakehome import FakeHome
 
 
 def store(fake_home: FakeHome, name: str, root: Path, depth: int) -> StoreAdapter:

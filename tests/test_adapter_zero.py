@@ -20,7 +20,7 @@ from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
 from agentkeep.removal import SessionRemoval
 from build_agents import DAY, make_zero_session, mtimes, write, zero_root
-from conftest import FakeHome
+from fakehome import FakeHome
 
 BAD_IDS = ["", ".", "..", "a/b", "../x", "-lead", "a.b", "a b", "x" * 129, "é"]
 

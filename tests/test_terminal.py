@@ -36,7 +36,7 @@ from build_agents import (
     zero_root,
 )
 from build_claude import make_session
-from conftest import FakeHome, make_fake_home
+from fakehome import FakeHome, make_fake_home
 from waiting import wait_until
 
 REPO = Path(__file__).resolve().parent.parent

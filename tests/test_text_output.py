@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from build_claude import make_session
-from conftest import FakeHome
+from fakehome import FakeHome
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 WIDTH = "80"
