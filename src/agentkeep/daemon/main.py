@@ -54,9 +54,10 @@ from agentkeep.service import second_daemon_exit
 log = structlog.get_logger("agentkeep.daemon")
 
 STOP_DEADLINE = 4.5
-STATUS_EVERY = 5.0
-TICK_EVERY = 30.0
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# Written to the main loop's wake-up socket, beside the signal numbers the
+# interpreter writes there (no signal is 0): the status line may have changed.
+_CHANGED = 0
 
 
 class Changes:
@@ -71,15 +72,17 @@ class Changes:
     # that went away while nothing changed.
     TICK = 5.0
 
-    def __init__(self) -> None:
+    def __init__(self, on_bump: Callable[[], None] = lambda: None) -> None:
         self._cond = threading.Condition()
         self._count = 0
         self._closed = False
+        self._on_bump = on_bump
 
     def bump(self) -> None:
         with self._cond:
             self._count += 1
             self._cond.notify_all()
+        self._on_bump()
 
     def close(self) -> None:
         """The daemon stops: every stream ends."""
@@ -122,7 +125,9 @@ class Daemon:
         self.watcher: Watcher | None = None
         self.schedule: Schedule | None = None
         self.ready = threading.Event()
-        self.changes = Changes()
+        # The main loop's wake-up socket (signals and _CHANGED), while it runs.
+        self._wake: socket.socket | None = None
+        self.changes = Changes(on_bump=self._poke)
         self._busy = 0
         self._busy_lock = threading.Lock()
         self._reconcile_lock = threading.Lock()
@@ -142,6 +147,7 @@ class Daemon:
         for end in (wake_r, wake_w):
             end.setblocking(False)
         old_wakeup = signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
+        self._wake = wake_w
         old_handlers = {s: signal.signal(s, _note) for s in (*_STOP_SIGNALS, signal.SIGHUP)}
         lock_fd = None
         try:
@@ -159,6 +165,7 @@ class Daemon:
             self._loop(wake_r)
             return self._stop()
         finally:
+            self._wake = None
             signal.set_wakeup_fd(old_wakeup)
             for signum, handler in old_handlers.items():
                 signal.signal(signum, handler)
@@ -260,27 +267,31 @@ class Daemon:
         log.info("serving", socket=str(self.env.socket_path), pid=os.getpid())
 
     def _loop(self, wake: socket.socket) -> None:
-        last_status = last_tick = last_ping = time.monotonic()
+        """Wait for a signal, a change to show in the status line, or the
+        service watchdog's next ping; nothing else wakes this thread (an
+        idle daemon costs no CPU: the schedule's own wake-ups are the
+        scheduler's, see schedule.py)."""
         ping_every = self.notifier.watchdog_interval()
+        last_ping = time.monotonic()
         while True:
-            timeout = min(1.0, ping_every or 1.0)
+            timeout = None
+            if ping_every is not None:
+                timeout = max(0.0, last_ping + ping_every - time.monotonic())
             readable, _, _ = select.select([wake], [], [], timeout)
-            for signum in _drain(wake) if readable else []:
+            woken = _drain(wake) if readable else []
+            for signum in woken:
                 if signum in _STOP_SIGNALS:
                     log.info("stopping", signal=signal.Signals(signum).name)
                     return
                 if signum == signal.SIGHUP:
                     self._reload("SIGHUP")
-            now = time.monotonic()
-            if ping_every is not None and now - last_ping >= ping_every:
+            if ping_every is not None and time.monotonic() - last_ping >= ping_every:
                 self.notifier.ping()
-                last_ping = now
-            if self.ready.is_set() and now - last_status >= STATUS_EVERY:
+                last_ping = time.monotonic()
+                if self.schedule is not None:
+                    self.schedule.tick()
+            if _CHANGED in woken and self.ready.is_set():
                 self.notifier.status(self._status_line())
-                last_status = now
-            if self.schedule is not None and now - last_tick >= TICK_EVERY:
-                self.schedule.tick()
-                last_tick = now
 
     def _stop(self) -> int:
         """Stop cleanly within STOP_DEADLINE; the exit code."""
@@ -320,6 +331,17 @@ class Daemon:
         finally:
             with self._busy_lock:
                 self._busy -= 1
+
+    def _poke(self) -> None:
+        """Have the main loop write the status line again (what it shows may
+        have changed). A full wake-up buffer already holds a wake-up."""
+        wake = self._wake
+        if wake is None:
+            return
+        try:
+            wake.send(bytes([_CHANGED]))
+        except OSError:
+            pass  # full, or closed as the daemon stops
 
     # -- the view ---------------------------------------------------------
     def _reload(self, why: str) -> dict[str, Any]:
@@ -402,6 +424,7 @@ class Daemon:
             log.exception("reconcile failed")
         finally:
             self._reconcile_lock.release()
+            self._poke()  # a root may have fallen back to polling, or come back
 
     def _trash_job(self) -> None:
         assert self.ctx is not None

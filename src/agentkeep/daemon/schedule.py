@@ -4,8 +4,11 @@ apscheduler 3.x runs each job on its own thread pool, one instance at a time
 (max_instances=1), late runs coalesced into one and never dropped
 (misfire_grace_time=None): a laptop that slept through three prune intervals
 prunes once when it wakes, not three times and not never. The scheduler
-waits on a monotonic timer, which stands still while the machine sleeps, so
-`tick()` (called by the main loop) wakes it to look at the wall clock again.
+waits on a monotonic timer, which stands still while the machine sleeps;
+every wake-up looks at the wall clock again, and the poll job wakes it every
+POLL_INTERVAL, so a job overdue after a suspend runs within POLL_INTERVAL of
+the resume (and `tick()`, called at each service watchdog ping, looks
+sooner). These are the only timers of an idle daemon: nothing else wakes it.
 
 The first prune runs `first_prune_delay` after the daemon is ready (60 s;
 AGENTKEEP_FIRST_PRUNE_DELAY for tests), then every prune_interval.
@@ -26,7 +29,7 @@ log = structlog.get_logger("agentkeep.daemon.schedule")
 FIRST_PRUNE_DELAY = 60.0
 RECONCILE_INTERVAL = 30 * 60.0
 # How often a root that is not watched (over the inotify budget, or a watch
-# failed) is reconciled instead.
+# failed) is reconciled instead; also how late a job may run after a suspend.
 POLL_INTERVAL = 60.0
 TRASH_INTERVAL = 3600.0
 
