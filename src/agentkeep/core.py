@@ -9,6 +9,7 @@ rendering.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import sqlite3
 import threading
@@ -27,7 +28,7 @@ from agentkeep.adapters.base import Adapter, listing_again_is_cheaper
 from agentkeep.config import Config, ConfigError, parse_duration
 from agentkeep.errors import BadParams, Failure, NotFound
 from agentkeep.index import IDLE_TAIL, Index, IndexedSession, Rows, written_as_python
-from agentkeep.jsontext import JSONText, folded_item, folded_list
+from agentkeep.jsontext import JSONText, folded_item
 from agentkeep.model import Artifact, Holder, HolderKind, Session, State, rfc3339
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
 from agentkeep.processes import ProcessTable
@@ -476,31 +477,49 @@ def _parse_age(text: Any, key: str) -> float:
 
 def ls_text(ctx: Context, agent: str | None = None, idle_over: str | None = None) -> JSONText:
     """`ls` as the CLI prints it, folded (jsontext): SQLite writes each
-    session's object, and only the few that are not idle are looked at."""
+    session's object, and only the few that are not idle are looked at. The
+    text is read from the index as it is sent, a batch at a time, within
+    one read of the index begun here (the states and the texts agree)."""
     if agent is not None:
         ctx.adapter(agent)
     cutoff = None
     if idle_over is not None:
         cutoff = time.time() - _parse_age(idle_over, "--idle-over")
-    rows = ctx.index.listing(agent, cutoff)
-    ids: dict[str, list[str]] = {}
-    for a, sid, _ in rows:
-        ids.setdefault(a, []).append(sid)
-    states = _states(ctx, _evidence(ctx), ids) if rows else {}
-    whole = folded_list([text for _, _, text in rows])
-    if not states and written_as_python(whole):
-        return JSONText(whole)
-    odd = [(a, sid) for a, sid, text in rows if not written_as_python(text)]
-    mine = _written_here(ctx, odd, states) if odd else {}
+    ctx.index.begin_reading()
+    try:
+        ids = ctx.index.listing_ids(agent, cutoff)
+        states = _states(ctx, _evidence(ctx), ids) if ids else {}
+    except BaseException:
+        ctx.index.end_reading()
+        raise
+    return JSONText(_ls_parts(ctx, ctx.index.listing_rows(agent, cutoff), states))
+
+
+def _ls_parts(
+    ctx: Context, rows: Iterator[tuple[str, str, str]], states: dict[tuple[str, str], State]
+) -> Iterator[str]:
+    """folded_list() of the rows' texts, with their states, a batch at a time;
+    ends the read ls_text() began."""
     cut = len(IDLE_TAIL)
-    parts = []
-    for a, sid, text in rows:
-        state = states.get((a, sid))
-        if (a, sid) in mine:
-            parts.append(mine[(a, sid)])
-        else:
-            parts.append(text if state is None else f'{text[:-cut]}"state": "{state.value}"\t  }}')
-    return JSONText(folded_list(parts))
+    try:
+        opening = "[\t"
+        while batch := list(itertools.islice(rows, 1000)):
+            odd = [(a, sid) for a, sid, text in batch if not written_as_python(text)]
+            mine = _written_here(ctx, odd, states) if odd else {}
+            parts = []
+            for a, sid, text in batch:
+                state = states.get((a, sid))
+                if (a, sid) in mine:
+                    parts.append(mine[(a, sid)])
+                elif state is None:
+                    parts.append(text)
+                else:
+                    parts.append(f'{text[:-cut]}"state": "{state.value}"\t  }}')
+            yield opening + ",\t".join(parts)
+            opening = ",\t"
+        yield "[]" if opening == "[\t" else "\t]"
+    finally:
+        ctx.index.end_reading()
 
 
 def _written_here(

@@ -192,6 +192,20 @@ def _stored(value: object) -> object:
     return value
 
 
+def _listed(agent: str | None, idle_before: float | None) -> tuple[str, list[object]]:
+    """The WHERE and ORDER BY of Index.listing(), and their arguments."""
+    terms: list[str] = []
+    args: list[object] = []
+    if agent is not None:
+        terms.append("agent = ?")
+        args.append(agent)
+    if idle_before is not None:
+        terms.append("last_activity < ?")
+        args.append(idle_before)
+    where = " WHERE " + " AND ".join(terms) if terms else ""
+    return f"{where} ORDER BY {_ORDER}", args
+
+
 def _text(value: object) -> Any:
     """A stored string as it was written (see _insert)."""
     return value.decode("utf-8", "surrogatepass") if isinstance(value, bytes) else value
@@ -411,20 +425,40 @@ class Index:
         string that is not ASCII). Built by SQLite, so that listing tens of
         thousands of sessions costs no Python per field. Only sessions idle
         since before `idle_before` when it is given (undated ones never)."""
-        where: list[str] = []
-        args: list[object] = []
-        if agent is not None:
-            where.append("agent = ?")
-            args.append(agent)
-        if idle_before is not None:
-            where.append("last_activity < ?")
-            args.append(idle_before)
-        sql = (
-            f"SELECT agent, id, {_SESSION_TEXT} FROM sessions"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + f" ORDER BY {_ORDER}"
-        )
-        return self._db().execute(sql, args).fetchall()
+        return list(self.listing_rows(agent, idle_before))
+
+    def listing_rows(
+        self, agent: str | None = None, idle_before: float | None = None
+    ) -> Iterator[tuple[str, str, str]]:
+        """listing(), read from SQLite a batch at a time as it is iterated
+        (ls at 50,000 sessions never holds every session's text)."""
+        tail, args = _listed(agent, idle_before)
+        cursor = self._db().execute(f"SELECT agent, id, {_SESSION_TEXT} FROM sessions{tail}", args)
+        while batch := cursor.fetchmany(_BATCH):
+            yield from batch
+
+    def listing_ids(
+        self, agent: str | None = None, idle_before: float | None = None
+    ) -> dict[str, list[str]]:
+        """The ids listing() lists, by agent, in its order."""
+        ids: dict[str, list[str]] = {}
+        tail, args = _listed(agent, idle_before)
+        for a, sid in self._db().execute(f"SELECT agent, id FROM sessions{tail}", args):
+            ids.setdefault(a, []).append(sid)
+        return ids
+
+    def begin_reading(self) -> None:
+        """What this thread reads from here to end_reading() is one snapshot
+        of the index (ls's ids, their states, then their texts as they are
+        sent), whatever other threads write meanwhile."""
+        db = self._db()
+        if not db.in_transaction:
+            db.execute("BEGIN")
+
+    def end_reading(self) -> None:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is not None and db.in_transaction:
+            db.execute("COMMIT")
 
     def sessions_of(self, agent: str, ids: Iterable[str]) -> list[IndexedSession]:
         """The indexed sessions of `agent` among `ids` (in no order), in one query."""

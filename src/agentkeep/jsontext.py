@@ -15,7 +15,7 @@ other client reads it as the same document.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from itertools import chain
 from typing import Any
 
@@ -27,11 +27,23 @@ _BETWEEN = "},\n    {"
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-@dataclass(frozen=True)
 class JSONText:
-    """A JSON document already encoded on one line: sent as it is."""
+    """A JSON document already encoded on one line: sent as it is. Given
+    whole, or as the parts it is written in (read once, in order), which the
+    daemon sends as they come, so that a big answer is never held whole."""
 
-    text: str
+    def __init__(self, text: str | Iterable[str]) -> None:
+        self._parts: Iterable[str] = (text,) if isinstance(text, str) else text
+
+    def parts(self) -> Iterator[str]:
+        """The document's text, part after part (once: parts may be read
+        from the index as they are asked for)."""
+        return iter(self._parts)
+
+    @property
+    def text(self) -> str:
+        """The whole document."""
+        return "".join(self.parts())
 
 
 def indented(doc: Any) -> str:

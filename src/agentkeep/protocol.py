@@ -12,6 +12,7 @@ import json
 import socket
 import struct
 import sys
+from collections.abc import Generator
 
 from agentkeep.jsontext import JSONText
 
@@ -36,14 +37,28 @@ def request(request_id: int, method: str, params: dict[str, object]) -> dict[str
 def encode(message: dict[str, object]) -> bytes:
     """One message as one line. json.dumps escapes newlines inside strings,
     so the only newline is the last byte."""
+    return b"".join(encoded(message))
+
+
+def encoded(message: dict[str, object]) -> Generator[bytes, None, None]:
+    """encode(message) in parts: a result already encoded (JSONText: ls at
+    tens of thousands of sessions) is sent as it is, part after part, after
+    the rest of the message, so it is never copied whole; it is one line too."""
     result = message.get("result")
-    if isinstance(result, JSONText):
-        # A result already encoded (ls at tens of thousands of sessions) is
-        # sent as it is, after the rest of the message: it is one line too.
+    if not isinstance(result, JSONText):
+        yield json.dumps(message, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+        return
+    parts = result.parts()
+    try:
         head = {k: v for k, v in message.items() if k != "result"}
-        text = json.dumps(head, separators=(",", ":"), allow_nan=False)
-        return f'{text[:-1]},"result":{result.text}}}\n'.encode()
-    return json.dumps(message, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+        yield json.dumps(head, separators=(",", ":"), allow_nan=False)[:-1].encode() + b',"result":'
+        for part in parts:
+            yield part.encode()
+        yield b"}\n"
+    finally:
+        close = getattr(parts, "close", None)
+        if close is not None:
+            close()  # a send given up half way: the parts' reader ends now
 
 
 def result_head(request_id: int) -> bytes:

@@ -46,6 +46,7 @@ from agentkeep.daemon.server import (
     Stream,
 )
 from agentkeep.daemon.watch import Watcher
+from agentkeep.jsontext import JSONText
 from agentkeep.model import rfc3339
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
 from agentkeep.protocol import ENV_MISMATCH, INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_ERROR
@@ -479,9 +480,16 @@ class Daemon:
         if "env" in params:
             self._check_env(params["env"])
         params = {k: v for k, v in params.items() if k != "env"}
+        sent_later = False
         with self._working(), processes.asked_by(conn.pid):
             try:
-                return self._call(conn, method, params)
+                answer = self._call(conn, method, params)
+                if isinstance(answer, JSONText):
+                    # Its parts are read from this thread's index connection
+                    # as they are sent: it is closed once they all went.
+                    sent_later = True
+                    return JSONText(_Then(answer.parts(), partial(_close_thread_index, self.ctx)))
+                return answer
             except core.Failure as exc:
                 data: dict[str, object] | None = (
                     {"report": exc.report} if exc.report is not None else None
@@ -495,7 +503,8 @@ class Daemon:
                 log.error("request failed", method=method, error=message)
                 raise RpcError(SERVER_ERROR, message, exit=1) from None
             finally:
-                _close_thread_index(self.ctx)
+                if not sent_later:
+                    _close_thread_index(self.ctx)
                 if METHODS[method].changes and params.get("dry_run") is not True:
                     self.changes.bump()
 
@@ -645,6 +654,33 @@ def _close_thread_index(ctx: core.Context) -> None:
     left to its thread's end lived on, page cache and all, until a full
     garbage collection. At 10,000 sessions 200 `show` requests piled up ~35 MB."""
     ctx.index.close()
+
+
+class _Then:
+    """`parts`, then `done()` once: when they all went, or when the send is
+    given up (close(), called whether or not a part was read)."""
+
+    def __init__(self, parts: Iterator[str], done: Callable[[], None]) -> None:
+        self._parts = parts
+        self._done: Callable[[], None] | None = done
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        try:
+            return next(self._parts)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        done, self._done = self._done, None
+        if done is not None:
+            close = getattr(self._parts, "close", None)
+            if close is not None:
+                close()
+            done()
 
 
 def _note(signum: int, frame: object) -> None:

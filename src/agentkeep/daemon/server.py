@@ -39,6 +39,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep.daemon.limits import Budgets, LeasesSpent, Seat
+from agentkeep.jsontext import JSONText
 from agentkeep.paths import UnsafeDirectory, ensure_private_dir
 from agentkeep.protocol import (
     BUSY,
@@ -49,6 +50,7 @@ from agentkeep.protocol import (
     SERVER_ERROR,
     decode,
     encode,
+    encoded,
     peer_credentials,
 )
 
@@ -398,9 +400,8 @@ class Server:
             return False
         try:
             answer = self._answer_for(conn, line)
-            if isinstance(answer, bytes):
-                self._send_bytes(sock, answer)
-                return True
+            if not isinstance(answer, tuple):
+                return self._send_parts(sock, conn, answer)
         finally:
             self.budgets.end(conn.seat)
         self._stream(sock, conn.seat, *answer)
@@ -416,7 +417,9 @@ class Server:
         finally:
             stream.results.close()
 
-    def _answer_for(self, conn: Connection, line: bytes) -> bytes | tuple[object, Stream]:
+    def _answer_for(
+        self, conn: Connection, line: bytes
+    ) -> bytes | Generator[bytes, None, None] | tuple[object, Stream]:
         request_id: object = None
         try:
             request = _load(line)
@@ -426,6 +429,10 @@ class Server:
             if isinstance(result, Stream):
                 return request_id, result
             message: dict[str, object] = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            if isinstance(result, JSONText):
+                # Sent as it is written (ls at tens of thousands of
+                # sessions): never held whole, in Python or as bytes.
+                return encoded(message)
             data = encode(message)
         except RpcError as exc:
             data = encode(error_message(request_id, exc))
@@ -435,6 +442,27 @@ class Server:
             error = RpcError(SERVER_ERROR, f"internal error: {type(exc).__name__}: {exc}")
             data = encode(error_message(request_id, error))
         return data
+
+    def _send_parts(
+        self, sock: socket.socket, conn: Connection, answer: bytes | Generator[bytes, None, None]
+    ) -> bool:
+        """Send an answer, whole or part after part; False (the connection is
+        closed) when its parts failed half way, after the first was sent: a
+        line cut short is all the client can be told then."""
+        if isinstance(answer, bytes):
+            self._send_bytes(sock, answer)
+            return True
+        try:
+            for part in answer:
+                self._send_bytes(sock, part)
+        except OSError:
+            raise  # the client went away, or stopped reading: dropped
+        except Exception:
+            log.exception("answer failed half way; connection closed", conn=conn.number)
+            return False
+        finally:
+            answer.close()
+        return True
 
     def _send(self, sock: socket.socket, message: dict[str, object]) -> None:
         self._send_bytes(sock, encode(message))
