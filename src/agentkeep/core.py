@@ -585,7 +585,7 @@ def du(ctx: Context, by: str = "agent") -> dict[str, Any]:
         raise BadParams(f"--by must be agent or workspace, not {by!r}")
     reclaim = reclaimable(ctx)
     groups: dict[str, dict[str, Any]] = {}
-    for s in ctx.index.sessions():
+    for s in ctx.index.each_session():
         key = s.agent if by == "agent" else (s.workspace or "(unknown)")
         g = groups.get(key)
         if g is None:

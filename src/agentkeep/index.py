@@ -408,13 +408,15 @@ class Index:
     # -- reading --------------------------------------------------------
     def sessions(self, agent: str | None = None) -> list[IndexedSession]:
         """Oldest activity first; undated sessions last."""
-        sql = "SELECT * FROM sessions"
-        args: tuple[str, ...] = ()
-        if agent is not None:
-            sql += " WHERE agent = ?"
-            args = (agent,)
-        sql += f" ORDER BY {_ORDER}"
-        return [_session(row) for row in self._db().execute(sql, args)]
+        return list(self.each_session(agent))
+
+    def each_session(self, agent: str | None = None) -> Iterator[IndexedSession]:
+        """sessions(), read as it is iterated: a total over every session
+        never holds them all."""
+        tail, args = _listed(agent, None)
+        cursor = self._db().execute(f"SELECT * FROM sessions{tail}", args)
+        while batch := cursor.fetchmany(_BATCH):
+            yield from map(_session, batch)
 
     def listing(
         self, agent: str | None = None, idle_before: float | None = None
