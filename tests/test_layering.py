@@ -105,6 +105,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.daemon.inotify",
             "agentkeep.daemon.limits",
             "agentkeep.daemon.main",
+            "agentkeep.daemon.memory",
             "agentkeep.daemon.notify",
             "agentkeep.daemon.schedule",
             "agentkeep.daemon.server",

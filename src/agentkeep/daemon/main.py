@@ -33,7 +33,7 @@ from typing import Any
 import structlog
 
 from agentkeep import core, leases, processes, prune, watchplan
-from agentkeep.daemon import schedule
+from agentkeep.daemon import memory, schedule
 from agentkeep.daemon.notify import Notifier
 from agentkeep.daemon.schedule import Jobs, Schedule
 from agentkeep.daemon.server import (
@@ -59,6 +59,9 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # Written to the main loop's wake-up socket, beside the signal numbers the
 # interpreter writes there (no signal is 0): the status line may have changed.
 _CHANGED = 0
+# What allocates in proportion to the sessions: its memory is given back
+# to the system once it is answered (see memory.py).
+_HEAVY = frozenset({"ls", "du", "scan", "prune", "purge"})
 
 
 class Changes:
@@ -113,6 +116,7 @@ class Changes:
 
 def serve(env: Env) -> int:
     """Run the daemon in the foreground until SIGTERM or SIGINT; the exit code."""
+    memory.use_system_malloc()
     return Daemon(env).run()
 
 
@@ -391,6 +395,7 @@ class Daemon:
                 # The scheduled prune re-read the config file.
                 self._config_changed()
                 self.changes.bump()
+                _give_back(self.ctx)
         if report is None:
             log.info("scheduled prune skipped (no retention, bad config, or another prune running)")
         else:
@@ -425,6 +430,7 @@ class Daemon:
             log.exception("reconcile failed")
         finally:
             self._reconcile_lock.release()
+            _give_back(self.ctx)
             self._poke()  # a root may have fallen back to polling, or come back
 
     def _trash_job(self) -> None:
@@ -488,7 +494,7 @@ class Daemon:
                     # Its parts are read from this thread's index connection
                     # as they are sent: it is closed once they all went.
                     sent_later = True
-                    return JSONText(_Then(answer.parts(), partial(_close_thread_index, self.ctx)))
+                    return JSONText(_Then(answer.parts(), partial(_answered, self.ctx, method)))
                 return answer
             except core.Failure as exc:
                 data: dict[str, object] | None = (
@@ -504,7 +510,7 @@ class Daemon:
                 raise RpcError(SERVER_ERROR, message, exit=1) from None
             finally:
                 if not sent_later:
-                    _close_thread_index(self.ctx)
+                    _answered(self.ctx, method)
                 if METHODS[method].changes and params.get("dry_run") is not True:
                     self.changes.bump()
 
@@ -643,6 +649,23 @@ METHODS: dict[str, Method] = {
     "reload": Method((), lambda d, c, p: d._reload("request"), changes=True),
     "subscribe": Method((), lambda d, c, p: Stream(d.changes.stream())),
 }
+
+
+def _answered(ctx: core.Context, method: str) -> None:
+    """A request is answered: its thread's index connection closed, and
+    what a heavy one kept and allocated given back."""
+    _close_thread_index(ctx)
+    if method in _HEAVY:
+        _give_back(ctx)
+
+
+def _give_back(ctx: core.Context) -> None:
+    """After work in proportion to the sessions: per-session state lives in
+    the index, not in the adapters' listings, and the memory goes back to
+    the system (memory.py)."""
+    for adapter in ctx.adapters.values():
+        adapter.forget()
+    memory.give_back()
 
 
 def _close_thread_index(ctx: core.Context) -> None:
