@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import uuid
 from pathlib import Path
 
 import pytest
 
 from agentkeep import watchplan
+from build_agents import gemini_root, make_gemini_session, make_zero_session, zero_root
 from build_claude import make_session
-from test_daemon_serve import start_daemon, stop_daemons
+from test_daemon_serve import Daemon, start_daemon, stop_daemons
+from waiting import wait_until
 
 # Imported for its effect: every daemon a test here starts is killed after it.
 __all__ = ["stop_daemons"]
@@ -71,3 +75,68 @@ def test_answered_requests_leave_no_index_connections(fake_home) -> None:
         daemon.call("status")
     # The long-lived threads' connections, and nothing per request.
     assert index_fds(daemon.proc.pid, index) <= held + 2
+
+
+# The daemon's Python heap (what its objects take, tracemalloc, after a
+# full collection), appended to a file on SIGUSR2.
+_HEAP_SEAM = """
+import gc, os, signal, threading, tracemalloc
+tracemalloc.start()
+def _heap(*_):
+    def write():
+        gc.collect()
+        with open(os.environ["HEAP_REPORT"], "a") as f:
+            f.write(f"{tracemalloc.get_traced_memory()[0]}\\n")
+    threading.Thread(target=write).start()
+signal.signal(signal.SIGUSR2, _heap)
+"""
+SESSIONS = 500
+# A dict, a listing entry or an object kept per session costs some 300
+# bytes or more; per-session state belongs in the index, on disk. What the
+# heap holds besides moves by some 50 KB (psutil's table of the machine's
+# processes, which come and go).
+PER_SESSION = 200
+
+
+def _make_sessions(fake_home, start: int, count: int) -> None:
+    gemini, zero = gemini_root(fake_home.home), zero_root(fake_home.data)
+    for n in range(start, start + count):
+        if n % 5 == 0:
+            make_gemini_session(gemini, str(uuid.uuid4()), project=f"p{n % 7}", days=40)
+        elif n % 5 == 1:
+            make_zero_session(zero, str(uuid.uuid4()), days=40)
+        else:
+            make_session(fake_home, cwd=f"/home/user/p{n % 13}", full=False)
+
+
+def _heap_after_answers(daemon: Daemon, report: Path, sessions: int) -> int:
+    daemon.call("scan", timeout=120)
+    assert daemon.status()["sessions"] == sessions, "SETUP INVALID: not every session indexed"
+    assert len(daemon.call("ls", timeout=120)) == sessions
+    daemon.call("du", {"by": "workspace"}, timeout=120)
+    daemon.call("prune", {"dry_run": True, "older_than": "30d"}, timeout=120)
+    written = len(report.read_text().splitlines()) if report.exists() else 0
+    os.kill(daemon.proc.pid, signal.SIGUSR2)
+    wait_until(
+        lambda: report.exists() and len(report.read_text().splitlines()) > written,
+        "the heap report",
+        30,
+        setup=False,
+    )
+    return int(report.read_text().splitlines()[-1])
+
+
+def test_python_heap_holds_no_per_session_state(fake_home) -> None:
+    """What the daemon's objects take after a scan, an ls, a du and a
+    prune's plan does not grow with the sessions indexed: with twice the
+    sessions, the same heap within PER_SESSION bytes a session."""
+    report = fake_home.root / "heap.txt"
+    _make_sessions(fake_home, 0, SESSIONS)
+    daemon = start_daemon(fake_home, seams=_HEAP_SEAM, extra={"HEAP_REPORT": str(report)})
+    _heap_after_answers(daemon, report, SESSIONS)  # every cache and code path warmed once
+    at_n = _heap_after_answers(daemon, report, SESSIONS)
+    _make_sessions(fake_home, SESSIONS, SESSIONS)
+    at_2n = _heap_after_answers(daemon, report, 2 * SESSIONS)
+    grew = at_2n - at_n
+    print(f"heap {at_n} -> {at_2n}: {grew} bytes for {SESSIONS} sessions")
+    assert grew < SESSIONS * PER_SESSION, f"the heap grew {grew} bytes for {SESSIONS} sessions"

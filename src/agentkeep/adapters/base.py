@@ -180,6 +180,13 @@ class Adapter(ABC):
         changed files) belong to."""
         return {sid for path in paths if (sid := self.session_for_path(path))}
 
+    def forget(self) -> None:
+        """Drop whatever the adapter keeps from one call to the next (its
+        listings): the daemon calls it once a scan, prune or listing is
+        done, so that nothing of each session stays in its memory; the next
+        call lists again from the disk. Most keep nothing."""
+        return None
+
     def databases(self) -> list[Path]:
         """The agent's SQLite databases whose rows may name sessions: after a
         removal every table of them is looked at again for the id."""

@@ -108,6 +108,11 @@ class ClaudeAdapter(Adapter):
         super().__init__(env)
         self._listings = Listings()
 
+    def forget(self) -> None:
+        # A prune that runs meanwhile goes on with a fresh one: a listing
+        # is only ever a shortcut to what the disk says.
+        self._listings = Listings()
+
     # -- where ----------------------------------------------------------
     @cached_property
     def _paths(self) -> Paths:
