@@ -220,6 +220,13 @@ def proc_status(pid: int) -> dict[str, float]:
     return found
 
 
+def reset_peak(pid: int) -> None:
+    """Start VmHWM again from the current RSS (Linux: clear_refs 5), so that
+    the next proc_status() peak is that of what ran since."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a live process has used (its threads included)."""
     with open(f"/proc/{pid}/stat") as f:
