@@ -88,6 +88,13 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "agentkeep.client",
             "agentkeep.core",
+            "agentkeep.core.context",
+            "agentkeep.core.indexing",
+            "agentkeep.core.pruning",
+            "agentkeep.core.reclaim",
+            "agentkeep.core.sessions",
+            "agentkeep.core.status",
+            "agentkeep.core.trashcan",
             "agentkeep.preview",
             "agentkeep.render",
             "agentkeep.view",

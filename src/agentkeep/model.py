@@ -105,6 +105,9 @@ class Session:
     bytes: int = 0
     # Things that name the session but are not the prune's to remove.
     residual: list[str] = field(default_factory=list)
+    # Why it is unsafe as the index recorded it (a session read back from the
+    # index, whose artifacts are not all at hand).
+    recorded_unsafe: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -117,6 +120,8 @@ class Session:
     @property
     def unsafe(self) -> str | None:
         """Why the session must be kept `unsafe`, or None."""
+        if self.recorded_unsafe:
+            return self.recorded_unsafe
         for artifact in self.artifacts:
             if artifact.primary and artifact.linked:
                 return f"{artifact.path} lies behind a link or on an unsafe root"

@@ -50,6 +50,20 @@ def ancestors(session_id: str, parent_of: Callable[[str], str | None]) -> Iterat
         current = parent_of(current)
 
 
+def descendants(session_id: str, children_of: Callable[[str], Iterable[str]]) -> list[str]:
+    """Every descendant of a session, each after its parent (a purge's
+    --cascade); survives cycles."""
+    out: list[str] = []
+    stack, seen = [session_id], {session_id}
+    while stack:
+        for child in children_of(stack.pop()):
+            if child not in seen:
+                seen.add(child)
+                out.append(child)
+                stack.append(child)
+    return out
+
+
 def known_activity(s: Session, restored: float | None) -> float | None:
     """The newest time of the session that could be read (ordering and age
     only; an unreadable time keeps it, see static_reason)."""
