@@ -108,10 +108,11 @@ class Session:
     # Why it is unsafe as the index recorded it (a session read back from the
     # index, whose artifacts are not all at hand).
     recorded_unsafe: str | None = None
+    # (agent, id), made once: the plan looks a session up by it many times.
+    key: tuple[str, str] = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.agent, self.id)
+    def __post_init__(self) -> None:
+        self.key = (self.agent, self.id)
 
     @property
     def primary(self) -> list[Artifact]:

@@ -103,13 +103,15 @@ class Watch:
             self._procs = self._procs.refreshed()
         return self._procs
 
-    def lease(self, s: Session) -> str | None:
-        held = next(self.held_leases(s), None)
+    def lease(self, s: Session, ours: bool = True) -> str | None:
+        held = next(self.held_leases(s, ours), None)
         return None if held is None else f"lease {held}"
 
-    def held_leases(self, s: Session) -> Iterator[Path]:
-        """The held leases of `s`: agentkeep's own, then the agent's lock files."""
-        paths = [leases.lease_path(self.state_dir, s.agent, s.id)]
+    def held_leases(self, s: Session, ours: bool = True) -> Iterator[Path]:
+        """The held leases of `s`: agentkeep's own, then the agent's lock
+        files. `ours` False: its lease file is known not to exist (nothing to
+        probe)."""
+        paths = [leases.lease_path(self.state_dir, s.agent, s.id)] if ours else []
         paths += self.adapters[s.agent].lock_files(s)
         return (path for path in paths if leases.is_held(path))
 
@@ -174,14 +176,15 @@ def survey(watch: Watch, index: Index, ids: Mapping[str, Sequence[str]]) -> Obse
     holding: dict[tuple[str, str], Sequence[Holder]] = {}
     leased: dict[tuple[str, str], str] = {}
     for agent, agent_ids in ids.items():
-        found = _leased(watch.state_dir, agent, agent_ids)
-        found |= {i for a, i in watch.pins if a == agent} | {i for a, i in arts if a == agent}
+        leased_ids = _leased(watch.state_dir, agent, agent_ids)
+        found = leased_ids | {i for a, i in watch.pins if a == agent}
+        found |= {i for a, i in arts if a == agent}
         suspects = _suspects(watch.adapters.get(agent), procs, agent, agent_ids, found)
         for r in index.sessions_of(agent, suspects) if suspects else ():
             s = indexed(r, arts.get((agent, r.id), []))
             if held_by := watch.adapters[agent].holders(s, procs):
                 holding[s.key] = held_by  # live either way: its leases need no probe
-            elif lease := watch.lease(s):
+            elif lease := watch.lease(s, ours=s.id in leased_ids):
                 leased[s.key] = lease
     return Observed(holding, leased, frozenset(watch.pins))
 
