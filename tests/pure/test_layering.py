@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 # Lowest first. A module may import its own layer and any below it.
 LAYERS: list[tuple[str, set[str]]] = [
