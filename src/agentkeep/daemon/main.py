@@ -46,6 +46,7 @@ from agentkeep.daemon.server import (
     Stream,
 )
 from agentkeep.daemon.watch import Watcher
+from agentkeep.errors import Failure
 from agentkeep.jsontext import JSONText
 from agentkeep.model import rfc3339
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
@@ -385,7 +386,7 @@ class Daemon:
         with self._working():
             try:
                 report = core.prune(self.ctx, scheduled=True)
-            except core.Failure as exc:
+            except Failure as exc:
                 log.error("scheduled prune refused", error=exc.message)
                 report = None
             except Exception:
@@ -496,7 +497,7 @@ class Daemon:
                     sent_later = True
                     return JSONText(_Then(answer.parts(), partial(_answered, self.ctx, method)))
                 return answer
-            except core.Failure as exc:
+            except Failure as exc:
                 data: dict[str, object] | None = (
                     {"report": exc.report} if exc.report is not None else None
                 )

@@ -1,0 +1,158 @@
+"""Sessions as the index holds them, with their state: `ls`, `show`, `pin`.
+
+A state comes from prune.evidence, the one rule of use the prune's plan
+also reads: `ls` surveys only the sessions something names, `show` looks at
+its session fully (every holder, every held lease)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from agentkeep.core.context import Context, parse_age
+from agentkeep.core.indexing import refresh
+from agentkeep.errors import NotFound
+from agentkeep.index import IDLE_TAIL, IndexedSession, written_as_python
+from agentkeep.jsontext import JSONText, folded_item
+from agentkeep.model import Session, State, rfc3339
+from agentkeep.prune import evidence
+from agentkeep.statefiles import Pins
+
+Key = tuple[str, str]
+
+
+def session_json(s: IndexedSession, state: State) -> dict[str, Any]:
+    return {
+        "agent": s.agent,
+        "id": s.id,
+        "workspace": s.workspace,
+        "parent": s.parent,
+        "last_activity": rfc3339(s.last_activity),
+        "bytes": s.bytes,
+        "artifacts": s.artifacts,
+        "state": state.value,
+    }
+
+
+def states(ctx: Context, ids: dict[str, list[str]]) -> dict[Key, State]:
+    """The state of each of the sessions in `ids` (by agent) that is not idle."""
+    if not ids:
+        return {}
+    seen = evidence.survey(ctx.watch(), ctx.index, ids)
+    keys = set(seen.holding) | set(seen.leased)
+    if seen.pins:
+        listed = {agent: set(agent_ids) for agent, agent_ids in ids.items()}
+        keys |= {(a, sid) for a, sid in seen.pins if sid in listed.get(a, ())}
+    out = {key: evidence.state(seen, Session(*key)) for key in keys}
+    return {key: state for key, state in out.items() if state is not State.IDLE}
+
+
+def ls_text(ctx: Context, agent: str | None = None, idle_over: str | None = None) -> JSONText:
+    """`ls` as the CLI prints it, folded (jsontext): SQLite writes each
+    session's object, and only the few that are not idle are looked at. The
+    text is read from the index as it is sent, a batch at a time, within
+    one read of the index begun here (the states and the texts agree)."""
+    if agent is not None:
+        ctx.adapter(agent)
+    cutoff = None
+    if idle_over is not None:
+        cutoff = time.time() - parse_age(idle_over, "--idle-over")
+    ctx.index.begin_reading()
+    try:
+        found = states(ctx, ctx.index.listing_ids(agent, cutoff))
+    except BaseException:
+        ctx.index.end_reading()
+        raise
+    return JSONText(_ls_parts(ctx, ctx.index.listing_rows(agent, cutoff), found))
+
+
+# Sessions read from the index, and sent, at a time.
+_LS_BATCH = 1000
+
+
+def _ls_parts(
+    ctx: Context, rows: Iterator[tuple[str, str, str]], found: dict[Key, State]
+) -> Iterator[str]:
+    """folded_list() of the rows' texts with their states, a batch at a
+    time; ends the read ls_text() began."""
+    cut = len(IDLE_TAIL)
+    try:
+        opening = "[\t"
+        while batch := list(itertools.islice(rows, _LS_BATCH)):
+            odd = [(a, sid) for a, sid, text in batch if not written_as_python(text)]
+            mine = _written_here(ctx, odd, found) if odd else {}
+            parts = []
+            for a, sid, text in batch:
+                state = found.get((a, sid))
+                if (a, sid) in mine:
+                    parts.append(mine[(a, sid)])
+                elif state is None:
+                    parts.append(text)
+                else:
+                    parts.append(f'{text[:-cut]}"state": "{state.value}"\t  }}')
+            yield opening + ",\t".join(parts)
+            opening = ",\t"
+        yield "[]" if opening == "[\t" else "\t]"
+    finally:
+        ctx.index.end_reading()
+
+
+def _written_here(ctx: Context, keys: list[Key], found: dict[Key, State]) -> dict[Key, str]:
+    """The folded objects of the sessions SQLite cannot write as Python's
+    json does (index.written_as_python)."""
+    by_agent: dict[str, list[str]] = {}
+    for agent, sid in keys:
+        by_agent.setdefault(agent, []).append(sid)
+    out = {}
+    for agent, agent_ids in by_agent.items():
+        for r in ctx.index.sessions_of(agent, agent_ids):
+            key = (r.agent, r.id)
+            out[key] = folded_item(session_json(r, found.get(key, State.IDLE)))
+    return out
+
+
+def find(ctx: Context, agent: str, raw_id: str) -> IndexedSession:
+    """The indexed session a person named; listed again when the index does
+    not have it yet (it may be behind the disk)."""
+    sid = ctx.session_id(agent, raw_id)
+    found = ctx.index.get(agent, sid)
+    if found is None:
+        refresh(ctx, agent, sid)
+        found = ctx.index.get(agent, sid)
+    if found is None:
+        raise NotFound(f"no such session: {agent} {sid}")
+    return found
+
+
+def show(ctx: Context, agent: str, id: str) -> dict[str, Any]:
+    found = find(ctx, agent, id)
+    watch = ctx.watch()
+    session = evidence.indexed(found, ctx.index.artifacts(agent, found.id))
+    holders = watch.holders(session)
+    doc = session_json(found, evidence.state(watch.evidence(), session))
+    doc["artifacts"] = [
+        {"path": a.path, "kind": a.kind, "bytes": a.bytes}
+        | (
+            {"linked": True, "note": "behind a link or on an unsafe root: never removed"}
+            if a.linked
+            else {}
+        )
+        for a in session.artifacts
+    ]
+    doc["holders"] = [
+        {"pid": h.pid, "kind": h.kind.value} | ({"detail": h.detail} if h.detail else {})
+        for h in holders
+    ]
+    doc["children"] = ctx.index.children(agent, found.id)
+    doc["unsafe"] = found.unsafe
+    doc["pinned"] = session.key in watch.pins
+    return doc
+
+
+def pin(ctx: Context, agent: str, id: str, pinned: bool = True) -> dict[str, Any]:
+    found = find(ctx, agent, id)
+    ctx.pins()  # a damaged file is reported, never overwritten
+    Pins(ctx.state_dir).set(agent, found.id, pinned)
+    return {"agent": agent, "id": found.id, "pinned": pinned}
