@@ -261,6 +261,7 @@ class Daemon:
         except Exception:
             log.exception("start-up reconcile failed; the periodic one will retry")
         _close_thread_index(self.ctx)
+        _give_back(self.ctx)
         with self._lifecycle:
             if self._stopping:
                 return  # told to stop while indexing: never start serving
