@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from agentkeep import __version__, completion
+from agentkeep import VERSION_LINE, __version__, completion
 from agentkeep.errors import Failure
 from agentkeep.paths import Env
 from agentkeep.runner import (
@@ -178,7 +178,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="agentkeep")
+@click.version_option(__version__, prog_name="agentkeep", message=VERSION_LINE)
 def main() -> None:
     """Keep coding agents' sessions, prune what has been idle past your retention."""
     # A file name that is not UTF-8 reaches text output as lone surrogates:
