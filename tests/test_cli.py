@@ -601,3 +601,17 @@ def test_a_completion_asking_with_version_is_answered_by_click(fake_home: FakeHo
     assert "_agentkeep_completion()" in proc.stdout
     assert "version" not in proc.stdout
     assert "click" in names
+
+
+@pytest.mark.parametrize(
+    "args", [("scan", "--json"), ("ls", "--json"), ("ls",), ("status", "--json")]
+)
+def test_in_process_commands_import_nothing_of_the_daemon(
+    fake_home: FakeHome, args: tuple[str, ...]
+) -> None:
+    make_session(fake_home, age_days=40)
+
+    names, _ = started(fake_home, *args, codes=(1,) if args[0] == "status" else (0,))
+
+    assert "agentkeep.core" in names, "SETUP INVALID: not answered in-process"
+    assert not loaded(names, *UNUSED)
