@@ -615,3 +615,18 @@ def test_in_process_commands_import_nothing_of_the_daemon(
 
     assert "agentkeep.core" in names, "SETUP INVALID: not answered in-process"
     assert not loaded(names, *UNUSED)
+
+
+@pytest.mark.parametrize("args", [("scan", "--json"), ("ls", "--json"), ("status", "--json")])
+def test_commands_the_daemon_answers_import_neither_core_nor_asyncio(
+    fake_home: FakeHome, args: tuple[str, ...]
+) -> None:
+    make_session(fake_home, age_days=40)
+    daemon = start_daemon(fake_home)
+
+    names, _ = started(fake_home, *args)
+
+    assert daemon.call("status")["sessions"] == 1
+    assert "agentkeep.client" in names, "SETUP INVALID: the daemon was not asked"
+    assert not names & HEAVY
+    assert not loaded(names, *UNUSED)
