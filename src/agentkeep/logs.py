@@ -50,6 +50,10 @@ class _Deferred(types.ModuleType):
     uses the real module, which nothing loads before it is used."""
 
     def __getattr__(self, attr: str) -> object:
+        # Used while still standing in (during the import it was made for):
+        # step aside first, or the import would find this stand-in again.
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
         return getattr(importlib.import_module(self.__name__), attr)
 
 
