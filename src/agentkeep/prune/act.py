@@ -8,8 +8,9 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -36,6 +37,9 @@ log = structlog.get_logger("agentkeep.prune")
 # it between the plan and the act.
 _after_lease: Callable[[str, str], None] | None = None
 _after_plan: Callable[[], None] | None = None
+# Timing hook, None in production: given the seconds of each phase of a run
+# (and "seconds", the whole run) at its end; the bench reads them.
+_on_phases: Callable[[dict[str, float]], None] | None = None
 
 # Sessions checked under their leases and journaled together (one durable
 # write per batch, see journal); each holds its leases until it is removed.
@@ -61,6 +65,23 @@ class _Held:
         paths = [a.path for a in s.artifacts]
         cutoff = None if opts.purge is not None else opts.cutoffs[s.agent]
         return JournalEntry(s.agent, s.id, time.time(), paths, opts.trash_for > 0, cutoff)
+
+
+@dataclass
+class _Clock:
+    """Seconds one run spends in each of its phases, logged once at its end
+    (the bench reads them to show where a prune's time goes)."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            spent = time.perf_counter() - started
+            self.seconds[name] = self.seconds.get(name, 0.0) + spent
 
 
 def _release(locks: list[leases.Lease]) -> None:
@@ -153,6 +174,7 @@ class Pruner:
         self.journal = Journal(state_dir)
         self.restored = trash.restored_at(state_dir)
         self.watch = Watch(adapters, state_dir, self.pins)
+        self.clock = _Clock()
 
     # -- the run ----------------------------------------------------------
     def run(self, opts: PruneOptions) -> PruneReport:
@@ -165,7 +187,10 @@ class Pruner:
             dry_run=opts.dry_run,
             trash_until=opts.now + opts.trash_for if opts.trash_for > 0 else None,
         )
-        views = self._list_all(opts)
+        self.clock = _Clock()
+        started = time.perf_counter()
+        with self.clock.phase("listing"):
+            views = self._list_all(opts)
         if opts.scheduled:
             # A paused run changes nothing at all: not even the trash, the
             # last place a session can be had back from.
@@ -173,16 +198,23 @@ class Pruner:
             if report.paused:
                 return report
         if not opts.dry_run:
-            if finish_journal(self, views, report, opts.trash_for):
-                views = self._list_all(opts)
-            trash.expire(self.state_dir, now=time.time())
-        plan = self._plan(views, opts)
+            with self.clock.phase("recovery"):
+                if finish_journal(self, views, report, opts.trash_for):
+                    views = self._list_all(opts)
+                trash.expire(self.state_dir, now=time.time())
+        with self.clock.phase("plan"):
+            plan = self._plan(views, opts)
         report.kept.extend(plan.kept)
         if _after_plan is not None:
             _after_plan()
         self._act(list(plan.candidates), views, opts, report)
         if not opts.dry_run:
-            self._look_again(report)
+            with self.clock.phase("look_again"):
+                self._look_again(report)
+        phases = {"seconds": time.perf_counter() - started, **self.clock.seconds}
+        log.debug("prune phases", **{k: round(v, 4) for k, v in phases.items()})
+        if _on_phases is not None:
+            _on_phases(phases)
         return report
 
     def _look_again(self, report: PruneReport) -> None:
@@ -266,7 +298,7 @@ class Pruner:
                 or _parent_of_any(s, batch, views[s.agent])
                 or self._capped(opts, report, len(batch))
             ):
-                self._remove_batch(self._check(batch, act), act)
+                self._remove_batch(self._checked(batch, act), act)
                 batch = []
             if STOP.is_set():
                 act.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
@@ -274,15 +306,17 @@ class Pruner:
             if self._capped(opts, report):
                 act.stay(Kept(s.agent, s.id, Reason.CAPPED, "over max_removals"))
                 continue
-            held = self._take(s, opts.dry_run)
+            with self.clock.phase("lease"):
+                held = self._take(s, opts.dry_run)
             if isinstance(held, _Held):
                 batch.append(held)
             else:
                 act.stay(held)
         if batch:
-            self._remove_batch(self._check(batch, act), act)
+            self._remove_batch(self._checked(batch, act), act)
         if report.removed and not opts.dry_run:
-            self._index_write(lambda i: i.delete((r.agent, r.id) for r in report.removed))
+            with self.clock.phase("index"):
+                self._index_write(lambda i: i.delete((r.agent, r.id) for r in report.removed))
 
     @staticmethod
     def _capped(opts: PruneOptions, report: PruneReport, pending: int = 0) -> bool:
@@ -320,6 +354,10 @@ class Pruner:
         finally:
             if not taken:
                 _release(locks)
+
+    def _checked(self, batch: list[_Held], act: _Act) -> list[_Held]:
+        with self.clock.phase("recheck"):
+            return self._check(batch, act)
 
     def _check(self, batch: list[_Held], act: _Act) -> list[_Held]:
         """Invariant 4: with every lease of the batch held, list its sessions
@@ -373,7 +411,8 @@ class Pruner:
             written = None
             if not act.opts.dry_run:
                 try:
-                    written = self.journal.begin_batch([r.entry(act.opts) for r in batch])
+                    with self.clock.phase("journal"):
+                        written = self.journal.begin_batch([r.entry(act.opts) for r in batch])
                 except OSError as exc:
                     why = f"cannot write the journal {self.journal.dir}: {exc.strerror or exc}"
                     log.error("journal write failed; this batch removes nothing", error=why)
@@ -387,7 +426,8 @@ class Pruner:
                 if n and STOP.is_set():
                     act.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
                     continue
-                outcome = self._remove(self.adapters[s.agent], s, act.views[s.agent], act.opts)
+                with self.clock.phase("removal"):
+                    outcome = self._remove(self.adapters[s.agent], s, act.views[s.agent], act.opts)
                 if isinstance(outcome, Removed) and r.own is not None and not act.opts.dry_run:
                     r.own.discard()  # the session is gone: its lease file too
                 _release(r.locks)
@@ -397,7 +437,8 @@ class Pruner:
                     act.fail(outcome, s)
                     unfinished.append(r)
             if written is not None:
-                self._end_batch(written, unfinished, act.opts)
+                with self.clock.phase("journal"):
+                    self._end_batch(written, unfinished, act.opts)
         finally:
             for r in batch:
                 _release(r.locks)
