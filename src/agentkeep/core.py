@@ -735,7 +735,10 @@ def _run_locked(
         raise Failure(1, f"cannot take the prune lock: {exc}; nothing was removed") from None
     try:
         try:
-            report = _pruner(ctx).run(opts)
+            # A prune lists every session as a scan does, and holds them:
+            # the cycle collector would walk them at every removal.
+            with _collector_paused():
+                report = _pruner(ctx).run(opts)
         except PruneRefused as exc:
             raise Failure(exc.exit_code, str(exc), INVALID_PARAMS) from None
         except trash.TrashError as exc:

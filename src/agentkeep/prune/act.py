@@ -22,13 +22,14 @@ from agentkeep.index import Index
 from agentkeep.journal import Journal, JournalEntry
 from agentkeep.model import Reason, Session, rfc3339
 from agentkeep.progress import Tally, estimate
-from agentkeep.prune.evidence import Watch
+from agentkeep.prune.evidence import Evidence, Watch
 from agentkeep.prune.pause import pause_for
 from agentkeep.prune.plan import PrunePlan, ancestors, check_floor, decide, static_reason
 from agentkeep.prune.recovery import finish_journal
 from agentkeep.prune.report import Failed, Kept, PruneOptions, PruneReport, Removed
 from agentkeep.prune.view import DiskView
 from agentkeep.removal import SessionRemoval
+from agentkeep.rmtree import Parents
 
 log = structlog.get_logger("agentkeep.prune")
 
@@ -374,9 +375,12 @@ class Pruner:
             view = act.views[agent]
             # A fork made after the plan shows as a child from here on.
             view.refresh()
+            # Read after every lease of the batch was taken: a process
+            # started since the plan shows.
+            evidence = self.watch.evidence(fresh=True)
             for held in items:
                 session = fresh[held.session.id]
-                reason = None if session is None else self._recheck(session, view, act)
+                reason = None if session is None else self._recheck(session, view, act, evidence)
                 if session is None or reason is not None:
                     _release(held.locks)  # gone already, or it stays
                     if reason is not None:
@@ -386,12 +390,11 @@ class Pruner:
                 ready.add(id(held))
         return [held for held in batch if id(held) in ready]
 
-    def _recheck(self, s: Session, view: DiskView, act: _Act) -> Kept | None:
+    def _recheck(self, s: Session, view: DiskView, act: _Act, evidence: Evidence) -> Kept | None:
         opts = act.opts
         activity = self.activity(s)
         if opts.purge is None and activity is not None and activity >= opts.cutoffs[s.agent]:
             return Kept(s.agent, s.id, Reason.UPDATED, f"written at {rfc3339(activity)}")
-        evidence = self.watch.evidence(fresh=True)
         purge = opts.purge is not None
         static = static_reason(s, evidence, activity, purge=purge, under_lease=True)
         if static is not None:
@@ -407,6 +410,7 @@ class Pruner:
         names every removal that failed half way until a run finishes it."""
         if not batch:
             return
+        parents = Parents()
         try:
             written = None
             if not act.opts.dry_run:
@@ -427,7 +431,7 @@ class Pruner:
                     act.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
                     continue
                 with self.clock.phase("removal"):
-                    outcome = self._remove(self.adapters[s.agent], s, act.views[s.agent], act.opts)
+                    outcome = self._remove(s, act.views[s.agent], act.opts, parents)
                 if isinstance(outcome, Removed) and r.own is not None and not act.opts.dry_run:
                     r.own.discard()  # the session is gone: its lease file too
                 _release(r.locks)
@@ -440,6 +444,7 @@ class Pruner:
                 with self.clock.phase("journal"):
                     self._end_batch(written, unfinished, act.opts)
         finally:
+            parents.close()
             for r in batch:
                 _release(r.locks)
 
@@ -455,14 +460,16 @@ class Pruner:
             log.error("journal not narrowed", path=str(written), error=str(exc))
 
     def _remove(
-        self, adapter: Adapter, s: Session, view: DiskView, opts: PruneOptions
+        self, s: Session, view: DiskView, opts: PruneOptions, parents: Parents
     ) -> Removed | Failed:
         try:
-            removal = self.removal(s, dry_run=opts.dry_run, trash_for=opts.trash_for, now=opts.now)
+            removal = self.removal(
+                s, dry_run=opts.dry_run, trash_for=opts.trash_for, now=opts.now, parents=parents
+            )
         except (trash.TrashError, OSError) as exc:
             return Failed(s.agent, s.id, f"cannot open its trash entry: {exc}")
         try:
-            adapter.remove(s, removal)
+            self.adapters[s.agent].remove(s, removal)
         except (RemovalError, OSError) as exc:
             log.error("removal failed", agent=s.agent, id=s.id, error=str(exc))
             return Failed(s.agent, s.id, f"{type(exc).__name__}: {exc}")
@@ -487,7 +494,15 @@ class Pruner:
             removal.trash.entry.bytes if removal.trash is not None else 0,
         )
 
-    def removal(self, s: Session, *, dry_run: bool, trash_for: float, now: float) -> SessionRemoval:
+    def removal(
+        self,
+        s: Session,
+        *,
+        dry_run: bool,
+        trash_for: float,
+        now: float,
+        parents: Parents | None = None,
+    ) -> SessionRemoval:
         writer = None
         if trash_for > 0 and not dry_run:
             writer = trash.open_entry(
@@ -500,7 +515,7 @@ class Pruner:
                 last_activity=self.activity(s),
             )
         return SessionRemoval(
-            s.agent, s.id, dry_run=dry_run, trash=writer, same_fs_as=self.state_dir
+            s.agent, s.id, dry_run=dry_run, trash=writer, same_fs_as=self.state_dir, parents=parents
         )
 
     @staticmethod
