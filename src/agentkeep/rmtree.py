@@ -266,8 +266,10 @@ class Parents:
     holds, so a parent moved or swapped since is opened afresh (and checked
     link-free and on its root's mount again, by open_parent)."""
 
-    # Open descriptors held at most (one each).
-    MAX = 128
+    # Cursors kept at most (a descriptor each), the least recently used
+    # closed first: with a batch's leases, well inside the descriptors the
+    # daemon keeps for itself (daemon.limits).
+    MAX = 32
 
     def __init__(self) -> None:
         self._open: dict[tuple[str, tuple[str, ...]], Parent] = {}
@@ -284,7 +286,8 @@ class Parents:
         parent = open_parent(root, parts, residual)
         if parent is not None:
             if len(self._open) >= self.MAX:
-                self.close()
+                oldest = next(iter(self._open))
+                self._open.pop(oldest).cursor.close()
             self._open[key] = parent
         return parent
 
