@@ -295,7 +295,10 @@ def prune_phases(s: Settings, n: int, r: m.Run) -> None:
         return
     for key, name in PRUNE_PHASES.items():
         if key in phases:
-            s.add(Figure(n, f"prune phase: {name}", phases[key], "s", r.seconds, "prune wall"))
+            cpu = phases.get(f"cpu:{key}")
+            note = "" if cpu is None else f"CPU {cpu:.2f} s"
+            wall = phases[key]
+            s.add(Figure(n, f"prune phase: {name}", wall, "s", r.seconds, "prune wall", note=note))
     rest = r.seconds - phases["seconds"]
     name = "prune phase: start-up and the report's output"
     s.add(Figure(n, name, rest, "s", r.seconds, "prune wall"))
