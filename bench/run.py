@@ -89,7 +89,8 @@ class Settings:
         )
         ratio = f", {fig.ratio:.2f}x)" if fig.ratio is not None else (")" if base else "")
         value = _fmt(fig.value, fig.unit)
-        print(f"  [{fig.size}] {fig.name}: {value}{base}{ratio} {fig.target} {mark}", flush=True)
+        name = f"{fig.name} [{fig.note}]" if fig.note else fig.name
+        print(f"  [{fig.size}] {name}: {value}{base}{ratio} {fig.target} {mark}", flush=True)
         return fig
 
     def problem(self, text: str) -> None:
