@@ -4,7 +4,7 @@
     .venv/bin/python bench/profile.py prune 1000   # Claude only, all idle
     .venv/bin/python bench/profile.py cold 2000    # daemon start-up reconcile, empty index
     .venv/bin/python bench/profile.py warm 10000   # the same on an up-to-date index
-    .venv/bin/python bench/profile.py ls 10000     # core.ls over the whole index
+    .venv/bin/python bench/profile.py ls 10000     # core.ls_text over the whole index
 
 Prints wall time, then the top functions by own time and by cumulative time
 (file:line), for the lead to compare before and after a fix. The child runs
@@ -34,7 +34,7 @@ SNIPPETS = {
     "prune": _CTX + "core.prune(ctx, older_than='30d')\n",
     "cold": _CTX + "core.reconcile(ctx)\n",
     "warm": _CTX + "core.reconcile(ctx)\n",
-    "ls": _CTX + "core.ls(ctx)\n",
+    "ls": _CTX + "core.ls_text(ctx)\n",
 }
 SETUP = {"warm": "scan", "ls": "scan"}
 

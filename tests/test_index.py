@@ -19,6 +19,7 @@ from agentkeep import adapters, core
 from agentkeep.adapters import base
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.adapters.zero import ZeroAdapter
+from agentkeep.core import indexing
 from agentkeep.index import IDLE_TAIL, Index, IndexedSession, written_as_python
 from agentkeep.jsontext import folded_item
 from agentkeep.model import Artifact, Session, State, rfc3339
@@ -423,7 +424,7 @@ def test_reconcile_relists_in_batches_and_agrees_with_a_scan(
     ]
     ctx = context()
     core.scan(ctx)
-    monkeypatch.setattr(core, "RELIST_BATCH", 2)
+    monkeypatch.setattr(indexing, "RELIST_BATCH", 2)
     monkeypatch.setattr(base, "LOOKUPS_ALONE", 2)
     passes: list[int] = []
     load_many = ClaudeAdapter.load_many

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,8 @@ from agentkeep.jsontext import unfolded
 from agentkeep.model import State
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
+from agentkeep.prune import evidence
+from agentkeep.prune.evidence import Watch
 from agentkeep.statefiles import Pins
 from build_agents import make_store_session, make_zero_session, zero_root
 from build_claude import make_session, write_registry
@@ -52,34 +55,31 @@ def slow_ls(
     """`ls` as it was: every session's holders looked at, one by one."""
     rows = ctx.index.sessions(agent)
     if idle_over is not None:
-        cutoff = core.time.time() - core._parse_age(idle_over, "--idle-over")
+        cutoff = time.time() - core.parse_age(idle_over, "--idle-over")
         rows = [r for r in rows if r.last_activity is not None and r.last_activity < cutoff]
-    ev = core._evidence(ctx)
     return [
         core.session_json(r, state)
-        for r, state in zip(rows, slow_states(ctx, ev, rows), strict=True)
+        for r, state in zip(rows, slow_states(ctx.watch(), ctx, rows), strict=True)
     ]
 
 
-def slow_states(ctx: core.Context, ev: core.Evidence, rows: list[Any]) -> list[State]:
-    arts = core._evidence_artifacts(ctx)
+def slow_states(watch: Watch, ctx: core.Context, rows: list[Any]) -> list[State]:
+    """Each session's state as `show` decides it: the whole rule, asked of
+    each session with every one of its artifacts."""
+    arts = ctx.index.all_artifacts()
     return [
-        core._state(
-            core._holders(ctx, core._as_session(ctx, r, arts.get((r.agent, r.id), [])), ev),
-            (r.agent, r.id) in ev.pins,
-        )
+        evidence.state(watch.evidence(), evidence.indexed(r, arts.get((r.agent, r.id), [])))
         for r in rows
     ]
 
 
 def slow_reclaimable(ctx: core.Context, retention: float) -> set[tuple[str, str]]:
     """reclaimable() as it was: the holders of every old session looked at."""
-    cutoff = core.time.time() - retention
-    ev = core._evidence(ctx)
+    cutoff = time.time() - retention
     rows = ctx.index.sessions()
     by_key = {(r.agent, r.id): r for r in rows}
     go = set()
-    for r, state in zip(rows, slow_states(ctx, ev, rows), strict=True):
+    for r, state in zip(rows, slow_states(ctx.watch(), ctx, rows), strict=True):
         old = r.last_activity is not None and r.last_activity < cutoff
         if old and not r.unsafe and state is State.IDLE:
             go.add((r.agent, r.id))
@@ -206,7 +206,7 @@ def test_ls_gives_what_looking_at_every_session_gives(home: Home) -> None:
 
 def test_reclaimable_gives_what_looking_at_every_session_gives(home: Home) -> None:
     retention = 30 * 86400.0
-    cutoff = core.time.time() - retention
+    cutoff = time.time() - retention
     slow = slow_reclaimable(home.ctx, retention)
     in_use = {k for k, state in home.expected.items() if state != "idle"}
     old = {
@@ -250,18 +250,21 @@ def test_a_process_holding_the_opencode_database_holds_every_opencode_session(
 
 
 def test_a_process_that_cannot_be_read_makes_every_session_live_in_both(home: Home) -> None:
-    ev = core._evidence(home.ctx)
-    ev.procs.unreadable.append(os.getpid())  # what the snapshot records for such a process
-    rows = home.ctx.index.sessions()
+    table = ProcessTable.snapshot()
+    table.unreadable.append(os.getpid())  # what the snapshot records for such a process
+    ctx = home.ctx
+    watch = Watch(ctx.adapters, ctx.state_dir, ctx.pins(), procs=table)
+    rows = ctx.index.sessions()
     ids: dict[str, list[str]] = {}
     for r in rows:
         ids.setdefault(r.agent, []).append(r.id)
 
-    slow = dict(zip([(r.agent, r.id) for r in rows], slow_states(home.ctx, ev, rows), strict=True))
+    slow = dict(zip([(r.agent, r.id) for r in rows], slow_states(watch, ctx, rows), strict=True))
     if set(slow.values()) != {State.LIVE}:
         pytest.fail(f"SETUP INVALID: the slow path says {slow}")
 
-    assert core._states(home.ctx, ev, ids) == slow
+    seen = evidence.survey(watch, ctx.index, ids)
+    assert {r.key: evidence.state(seen, r) for r in map(evidence.indexed, rows)} == slow
 
 
 @pytest.mark.parametrize(
@@ -280,11 +283,13 @@ def test_lease_files_are_found_by_name_as_encode_id_finds_them(
 ) -> None:
     ids = [sid, "other", sid + "x", "%2E" if sid == "." else "plain"]
     files = {f"{leases.encode_id(sid)}.lock", "unrelated.lock", "%41.lock", "notalock"}
-    ev = core.Evidence(ProcessTable(), set(), {"agent": files})
+    (fake_home.root / "leases" / "agent").mkdir(parents=True)
+    for name in files:
+        (fake_home.root / "leases" / "agent" / name).touch()
 
-    found = core._leased(ev, "agent", ids)
+    found = evidence._leased(fake_home.root, "agent", ids)
 
-    assert found == [i for i in ids if f"{leases.encode_id(i)}.lock" in files] == [sid]
+    assert found == {i for i in ids if f"{leases.encode_id(i)}.lock" in files} == {sid}
 
 
 def test_holding_open_finds_a_file_by_any_path_to_it(fake_home: FakeHome) -> None:

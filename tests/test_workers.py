@@ -26,7 +26,9 @@ from structlog.testing import capture_logs
 
 from agentkeep import core, logs, workers
 from agentkeep.adapters import claude
+from agentkeep.core import indexing
 from agentkeep.paths import Env
+from agentkeep.progress import Progress
 from build_agents import (
     gemini_root,
     grok_root,
@@ -99,7 +101,7 @@ def spread(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _spread_scan(
-    ctx: core.Context, monkeypatch: pytest.MonkeyPatch, progress: core.Progress | None = None
+    ctx: core.Context, monkeypatch: pytest.MonkeyPatch, progress: Progress | None = None
 ) -> tuple[dict[str, object], list[dict]]:
     """A scan that takes the worker path whatever the size: its result and its log events."""
     monkeypatch.setattr(workers, "PARALLEL_FROM", 0)
@@ -207,9 +209,9 @@ def test_one_agent_spreads_only_when_its_scan_splits(
     ctx = _context()
     monkeypatch.setattr(workers, "PARALLEL_FROM", 0)
     with capture_logs() as whole:
-        core._scan(ctx, ["codex"])
+        indexing._scan(ctx, ["codex"])
     with capture_logs() as parted:
-        core._scan(ctx, ["claude"])
+        indexing._scan(ctx, ["claude"])
     assert any(e["event"] == SPREAD for e in parted), "SETUP INVALID: Claude alone never spread"
     assert not any(e["event"] == SPREAD for e in whole), "one part went to a worker pool"
     assert ctx.index.count("codex") == 4 and ctx.index.count("claude") == 40
@@ -299,7 +301,7 @@ def test_the_cycle_collector_rests_during_a_scan_and_comes_back(
         core.scan(ctx, stop_half_way)
     assert gc.isenabled()
     # Another scan (a daemon thread) still running keeps it off.
-    with core._collector_paused():
+    with indexing._collector_paused():
         core.scan(ctx)
         assert not gc.isenabled()
     assert gc.isenabled()

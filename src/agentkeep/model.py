@@ -105,10 +105,14 @@ class Session:
     bytes: int = 0
     # Things that name the session but are not the prune's to remove.
     residual: list[str] = field(default_factory=list)
+    # Why it is unsafe as the index recorded it (a session read back from the
+    # index, whose artifacts are not all at hand).
+    recorded_unsafe: str | None = None
+    # (agent, id), made once: the plan looks a session up by it many times.
+    key: tuple[str, str] = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.agent, self.id)
+    def __post_init__(self) -> None:
+        self.key = (self.agent, self.id)
 
     @property
     def primary(self) -> list[Artifact]:
@@ -117,6 +121,8 @@ class Session:
     @property
     def unsafe(self) -> str | None:
         """Why the session must be kept `unsafe`, or None."""
+        if self.recorded_unsafe:
+            return self.recorded_unsafe
         for artifact in self.artifacts:
             if artifact.primary and artifact.linked:
                 return f"{artifact.path} lies behind a link or on an unsafe root"

@@ -29,6 +29,7 @@ from hardening_util import (
 )
 
 from agentkeep import core, journal
+from agentkeep.errors import Failure
 from agentkeep.paths import Env
 from build_claude import ClaudeSessionPaths, make_session
 from fakehome import FakeHome
@@ -207,7 +208,7 @@ def test_a_full_index_removes_nothing_half_and_recovers(fake_home: FakeHome) -> 
 
     try:
         core.prune(ctx)
-    except (sqlite3.Error, core.Failure):
+    except (sqlite3.Error, Failure):
         pass  # how it is reported is the next test's business
     assert all(whole(s) or gone(s) for s in old), "a session was left half removed"
     assert pending_journal(fake_home) == set()
@@ -228,7 +229,7 @@ def test_a_full_index_is_reported_as_a_full_disk(fake_home: FakeHome) -> None:
     try:
         doc = core.prune(ctx)
     except Exception as exc:
-        message = exc.message if isinstance(exc, core.Failure) else str(exc)
+        message = exc.message if isinstance(exc, Failure) else str(exc)
         assert "full" in message, f"{type(exc).__name__}: {message}"
     else:
         assert doc is not None

@@ -132,8 +132,8 @@ def full(state_dir, summary):
     raise OSError(errno.ENOSPC, f"cannot write {path}: {os.strerror(errno.ENOSPC)}", str(path))
 
 prune.record_last_prune = full
-import agentkeep.core as core
-core.record_last_prune = full
+import agentkeep.core.pruning as pruning
+pruning.record_last_prune = full
 from agentkeep.cli import main
 main()
 """

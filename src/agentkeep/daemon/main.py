@@ -46,6 +46,7 @@ from agentkeep.daemon.server import (
     Stream,
 )
 from agentkeep.daemon.watch import Watcher
+from agentkeep.errors import Failure
 from agentkeep.model import rfc3339
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
 from agentkeep.protocol import ENV_MISMATCH, INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_ERROR
@@ -358,7 +359,7 @@ class Daemon:
         with self._working():
             try:
                 report = core.prune(self.ctx, scheduled=True)
-            except core.Failure as exc:
+            except Failure as exc:
                 log.error("scheduled prune refused", error=exc.message)
                 report = None
             except Exception:
@@ -459,7 +460,7 @@ class Daemon:
         with self._working(), processes.asked_by(conn.pid):
             try:
                 return self._call(conn, method, params)
-            except core.Failure as exc:
+            except Failure as exc:
                 data: dict[str, object] | None = (
                     {"report": exc.report} if exc.report is not None else None
                 )

@@ -17,7 +17,7 @@ from agentkeep.prune.pause import (
     record_last_prune,
     state_disk_full,
 )
-from agentkeep.prune.plan import PrunePlan, ancestors, check_floor, decide
+from agentkeep.prune.plan import PrunePlan, ancestors, check_floor, decide, descendants
 from agentkeep.prune.report import (
     Failed,
     Kept,
@@ -43,6 +43,7 @@ __all__ = [
     "ancestors",
     "check_floor",
     "decide",
+    "descendants",
     "lift_pause",
     "pause_reason",
     "read_pause",

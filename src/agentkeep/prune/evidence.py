@@ -8,19 +8,26 @@ only of sessions old enough to go: a lease probe takes a flock for a
 moment, and the process table is read at the first question. So the
 evidence is looked up on demand, and the same lookup serves the plan and the
 check under the leases (`fresh`), which asks it again.
+
+`state` names the same rule for `ls` and `show`, and `survey` looks it up for
+many indexed sessions at once, only for those something names.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import time
-from collections.abc import Mapping, Sequence
+import urllib.parse
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from agentkeep import leases
 from agentkeep.adapters.base import Adapter
-from agentkeep.model import Holder, Session
+from agentkeep.index import Index, IndexedSession
+from agentkeep.model import Artifact, Holder, HolderKind, Session, State
 from agentkeep.processes import ProcessTable
 
 PROCESS_SNAPSHOT_TTL = 1.0
@@ -63,13 +70,21 @@ class Watch:
     process table for a whole run, read again as it ages."""
 
     def __init__(
-        self, adapters: dict[str, Adapter], state_dir: Path, pins: set[tuple[str, str]]
+        self,
+        adapters: Mapping[str, Adapter],
+        state_dir: Path,
+        pins: set[tuple[str, str]],
+        uid: int | None = None,
+        procs: ProcessTable | None = None,
     ) -> None:
+        """`procs`: a process table read already, kept as the evidence for
+        this Watch's life (only a `fresh` look adds what started since)."""
         self.adapters = adapters
         self.state_dir = state_dir
         self.pins = pins
-        self._procs: ProcessTable | None = None
-        self._procs_at = 0.0
+        self.uid = uid
+        self._procs = procs
+        self._procs_at = math.inf if procs is not None else 0.0
 
     def evidence(self, fresh: bool = False) -> Evidence:
         """`fresh`: for the check under the lease: the process table is
@@ -84,19 +99,29 @@ class Watch:
         old also catches a command line exec'd in place."""
         stale = time.monotonic() - self._procs_at > PROCESS_SNAPSHOT_TTL
         if self._procs is None or stale:
-            self._procs = ProcessTable.snapshot()
+            self._procs = ProcessTable.snapshot(self.uid)
             self._procs_at = time.monotonic()
         elif fresh:
             self._procs = self._procs.refreshed()
         return self._procs
 
-    def lease(self, s: Session) -> str | None:
-        paths = [leases.lease_path(self.state_dir, s.agent, s.id)]
+    def lease(self, s: Session, ours: bool = True) -> str | None:
+        held = next(self.held_leases(s, ours), None)
+        return None if held is None else f"lease {held}"
+
+    def held_leases(self, s: Session, ours: bool = True) -> Iterator[Path]:
+        """The held leases of `s`: agentkeep's own, then the agent's lock
+        files. `ours` False: its lease file is known not to exist (nothing to
+        probe)."""
+        paths = [leases.lease_path(self.state_dir, s.agent, s.id)] if ours else []
         paths += self.adapters[s.agent].lock_files(s)
-        for path in paths:
-            if leases.is_held(path):
-                return f"lease {path}"
-        return None
+        return (path for path in paths if leases.is_held(path))
+
+    def holders(self, s: Session) -> list[Holder]:
+        """Every holder of `s`, its held leases among them (what `show` lists)."""
+        found = list(self.adapters[s.agent].holders(s, self.procs()))
+        found += [Holder(None, HolderKind.LEASE, str(p)) for p in self.held_leases(s)]
+        return found
 
 
 @dataclass(frozen=True)
@@ -115,3 +140,103 @@ class _Looked:
 
     def pinned(self, s: Session) -> bool:
         return s.key in self.watch.pins
+
+
+def state(evidence: Evidence, s: Session) -> State:
+    """The rule of use as `ls` and `show` name it, asked in static_reason's
+    order: held by a process (live), by a lease (held), pinned, or idle."""
+    if evidence.holders(s):
+        return State.LIVE
+    if evidence.lease(s):
+        return State.HELD
+    return State.PINNED if evidence.pinned(s) else State.IDLE
+
+
+def indexed(s: IndexedSession, artifacts: list[Artifact] | None = None) -> Session:
+    """An indexed session as the plan and the evidence read one: its time
+    and unsafe reason as the index recorded them, with `artifacts` (the
+    adapters read their evidence of use, such as Claude's registry files,
+    from these)."""
+    return Session(
+        s.agent,
+        s.id,
+        s.workspace,
+        s.parent,
+        artifacts or [],
+        updated=s.last_activity,
+        undated=s.last_activity is None,
+        bytes=s.bytes,
+        recorded_unsafe=s.unsafe,
+    )
+
+
+def survey(watch: Watch, index: Index, ids: Mapping[str, Sequence[str]]) -> Observed:
+    """The evidence of the sessions `ids` (by agent), looked up at once:
+    only the suspects are looked at one by one, so listing tens of thousands
+    of sessions costs one look for each that something names. Every other
+    one is idle for certain (see _suspects)."""
+    kinds = set().union(*(a.evidence_kinds for a in watch.adapters.values()))
+    arts = index.all_artifacts(next(iter(ids)) if len(ids) == 1 else None, kinds)
+    procs = watch.procs()  # one table for the whole survey
+    holding: dict[tuple[str, str], Sequence[Holder]] = {}
+    leased: dict[tuple[str, str], str] = {}
+    for agent, agent_ids in ids.items():
+        leased_ids = _leased(watch.state_dir, agent, agent_ids)
+        found = leased_ids | {i for a, i in watch.pins if a == agent}
+        found |= {i for a, i in arts if a == agent}
+        suspects = _suspects(watch.adapters.get(agent), procs, agent, agent_ids, found)
+        for r in index.sessions_of(agent, suspects) if suspects else ():
+            s = indexed(r, arts.get((agent, r.id), []))
+            if held_by := watch.adapters[agent].holders(s, procs):
+                holding[s.key] = held_by  # live either way: its leases need no probe
+            elif lease := watch.lease(s, ours=s.id in leased_ids):
+                leased[s.key] = lease
+    return Observed(holding, leased, frozenset(watch.pins))
+
+
+def _leased(state_dir: Path, agent: str, ids: Sequence[str]) -> set[str]:
+    """Those of `ids` that have a lease file: only those can be held. A lease
+    file's name is its id percent-encoded, so the few names are decoded
+    rather than every id encoded; a name that does not encode back is no
+    id's, except a long id's cut and completed with a digest, which sends
+    every id through encode_id()."""
+    try:
+        names = os.listdir(state_dir / "leases" / agent)
+    except OSError:
+        return set()
+    stems = {n[: -len(".lock")] for n in names if n.endswith(".lock")}
+    if any("%%" in stem for stem in stems):
+        return {sid for sid in ids if leases.encode_id(sid) in stems}
+    decoded = {sid for sid in map(urllib.parse.unquote, stems) if _encodes_to(sid, stems)}
+    return {sid for sid in ids if sid in decoded} if decoded else set()
+
+
+def _encodes_to(sid: str, stems: set[str]) -> bool:
+    try:
+        return leases.encode_id(sid) in stems
+    except (ValueError, UnicodeError):  # an empty id, an unencodable one
+        return False
+
+
+def _suspects(
+    adapter: Adapter | None, procs: ProcessTable, agent: str, ids: Iterable[str], found: set[str]
+) -> list[str]:
+    """Those of the agent's `ids` that may be other than idle, given `found`
+    (the ids with a lease file, a pin or evidence artifacts); every other
+    one is idle for certain. An adapter's holders() reads a session through
+    its id (a whole token of a command line), its `evidence_kinds` artifacts,
+    and what does not depend on the session (a process with the agent's
+    database open, one naming a path under a store's root), which a probe
+    with an empty id and no artifacts finds. When that probe, or a process
+    that cannot be read, could hold any session, or the adapter has lock
+    files of its own, every session is a suspect."""
+    ids = list(ids)
+    if (
+        adapter is None
+        or procs.doubtful()
+        or type(adapter).lock_files is not Adapter.lock_files
+        or adapter.holders(Session(agent, ""), procs)
+    ):
+        return ids
+    found = found | set(procs.named(ids))
+    return [sid for sid in ids if sid in found] if found else []

@@ -50,6 +50,20 @@ def ancestors(session_id: str, parent_of: Callable[[str], str | None]) -> Iterat
         current = parent_of(current)
 
 
+def descendants(session_id: str, children_of: Callable[[str], Iterable[str]]) -> list[str]:
+    """Every descendant of a session, each after its parent (a purge's
+    --cascade); survives cycles."""
+    out: list[str] = []
+    stack, seen = [session_id], {session_id}
+    while stack:
+        for child in children_of(stack.pop()):
+            if child not in seen:
+                seen.add(child)
+                out.append(child)
+                stack.append(child)
+    return out
+
+
 def known_activity(s: Session, restored: float | None) -> float | None:
     """The newest time of the session that could be read (ordering and age
     only; an unreadable time keeps it, see static_reason)."""
@@ -167,41 +181,36 @@ def removal_order(
     """Longest idle first across every agent (max_removals takes the
     oldest), and each session after its descendants (invariant 3): a
     session's planned descendants are pulled ahead of it, deepest first."""
-
-    def activity(s: Session) -> float | None:
-        return known_activity(s, restored.get(s.key))
-
-    known = [t for s in plan if (t := activity(s)) is not None]
-    floor = min(known, default=0.0)
-
-    def idle_order(s: Session) -> tuple[float, str, str]:
-        a = activity(s)
-        return (floor if a is None else a, s.agent, s.id)
-
     planned = {s.key: s for s in plan}
-    below: dict[Key, list[Session]] = {}
-    for s in plan:
-        parent = _parents(sessions[s.agent])(s.id)
-        if parent is not None and (s.agent, parent) in planned:
-            below.setdefault((s.agent, parent), []).append(s)
+    activity = {key: known_activity(s, restored.get(key)) for key, s in planned.items()}
+    floor = min((t for t in activity.values() if t is not None), default=0.0)
+    # Undated ones first: with no time to go by, they count as the oldest.
+    rank = {key: (floor if t is None else t, *key) for key, t in activity.items()}
+    below: dict[Key, list[Key]] = {}
+    parents = {agent: _parents(listed) for agent, listed in sessions.items()}
+    for agent, sid in planned:
+        parent = parents[agent](sid)
+        if parent is not None and (agent, parent) in planned:
+            below.setdefault((agent, parent), []).append((agent, sid))
     ordered: list[Session] = []
     placed: set[Key] = set()
     seen: set[Key] = set()  # expanded once: parents may loop
-    for s in sorted(plan, key=idle_order):
+    for first in sorted(planned, key=rank.__getitem__):
         # Iteratively: descendants (deepest first), then the session.
-        stack: list[tuple[Session, bool]] = [(s, False)]
+        stack: list[tuple[Key, bool]] = [(first, False)]
         while stack:
-            current, expanded = stack.pop()
-            if current.key in placed:
+            key, expanded = stack.pop()
+            if key in placed:
                 continue
             if expanded:
-                placed.add(current.key)
-                ordered.append(current)
+                placed.add(key)
+                ordered.append(planned[key])
                 continue
-            if current.key in seen:
+            if key in seen:
                 continue
-            seen.add(current.key)
-            stack.append((current, True))
-            children = sorted(below.get(current.key, []), key=idle_order, reverse=True)
-            stack.extend((c, False) for c in children if c.key not in placed)
+            seen.add(key)
+            stack.append((key, True))
+            if children := below.get(key):
+                children.sort(key=rank.__getitem__, reverse=True)
+                stack.extend((c, False) for c in children if c not in placed)
     return ordered

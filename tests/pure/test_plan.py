@@ -1,7 +1,8 @@
 """The prune's plan as a pure value: decide() on plain sessions and plain
 evidence (no disk, no process), for invariants 1 (the floor), 2 (live and
 held sessions stay), 3 (ancestors stay, children go first) and 9 (every old
-session is accounted for)."""
+session is accounted for); and the same rules as ls, show, du and purge's
+--cascade read them (evidence.state, evidence.indexed, plan.descendants)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import random
 
 import pytest
 
-from agentkeep.model import Artifact, Holder, HolderKind, Reason, Session
-from agentkeep.prune import PruneOptions, PruneRefused, decide
-from agentkeep.prune.evidence import Observed
+from agentkeep.index import IndexedSession
+from agentkeep.model import Artifact, Holder, HolderKind, Reason, Session, State
+from agentkeep.prune import PruneOptions, PruneRefused, decide, descendants
+from agentkeep.prune.evidence import Observed, indexed, state
 from agentkeep.prune.plan import PrunePlan
 
 NOW = 1_800_000_000.0
@@ -174,3 +176,44 @@ def test_every_old_session_is_a_candidate_or_kept_exactly_once() -> None:
 def test_the_longest_idle_goes_first_across_agents() -> None:
     sessions = [session("c40", 40), session("x50", 50, agent="codex"), session("c70", 70)]
     assert ids(plan_of(sessions)) == ["c70", "x50", "c40"]
+
+
+# -- the same rules, read by ls, show, du and purge --cascade ------------------
+def test_state_names_the_rule_the_plan_keeps_by() -> None:
+    """ls/show's state and the plan's reason come from the same evidence:
+    a process before a lease before a pin, and idle only when none holds."""
+    procs = {("claude", s): (Holder(7, HolderKind.PROCESS, "pid 7"),) for s in ("live", "all")}
+    leased = {("claude", s): "lease /l" for s in ("held", "all")}
+    pins = frozenset({("claude", "pinned"), ("claude", "all")})
+    seen = Observed(procs, leased, pins)
+    names = ("live", "held", "pinned", "all", "idle")
+    sessions = [session(n, 40) for n in names]
+    want = {"live": State.LIVE, "held": State.HELD, "pinned": State.PINNED, "all": State.LIVE}
+
+    assert {s.id: state(seen, s) for s in sessions} == want | {"idle": State.IDLE}
+    kept = reasons(plan_of(sessions, seen))
+    assert {sid: reason.value for sid, (reason, _) in kept.items()} == {
+        sid: st.value for sid, st in want.items()
+    }
+    assert ids(plan_of(sessions, seen)) == ["idle"]
+
+
+def test_a_session_read_back_from_the_index_keeps_its_unsafe_reason() -> None:
+    row = IndexedSession("claude", "u", None, None, NOW - 40 * DAY, 10, 1, "behind a link", 10)
+    s = indexed(row)
+
+    assert s.unsafe == "behind a link" and s.last_activity() == row.last_activity
+    assert reasons(plan_of([s])) == {"u": (Reason.UNSAFE, "behind a link")}
+    undated = indexed(IndexedSession("claude", "n", None, None, None, 0, 0, None, 0))
+    assert reasons(plan_of([undated]))["n"][0] is Reason.UNDATED
+
+
+def test_descendants_walks_every_generation_once_through_loops() -> None:
+    children = {"a": ["b", "c"], "b": ["d"], "d": ["a", "e"], "c": []}
+
+    found = descendants("a", lambda p: children.get(p, []))
+
+    assert sorted(found) == ["b", "c", "d", "e"] and len(found) == 4
+    for child in found:  # each after its parent
+        parent = next(p for p, cs in children.items() if child in cs and p != child)
+        assert parent == "a" or found.index(parent) < found.index(child)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 # Lowest first. A module may import its own layer and any below it.
 LAYERS: list[tuple[str, set[str]]] = [
@@ -88,6 +88,13 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "agentkeep.client",
             "agentkeep.core",
+            "agentkeep.core.context",
+            "agentkeep.core.indexing",
+            "agentkeep.core.pruning",
+            "agentkeep.core.reclaim",
+            "agentkeep.core.sessions",
+            "agentkeep.core.status",
+            "agentkeep.core.trashcan",
             "agentkeep.preview",
             "agentkeep.render",
             "agentkeep.view",

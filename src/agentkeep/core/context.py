@@ -1,0 +1,127 @@
+"""One user's view: the config, the adapters, the index and the state dir
+every core function takes, and the rules they all read through it (the pins,
+each agent's cutoff, an age a person typed)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agentkeep import adapters, view
+from agentkeep.adapters.base import Adapter
+from agentkeep.config import Config, ConfigError, parse_duration
+from agentkeep.errors import BadParams, Failure, NotFound
+from agentkeep.index import Index
+from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
+from agentkeep.prune.evidence import Watch
+from agentkeep.statefiles import Pins, StateFileError
+
+log = structlog.get_logger("agentkeep.core")
+
+
+def _open_index(path: Path) -> Index:
+    """The index; kept in memory when it cannot be written at `path` (a full
+    disk): it is a cache of the disk, so everything still works from memory."""
+    try:
+        return Index(path, adapters.evidence_kinds())
+    except (sqlite3.Error, OSError) as exc:
+        log.warning("the index cannot be written; kept in memory", path=str(path), error=str(exc))
+        return Index(path, adapters.evidence_kinds(), memory=True)
+
+
+@dataclass
+class Context:
+    """Everything one user's view needs. A bad config is recorded, not
+    raised: the daemon keeps serving and prunes nothing until it is fixed."""
+
+    env: Env
+    state_dir: Path
+    config: Config
+    config_error: str | None
+    adapters: dict[str, Adapter]
+    index: Index
+    prune_lock: threading.Lock = field(default_factory=threading.Lock)
+    # The last prune's summary when it could not be saved (a full disk):
+    # status shows it from here.
+    unsaved_prune: dict[str, Any] | None = None
+
+    @classmethod
+    def open(cls, env: Env) -> Context:
+        """One user's view. Refused (exit 1) when the state dir, or a folder
+        of it, is not the user's alone: someone else's pins.json or leases
+        would decide what is removed (paths.private_state_dir)."""
+        try:
+            state_dir = private_state_dir(env)
+        except UnsafeDirectory as exc:
+            raise Failure(1, f"refusing the state dir: {exc}") from None
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise Failure(1, f"cannot create the state dir {env.state_dir}: {why}") from None
+        config, error = view.load(env, state_dir)
+        index = _open_index(state_dir / "index.sqlite")
+        ctx = cls(env, state_dir, config, error, adapters.build(env, config), index)
+        index.forget_agents(ctx.adapters)
+        return ctx
+
+    def reload(self) -> None:
+        self.config, self.config_error = view.load(self.env, self.state_dir)
+        self.adapters = adapters.build(self.env, self.config)
+        self.index.forget_agents(self.adapters)
+        if self.config_error:
+            log.error("config invalid: pruning stops until it is fixed", error=self.config_error)
+
+    def require_config(self) -> Config:
+        if self.config_error:
+            raise Failure(2, self.config_error)
+        return self.config
+
+    def fingerprint(self) -> dict[str, Any]:
+        return view.fingerprint(self.env, self.state_dir, self.adapters)
+
+    def adapter(self, agent: str) -> Adapter:
+        try:
+            return self.adapters[agent]
+        except KeyError:
+            known = ", ".join(sorted(self.adapters)) or "none"
+            raise BadParams(f"unknown or disabled agent {agent!r} (enabled: {known})") from None
+
+    def session_id(self, agent: str, raw: str) -> str:
+        sid = self.adapter(agent).canonical_id(str(raw))
+        if sid is None:
+            raise NotFound(f"no such session: {agent} {raw!r} is not a valid {agent} session id")
+        return sid
+
+    def pins(self) -> set[tuple[str, str]]:
+        """Every pin. A damaged pins.json stops whatever needs the pins (a
+        prune above all: a lost pin would let its session go) until a person
+        fixes it."""
+        try:
+            return Pins(self.state_dir).all()
+        except StateFileError as exc:
+            raise Failure(1, f"{exc}; until then nothing is pruned") from None
+
+    def watch(self) -> Watch:
+        """Who holds this user's sessions, looked up when asked (prune.evidence)."""
+        return Watch(self.adapters, self.state_dir, self.pins(), self.env.uid)
+
+    def cutoffs(self, override: float | None, agent: str | None, now: float) -> dict[str, float]:
+        """Each agent's cutoff: exactly now minus its retention (no rounding)."""
+        out: dict[str, float] = {}
+        for name in [agent] if agent else list(self.adapters):
+            retention = override if override is not None else self.config.retention_for(name)
+            if retention is not None:
+                out[name] = now - retention
+        return out
+
+
+def parse_age(text: Any, key: str) -> float:
+    """An age a person gave on the command line (`key` names the option)."""
+    try:
+        return parse_duration(text, key)
+    except ConfigError as exc:
+        raise BadParams(str(exc)) from None

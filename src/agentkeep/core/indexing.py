@@ -1,0 +1,210 @@
+"""The index brought up to the disk: a full scan (spread over worker
+processes in a big home), a re-list of named sessions (watch events), and
+reconcile, which re-lists only what changed since the last look."""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import structlog
+
+from agentkeep import disk, trash, workers
+from agentkeep.adapters.base import Adapter, listing_again_is_cheaper
+from agentkeep.core.context import Context
+from agentkeep.index import Rows
+from agentkeep.progress import Progress, Tally, estimate
+
+log = structlog.get_logger("agentkeep.core")
+
+
+def scan(ctx: Context, progress: Progress | None = None) -> dict[str, Any]:
+    started = time.monotonic()
+    counts = _scan(ctx, list(ctx.adapters), progress)
+    return {
+        "sessions": {agent: n for agent, (n, _, _) in counts.items()},
+        "artifacts": sum(a for _, a, _ in counts.values()),
+        "bytes": sum(b for _, _, b in counts.values()),
+        "seconds": round(time.monotonic() - started, 3),
+    }
+
+
+def _scan(
+    ctx: Context, agents: list[str], progress: Progress | None = None
+) -> dict[str, tuple[int, int, int]]:
+    """Scan `agents` into the index, in one transaction: (sessions,
+    artifacts, bytes) per agent. A big home is measured in worker
+    processes (see workers)."""
+    # Taken before anything is listed: a directory that changes during the
+    # scan then differs at the next reconcile, which lists it again.
+    signatures = {agent: _dir_signatures(ctx.adapters[agent]) for agent in agents}
+    hints = {agent: ctx.adapters[agent].expected_sessions() for agent in agents}
+    estimates = {a: estimate(hint, ctx.index.count(a)) for a, hint in hints.items()}
+    expected = sum(n or 0 for n in estimates.values())
+    # Agents that list here before they hand out parts go last, so that
+    # workers run the others' parts meanwhile (and the progress total, which
+    # waits for every agent without an estimate, is known early).
+    order = sorted(agents, key=lambda agent: hints[agent] is not None)
+    # One agent that does not split its scan would be one part: nothing to spread.
+    splits = len(agents) > 1 or any(hint is not None for hint in hints.values())
+    spread = splits and workers.worth_spreading(expected)
+    with _collector_paused(), ctx.index.replacing(agents) as replacement:
+        tally = Tally(progress, "scanning", estimates)
+        parts = (
+            (agent, part)
+            for agent in order
+            for part in tally.parts(agent, ctx.adapters[agent].scan_parts())
+        )
+        for agent, rows in workers.run(parts, _restored(ctx), spread=spread):
+            replacement.add(agent, _counted(tally, agent, rows))
+        tally.finish()
+    for agent, signature in signatures.items():
+        ctx.index.set_dir_signatures(agent, signature)
+    return replacement.counts
+
+
+def _counted(tally: Tally, agent: str, rows: Iterable[Rows]) -> Iterator[Rows]:
+    """One part's rows, counted as the index takes them."""
+    for batch in rows:
+        yield batch
+        tally.add(agent, len(batch.sessions))
+    tally.part_done(agent)
+
+
+class _CollectorPause:
+    """Python's cycle collector off while any scan runs. A scan makes
+    hundreds of thousands of tuples (the listing, the rows coming back),
+    none of them in a cycle; the collector walked them again and again as
+    they were made: a tenth of the scan's own CPU. Counted, because daemon
+    threads may scan at once; the collector comes back (if it was on) with
+    the last of them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._scans = 0
+        self._was_on = False
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._scans == 0:
+                self._was_on = gc.isenabled()
+                gc.disable()
+            self._scans += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._scans -= 1
+                if self._scans == 0 and self._was_on:
+                    gc.enable()
+
+
+_collector_paused = _CollectorPause()
+
+
+def _restored(ctx: Context) -> dict[tuple[str, str], float]:
+    """When sessions were last restored. An unreadable record only costs the
+    index its restore times (prune itself refuses to run without them)."""
+    try:
+        return trash.restored_at(ctx.state_dir)
+    except trash.TrashError as exc:
+        log.error("restore times unreadable", error=str(exc))
+        return {}
+
+
+def _dir_signatures(adapter: Adapter) -> dict[str, int | None]:
+    return disk.dir_mtimes(adapter.watch_dirs())
+
+
+def refresh(ctx: Context, agent: str, session_id: str) -> None:
+    """List one session again from the disk into the index (watch events)."""
+    relist(ctx, agent, [session_id])
+
+
+# Sessions listed again per pass (and per index transaction) by reconcile.
+RELIST_BATCH = 256
+
+
+def relist(ctx: Context, agent: str, session_ids: list[str]) -> None:
+    """List sessions again from the disk into the index, a batch at a time:
+    one listing pass and one transaction per batch, not per session."""
+    adapter = ctx.adapters.get(agent)
+    if adapter is None or not session_ids:
+        return
+    restored = _restored(ctx)
+    for start in range(0, len(session_ids), RELIST_BATCH):
+        listed = adapter.load_many(session_ids[start : start + RELIST_BATCH])
+        gone = [(agent, sid) for sid, s in listed.items() if s is None]
+        present = [s for s in listed.values() if s is not None]
+        ctx.index.put(present, restored, gone=gone)
+
+
+def reconcile(ctx: Context, progress: Progress | None = None) -> int:
+    """Bring the index up to date cheaply: re-list only sessions whose
+    indexed artifacts changed on disk, and those named by entries new in
+    directories whose mtime changed. Returns how many sessions were
+    re-listed (or scanned). `progress` is told of the scans (the first one
+    above all, a full scan of every agent)."""
+    olds = {name: ctx.index.dir_signatures(name) for name in ctx.adapters}
+    # Never indexed: one full scan of all of them, nothing to re-list after it.
+    fresh = [name for name, old in olds.items() if not old]
+    done = sum(n for n, _, _ in _scan(ctx, fresh, progress).values()) if fresh else 0
+    for name, adapter in ctx.adapters.items():
+        if name in fresh:
+            continue
+        old, new = olds[name], _dir_signatures(adapter)
+        moved = {d for d in new if old.get(d) != new[d]}
+        done += _reconcile_agent(ctx, name, adapter, moved, progress)
+        ctx.index.set_dir_signatures(name, new)
+    return done
+
+
+def _reconcile_agent(
+    ctx: Context, agent: str, adapter: Adapter, moved: set[str], progress: Progress | None
+) -> int:
+    """What changed of one agent's sessions, listed again; past a quarter of
+    what the agent has indexed, one scan of the agent costs less (and needs
+    no path mapped to its session)."""
+    gone, newer, known = _changed_artifacts(ctx, agent, moved)
+    unknown = [p for d in sorted(moved) for p in disk.entry_paths(d) if p not in known]
+    if listing_again_is_cheaper(len(gone) + len(newer) + len(unknown), ctx.index.count(agent)):
+        return _scan(ctx, [agent], progress)[agent][0]
+    # A newer file may name another session now (a registry file rewritten
+    # by a /clear); a new entry names a new session or a new artifact.
+    sids = set(gone) | {sid for _, sid in newer}
+    sids |= adapter.sessions_named(path for path, _ in newer)
+    sids |= adapter.sessions_named(unknown)
+    relist(ctx, agent, sorted(sids))
+    return len(sids)
+
+
+def _changed_artifacts(
+    ctx: Context, agent: str, moved: set[str]
+) -> tuple[set[str], list[tuple[str, str]], set[str]]:
+    """One lstat per indexed artifact (streamed from the index, nothing
+    read): the sessions with an artifact gone, (path, session) of the
+    artifacts newer on disk (undated ones too), and the indexed paths that
+    lie directly in the `moved` directories. Entries there that the index
+    does not hold are what is new; relisting every session named in a
+    shared directory (file-history/) whenever one came or went would relist
+    them all."""
+    gone: set[str] = set()
+    newer: list[tuple[str, str]] = []
+    known: set[str] = set()
+    for sid, path, mtime in ctx.index.artifact_times(agent):
+        if moved and os.path.dirname(path) in moved:
+            known.add(path)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            gone.add(sid)
+            continue
+        if mtime is None or st.st_mtime > mtime:
+            newer.append((path, sid))
+    return gone, newer, known

@@ -1,0 +1,116 @@
+"""What the sessions take and what a prune would give back: `du`, and the
+reclaimable part that `du`, `ls` and the first-hour hint show.
+
+What a prune would remove is the prune's own plan (prune.plan.decide) for
+the sessions as indexed, so the estimate and the prune cannot disagree on a
+rule; only the disk's changes since the index last looked can differ."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from agentkeep.core.context import Context
+from agentkeep.errors import BadParams
+from agentkeep.index import IndexedSession
+from agentkeep.model import Holder, HolderKind, Session, State
+from agentkeep.prune import PruneOptions, decide
+from agentkeep.prune.evidence import Observed, indexed, survey
+
+Key = tuple[str, str]
+
+SUGGESTED_RETENTION = "30d"
+SUGGESTED_SECONDS = 30 * 86400.0
+
+# A du group: `bytes` the apparent size (st_size, as the contract has it),
+# `disk_bytes` what it takes on disk (allocated blocks, as `du` counts), and
+# of each what a prune would reclaim now.
+_DU_FIELDS = ("bytes", "disk_bytes", "sessions", "reclaimable_bytes", "reclaimable_disk_bytes")
+
+
+def du(ctx: Context, by: str = "agent") -> dict[str, Any]:
+    if by not in ("agent", "workspace"):
+        raise BadParams(f"--by must be agent or workspace, not {by!r}")
+    reclaim = reclaimable(ctx)
+    groups: dict[str, dict[str, Any]] = {}
+    for s in ctx.index.sessions():
+        key = s.agent if by == "agent" else (s.workspace or "(unknown)")
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = {"key": key} | dict.fromkeys(_DU_FIELDS, 0)
+        g["bytes"] += s.bytes
+        g["disk_bytes"] += s.disk_bytes
+        g["sessions"] += 1
+        if (s.agent, s.id) in reclaim:
+            g["reclaimable_bytes"] += s.bytes
+            g["reclaimable_disk_bytes"] += s.disk_bytes
+    ordered = sorted(groups.values(), key=lambda g: (-g["bytes"], g["key"]))
+    return {"by": by, "groups": ordered}
+
+
+def reclaimable(
+    ctx: Context,
+    retention: float | None = None,
+    known: Mapping[Key, str] | None = None,
+    rows: list[IndexedSession] | None = None,
+) -> set[Key]:
+    """Sessions a prune would remove now (ignoring max_removals): the plan's
+    candidates. `retention` overrides the config's (for "what would 30 days
+    reclaim"). `known`: the states of sessions just looked at (an `ls`
+    listing's), not looked at again; `rows`: the index's sessions, when
+    they were read already."""
+    now = time.time()
+    cutoffs = ctx.cutoffs(retention, None, now)
+    if not cutoffs:
+        return set()
+    sessions: dict[str, list[Session]] = {agent: [] for agent in cutoffs}
+    old: dict[str, list[str]] = {}
+    known = known or {}
+    for r in ctx.index.sessions() if rows is None else rows:
+        if r.agent not in sessions:
+            continue  # no retention: it stays, and so do its ancestors
+        sessions[r.agent].append(indexed(r))
+        dated_old = r.last_activity is not None and r.last_activity < cutoffs[r.agent]
+        if dated_old and (r.agent, r.id) not in known:
+            old.setdefault(r.agent, []).append(r.id)
+    # Only the old sessions' use is asked about (the plan asks no other).
+    watch = ctx.watch()
+    looked = survey(watch, ctx.index, old) if old else Observed(pins=frozenset(watch.pins))
+    seen = _merged(looked, _as_evidence(known))
+    plan = decide(sessions, seen, PruneOptions(cutoffs=cutoffs, now=now))
+    return {s.key for s in plan.candidates}
+
+
+_LISTED_LIVE = Holder(None, HolderKind.PROCESS, "live when listed")
+
+
+def _as_evidence(known: Mapping[Key, str]) -> Observed:
+    """The states a listing just gave, as the evidence they stand for."""
+    return Observed(
+        holding={key: (_LISTED_LIVE,) for key, state in known.items() if state == State.LIVE},
+        leased={key: "held when listed" for key, state in known.items() if state == State.HELD},
+        pins=frozenset(key for key, state in known.items() if state == State.PINNED),
+    )
+
+
+def _merged(a: Observed, b: Observed) -> Observed:
+    return Observed({**a.holding, **b.holding}, {**a.leased, **b.leased}, a.pins | b.pins)
+
+
+def reclaim_hint(ctx: Context, known: Mapping[Key, str] | None = None) -> dict[str, Any] | None:
+    """With no retention configured: what a 30-day retention would reclaim
+    (nothing to say while the config is bad: its error says what to fix).
+    `known`: as reclaimable() takes it."""
+    if ctx.config.has_retention() or ctx.config_error:
+        return None
+    rows = ctx.index.sessions()
+    keys = reclaimable(ctx, SUGGESTED_SECONDS, known, rows)
+    total = sum(s.bytes for s in rows if (s.agent, s.id) in keys)
+    return {
+        "retention": SUGGESTED_RETENTION,
+        "sessions": len(keys),
+        "bytes": total,
+        "config_line": f'retention = "{SUGGESTED_RETENTION}"',
+        "config_path": str(ctx.env.config_path),
+    }

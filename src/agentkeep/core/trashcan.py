@@ -1,0 +1,71 @@
+"""The trash as a person sees it: list, empty, restore, and its expiry.
+Always in-process: it is this user's state dir (trash holds the mechanics)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from agentkeep import trash
+from agentkeep.core.context import Context, parse_age
+from agentkeep.core.indexing import refresh
+from agentkeep.errors import Failure, NotFound
+from agentkeep.model import rfc3339
+
+
+def expire_trash(ctx: Context) -> None:
+    trash.expire(ctx.state_dir, now=time.time())
+
+
+def _entry_json(e: trash.TrashEntry) -> dict[str, Any]:
+    return {
+        "agent": e.agent,
+        "id": e.id,
+        "parent": e.parent,
+        "bytes": e.bytes,
+        "partial": e.partial,
+        "trashed_at": rfc3339(e.trashed_at),
+        "expires_at": rfc3339(e.expires_at),
+        "last_activity": rfc3339(e.last_activity),
+    }
+
+
+def trash_list(state_dir: Path) -> dict[str, Any]:
+    return {"entries": [_entry_json(e) for e in trash.list_entries(state_dir)]}
+
+
+def trash_empty(state_dir: Path, older_than: str | None = None) -> dict[str, Any]:
+    """Free the trash now (all of it, or what was trashed longer ago than
+    `older_than`), each entry under its session's lease as expiry takes it."""
+    before = None if older_than is None else time.time() - parse_age(older_than, "--older-than")
+    done = trash.empty(state_dir, trashed_before=before)
+    return {
+        "emptied": [_entry_json(e) for e in done.removed],
+        "held": [_entry_json(e) for e in done.held],
+        "bytes": sum(e.bytes for e in done.removed),
+    }
+
+
+def trash_total(state_dir: Path) -> dict[str, int]:
+    entries = trash.list_entries(state_dir)
+    return {"bytes": sum(e.bytes for e in entries), "sessions": len(entries)}
+
+
+def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
+    """Put a session back from the trash (with its trashed ancestors), then
+    list it again into the index."""
+    sid = ctx.session_id(agent, id)
+    try:
+        result = trash.restore(ctx.state_dir, agent, sid, now=time.time())
+    except trash.NoSuchEntry as exc:
+        raise NotFound(str(exc)) from None
+    except (trash.TrashError, OSError) as exc:
+        raise Failure(1, str(exc)) from None
+    for entry in result.entries:
+        refresh(ctx, entry.agent, entry.id)
+    return {
+        "restored": [{"agent": e.agent, "id": e.id, "bytes": e.bytes} for e in result.entries],
+        "bytes": result.bytes,
+        "paths": result.paths,
+    }
