@@ -8,6 +8,7 @@ one made is removed when the test run ends, whichever fixture made it.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -15,11 +16,14 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from agentkeep.demo import home
 from agentkeep.demo.home import SCRUB, FakeHome
 
-__all__ = ["SCRUB", "FakeHome", "Spawn", "kill_group", "make_fake_home"]
+__all__ = ["SCRUB", "FakeHome", "Spawn", "cli_json", "kill_group", "make_fake_home"]
 
 # The `spawn` fixture's starter (conftest.py): argv, env=None, *, ready=False.
 Spawn = Callable[..., subprocess.Popen[str]]
@@ -47,3 +51,13 @@ def kill_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
     except ProcessLookupError:
         pass
     proc.wait(timeout=10)
+
+
+def cli_json(fh: FakeHome, *args: str) -> tuple[int, Any, str]:
+    """The real CLI with --json: (exit status, the decoded document, stderr)."""
+    proc = fh.cli(*args, "--json")
+    try:
+        doc = json.loads(proc.stdout) if proc.stdout.strip() else None
+    except ValueError:
+        pytest.fail(f"agentkeep {' '.join(args)} printed no JSON:\n{proc.stdout}\n{proc.stderr}")
+    return proc.returncode, doc, proc.stderr

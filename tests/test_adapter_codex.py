@@ -33,6 +33,7 @@ from build_codex import (
     without,
 )
 from fakehome import FakeHome
+from trees import file_times
 
 OLD = 1_700_000_000.0  # 2023-11-14
 
@@ -54,19 +55,6 @@ def by_id(fake_home: FakeHome) -> dict[str, Session]:
 
 def paths(session: Session) -> set[str]:
     return {a.path for a in session.artifacts}
-
-
-def snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    """Every file under root with (size, mtime_ns), SQLite's -wal/-shm aside
-    (a read-only open may create them: the one allowed exception)."""
-    found = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            if name.endswith(("-wal", "-shm")):
-                continue
-            st = os.lstat(os.path.join(dirpath, name))
-            found[os.path.join(dirpath, name)] = (st.st_size, st.st_mtime_ns)
-    return found
 
 
 def digest(path: Path) -> str:
@@ -319,13 +307,13 @@ def test_scanning_changes_no_time_and_writes_no_row(fake_home: FakeHome, tree: C
     os.utime(control, (OLD - 1000, OLD))
     control.read_text()
     atimes_tracked = control.stat().st_atime != OLD - 1000
-    before, db_before = snapshot(tree.root), (digest(tree.state_db), digest(tree.history_db))
+    before, db_before = file_times(tree.root), (digest(tree.state_db), digest(tree.history_db))
     rows_before = (tree.thread_ids(), tree.item_ids())
 
     list(adapter(fake_home).scan())
     adapter(fake_home).load(sid)
 
-    assert snapshot(tree.root) == before
+    assert file_times(tree.root) == before
     assert (digest(tree.state_db), digest(tree.history_db)) == db_before
     assert (tree.thread_ids(), tree.item_ids()) == rows_before
     if atimes_tracked:
@@ -538,12 +526,12 @@ def test_codex_delete_is_not_run_while_a_subagent_thread_stays(
     child = tree.full_session(spawned_by=parent)
     tree.spawn_edge(parent, child)
     log = install_fake_codex(fake_home)
-    before = snapshot(tree.root)
+    before = file_times(tree.root)
     a = adapter(fake_home)
 
     with pytest.raises(RemovalError, match=f"subagent thread {child} is still present"):
         a.remove(a.load(parent), remover(parent))  # type: ignore[arg-type]
-    assert calls(log) == [] and snapshot(tree.root) == before
+    assert calls(log) == [] and file_times(tree.root) == before
 
     a.remove(a.load(child), remover(child))  # type: ignore[arg-type]
     a.remove(a.load(parent), remover(parent))  # type: ignore[arg-type]
@@ -643,7 +631,7 @@ def test_a_database_held_for_writing_refuses_before_anything_is_removed(
     fake_home: FakeHome, tree: CodexTree, spawn
 ) -> None:
     sid = tree.full_session()
-    before = snapshot(tree.root)
+    before = file_times(tree.root)
     holder = spawn([sys.executable, "-c", HOLD_WRITE_LOCK, str(tree.history_db)], ready=True)
     probe = sqlite3.connect(tree.history_db, timeout=0)
     with pytest.raises(sqlite3.OperationalError, match="locked"):
@@ -656,7 +644,7 @@ def test_a_database_held_for_writing_refuses_before_anything_is_removed(
     ):
         a.remove(a.load(sid), r)  # type: ignore[arg-type]
 
-    assert r.removed == [] and snapshot(tree.root) == before
+    assert r.removed == [] and file_times(tree.root) == before
     assert sid in tree.thread_ids() and sid in tree.item_ids()
 
 
@@ -664,7 +652,7 @@ def test_dry_run_decides_the_same_and_changes_nothing(fake_home: FakeHome, tree:
     sid = tree.full_session()
     rollout = next(tree.root.glob(f"sessions/*/*/*/rollout-*-{sid}.jsonl"))
     rows = tree.naming(sid)
-    before, ids = snapshot(tree.root), (tree.thread_ids(), tree.item_ids())
+    before, ids = file_times(tree.root), (tree.thread_ids(), tree.item_ids())
     a, r = adapter(fake_home), remover(sid, dry_run=True)
 
     a.remove(a.load(sid), r)  # type: ignore[arg-type]
@@ -675,14 +663,14 @@ def test_dry_run_decides_the_same_and_changes_nothing(fake_home: FakeHome, tree:
         str(tree.root / "tui-thread-reference-capabilities" / sid),
     ]
     assert set(r.removed[3:]) == rows - {f"{tree.state_db}#threads"}
-    assert snapshot(tree.root) == before and (tree.thread_ids(), tree.item_ids()) == ids
+    assert file_times(tree.root) == before and (tree.thread_ids(), tree.item_ids()) == ids
 
     log = install_fake_codex(fake_home)
     r = remover(sid, dry_run=True)
     adapter(fake_home).remove(a.load(sid), r)  # type: ignore[arg-type]
     assert calls(log) == []  # a dry run runs no binary
     assert r.removed == [str(rollout), f"codex delete --force {sid}"]
-    assert snapshot(tree.root) == before and (tree.thread_ids(), tree.item_ids()) == ids
+    assert file_times(tree.root) == before and (tree.thread_ids(), tree.item_ids()) == ids
     assert tree.naming(sid) == rows
 
 

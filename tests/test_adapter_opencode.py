@@ -32,6 +32,7 @@ from build_opencode import (
     new_id,
 )
 from fakehome import FakeHome
+from trees import file_times
 
 ROW_TABLES = list(TABLES)
 V2_TABLES = ["session_v2", "event", "event_sequence"]
@@ -66,17 +67,6 @@ def files_under(*roots: Path) -> int:
         for dirpath, _dirs, names in os.walk(root):
             total += sum(os.lstat(os.path.join(dirpath, n)).st_size for n in names)
     return total
-
-
-def snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    """Every file under root with (size, mtime_ns), SQLite's -wal/-shm aside."""
-    found = {}
-    for dirpath, _dirs, names in os.walk(root):
-        for name in names:
-            if not name.endswith(("-wal", "-shm")):
-                st = os.lstat(os.path.join(dirpath, name))
-                found[os.path.join(dirpath, name)] = (st.st_size, st.st_mtime_ns)
-    return found
 
 
 def storage_of(tree: OpencodeTree, sid: str) -> list[Path]:
@@ -306,14 +296,14 @@ def test_scanning_changes_no_time_and_writes_no_row(
     os.utime(control, (1_600_000_000, 1_700_000_000))
     control.read_text()
     atimes_tracked = control.stat().st_atime != 1_600_000_000
-    before = snapshot(tree.data)
+    before = file_times(tree.data)
     db_before = hashlib.sha256(tree.db.read_bytes()).hexdigest()
     rows_before = tree.row_counts(sid)
 
     list(adapter(fake_home).scan())
     adapter(fake_home).load(sid)
 
-    assert snapshot(tree.data) == before
+    assert file_times(tree.data) == before
     assert hashlib.sha256(tree.db.read_bytes()).hexdigest() == db_before
     assert tree.row_counts(sid) == rows_before
     if atimes_tracked:
@@ -413,14 +403,14 @@ def test_opencode_is_not_asked_to_delete_a_session_with_a_child(
     sid = tree.full_session()
     child = tree.full_session(parent=sid)
     log = install_fake_opencode(fake_home, every_row=True)
-    rows, before = tree.row_counts(sid), snapshot(tree.data)
+    rows, before = tree.row_counts(sid), file_times(tree.data)
     a, r = adapter(fake_home), remover(sid)
 
     with pytest.raises(RemovalError, match=f"has child sessions {child}, which opencode"):
         a.remove(a.load(sid), r)  # type: ignore[arg-type]
 
     assert calls(log) == [["debug", "paths"]]
-    assert r.removed == [] and snapshot(tree.data) == before
+    assert r.removed == [] and file_times(tree.data) == before
     assert tree.row_counts(sid) == rows
     kept = a.load(child)
     assert kept is not None and kept.parent == sid
@@ -473,7 +463,7 @@ def test_a_database_held_for_writing_refuses_before_anything_is_removed(
 ) -> None:
     sid = tree.full_session()
     log = install_fake_opencode(fake_home) if with_binary else None
-    before, rows = snapshot(tree.data), tree.row_counts(sid)
+    before, rows = file_times(tree.data), tree.row_counts(sid)
     holder = spawn([sys.executable, "-c", HOLD_WRITE_LOCK, str(tree.db)], ready=True)
     probe = sqlite3.connect(tree.db, timeout=0)
     with pytest.raises(sqlite3.OperationalError, match="locked"):
@@ -486,7 +476,7 @@ def test_a_database_held_for_writing_refuses_before_anything_is_removed(
 
     if log is not None:
         assert calls(log) == [["debug", "paths"]]  # never asked to delete
-    assert r.removed == [] and snapshot(tree.data) == before
+    assert r.removed == [] and file_times(tree.data) == before
     holder.kill()
     holder.wait()
     assert tree.row_counts(sid) == rows
@@ -513,13 +503,13 @@ def test_dry_run_decides_the_same_and_changes_nothing(
 ) -> None:
     sid = tree.full_session()
     files = storage_of(tree, sid)
-    before, rows = snapshot(tree.data), tree.row_counts(sid)
+    before, rows = file_times(tree.data), tree.row_counts(sid)
     a, r = adapter(fake_home), remover(sid, dry_run=True)
 
     a.remove(a.load(sid), r)  # type: ignore[arg-type]
 
     assert r.removed == [f"{tree.db}#{t}" for t in ROW_TABLES] + [str(p) for p in files]
-    assert snapshot(tree.data) == before and tree.row_counts(sid) == rows
+    assert file_times(tree.data) == before and tree.row_counts(sid) == rows
 
     log = install_fake_opencode(fake_home)
     r = remover(sid, dry_run=True)
@@ -529,7 +519,7 @@ def test_dry_run_decides_the_same_and_changes_nothing(
         f"{tree.db}#{t}" for t in LEGACY_TABLES
     ] + [str(p) for p in files]
     assert r.residuals == []
-    assert snapshot(tree.data) == before and tree.row_counts(sid) == rows
+    assert file_times(tree.data) == before and tree.row_counts(sid) == rows
 
 
 def test_listing_many_at_once_equals_listing_each(fake_home: FakeHome, tree: OpencodeTree) -> None:

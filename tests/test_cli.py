@@ -27,7 +27,7 @@ from agentkeep.model import parse_rfc3339, rfc3339
 from agentkeep.processes import ProcessTable
 from build_agents import make_zero_session, mtimes, zero_root
 from build_claude import ClaudeSessionPaths, make_session, new_id, set_age, write_registry
-from fakehome import FakeHome, kill_group, make_fake_home
+from fakehome import FakeHome, cli_json, kill_group, make_fake_home
 from test_daemon_serve import start_daemon, stop_daemons
 from waiting import wait_until as wait_for
 
@@ -47,15 +47,6 @@ SESSION_KEYS = {
 }
 SLEEP = "import time; time.sleep(120)"
 ALPHA, BETA = "/home/u/alpha", "/home/u/beta"
-
-
-def cli_json(fh: FakeHome, *args: str) -> tuple[int, Any, str]:
-    proc = fh.cli(*args, "--json")
-    try:
-        doc = json.loads(proc.stdout) if proc.stdout.strip() else None
-    except ValueError:
-        pytest.fail(f"agentkeep {' '.join(args)} printed no JSON:\n{proc.stdout}\n{proc.stderr}")
-    return proc.returncode, doc, proc.stderr
 
 
 def file_bytes(s: ClaudeSessionPaths) -> int:

@@ -9,12 +9,10 @@ test fails with "SETUP INVALID" when the race did not happen).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import signal
-import stat
 import subprocess
 import sys
 import time
@@ -44,7 +42,8 @@ from build_claude import (
     set_age,
     write_registry,
 )
-from fakehome import FakeHome, Spawn, make_fake_home
+from fakehome import FakeHome, Spawn, cli_json, make_fake_home
+from trees import paths_state, tree_state
 from waiting import wait_until as wait_for
 
 DAY = 86400.0
@@ -68,15 +67,6 @@ def run_prune(**kw: Any) -> dict[str, Any]:
     return doc
 
 
-def cli_json(fh: FakeHome, *args: str) -> tuple[int, Any, str]:
-    proc = fh.cli(*args, "--json")
-    try:
-        doc = json.loads(proc.stdout) if proc.stdout.strip() else None
-    except ValueError:
-        pytest.fail(f"agentkeep {' '.join(args)} printed no JSON:\n{proc.stdout}\n{proc.stderr}")
-    return proc.returncode, doc, proc.stderr
-
-
 def cli_with_seams(
     fh: FakeHome, code: str, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
@@ -92,41 +82,11 @@ def cli_with_seams(
     )
 
 
-def state_of(paths: list[Path]) -> dict[str, tuple[int, int, str] | None]:
-    """(mode, mtime_ns, content hash or link target) of each path; None when missing."""
-    out: dict[str, tuple[int, int, str] | None] = {}
-    for p in paths:
-        try:
-            st = os.lstat(p)
-        except FileNotFoundError:
-            out[str(p)] = None
-            continue
-        if stat.S_ISLNK(st.st_mode):
-            content = "-> " + os.readlink(p)
-        elif stat.S_ISREG(st.st_mode):
-            content = hashlib.sha256(p.read_bytes()).hexdigest()
-        else:
-            content = "dir"
-        out[str(p)] = (st.st_mode, st.st_mtime_ns, content)
-    return out
-
-
-def tree(*roots: Path, skip: tuple[Path, ...] = ()) -> dict[str, tuple[int, int, str] | None]:
-    """state_of every entry below each root (links not followed)."""
-    found: list[Path] = []
-    for root in roots:
-        for dirpath, dirnames, filenames in os.walk(root):
-            here = Path(dirpath)
-            dirnames[:] = [d for d in dirnames if here / d not in skip]
-            found += [here / n for n in [*dirnames, *filenames]]
-    return state_of(found)
-
-
 def outside_state(fh: FakeHome) -> dict[str, tuple[int, int, str] | None]:
     """The whole fake user but agentkeep's own state dir (made first, so that
     making it changes no parent's mtime)."""
     fh.state.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return tree(fh.root, skip=(fh.state,))
+    return tree_state(fh.root, skip=(fh.state,))
 
 
 def gone(s: ClaudeSessionPaths) -> bool:
@@ -237,8 +197,8 @@ def test_older_than_30d_removes_old_idle_sessions_whole_and_nothing_else(
     recent = make_session(fake_home, cwd="/home/u/alpha", age_days=3)
     shared = make_shared(fake_home, cwd="/home/u/alpha", session_ids=[*(s.id for s in old)])
     expected_bytes = {s.id: file_bytes(s) for s in old}
-    shared_before = state_of(shared.all_paths())
-    recent_before = state_of(recent.all_paths())
+    shared_before = paths_state(shared.all_paths())
+    recent_before = paths_state(recent.all_paths())
 
     started = time.time()
     code, doc, err = cli_json(fake_home, "prune", "--older-than", "30d")
@@ -250,8 +210,8 @@ def test_older_than_30d_removes_old_idle_sessions_whole_and_nothing_else(
     assert int(started - 30 * DAY) - 1 <= cutoff <= finished - 30 * DAY
     assert doc["cutoffs"] == {agent: doc["cutoff"] for agent in AGENTS}
     assert {r["id"]: r["bytes"] for r in doc["removed"]} == expected_bytes
-    assert state_of(recent.all_paths()) == recent_before
-    assert state_of(shared.all_paths()) == shared_before, "shared files are never touched"
+    assert paths_state(recent.all_paths()) == recent_before
+    assert paths_state(shared.all_paths()) == shared_before, "shared files are never touched"
     assert index_ids(fake_home) == [recent.id]
 
 
@@ -260,7 +220,7 @@ def test_the_config_retention_is_the_cutoff_when_none_is_given(fake_home: FakeHo
     old = [make_session(fake_home, age_days=31), make_session(fake_home, age_days=90)]
     recent = make_session(fake_home, age_days=29)
     shared = make_shared(fake_home, session_ids=[s.id for s in [*old, recent]])
-    shared_before = state_of(shared.all_paths())
+    shared_before = paths_state(shared.all_paths())
 
     started = time.time()
     code, doc, err = cli_json(fake_home, "prune")
@@ -270,7 +230,7 @@ def test_the_config_retention_is_the_cutoff_when_none_is_given(fake_home: FakeHo
     check_complete_prune(fake_home, doc, old, recent.all_paths())
     assert int(started - 30 * DAY) - 1 <= parse_rfc3339(doc["cutoff"]) <= finished - 30 * DAY
     assert set(doc["cutoffs"]) == set(AGENTS)
-    assert state_of(shared.all_paths()) == shared_before
+    assert paths_state(shared.all_paths()) == shared_before
 
 
 def test_cutoff_is_null_when_an_agent_has_its_own_retention(fake_home: FakeHome) -> None:
@@ -539,16 +499,16 @@ def test_a_workspace_dir_linked_from_outside_keeps_the_session_unsafe(
     outside.parent.mkdir()
     os.rename(key_dir, outside)
     key_dir.symlink_to(outside)
-    outside_before = tree(outside)
+    outside_before = tree_state(outside)
     rest = [p for p in s.all_paths() if not str(p).startswith(str(key_dir))]
-    rest_before = state_of(rest)
+    rest_before = paths_state(rest)
 
     doc = run_prune(older_than="30d")
 
     assert reasons(doc) == {s.id: "unsafe"}
     assert removed_ids(doc) == []
-    assert tree(outside) == outside_before, "what lies behind the link is untouched"
-    assert state_of(rest) == rest_before, "an unsafe session is kept whole"
+    assert tree_state(outside) == outside_before, "what lies behind the link is untouched"
+    assert paths_state(rest) == rest_before, "an unsafe session is kept whole"
 
 
 def move_behind_link(path: Path, elsewhere: Path) -> None:
@@ -563,14 +523,14 @@ def test_an_artifact_behind_a_linked_directory_is_left_and_reported_residual(
     s = make_session(fake_home, age_days=40)
     outside = fake_home.root / "elsewhere" / "file-history"
     move_behind_link(fake_home.claude / "file-history", outside)
-    outside_before = tree(outside)
+    outside_before = tree_state(outside)
 
     doc = run_prune(older_than="30d")
 
     assert removed_ids(doc) == [s.id] and doc["kept"] == []
     assert doc["residual"] == [{"agent": "claude", "id": s.id, "path": str(s.file_history)}]
     assert str(s.file_history) not in doc["removed"][0]["paths"]
-    assert tree(outside) == outside_before, "what lies behind the link is never removed"
+    assert tree_state(outside) == outside_before, "what lies behind the link is never removed"
     assert not s.transcript.exists() and not s.session_env.exists()
 
 
@@ -581,13 +541,13 @@ def test_a_session_directory_that_is_itself_a_link_is_removed_as_the_link_alone(
     outside = fake_home.root / "elsewhere" / "session-env"
     move_behind_link(s.session_env, outside)
     os.utime(s.session_env, (s.mtime, s.mtime), follow_symlinks=False)
-    outside_before = tree(outside)
+    outside_before = tree_state(outside)
 
     doc = run_prune(older_than="30d")
 
     assert removed_ids(doc) == [s.id]
     assert not os.path.lexists(s.session_env), "the link itself is gone"
-    assert tree(outside) == outside_before, "its target is untouched"
+    assert tree_state(outside) == outside_before, "its target is untouched"
 
 
 def test_max_removals_caps_a_run(fake_home: FakeHome) -> None:
@@ -954,7 +914,7 @@ def test_a_removal_failing_half_way_is_reported_and_finished_by_the_next_run(
     s = make_session(fake_home, age_days=40)
     other = make_session(fake_home, age_days=41)
     env = {"FAIL_PATH": str(s.file_history)}
-    before = state_of(s.all_paths())
+    before = paths_state(s.all_paths())
 
     proc = cli_with_seams(
         fake_home, FAIL_ON_PATH, "prune", "--older-than", "30d", "--json", env=env
@@ -983,7 +943,7 @@ def test_a_removal_failing_half_way_is_reported_and_finished_by_the_next_run(
     # What the finishing run removed went to the trash too: all of it comes back.
     restored = fake_home.cli("restore", "claude", s.id)
     assert restored.returncode == 0, restored.stderr
-    assert state_of(s.all_paths()) == before
+    assert paths_state(s.all_paths()) == before
 
 
 KILL_MID_REMOVAL = """

@@ -10,7 +10,7 @@ files are skipped with a log line, never a crash, never a wrong removal.
 Each agent has a builder (the table at the end of the builders) that lays a
 session out as the agent does and says exactly what the report must show of
 it. Databases are queried read-only afterwards; what must stay is compared
-by content hash and mtime (hardening_util.tree_state).
+by content hash and mtime (trees.tree_state).
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ from hardening.hardening_util import (
     Processes,
     processes,
     report_of,
-    tree_state,
     wait_until,
 )
+from trees import tree_state
 
 __all__ = ["processes"]  # a fixture, used by name
 

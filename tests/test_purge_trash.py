@@ -9,13 +9,9 @@ back as it was, never overwriting anything.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import stat
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,39 +21,17 @@ from agentkeep.model import parse_rfc3339
 from agentkeep.processes import ProcessTable
 from build_agents import make_zero_session, zero_root
 from build_claude import ClaudeSessionPaths, make_session, new_id
-from fakehome import FakeHome, Spawn
+from fakehome import FakeHome, Spawn, cli_json
+from trees import paths_state
 from waiting import wait_until as wait_for
 
 DAY = 86400.0
 SLEEP = "import time; time.sleep(60)"
 
 
-def cli_json(fh: FakeHome, *args: str) -> tuple[int, Any, str]:
-    proc = fh.cli(*args, "--json")
-    try:
-        doc = json.loads(proc.stdout) if proc.stdout.strip() else None
-    except ValueError:
-        pytest.fail(f"agentkeep {' '.join(args)} printed no JSON:\n{proc.stdout}\n{proc.stderr}")
-    return proc.returncode, doc, proc.stderr
-
-
-def state_of(paths: list[Path]) -> dict[str, tuple[int, int, str] | None]:
-    """(mode, mtime_ns, content hash) of each path; None when it is missing."""
-    out: dict[str, tuple[int, int, str] | None] = {}
-    for p in paths:
-        try:
-            st = os.lstat(p)
-        except FileNotFoundError:
-            out[str(p)] = None
-            continue
-        content = hashlib.sha256(p.read_bytes()).hexdigest() if stat.S_ISREG(st.st_mode) else ""
-        out[str(p)] = (st.st_mode, st.st_mtime_ns, content)
-    return out
-
-
 def files_of(s: ClaudeSessionPaths) -> dict[str, tuple[int, int, str] | None]:
     """Every file and directory of the session: mode, mtime, content."""
-    return state_of([*s.files, *s.dirs])
+    return paths_state([*s.files, *s.dirs])
 
 
 def gone(s: ClaudeSessionPaths) -> bool:

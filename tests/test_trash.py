@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import select
 import signal
-import stat
 import subprocess
 from pathlib import Path
 
@@ -31,6 +29,7 @@ from agentkeep.trash import (
 from agentkeep.trash import (
     expire as expire_trash,
 )
+from trees import tree_state
 
 NOW = 1_800_000_000.0
 WEEK = 7 * 86400.0
@@ -50,23 +49,6 @@ def root(fake_home) -> Path:
 
 def art(root: Path, rel: str) -> Artifact:
     return Artifact(path=str(root / rel), kind="t", bytes=0, mtime=0.0, root=str(root))
-
-
-def snapshot(path: Path) -> dict[str, tuple[int, int, str]]:
-    """(mode, mtime_ns, content hash or link target) of every entry below path."""
-    result = {}
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in dirnames + filenames:
-            full = os.path.join(dirpath, name)
-            st = os.lstat(full)
-            if stat.S_ISLNK(st.st_mode):
-                content = "-> " + os.readlink(full)
-            elif stat.S_ISREG(st.st_mode):
-                content = hashlib.sha256(Path(full).read_bytes()).hexdigest()
-            else:
-                content = "dir"
-            result[os.path.relpath(full, path)] = (st.st_mode, st.st_mtime_ns, content)
-    return result
 
 
 def make_session(root: Path, sid: str) -> list[Artifact]:
@@ -107,7 +89,8 @@ def test_trash_keeps_inodes_and_restore_puts_back_modes_hashes_and_times(
 ) -> None:
     sid = "0b7c0000-0000-4000-8000-000000000002"
     artifacts = make_session(root, sid)
-    before = snapshot(root)
+    # The session's own entries (the root's mtime moves as they go and come).
+    before = tree_state(root / sid, root / f"{sid}.jsonl")
     inode = os.stat(root / sid / "tool-results" / "r1.txt").st_ino
 
     with open_entry(state, "claude", sid, parent=None, keep_for=WEEK, now=NOW) as writer:
@@ -127,7 +110,7 @@ def test_trash_keeps_inodes_and_restore_puts_back_modes_hashes_and_times(
     assert os.stat(moved).st_ino == inode, "a move into the trash is a rename, not a copy"
 
     result = restore(state, "claude", sid, now=NOW + 3600)
-    assert snapshot(root) == before
+    assert tree_state(root / sid, root / f"{sid}.jsonl") == before
     assert [e.id for e in result.entries] == [sid]
     assert result.bytes == r.bytes
     assert list_entries(state) == []
@@ -139,12 +122,12 @@ def test_restore_refuses_to_overwrite_and_moves_nothing(state: Path, root: Path)
     sid = "0b7c0000-0000-4000-8000-000000000003"
     trash_session(state, root, sid)
     [entry] = list_entries(state)
-    trash_before = snapshot(entry.path)
+    trash_before = tree_state(entry.path)
     # The agent wrote again where a trashed file would go back.
     (root / sid / "tool-results").mkdir(parents=True)
     (root / sid / "tool-results" / "r1.txt").write_text("new work")
     (root / f"{sid}.jsonl").write_text("new transcript")
-    root_before = snapshot(root)
+    root_before = tree_state(root)
 
     with pytest.raises(RestoreConflict) as raised:
         restore(state, "claude", sid, now=NOW)
@@ -152,8 +135,8 @@ def test_restore_refuses_to_overwrite_and_moves_nothing(state: Path, root: Path)
         str(root / sid / "tool-results" / "r1.txt"),
         str(root / f"{sid}.jsonl"),
     }
-    assert snapshot(root) == root_before, "a refused restore changed the destination"
-    assert snapshot(entry.path) == trash_before, "a refused restore changed the trash"
+    assert tree_state(root) == root_before, "a refused restore changed the destination"
+    assert tree_state(entry.path) == trash_before, "a refused restore changed the trash"
     assert restored_at(state) == {}
 
 
@@ -285,12 +268,12 @@ def test_removed_at_once_marks_the_entry_partial(state: Path) -> None:
 
 def test_a_dry_run_writes_nothing_to_the_trash(state: Path, root: Path) -> None:
     artifacts = make_session(root, "dry")
-    before = snapshot(root)
+    before = tree_state(root)
     with open_entry(state, "claude", "dry", parent=None, keep_for=WEEK, now=NOW) as writer:
         r = SessionRemoval("claude", "dry", dry_run=True, trash=writer)
         for artifact in artifacts:
             r.remove_path(artifact)
-    assert snapshot(root) == before
+    assert tree_state(root) == before
     assert r.bytes > 3100 and not r.partial
     [entry] = list_entries(state)
     assert entry.items == [] and not (entry.path / "roots").exists()

@@ -7,15 +7,13 @@ daemon harness from tests/test_daemon_serve.py), so every helper exists once.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,34 +160,6 @@ def kept_reasons(doc: dict[str, Any]) -> dict[str, str]:
 
 
 # -- what is on disk ---------------------------------------------------------------------
-
-
-def entry_state(path: Path) -> tuple[int, int, int, str] | None:
-    """(mode, size, mtime_ns, content hash or link target) of one path, not
-    following a link; None when it is missing."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    if stat.S_ISLNK(st.st_mode):
-        content = "-> " + os.readlink(path)
-    elif stat.S_ISREG(st.st_mode):
-        content = hashlib.sha256(path.read_bytes()).hexdigest()
-    else:
-        content = ""
-    return (st.st_mode, st.st_size, st.st_mtime_ns, content)
-
-
-def paths_state(paths: Iterable[Path]) -> dict[str, tuple[int, int, int, str] | None]:
-    return {str(p): entry_state(p) for p in paths}
-
-
-def tree_state(root: Path) -> dict[str, tuple[int, int, int, str] | None]:
-    """entry_state of `root` and everything below it (links not followed)."""
-    found = [root]
-    for dirpath, dirnames, filenames in os.walk(root):
-        found += [Path(dirpath, name) for name in [*dirnames, *filenames]]
-    return paths_state(found)
 
 
 def whole(s: ClaudeSessionPaths) -> bool:

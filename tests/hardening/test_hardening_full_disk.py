@@ -24,7 +24,6 @@ from hardening_util import (
     removed_ids,
     report_of,
     run_cli,
-    tree_state,
     whole,
 )
 
@@ -34,6 +33,7 @@ from agentkeep.paths import Env
 from build_claude import ClaudeSessionPaths, make_session
 from fakehome import FakeHome
 from test_daemon_serve import start_daemon, stop_daemons
+from trees import tree_state
 from waiting import wait_until
 
 __all__ = ["stop_daemons"]

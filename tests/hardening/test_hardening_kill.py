@@ -40,7 +40,6 @@ from hardening_util import (
     gone,
     kept_reasons,
     moved,
-    paths_state,
     pending_journal,
     processes,
     report_of,
@@ -63,6 +62,7 @@ from build_claude import (
 )
 from fakehome import FakeHome, make_fake_home
 from test_daemon_serve import start_daemon, stop_daemons
+from trees import paths_state
 
 # Fixtures used by name: every process and daemon a test starts is killed after it.
 __all__ = ["processes", "stop_daemons"]

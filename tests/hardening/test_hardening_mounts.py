@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hardening_util import DAY, pending_journal, removed_ids, report_of, tree_state
+from hardening_util import DAY, pending_journal, removed_ids, report_of
 
 from build_agents import make_zero_session, zero_root
 from build_claude import make_session, set_age
 from fakehome import FakeHome, kill_group
+from trees import tree_state
 from waiting import wait_until
 
 AGE = 40.0

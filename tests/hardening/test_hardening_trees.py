@@ -18,19 +18,17 @@ from typing import Any
 import pytest
 from hardening_util import (
     DAY,
-    entry_state,
     gone,
     kept_reasons,
-    paths_state,
     removed_ids,
     report_of,
     run_cli,
-    tree_state,
     whole,
 )
 
 from build_claude import ClaudeSessionPaths, make_session, set_age
 from fakehome import FakeHome
+from trees import entry_state, paths_state, tree_state
 
 AGE = 40.0
 TRASH = [pytest.param("7d", id="trash"), pytest.param("0", id="no-trash")]
