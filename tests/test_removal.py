@@ -190,7 +190,7 @@ def test_a_kept_parent_swapped_for_a_link_between_removals_is_not_used(
     (area / "two" / "f.txt").write_text("the session's")
     (outside / "victim" / "two").mkdir()
     (outside / "victim" / "two" / "g.txt").write_text("precious\n")
-    before = snapshot(outside)
+    before = tree_state(outside)
     config = fake_home.claude
     parents = rmtree.Parents()
     try:
@@ -205,7 +205,7 @@ def test_a_kept_parent_swapped_for_a_link_between_removals_is_not_used(
     finally:
         parents.close()
     assert (moved / "two" / "f.txt").exists(), "the kept cursor of a moved parent was used"
-    assert snapshot(outside) == before, "the removal followed the swapped-in link"
+    assert tree_state(outside) == before, "the removal followed the swapped-in link"
     assert second.residuals == [str(area / "two")] and second.removed == []
 
 
