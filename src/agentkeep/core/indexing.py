@@ -77,12 +77,12 @@ def _counted(tally: Tally, agent: str, rows: Iterable[Rows]) -> Iterator[Rows]:
 
 
 class CollectorPause:
-    """Python's cycle collector off while any scan runs. A scan makes
-    hundreds of thousands of tuples (the listing, the rows coming back),
+    """Python's cycle collector off while any scan or prune runs. Both make
+    hundreds of thousands of objects (the listing, the rows coming back),
     none of them in a cycle; the collector walked them again and again as
-    they were made: a tenth of the scan's own CPU. Counted, because daemon
-    threads may scan at once; the collector comes back (if it was on) with
-    the last of them."""
+    they were made: a tenth of a scan's own CPU. Counted, because daemon
+    threads may scan and prune at once; the collector comes back (if it was
+    on) with the last of them."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
