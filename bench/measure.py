@@ -92,6 +92,56 @@ def agentkeep(*args: str) -> list[str]:
     return [sys.executable, "-m", "agentkeep", *args]
 
 
+@dataclass
+class Import:
+    """One line of `python -X importtime`: a module and what importing it
+    took, in seconds, with (cumulative) and without (own) what it imported."""
+
+    name: str
+    own: float
+    cumulative: float
+    depth: int  # 0: imported by no module that -X importtime saw
+
+
+@dataclass
+class Imports:
+    """What one command line imported, as `python -X importtime` saw it."""
+
+    modules: list[Import]
+    rc: int
+
+    @property
+    def total(self) -> float:
+        """Seconds spent importing: the outermost imports' cumulative times."""
+        return sum(i.cumulative for i in self.modules if i.depth == 0)
+
+    def top(self, n: int) -> list[Import]:
+        return sorted(self.modules, key=lambda i: i.cumulative, reverse=True)[:n]
+
+
+def import_times(args: list[str], env: dict[str, str]) -> Imports:
+    """`python -X importtime -m agentkeep ARGS`: every module an import
+    statement loaded, in order. (A module loaded by importlib.import_module,
+    as the adapters are, is not listed itself; what it imports is, at depth 0.)"""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "agentkeep", *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+    )
+    modules = []
+    for line in proc.stderr.splitlines():
+        head, _, rest = line.partition("import time:")
+        fields = rest.split("|")
+        if head or len(fields) != 3 or not fields[0].strip().isdigit():
+            continue
+        own, cumulative, name = fields
+        depth = (len(name) - len(name.lstrip()) - 1) // 2
+        modules.append(Import(name.strip(), int(own) / 1e6, int(cumulative) / 1e6, depth))
+    return Imports(modules, proc.returncode)
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 

@@ -45,6 +45,7 @@ def main() -> int:
     p.add_argument("n", type=int)
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--callers", metavar="FUNC", help="also print who calls FUNC (a regex)")
+    p.add_argument("--callees", metavar="FUNC", help="also print whom FUNC calls (a regex)")
     p.add_argument("--tmpdir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     a = p.parse_args()
     base = Path(tempfile.mkdtemp(prefix="akb-prof-", dir=a.tmpdir))
@@ -71,6 +72,8 @@ def main() -> int:
         stats.sort_stats("cumulative").print_stats("agentkeep", a.top)
         if a.callers:
             stats.print_callers(a.callers)
+        if a.callees:
+            stats.print_callees(a.callees)
         bh.remove()
     finally:
         shutil.rmtree(base, ignore_errors=True)

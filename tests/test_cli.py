@@ -495,24 +495,36 @@ def test_reading_commands_change_no_timestamp(fake_home: FakeHome) -> None:
 HEAVY = {"agentkeep.core", "agentkeep.index", "agentkeep.prune", "rich.console"}
 
 
-def imported(fh: FakeHome, *args: str) -> set[str]:
+def started(
+    fh: FakeHome,
+    *args: str,
+    entry: tuple[str, ...] = ("-m", "agentkeep"),
+    env: dict[str, str] | None = None,
+    codes: tuple[int, ...] = (0,),
+) -> tuple[set[str], subprocess.CompletedProcess[str]]:
+    """Run `python -X importtime <entry> <args>`: the modules it imported
+    (those an import statement loaded), and the finished process."""
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "agentkeep", *args],
-        env=fh.environ,
+        [sys.executable, "-X", "importtime", *entry, *args],
+        env=fh.environ if env is None else env,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode in codes, proc.stderr[-2000:]
     lines = [line.split("|")[-1].strip() for line in proc.stderr.splitlines()]
-    return {name for name in lines if name}
+    return {name for name in lines if name}, proc
+
+
+def imported(fh: FakeHome, *args: str) -> set[str]:
+    return started(fh, *args)[0]
 
 
 @pytest.mark.parametrize("args", [("--version",), ("--help",), ("ls", "--help")])
 def test_version_and_help_import_nothing_heavy(fake_home: FakeHome, args: tuple[str, ...]) -> None:
     names = imported(fake_home, *args)
 
-    assert "click" in names, "SETUP INVALID: -X importtime printed no imports"
+    assert "agentkeep" in names, "SETUP INVALID: -X importtime printed no imports"
     assert not {n for n in names if n.split(".")[0] == "structlog" or n in HEAVY}
     assert not {n for n in names if n.startswith("rich.")}
 
@@ -530,3 +542,82 @@ def test_ls_json_answered_by_the_daemon_imports_no_core(fake_home: FakeHome) -> 
     assert not names & HEAVY
     assert served.stdout == local.stdout
     assert served.stdout == json.dumps(json.loads(served.stdout), indent=2) + "\n"
+
+
+# Imported, before they were deferred or moved, by commands that never use
+# them: asyncio (structlog imports it for async loggers agentkeep never
+# uses; logs._import_structlog defers it) and the daemon's own machinery
+# (runner.Runner.ask read the method table from agentkeep.daemon.main).
+UNUSED = ("asyncio", "agentkeep.daemon", "apscheduler", "watchdog")
+
+
+def loaded(names: set[str], *packages: str) -> set[str]:
+    """Those of `names` that are one of `packages` or in one."""
+    return {n for n in names if any(n == p or n.startswith(p + ".") for p in packages)}
+
+
+def test_version_alone_is_answered_before_click(fake_home: FakeHome) -> None:
+    names, fast = started(fake_home, "--version")
+    by_click = fake_home.cli("-q", "--version", check=True)
+
+    assert "agentkeep" in names, "SETUP INVALID: -X importtime printed no imports"
+    assert fast.stdout == by_click.stdout == "agentkeep, version 0.1.0\n"
+    assert not loaded(names, "click", "structlog", *UNUSED)
+
+
+def test_the_console_script_answers_version_before_click(fake_home: FakeHome) -> None:
+    """What the installed `agentkeep` runs: its entry point, called as pip's
+    script calls it."""
+    from importlib.metadata import entry_points
+
+    (script,) = entry_points(group="console_scripts", name="agentkeep")
+    code = (
+        f"import sys\nfrom {script.module} import {script.attr}\n"
+        f"sys.argv[0] = 'agentkeep'\nsys.exit({script.attr}())"
+    )
+
+    names, fast = started(fake_home, "--version", entry=("-c", code))
+    usage = started(fake_home, "--help", entry=("-c", code))[1]
+
+    assert fast.stdout == "agentkeep, version 0.1.0\n"
+    assert not loaded(names, "click", "structlog", *UNUSED)
+    assert usage.stdout.startswith("Usage: agentkeep [OPTIONS] COMMAND [ARGS]...")
+
+
+def test_a_completion_asking_with_version_is_answered_by_click(fake_home: FakeHome) -> None:
+    env = {**fake_home.environ, "_AGENTKEEP_COMPLETE": "bash_source"}
+
+    names, proc = started(fake_home, "--version", env=env)
+
+    assert "_agentkeep_completion()" in proc.stdout
+    assert "version" not in proc.stdout
+    assert "click" in names
+
+
+@pytest.mark.parametrize(
+    "args", [("scan", "--json"), ("ls", "--json"), ("ls",), ("status", "--json")]
+)
+def test_in_process_commands_import_nothing_of_the_daemon(
+    fake_home: FakeHome, args: tuple[str, ...]
+) -> None:
+    make_session(fake_home, age_days=40)
+
+    names, _ = started(fake_home, *args, codes=(1,) if args[0] == "status" else (0,))
+
+    assert "agentkeep.core" in names, "SETUP INVALID: not answered in-process"
+    assert not loaded(names, *UNUSED)
+
+
+@pytest.mark.parametrize("args", [("scan", "--json"), ("ls", "--json"), ("status", "--json")])
+def test_commands_the_daemon_answers_import_neither_core_nor_asyncio(
+    fake_home: FakeHome, args: tuple[str, ...]
+) -> None:
+    make_session(fake_home, age_days=40)
+    daemon = start_daemon(fake_home)
+
+    names, _ = started(fake_home, *args)
+
+    assert daemon.call("status")["sessions"] == 1
+    assert "agentkeep.client" in names, "SETUP INVALID: the daemon was not asked"
+    assert not names & HEAVY
+    assert not loaded(names, *UNUSED)

@@ -398,6 +398,34 @@ def test_a_process_started_after_the_plan_keeps_the_session_live(
     assert whole(s)
 
 
+def test_a_process_started_while_its_batch_takes_leases_keeps_the_session_live(
+    fake_home: FakeHome, spawn: Spawn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process table of the check under the leases is read once per
+    batch: after the batch's last lease, never at its first."""
+    first = make_session(fake_home, age_days=40)
+    second = make_session(fake_home, age_days=41)
+    leased: list[str] = []
+    started: list[int] = []
+
+    def resume_the_other(agent: str, sid: str) -> None:
+        leased.append(sid)
+        if len(leased) == 2:  # the first one's lease is held already
+            started.append(spawn([sys.executable, "-c", SLEEP, leased[0]]).pid)
+            wait_for(lambda: names(leased[0]), "the new process showing in the process table")
+
+    monkeypatch.setattr(prune_act, "BATCH", 2)
+    monkeypatch.setattr(prune_act, "_after_lease", resume_the_other)
+    doc = run_prune(older_than="30d")
+
+    if len(started) != 1:
+        pytest.fail("SETUP INVALID: no process was started between two leases of a batch")
+    live = leased[0]
+    assert reasons(doc) == {live: "live"}
+    assert sorted(removed_ids(doc)) == [leased[1]]
+    assert whole(first if first.id == live else second)
+
+
 def test_a_pinned_session_is_kept(fake_home: FakeHome) -> None:
     s = make_session(fake_home, age_days=40)
     assert fake_home.cli("pin", "claude", s.id).returncode == 0

@@ -177,6 +177,38 @@ def test_a_directory_swapped_for_a_link_mid_removal_is_not_followed(
     assert (moved_away / "b.txt").exists() or (moved_away / "a.jsonl").exists()
 
 
+def test_a_kept_parent_swapped_for_a_link_between_removals_is_not_used(
+    fake_home, outside: Path
+) -> None:
+    """A batch's removals keep their parents' cursors open (rmtree.Parents):
+    a parent moved away and replaced by a link after one removal must not be
+    used for the next, neither the kept cursor (it now holds a directory no
+    path of the session names) nor the link."""
+    area = fake_home.claude / "file-history"
+    (area / "one").mkdir(parents=True)
+    (area / "two").mkdir()
+    (area / "two" / "f.txt").write_text("the session's")
+    (outside / "victim" / "two").mkdir()
+    (outside / "victim" / "two" / "g.txt").write_text("precious\n")
+    before = tree_state(outside)
+    config = fake_home.claude
+    parents = rmtree.Parents()
+    try:
+        first = SessionRemoval("claude", "a", dry_run=False, trash=None, parents=parents)
+        first.remove_path(art(config, "file-history/one"))
+        assert not (area / "one").exists() and first.removed == [str(area / "one")]
+        moved = fake_home.root / "moved-away"
+        os.rename(area, moved)
+        os.symlink(outside / "victim", area)
+        second = SessionRemoval("claude", "b", dry_run=False, trash=None, parents=parents)
+        second.remove_path(art(config, "file-history/two"))
+    finally:
+        parents.close()
+    assert (moved / "two" / "f.txt").exists(), "the kept cursor of a moved parent was used"
+    assert tree_state(outside) == before, "the removal followed the swapped-in link"
+    assert second.residuals == [str(area / "two")] and second.removed == []
+
+
 def test_a_directory_replaced_by_another_mid_removal_is_left_for_next_run(
     root: Path, fake_home, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -301,7 +301,7 @@ def test_the_cycle_collector_rests_during_a_scan_and_comes_back(
         core.scan(ctx, stop_half_way)
     assert gc.isenabled()
     # Another scan (a daemon thread) still running keeps it off.
-    with indexing._collector_paused():
+    with indexing.collector_paused():
         core.scan(ctx)
         assert not gc.isenabled()
     assert gc.isenabled()

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from agentkeep import __version__, completion
+from agentkeep import VERSION_LINE, __version__, completion
 from agentkeep.errors import Failure
 from agentkeep.paths import Env
 from agentkeep.runner import (
@@ -178,7 +178,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="agentkeep")
+@click.version_option(__version__, prog_name="agentkeep", message=VERSION_LINE)
 def main() -> None:
     """Keep coding agents' sessions, prune what has been idle past your retention."""
     # A file name that is not UTF-8 reaches text output as lone surrogates:
@@ -191,13 +191,19 @@ def main() -> None:
 @_json_option
 def scan(as_json: bool) -> None:
     """Rebuild the index from disk now."""
-    from agentkeep import core, render
-
     r = Runner()
 
     def body() -> int:
+        from agentkeep import render
+
         with progress_bar("scanning") as bar:
-            doc = r.ask("scan", {}, lambda c: core.scan(c, bar.update))
+
+            def local(ctx: core.Context) -> dict[str, Any]:
+                from agentkeep import core
+
+                return core.scan(ctx, bar.update)
+
+            doc = r.ask("scan", {}, local)
         emit_json(doc) if as_json else render.scan(text_out(), doc)
         return EXIT_OK
 
@@ -335,20 +341,20 @@ def prune(
     dry_run: bool, older_than: str | None, agent: str | None, wide: bool, as_json: bool
 ) -> None:
     """Remove sessions idle past the cutoff."""
-    from agentkeep import core
-
     r = Runner()
 
     def body() -> int:
         params = {"dry_run": dry_run, "older_than": older_than, "agent": agent}
         with progress_bar("pruning") as bar:
-            doc = r.ask(
-                "prune",
-                params,
-                lambda c: core.prune(
-                    c, dry_run=dry_run, older_than=older_than, agent=agent, progress=bar.update
-                ),
-            )
+
+            def local(ctx: core.Context) -> dict[str, Any] | None:
+                from agentkeep import core
+
+                return core.prune(
+                    ctx, dry_run=dry_run, older_than=older_than, agent=agent, progress=bar.update
+                )
+
+            doc = r.ask("prune", params, local)
         return _print_report(doc, as_json, wide)
 
     r.run(body, wide=wide)
@@ -365,18 +371,16 @@ def purge(
     agent: str, session_id: str, dry_run: bool, cascade: bool, wide: bool, as_json: bool
 ) -> None:
     """Remove one session now, whatever its age."""
-    from agentkeep import core
-
     r = Runner()
+
+    def local(ctx: core.Context) -> dict[str, Any]:
+        from agentkeep import core
+
+        return core.purge(ctx, agent=agent, id=session_id, dry_run=dry_run, cascade=cascade)
 
     def body() -> int:
         params = {"agent": agent, "id": session_id, "dry_run": dry_run, "cascade": cascade}
-        doc = r.ask(
-            "purge",
-            params,
-            lambda c: core.purge(c, agent=agent, id=session_id, dry_run=dry_run, cascade=cascade),
-        )
-        return _print_report(doc, as_json, wide)
+        return _print_report(r.ask("purge", params, local), as_json, wide)
 
     r.run(body, as_json, wide)
 
@@ -404,17 +408,16 @@ def hold(agent: str, session_id: str, command: tuple[str, ...]) -> None:
 
 
 def _pin(agent: str, session_id: str, pinned: bool, as_json: bool) -> None:
-    from agentkeep import core
-
     r = Runner()
     method = "pin" if pinned else "unpin"
 
+    def local(ctx: core.Context) -> dict[str, Any]:
+        from agentkeep import core
+
+        return core.pin(ctx, agent, session_id, pinned)
+
     def body() -> int:
-        doc = r.ask(
-            method,
-            {"agent": agent, "id": session_id},
-            lambda c: core.pin(c, agent, session_id, pinned),
-        )
+        doc = r.ask(method, {"agent": agent, "id": session_id}, local)
         if as_json:
             emit_json(doc)
         else:

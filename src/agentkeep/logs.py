@@ -9,27 +9,55 @@ collectors, readable `key=value` lines on a terminal.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
+import types
 from collections.abc import Mapping
 
 
-def _import_structlog_without_rich() -> None:
-    """Import structlog without the rich it imports for its default
-    traceback formatter (some 40 ms of the CLI's start-up): agentkeep
-    renders tracebacks plainly on a terminal and as data in JSON, so rich is
-    never used there. Where rich is loaded already, it costs nothing."""
-    if "structlog" in sys.modules or "rich" in sys.modules:
+def _import_structlog() -> None:
+    """Import structlog without two modules it imports and agentkeep never
+    uses, which were most of the CLI's start-up after click: rich, for its
+    default traceback formatter (agentkeep renders tracebacks plainly on a
+    terminal and as data in JSON), refused for the import; and asyncio, which
+    structlog.stdlib and structlog._native import at their top for their
+    async loggers (agentkeep logs synchronously), deferred (_Deferred). Where
+    either is loaded already, it costs nothing."""
+    if "structlog" in sys.modules:
         return
-    sys.modules["rich"] = None  # type: ignore[assignment]  # so that `import rich` fails
+    deferred = None
+    if "asyncio" not in sys.modules:
+        deferred = sys.modules["asyncio"] = _Deferred("asyncio")
+    refused = "rich" not in sys.modules
+    if refused:
+        sys.modules["rich"] = None  # type: ignore[assignment]  # so that `import rich` fails
     try:
         import structlog  # noqa: F401
     finally:
-        del sys.modules["rich"]
+        if refused:
+            del sys.modules["rich"]
+        if deferred is not None and sys.modules.get("asyncio") is deferred:
+            # The next `import asyncio` is a real one, and what structlog
+            # holds turns into it on first use.
+            del sys.modules["asyncio"]
 
 
-_import_structlog_without_rich()
+class _Deferred(types.ModuleType):
+    """A stand-in for a module, importing it on the first access to one of
+    its attributes and answering each from it: what imported the stand-in
+    uses the real module, which nothing loads before it is used."""
+
+    def __getattr__(self, attr: str) -> object:
+        # Used while still standing in (during the import it was made for):
+        # step aside first, or the import would find this stand-in again.
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attr)
+
+
+_import_structlog()
 
 import structlog  # noqa: E402
 

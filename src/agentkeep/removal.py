@@ -20,7 +20,15 @@ import structlog
 from agentkeep.disk import TreeChanged
 from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact
-from agentkeep.rmtree import Parent, Walk, mount_at, open_parent, raise_errors, relative_parts
+from agentkeep.rmtree import (
+    Parent,
+    Parents,
+    Walk,
+    mount_at,
+    open_parent,
+    raise_errors,
+    relative_parts,
+)
 
 if TYPE_CHECKING:
     from agentkeep.adapters.sqlite import TableRows
@@ -41,12 +49,15 @@ class SessionRemoval:
         dry_run: bool,
         trash: TrashWriter | None,
         same_fs_as: Path | None = None,
+        parents: Parents | None = None,
     ) -> None:
         """`same_fs_as`: artifacts on this path's mount are moved into the
         trash (default: the trash entry's own directory); the rest, which no
         rename could move, are removed at once and the entry is marked
-        partial."""
+        partial. `parents`: cursors kept open across a batch of removals
+        (their owner closes them); without, each is opened and closed here."""
         self.agent = agent
+        self.parents = parents
         self.session_id = session_id
         self.dry_run = dry_run
         self.trash = trash
@@ -67,14 +78,25 @@ class SessionRemoval:
             return
         if artifact.root is None:
             raise RemovalError(f"{artifact.path} has no root to remove it relative to")
-        parts = relative_parts(artifact.root, artifact.path)
-        parent = open_parent(artifact.root, parts, lambda: self.residual(artifact.path))
-        if parent is None:
+        root = artifact.root
+        parts = relative_parts(root, artifact.path)
+        if self.parents is None:
+            parent = open_parent(root, parts, lambda: self.residual(artifact.path))
+            if parent is not None:
+                with parent.cursor:
+                    self._remove_at(artifact, parts, parent)
             return
-        with parent.cursor:
-            if self._trash_mount == parent.root_mount and self._move(artifact, parts, parent):
-                return
-            self._delete(artifact, parts, parent)
+        parent = self.parents.get(root, parts, lambda: self.residual(artifact.path))
+        if parent is not None:
+            try:
+                self._remove_at(artifact, parts, parent)
+            finally:
+                self.parents.put_back(root, parts, parent)
+
+    def _remove_at(self, artifact: Artifact, parts: list[str], parent: Parent) -> None:
+        if self._trash_mount == parent.root_mount and self._move(artifact, parts, parent):
+            return
+        self._delete(artifact, parts, parent)
 
     def _delete(self, artifact: Artifact, parts: list[str], parent: Parent) -> None:
         walk = Walk(parent.root_mount, dry_run=self.dry_run, seen=self._seen)

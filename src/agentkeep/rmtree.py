@@ -257,6 +257,63 @@ def open_parent(root: str, parts: list[str], residual: Callable[[], None]) -> Pa
         raise RemovalError(f"{cursor.path()}: {type(exc).__name__}: {exc.strerror or exc}") from exc
 
 
+class Parents:
+    """Cursors at the parents of leaves, kept open for a batch of removals:
+    a prune's sessions share a few parents (each config area, each project's
+    key dir), and opening each again, link-free, component by component,
+    cost more than the removal of the leaf. A kept cursor is used again only
+    while its path, looked at again (lstat), still names the directory it
+    holds, so a parent moved or swapped since is opened afresh (and checked
+    link-free and on its root's mount again, by open_parent)."""
+
+    # Cursors kept at most (a descriptor each), the least recently used
+    # closed first: with a batch's leases, well inside the descriptors the
+    # daemon keeps for itself (daemon.limits).
+    MAX = 32
+
+    def __init__(self) -> None:
+        self._open: dict[tuple[str, tuple[str, ...]], Parent] = {}
+
+    def get(self, root: str, parts: list[str], residual: Callable[[], None]) -> Parent | None:
+        """open_parent(root, parts, residual), or the cursor kept for it."""
+        key = (root, tuple(parts[:-1]))
+        kept = self._open.pop(key, None)
+        if kept is not None:
+            if _still_at(kept.cursor):
+                self._open[key] = kept
+                return kept
+            kept.cursor.close()
+        parent = open_parent(root, parts, residual)
+        if parent is not None:
+            if len(self._open) >= self.MAX:
+                oldest = next(iter(self._open))
+                self._open.pop(oldest).cursor.close()
+            self._open[key] = parent
+        return parent
+
+    def put_back(self, root: str, parts: list[str], parent: Parent) -> None:
+        """After a removal at `parent`: a cursor a walk could not bring back
+        (the way up was gone) is closed, never used again."""
+        if parent.cursor.fd >= 0 and parent.cursor.names == parts[:-1]:
+            return
+        self._open.pop((root, tuple(parts[:-1])), None)
+        parent.cursor.close()
+
+    def close(self) -> None:
+        for parent in self._open.values():
+            parent.cursor.close()
+        self._open.clear()
+
+
+def _still_at(cursor: DirCursor) -> bool:
+    """The cursor's path still names the directory it holds."""
+    try:
+        st = os.stat(cursor.path(), follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and ident_of(st) == cursor.ident
+
+
 def raise_errors(errors: list[str]) -> None:
     if errors:
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""

@@ -111,7 +111,7 @@ class Runner:
                 raise Failure(int(data.get("exit", 1)), exc.message) from None
             log.debug("working in-process", method=method, why=exc.message)
         from agentkeep import core
-        from agentkeep.daemon.main import METHODS
+        from agentkeep.methods import METHODS
 
         if not METHODS[method].reads_index:
             return local(self.ctx)

@@ -148,7 +148,7 @@ def _start_worker(json: bool | None, level: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A worker lives for one scan and makes no cycles worth collecting: the
     # cycle collector would only walk its rows again and again (see
-    # core.indexing._CollectorPause).
+    # core.indexing.CollectorPause).
     gc.disable()
     logs.configure(json, level)
     parent = multiprocessing.parent_process()

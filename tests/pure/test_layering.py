@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.errors",
             "agentkeep.jsontext",
             "agentkeep.logs",
+            "agentkeep.methods",
             "agentkeep.model",
             "agentkeep.mounts",
             "agentkeep.paths",

@@ -53,7 +53,7 @@ def _scan(
     # One agent that does not split its scan would be one part: nothing to spread.
     splits = len(agents) > 1 or any(hint is not None for hint in hints.values())
     spread = splits and workers.worth_spreading(expected)
-    with _collector_paused(), ctx.index.replacing(agents) as replacement:
+    with collector_paused(), ctx.index.replacing(agents) as replacement:
         tally = Tally(progress, "scanning", estimates)
         parts = (
             (agent, part)
@@ -76,13 +76,13 @@ def _counted(tally: Tally, agent: str, rows: Iterable[Rows]) -> Iterator[Rows]:
     tally.part_done(agent)
 
 
-class _CollectorPause:
-    """Python's cycle collector off while any scan runs. A scan makes
-    hundreds of thousands of tuples (the listing, the rows coming back),
+class CollectorPause:
+    """Python's cycle collector off while any scan or prune runs. Both make
+    hundreds of thousands of objects (the listing, the rows coming back),
     none of them in a cycle; the collector walked them again and again as
-    they were made: a tenth of the scan's own CPU. Counted, because daemon
-    threads may scan at once; the collector comes back (if it was on) with
-    the last of them."""
+    they were made: a tenth of a scan's own CPU. Counted, because daemon
+    threads may scan and prune at once; the collector comes back (if it was
+    on) with the last of them."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -105,7 +105,7 @@ class _CollectorPause:
                     gc.enable()
 
 
-_collector_paused = _CollectorPause()
+collector_paused = CollectorPause()
 
 
 def _restored(ctx: Context) -> dict[tuple[str, str], float]:

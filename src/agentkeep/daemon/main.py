@@ -26,7 +26,6 @@ import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -48,6 +47,7 @@ from agentkeep.daemon.server import (
 from agentkeep.daemon.watch import Watcher
 from agentkeep.errors import Failure
 from agentkeep.jsontext import JSONText
+from agentkeep.methods import METHODS
 from agentkeep.model import rfc3339
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
 from agentkeep.protocol import ENV_MISMATCH, INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_ERROR
@@ -517,11 +517,10 @@ class Daemon:
                     self.changes.bump()
 
     def _call(self, conn: Connection, method: str, params: dict[str, Any]) -> object:
-        answer = METHODS[method]
-        unknown = sorted(set(params) - set(answer.params))
+        unknown = sorted(set(params) - set(METHODS[method].params))
         if unknown:
             raise BadRequest(INVALID_PARAMS, f"unknown parameter(s): {', '.join(unknown)}")
-        return answer.call(self, conn, params)
+        return ANSWERS[method](self, conn, params)
 
     def _check_env(self, theirs: object) -> None:
         """Answer only a client that resolved the same config, state dir and
@@ -563,20 +562,10 @@ class Daemon:
         return {"released": True}
 
 
-@dataclass(frozen=True)
-class Method:
-    """One method of the socket: the parameters it takes (any other is
-    refused) and what answers it, given the daemon, the connection and the
-    parameters (without `env`, checked before)."""
-
-    params: tuple[str, ...]
-    call: Callable[[Daemon, Connection, dict[str, Any]], object]
-    # Answered from the index: in-process (no daemon answering), the CLI
-    # brings the index up to date first (runner.Runner.ask).
-    reads_index: bool = False
-    # What clients are shown may have changed after it (a dry run changes
-    # nothing: it is not counted).
-    changes: bool = False
+# What answers each method of the socket, given the daemon, the connection
+# and the parameters (without `env`, checked before, and only those the
+# method takes).
+Answer = Callable[[Daemon, Connection, dict[str, Any]], object]
 
 
 def _ctx(daemon: Daemon) -> core.Context:
@@ -605,52 +594,49 @@ def _pin(daemon: Daemon, p: dict[str, Any], pinned: bool) -> object:
     return core.pin(_ctx(daemon), _str(p.get("agent"), "agent"), _str(p.get("id"), "id"), pinned)
 
 
-# Every method the socket answers, and nothing else: an unknown one is
-# METHOD_NOT_FOUND, an unknown parameter INVALID_PARAMS.
-METHODS: dict[str, Method] = {
-    "status": Method((), lambda d, c, p: d._status()),
-    "ls": Method(
-        ("agent", "idle_over"),
-        lambda d, c, p: core.ls_text(_ctx(d), _opt_str(p, "agent"), _opt_str(p, "idle_over")),
-        reads_index=True,
-    ),
-    "show": Method(
-        ("agent", "id"),
-        lambda d, c, p: core.show(_ctx(d), _str(p.get("agent"), "agent"), _str(p.get("id"), "id")),
-        reads_index=True,
-    ),
-    "du": Method(
-        ("by",), lambda d, c, p: core.du(_ctx(d), _opt_str(p, "by") or "agent"), reads_index=True
-    ),
-    "prune": Method(
-        ("dry_run", "older_than", "agent"),
-        lambda d, c, p: core.prune(
+def _answering(answers: dict[str, Answer]) -> dict[str, Answer]:
+    """The dispatch, built from the one table of methods (methods.METHODS):
+    an answer for every method there and for no other, or the daemon does
+    not start (a method the CLI could ask that nothing answers)."""
+    missing, extra = set(METHODS) - set(answers), set(answers) - set(METHODS)
+    if missing or extra:
+        raise RuntimeError(
+            f"the daemon's answers do not match methods.METHODS: "
+            f"unanswered {sorted(missing)}, unknown {sorted(extra)}"
+        )
+    return {name: answers[name] for name in METHODS}
+
+
+ANSWERS: dict[str, Answer] = _answering(
+    {
+        "status": lambda d, c, p: d._status(),
+        "ls": lambda d, c, p: core.ls_text(_ctx(d), _opt_str(p, "agent"), _opt_str(p, "idle_over")),
+        "show": lambda d, c, p: core.show(
+            _ctx(d), _str(p.get("agent"), "agent"), _str(p.get("id"), "id")
+        ),
+        "du": lambda d, c, p: core.du(_ctx(d), _opt_str(p, "by") or "agent"),
+        "prune": lambda d, c, p: core.prune(
             _ctx(d),
             dry_run=_bool(p.get("dry_run", False), "dry_run"),
             older_than=_opt_str(p, "older_than"),
             agent=_opt_str(p, "agent"),
         ),
-        changes=True,
-    ),
-    "purge": Method(
-        ("agent", "id", "dry_run", "cascade"),
-        lambda d, c, p: core.purge(
+        "purge": lambda d, c, p: core.purge(
             _ctx(d),
             agent=_str(p.get("agent"), "agent"),
             id=_str(p.get("id"), "id"),
             dry_run=_bool(p.get("dry_run", False), "dry_run"),
             cascade=_bool(p.get("cascade", False), "cascade"),
         ),
-        changes=True,
-    ),
-    "hold": Method(("agent", "id"), lambda d, c, p: d._hold(c, p), changes=True),
-    "release": Method(("lease",), lambda d, c, p: d._release(c, p), changes=True),
-    "pin": Method(("agent", "id"), lambda d, c, p: _pin(d, p, True), changes=True),
-    "unpin": Method(("agent", "id"), lambda d, c, p: _pin(d, p, False), changes=True),
-    "scan": Method((), lambda d, c, p: core.scan(_ctx(d)), changes=True),
-    "reload": Method((), lambda d, c, p: d._reload("request"), changes=True),
-    "subscribe": Method((), lambda d, c, p: Stream(d.changes.stream())),
-}
+        "hold": lambda d, c, p: d._hold(c, p),
+        "release": lambda d, c, p: d._release(c, p),
+        "pin": lambda d, c, p: _pin(d, p, True),
+        "unpin": lambda d, c, p: _pin(d, p, False),
+        "scan": lambda d, c, p: core.scan(_ctx(d)),
+        "reload": lambda d, c, p: d._reload("request"),
+        "subscribe": lambda d, c, p: Stream(d.changes.stream()),
+    }
+)
 
 
 def _answered(ctx: core.Context, method: str) -> None:

@@ -8,8 +8,9 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -21,13 +22,14 @@ from agentkeep.index import Index
 from agentkeep.journal import Journal, JournalEntry
 from agentkeep.model import Reason, Session, rfc3339
 from agentkeep.progress import Tally, estimate
-from agentkeep.prune.evidence import Watch
+from agentkeep.prune.evidence import Evidence, Watch
 from agentkeep.prune.pause import pause_for
 from agentkeep.prune.plan import PrunePlan, ancestors, check_floor, decide, static_reason
 from agentkeep.prune.recovery import finish_journal
 from agentkeep.prune.report import Failed, Kept, PruneOptions, PruneReport, Removed
 from agentkeep.prune.view import DiskView
 from agentkeep.removal import SessionRemoval
+from agentkeep.rmtree import Parents
 
 log = structlog.get_logger("agentkeep.prune")
 
@@ -36,6 +38,9 @@ log = structlog.get_logger("agentkeep.prune")
 # it between the plan and the act.
 _after_lease: Callable[[str, str], None] | None = None
 _after_plan: Callable[[], None] | None = None
+# Timing hook, None in production: given the seconds of each phase of a run
+# (and "seconds", the whole run) at its end; the bench reads them.
+_on_phases: Callable[[dict[str, float]], None] | None = None
 
 # Sessions checked under their leases and journaled together (one durable
 # write per batch, see journal); each holds its leases until it is removed.
@@ -61,6 +66,27 @@ class _Held:
         paths = [a.path for a in s.artifacts]
         cutoff = None if opts.purge is not None else opts.cutoffs[s.agent]
         return JournalEntry(s.agent, s.id, time.time(), paths, opts.trash_for > 0, cutoff)
+
+
+@dataclass
+class _Clock:
+    """Seconds one run spends in each of its phases, logged once at its end
+    (the bench reads them to show where a prune's time goes)."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    # The same phases in CPU seconds ("cpu:<phase>"): on a shared machine
+    # the wall time of a phase is mostly other people's load.
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started, cpu = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            spent, used = time.perf_counter() - started, time.process_time() - cpu
+            self.seconds[name] = self.seconds.get(name, 0.0) + spent
+            self.cpu[f"cpu:{name}"] = self.cpu.get(f"cpu:{name}", 0.0) + used
 
 
 def _release(locks: list[leases.Lease]) -> None:
@@ -153,6 +179,7 @@ class Pruner:
         self.journal = Journal(state_dir)
         self.restored = trash.restored_at(state_dir)
         self.watch = Watch(adapters, state_dir, self.pins)
+        self.clock = _Clock()
 
     # -- the run ----------------------------------------------------------
     def run(self, opts: PruneOptions) -> PruneReport:
@@ -165,7 +192,10 @@ class Pruner:
             dry_run=opts.dry_run,
             trash_until=opts.now + opts.trash_for if opts.trash_for > 0 else None,
         )
-        views = self._list_all(opts)
+        self.clock = _Clock()
+        started = time.perf_counter()
+        with self.clock.phase("listing"):
+            views = self._list_all(opts)
         if opts.scheduled:
             # A paused run changes nothing at all: not even the trash, the
             # last place a session can be had back from.
@@ -173,16 +203,23 @@ class Pruner:
             if report.paused:
                 return report
         if not opts.dry_run:
-            if finish_journal(self, views, report, opts.trash_for):
-                views = self._list_all(opts)
-            trash.expire(self.state_dir, now=time.time())
-        plan = self._plan(views, opts)
+            with self.clock.phase("recovery"):
+                if finish_journal(self, views, report, opts.trash_for):
+                    views = self._list_all(opts)
+                trash.expire(self.state_dir, now=time.time())
+        with self.clock.phase("plan"):
+            plan = self._plan(views, opts)
         report.kept.extend(plan.kept)
         if _after_plan is not None:
             _after_plan()
         self._act(list(plan.candidates), views, opts, report)
         if not opts.dry_run:
-            self._look_again(report)
+            with self.clock.phase("look_again"):
+                self._look_again(report)
+        phases = {"seconds": time.perf_counter() - started, **self.clock.seconds, **self.clock.cpu}
+        log.debug("prune phases", **{k: round(v, 4) for k, v in phases.items()})
+        if _on_phases is not None:
+            _on_phases(phases)
         return report
 
     def _look_again(self, report: PruneReport) -> None:
@@ -266,7 +303,7 @@ class Pruner:
                 or _parent_of_any(s, batch, views[s.agent])
                 or self._capped(opts, report, len(batch))
             ):
-                self._remove_batch(self._check(batch, act), act)
+                self._remove_batch(self._checked(batch, act), act)
                 batch = []
             if STOP.is_set():
                 act.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
@@ -274,15 +311,17 @@ class Pruner:
             if self._capped(opts, report):
                 act.stay(Kept(s.agent, s.id, Reason.CAPPED, "over max_removals"))
                 continue
-            held = self._take(s, opts.dry_run)
+            with self.clock.phase("lease"):
+                held = self._take(s, opts.dry_run)
             if isinstance(held, _Held):
                 batch.append(held)
             else:
                 act.stay(held)
         if batch:
-            self._remove_batch(self._check(batch, act), act)
+            self._remove_batch(self._checked(batch, act), act)
         if report.removed and not opts.dry_run:
-            self._index_write(lambda i: i.delete((r.agent, r.id) for r in report.removed))
+            with self.clock.phase("index"):
+                self._index_write(lambda i: i.delete((r.agent, r.id) for r in report.removed))
 
     @staticmethod
     def _capped(opts: PruneOptions, report: PruneReport, pending: int = 0) -> bool:
@@ -321,6 +360,10 @@ class Pruner:
             if not taken:
                 _release(locks)
 
+    def _checked(self, batch: list[_Held], act: _Act) -> list[_Held]:
+        with self.clock.phase("recheck"):
+            return self._check(batch, act)
+
     def _check(self, batch: list[_Held], act: _Act) -> list[_Held]:
         """Invariant 4: with every lease of the batch held, list its sessions
         from the disk again (one pass per agent) and check each again; the
@@ -336,9 +379,12 @@ class Pruner:
             view = act.views[agent]
             # A fork made after the plan shows as a child from here on.
             view.refresh()
+            # Read after every lease of the batch was taken: a process
+            # started since the plan shows.
+            evidence = self.watch.evidence(fresh=True)
             for held in items:
                 session = fresh[held.session.id]
-                reason = None if session is None else self._recheck(session, view, act)
+                reason = None if session is None else self._recheck(session, view, act, evidence)
                 if session is None or reason is not None:
                     _release(held.locks)  # gone already, or it stays
                     if reason is not None:
@@ -348,12 +394,11 @@ class Pruner:
                 ready.add(id(held))
         return [held for held in batch if id(held) in ready]
 
-    def _recheck(self, s: Session, view: DiskView, act: _Act) -> Kept | None:
+    def _recheck(self, s: Session, view: DiskView, act: _Act, evidence: Evidence) -> Kept | None:
         opts = act.opts
         activity = self.activity(s)
         if opts.purge is None and activity is not None and activity >= opts.cutoffs[s.agent]:
             return Kept(s.agent, s.id, Reason.UPDATED, f"written at {rfc3339(activity)}")
-        evidence = self.watch.evidence(fresh=True)
         purge = opts.purge is not None
         static = static_reason(s, evidence, activity, purge=purge, under_lease=True)
         if static is not None:
@@ -369,11 +414,13 @@ class Pruner:
         names every removal that failed half way until a run finishes it."""
         if not batch:
             return
+        parents = Parents()
         try:
             written = None
             if not act.opts.dry_run:
                 try:
-                    written = self.journal.begin_batch([r.entry(act.opts) for r in batch])
+                    with self.clock.phase("journal"):
+                        written = self.journal.begin_batch([r.entry(act.opts) for r in batch])
                 except OSError as exc:
                     why = f"cannot write the journal {self.journal.dir}: {exc.strerror or exc}"
                     log.error("journal write failed; this batch removes nothing", error=why)
@@ -387,7 +434,8 @@ class Pruner:
                 if n and STOP.is_set():
                     act.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
                     continue
-                outcome = self._remove(self.adapters[s.agent], s, act.views[s.agent], act.opts)
+                with self.clock.phase("removal"):
+                    outcome = self._remove(s, act.views[s.agent], act.opts, parents)
                 if isinstance(outcome, Removed) and r.own is not None and not act.opts.dry_run:
                     r.own.discard()  # the session is gone: its lease file too
                 _release(r.locks)
@@ -397,8 +445,10 @@ class Pruner:
                     act.fail(outcome, s)
                     unfinished.append(r)
             if written is not None:
-                self._end_batch(written, unfinished, act.opts)
+                with self.clock.phase("journal"):
+                    self._end_batch(written, unfinished, act.opts)
         finally:
+            parents.close()
             for r in batch:
                 _release(r.locks)
 
@@ -414,14 +464,16 @@ class Pruner:
             log.error("journal not narrowed", path=str(written), error=str(exc))
 
     def _remove(
-        self, adapter: Adapter, s: Session, view: DiskView, opts: PruneOptions
+        self, s: Session, view: DiskView, opts: PruneOptions, parents: Parents
     ) -> Removed | Failed:
         try:
-            removal = self.removal(s, dry_run=opts.dry_run, trash_for=opts.trash_for, now=opts.now)
+            removal = self.removal(
+                s, dry_run=opts.dry_run, trash_for=opts.trash_for, now=opts.now, parents=parents
+            )
         except (trash.TrashError, OSError) as exc:
             return Failed(s.agent, s.id, f"cannot open its trash entry: {exc}")
         try:
-            adapter.remove(s, removal)
+            self.adapters[s.agent].remove(s, removal)
         except (RemovalError, OSError) as exc:
             log.error("removal failed", agent=s.agent, id=s.id, error=str(exc))
             return Failed(s.agent, s.id, f"{type(exc).__name__}: {exc}")
@@ -446,7 +498,15 @@ class Pruner:
             removal.trash.entry.bytes if removal.trash is not None else 0,
         )
 
-    def removal(self, s: Session, *, dry_run: bool, trash_for: float, now: float) -> SessionRemoval:
+    def removal(
+        self,
+        s: Session,
+        *,
+        dry_run: bool,
+        trash_for: float,
+        now: float,
+        parents: Parents | None = None,
+    ) -> SessionRemoval:
         writer = None
         if trash_for > 0 and not dry_run:
             writer = trash.open_entry(
@@ -459,7 +519,7 @@ class Pruner:
                 last_activity=self.activity(s),
             )
         return SessionRemoval(
-            s.agent, s.id, dry_run=dry_run, trash=writer, same_fs_as=self.state_dir
+            s.agent, s.id, dry_run=dry_run, trash=writer, same_fs_as=self.state_dir, parents=parents
         )
 
     @staticmethod

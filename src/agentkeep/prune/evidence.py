@@ -87,8 +87,10 @@ class Watch:
         self._procs_at = math.inf if procs is not None else 0.0
 
     def evidence(self, fresh: bool = False) -> Evidence:
-        """`fresh`: for the check under the lease (see procs)."""
-        return _Looked(self, fresh)
+        """`fresh`: for the check under the lease: the process table is
+        looked at again now (see procs), once for every session checked
+        with this evidence (a batch whose leases are all held already)."""
+        return _Looked(self, self.procs(fresh=True) if fresh else None)
 
     def procs(self, fresh: bool = False) -> ProcessTable:
         """The user's processes. `fresh` (the check under the lease): at least
@@ -125,10 +127,13 @@ class Watch:
 @dataclass(frozen=True)
 class _Looked:
     watch: Watch
-    fresh: bool
+    # The table read for the check under the lease; None: the plan's, read
+    # at its first question.
+    procs: ProcessTable | None
 
     def holders(self, s: Session) -> Sequence[Holder]:
-        return self.watch.adapters[s.agent].holders(s, self.watch.procs(self.fresh))
+        procs = self.procs if self.procs is not None else self.watch.procs()
+        return self.watch.adapters[s.agent].holders(s, procs)
 
     def lease(self, s: Session) -> str | None:
         return self.watch.lease(s)

@@ -115,8 +115,16 @@ def _entries(
     return listings.named(directory, identify, only)
 
 
+# Listing this many sessions again, or fewer, probes their names in each
+# config area; more (a prune's batch) look them up in the area's listing,
+# kept while its mtime holds: a probe per spelling per area per session cost
+# more than the rest of a prune's check.
+PROBE_AT_MOST = 8
+
+
 def _find_config(listings: Listings, layout: Layout, found: Grouped) -> None:
-    spellings = None if found.only is None else spellings_of(found.only)
+    only = found.only
+    spellings = spellings_of(only) if only is not None and len(only) <= PROBE_AT_MOST else None
     # A link where a session's entry belongs is that artifact, removed as
     # the link alone; only an area that is itself a link makes its
     # entries linked (reached through a link: never removed).
