@@ -66,9 +66,15 @@ def folded_item(doc: Any) -> str:
     return ("  " + json.dumps(doc, indent=2).replace("\n", "\n  ")).replace("\n", "\t")
 
 
-def folded_list(items: list[str]) -> str:
-    """The list of `items` (each folded_item() or written the same way), folded."""
-    return "[\t" + ",\t".join(items) + "\t]" if items else "[]"
+def folded_list(batches: Iterable[list[str]]) -> Iterator[str]:
+    """The list of the items in `batches` (each folded_item() or written the
+    same way), folded, a part per batch: joined, the parts are the list."""
+    opening = "[\t"
+    for items in batches:
+        if items:
+            yield opening + ",\t".join(items)
+            opening = ",\t"
+    yield "[]" if opening == "[\t" else "\t]"
 
 
 def unfolded(text: str) -> str:

@@ -81,7 +81,7 @@ LISTS = [
 
 @pytest.mark.parametrize("docs", LISTS)
 def test_a_folded_list_is_one_line_and_unfolds_to_json_dumps_indent_2(docs: Any) -> None:
-    text = folded_list([folded_item(d) for d in docs])
+    text = "".join(folded_list([[folded_item(d) for d in docs]]))
 
     assert "\n" not in text
     assert json.loads(text) == docs
@@ -95,7 +95,7 @@ def test_text_that_is_not_folded_is_decoded_and_indented(docs: Any) -> None:
 
 @pytest.mark.parametrize("docs", LISTS)
 def test_the_client_takes_a_folded_answer_as_it_was_sent(docs: Any) -> None:
-    text = folded_list([folded_item(d) for d in docs])
+    text = "".join(folded_list([[folded_item(d) for d in docs]]))
     line = encode({"jsonrpc": "2.0", "id": 12, "result": JSONText(text)})
 
     assert client._result_text(line.rstrip(b"\n"), 12) == text

@@ -15,7 +15,7 @@ from agentkeep.core.context import Context, parse_age
 from agentkeep.core.indexing import refresh
 from agentkeep.errors import NotFound
 from agentkeep.index import IDLE_TAIL, IndexedSession, written_as_python
-from agentkeep.jsontext import JSONText, folded_item
+from agentkeep.jsontext import JSONText, folded_item, folded_list
 from agentkeep.model import Session, State, rfc3339
 from agentkeep.prune import evidence
 from agentkeep.statefiles import Pins
@@ -75,28 +75,36 @@ _LS_BATCH = 1000
 def _ls_parts(
     ctx: Context, rows: Iterator[tuple[str, str, str]], found: dict[Key, State]
 ) -> Iterator[str]:
-    """folded_list() of the rows' texts with their states, a batch at a
-    time; ends the read ls_text() began."""
-    cut = len(IDLE_TAIL)
+    """The rows' texts with their states, folded (jsontext.folded_list), a
+    batch at a time; ends the read ls_text() began."""
     try:
-        opening = "[\t"
-        while batch := list(itertools.islice(rows, _LS_BATCH)):
-            odd = [(a, sid) for a, sid, text in batch if not written_as_python(text)]
-            mine = _written_here(ctx, odd, found) if odd else {}
-            parts = []
-            for a, sid, text in batch:
-                state = found.get((a, sid))
-                if (a, sid) in mine:
-                    parts.append(mine[(a, sid)])
-                elif state is None:
-                    parts.append(text)
-                else:
-                    parts.append(f'{text[:-cut]}"state": "{state.value}"\t  }}')
-            yield opening + ",\t".join(parts)
-            opening = ",\t"
-        yield "[]" if opening == "[\t" else "\t]"
+        yield from folded_list(_with_states(ctx, batch, found) for batch in _batches(rows))
     finally:
         ctx.index.end_reading()
+
+
+def _batches(rows: Iterator[tuple[str, str, str]]) -> Iterator[list[tuple[str, str, str]]]:
+    while batch := list(itertools.islice(rows, _LS_BATCH)):
+        yield batch
+
+
+def _with_states(
+    ctx: Context, batch: list[tuple[str, str, str]], found: dict[Key, State]
+) -> list[str]:
+    """Each row's folded text, its state written in where it is not idle."""
+    odd = [(a, sid) for a, sid, text in batch if not written_as_python(text)]
+    mine = _written_here(ctx, odd, found) if odd else {}
+    cut = len(IDLE_TAIL)
+    parts = []
+    for a, sid, text in batch:
+        state = found.get((a, sid))
+        if (a, sid) in mine:
+            parts.append(mine[(a, sid)])
+        elif state is None:
+            parts.append(text)
+        else:
+            parts.append(f'{text[:-cut]}"state": "{state.value}"\t  }}')
+    return parts
 
 
 def _written_here(ctx: Context, keys: list[Key], found: dict[Key, State]) -> dict[Key, str]:
