@@ -138,8 +138,8 @@ def show(ctx: Context, agent: str, id: str) -> dict[str, Any]:
     found = find(ctx, agent, id)
     watch = ctx.watch()
     session = evidence.indexed(found, ctx.index.artifacts(agent, found.id))
-    holders = watch.holders(session)
-    doc = session_json(found, evidence.state(watch.evidence(), session))
+    state, holders = evidence.shown(watch, session)
+    doc = session_json(found, state)
     doc["artifacts"] = [
         {"path": a.path, "kind": a.kind, "bytes": a.bytes}
         | (

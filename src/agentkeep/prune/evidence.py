@@ -152,6 +152,19 @@ def state(evidence: Evidence, s: Session) -> State:
     return State.PINNED if evidence.pinned(s) else State.IDLE
 
 
+def shown(watch: Watch, s: Session) -> tuple[State, list[Holder]]:
+    """Every holder of `s` (its held leases among them) and the state they
+    make, from one look: what `show` gives."""
+    holders = watch.holders(s)
+    held = [h.detail for h in holders if h.kind is HolderKind.LEASE]
+    seen = Observed(
+        holding={s.key: [h for h in holders if h.kind is not HolderKind.LEASE]},
+        leased={s.key: f"lease {held[0]}"} if held else {},
+        pins=frozenset(watch.pins),
+    )
+    return state(seen, s), holders
+
+
 def indexed(s: IndexedSession, artifacts: list[Artifact] | None = None) -> Session:
     """An indexed session as the plan and the evidence read one: its time
     and unsafe reason as the index recorded them, with `artifacts` (the
