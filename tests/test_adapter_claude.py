@@ -1086,20 +1086,29 @@ def test_listing_one_session_again_follows_every_registry_change(
 def test_listing_many_sessions_at_once_equals_listing_each(
     fake_home: FakeHome, adapter: ClaudeAdapter
 ) -> None:
-    """load_many() (a prune's batch) finds exactly what load() finds for
-    each: every kind, registry files, jobs, sessions sharing key dirs."""
-    sessions = [make_session(fake_home, cwd=f"/home/user/p{i % 2}") for i in range(4)]
+    """load_many() (a prune's batch: the shared directories' listings kept)
+    finds exactly what load() finds for each (an event's few: probed, or
+    filtered by name as listed) and what a scan finds: every kind,
+    registry files, jobs, sessions sharing key dirs, an id spelled
+    uppercase on disk."""
+    sessions = [make_session(fake_home, cwd=f"/home/user/p{i % 2}") for i in range(9)]
+    sessions.append(make_session(fake_home, id=new_id().upper(), cwd="/home/user/p0"))
     write_registry(fake_home, 4_199_021, sessions[1].id)
     missing = "0b7c0000-0000-4000-8000-000000000000"
     wanted = [s.id for s in sessions] + [missing, "not-an-id", sessions[2].id.upper()]
+    assert len(sessions) > claude.finding.PROBE_AT_MOST, "SETUP INVALID: not a batch"
 
     together = adapter_for(fake_home.environ).load_many(wanted)
     alone = {sid: adapter_for(fake_home.environ).load(sid) for sid in wanted}
+    scanned = scan(adapter_for(fake_home.environ))
 
     assert set(together) == set(wanted)
     assert together[missing] is None and together["not-an-id"] is None
     for sid in wanted:
         assert together[sid] == alone[sid], sid
+    for s in sessions:
+        assert artifact_set(alone[s.id]) == artifact_set(scanned[s.id.lower()]), s.id
+        assert artifact_set(alone[s.id]) >= s.artifact_set(), s.id
     assert {a.kind for a in together[sessions[0].id].artifacts} >= set(ALL_KINDS) - {REGISTRY}
     assert REGISTRY in {a.kind for a in together[sessions[1].id].artifacts}
 

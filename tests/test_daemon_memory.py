@@ -98,23 +98,41 @@ SESSIONS = 500
 PER_SESSION = 200
 
 
-def _make_sessions(fake_home, start: int, count: int) -> None:
+def _make_sessions(fake_home, start: int, count: int) -> list:
+    """Sessions of three agents; the Claude ones made are returned."""
     gemini, zero = gemini_root(fake_home.home), zero_root(fake_home.data)
+    claude = []
     for n in range(start, start + count):
         if n % 5 == 0:
             make_gemini_session(gemini, str(uuid.uuid4()), project=f"p{n % 7}", days=40)
         elif n % 5 == 1:
             make_zero_session(zero, str(uuid.uuid4()), days=40)
         else:
-            make_session(fake_home, cwd=f"/home/user/p{n % 13}", full=False)
+            claude.append(make_session(fake_home, cwd=f"/home/user/p{n % 13}", full=False))
+    return claude
 
 
-def _heap_after_answers(daemon: Daemon, report: Path, sessions: int) -> int:
+def _written_to(daemon: Daemon, s) -> None:
+    """Append to a transcript and wait for the watcher's refresh to index it."""
+    before = daemon.call("show", {"agent": "claude", "id": s.id})["last_activity"]
+    with s.transcript.open("a") as f:
+        f.write(json.dumps({"type": "user", "sessionId": s.id, "cwd": "/home/user/p"}) + "\n")
+    daemon.wait(
+        lambda: daemon.call("show", {"agent": "claude", "id": s.id})["last_activity"] != before,
+        10,
+        "the append to reach the index",
+    )
+
+
+def _heap_after_answers(daemon: Daemon, report: Path, sessions: int, written) -> int:
     daemon.call("scan", timeout=120)
     assert daemon.status()["sessions"] == sessions, "SETUP INVALID: not every session indexed"
     assert len(daemon.call("ls", timeout=120)) == sessions
     daemon.call("du", {"by": "workspace"}, timeout=120)
     daemon.call("prune", {"dry_run": True, "older_than": "30d"}, timeout=120)
+    # An event's refresh lists a few sessions again (kept listings of the
+    # shared directories would hold every session's names).
+    _written_to(daemon, written)
     written = len(report.read_text().splitlines()) if report.exists() else 0
     os.kill(daemon.proc.pid, signal.SIGUSR2)
     wait_until(
@@ -127,16 +145,17 @@ def _heap_after_answers(daemon: Daemon, report: Path, sessions: int) -> int:
 
 
 def test_python_heap_holds_no_per_session_state(fake_home) -> None:
-    """What the daemon's objects take after a scan, an ls, a du and a
-    prune's plan does not grow with the sessions indexed: with twice the
-    sessions, the same heap within PER_SESSION bytes a session."""
+    """What the daemon's objects take after a scan, an ls, a du, a prune's
+    plan and an event does not grow with the sessions indexed: with twice
+    the sessions, the same heap within PER_SESSION bytes a session."""
     report = fake_home.root / "heap.txt"
-    _make_sessions(fake_home, 0, SESSIONS)
+    written = _make_sessions(fake_home, 0, SESSIONS)[0]
     daemon = start_daemon(fake_home, seams=_HEAP_SEAM, extra={"HEAP_REPORT": str(report)})
-    _heap_after_answers(daemon, report, SESSIONS)  # every cache and code path warmed once
-    at_n = _heap_after_answers(daemon, report, SESSIONS)
+    # Every cache and code path warmed once.
+    _heap_after_answers(daemon, report, SESSIONS, written)
+    at_n = _heap_after_answers(daemon, report, SESSIONS, written)
     _make_sessions(fake_home, SESSIONS, SESSIONS)
-    at_2n = _heap_after_answers(daemon, report, 2 * SESSIONS)
+    at_2n = _heap_after_answers(daemon, report, 2 * SESSIONS, written)
     grew = at_2n - at_n
     print(f"heap {at_n} -> {at_2n}: {grew} bytes for {SESSIONS} sessions")
     assert grew < SESSIONS * PER_SESSION, f"the heap grew {grew} bytes for {SESSIONS} sessions"

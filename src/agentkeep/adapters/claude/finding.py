@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from typing import TypeGuard
 
 import structlog
 
@@ -104,27 +105,46 @@ def _entries(
     only: frozenset[str] | None,
     identify: Callable[[str], str | None] | None = None,
 ) -> list[Entry]:
-    """A directory's entries: all of them, freshly listed, for a scan;
-    for some sessions (`only`), those whose names `identify` as one of
-    them (all when no `identify`), from a listing reused while the
-    directory's mtime holds."""
+    """A directory's entries: all of them, freshly listed, for a scan and
+    for a few sessions (`few`); for more (`only`), those whose names
+    `identify` as one of them (all when no `identify`), from a listing
+    reused while the directory's mtime holds."""
     if only is None:
         return list_entries(directory, None)
+    if few(only):
+        return list_entries(directory, None, _named_by(only) if identify else None)
     if identify is None:
         return listings.entries(directory)
     return listings.named(directory, identify, only)
 
 
-# Listing this many sessions again, or fewer, probes their names in each
-# config area; more (a prune's batch) look them up in the area's listing,
-# kept while its mtime holds: a probe per spelling per area per session cost
-# more than the rest of a prune's check.
+# Listing this many sessions again, or fewer (an event's, a `show`'s),
+# probes their names in each config area, and filters the other shared
+# directories by name as they are read, keeping nothing: a listing kept
+# for them held the names of every session of the agent's in the daemon
+# (at 50,000 sessions, 48 MB after one event). More (a prune's batch) look
+# them up in the directory's listing, kept while its mtime holds (and
+# forgotten after the prune): a probe per spelling per area per session,
+# or a pass over every directory per batch, cost more than the rest of a
+# prune's check.
 PROBE_AT_MOST = 8
+
+
+def few(only: frozenset[str] | None) -> TypeGuard[frozenset[str]]:
+    return only is not None and len(only) <= PROBE_AT_MOST
+
+
+def _named_by(only: frozenset[str]) -> Callable[[str], bool]:
+    """Whether a name may be one of `only`'s entries: every per-session name
+    Claude writes begins with the id (a canonical id is 36 characters,
+    lowercase; the name may spell it uppercase). What it keeps is then
+    identified in full."""
+    return lambda name: name[:36].lower() in only
 
 
 def _find_config(listings: Listings, layout: Layout, found: Grouped) -> None:
     only = found.only
-    spellings = spellings_of(only) if only is not None and len(only) <= PROBE_AT_MOST else None
+    spellings = spellings_of(only) if few(only) else None
     # A link where a session's entry belongs is that artifact, removed as
     # the link alone; only an area that is itself a link makes its
     # entries linked (reached through a link: never removed).
@@ -152,7 +172,9 @@ def _config_entries(
     some sessions may reuse a recent listing (see Listings)."""
     directory = layout.config.path / area
     linked = bool(layout.config.problem) or linked_below(layout.config.path, area)
-    if probe is None and cached and identify is not None and only is not None:
+    if probe is None and few(only):
+        listing = list_entries(str(directory), None, _named_by(only))
+    elif probe is None and cached and identify is not None and only is not None:
         listing = listings.named(str(directory), identify, only)
     elif probe is None and cached:
         listing = listings.entries(str(directory))

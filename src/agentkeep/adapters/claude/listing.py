@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,9 +32,13 @@ class Entry:
     dir: bool
 
 
-def list_entries(directory: str, probe: Sequence[str] | None) -> list[Entry]:
+def list_entries(
+    directory: str, probe: Sequence[str] | None, keep: Callable[[str], bool] | None = None
+) -> list[Entry]:
     """The entries of `directory` (following a link at `directory` itself, so
-    a linked directory can be reported), or only those named in `probe`."""
+    a linked directory can be reported), or only those named in `probe`, or
+    only those whose names `keep` keeps (filtered as they are read, so a big
+    directory costs no more memory than what is kept)."""
     if probe is not None:
         return [e for e in (_probe(directory, name) for name in dict.fromkeys(probe)) if e]
     entries: list[Entry] = []
@@ -42,6 +46,8 @@ def list_entries(directory: str, probe: Sequence[str] | None) -> list[Entry]:
     try:
         with disk.scandir(directory, follow=True) as it:
             for entry in it:
+                if keep is not None and not keep(entry.name):
+                    continue
                 path = prefix + entry.name
                 try:
                     link, is_dir = entry.is_symlink(), entry.is_dir(follow_symlinks=False)
