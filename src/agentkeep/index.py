@@ -194,6 +194,12 @@ def _stored(value: object) -> object:
 
 def _listed(agent: str | None, idle_before: float | None) -> tuple[str, list[object]]:
     """The WHERE and ORDER BY of Index.listing(), and their arguments."""
+    where, args = _where(agent, idle_before)
+    return f"{where} ORDER BY {_ORDER}", args
+
+
+def _where(agent: str | None, idle_before: float | None) -> tuple[str, list[object]]:
+    """The WHERE of Index.listing(), and its arguments."""
     terms: list[str] = []
     args: list[object] = []
     if agent is not None:
@@ -202,8 +208,7 @@ def _listed(agent: str | None, idle_before: float | None) -> tuple[str, list[obj
     if idle_before is not None:
         terms.append("last_activity < ?")
         args.append(idle_before)
-    where = " WHERE " + " AND ".join(terms) if terms else ""
-    return f"{where} ORDER BY {_ORDER}", args
+    return (" WHERE " + " AND ".join(terms) if terms else ""), args
 
 
 def _text(value: object) -> Any:
@@ -441,13 +446,22 @@ class Index:
 
     def listing_ids(
         self, agent: str | None = None, idle_before: float | None = None
-    ) -> dict[str, list[str]]:
-        """The ids listing() lists, by agent, in its order."""
-        ids: dict[str, list[str]] = {}
-        tail, args = _listed(agent, idle_before)
-        for a, sid in self._db().execute(f"SELECT agent, id FROM sessions{tail}", args):
-            ids.setdefault(a, []).append(sid)
-        return ids
+    ) -> dict[str, Iterator[str]]:
+        """The ids listing() lists, by agent (in no order), each agent's read
+        from SQLite a batch at a time as it is iterated: ls at 50,000
+        sessions never holds them all."""
+        if agent is not None:
+            agents = [agent]
+        else:
+            agents = [a for (a,) in self._db().execute("SELECT DISTINCT agent FROM sessions")]
+        return {a: self._ids(a, idle_before) for a in agents}
+
+    def _ids(self, agent: str, idle_before: float | None) -> Iterator[str]:
+        where, args = _where(agent, idle_before)
+        cursor = self._db().execute(f"SELECT id FROM sessions{where}", args)
+        while batch := cursor.fetchmany(_BATCH):
+            for (sid,) in batch:
+                yield sid
 
     def begin_reading(self) -> None:
         """What this thread reads from here to end_reading() is one snapshot

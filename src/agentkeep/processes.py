@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -191,12 +191,11 @@ class ProcessTable:
         ]
         return holders + self.doubtful()
 
-    def named(self, ids: Iterable[str]) -> list[str]:
-        """Those of `ids` that naming() finds a process for by command line,
-        found for many ids at once (processes that could not be read aside:
-        see doubtful())."""
-        tokens = self._tokens
-        return [i for i in ids if i.lower() in tokens]
+    def names(self, sid: str) -> bool:
+        """Whether naming() finds a process for `sid` by command line (for
+        many ids at once: processes that could not be read aside, see
+        doubtful())."""
+        return sid.lower() in self._tokens
 
     def doubtful(self) -> list[Holder]:
         """Holders standing for checks that could not be made."""

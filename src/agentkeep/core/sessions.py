@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from agentkeep.core.context import Context, parse_age
@@ -36,15 +36,13 @@ def session_json(s: IndexedSession, state: State) -> dict[str, Any]:
     }
 
 
-def states(ctx: Context, ids: dict[str, list[str]]) -> dict[Key, State]:
-    """The state of each of the sessions in `ids` (by agent) that is not idle."""
+def states(ctx: Context, ids: Mapping[str, Iterable[str]]) -> dict[Key, State]:
+    """The state of each of the sessions in `ids` (by agent, each read once)
+    that is not idle."""
     if not ids:
         return {}
     seen = evidence.survey(ctx.watch(), ctx.index, ids)
-    keys = set(seen.holding) | set(seen.leased)
-    if seen.pins:
-        listed = {agent: set(agent_ids) for agent, agent_ids in ids.items()}
-        keys |= {(a, sid) for a, sid in seen.pins if sid in listed.get(a, ())}
+    keys = set(seen.holding) | set(seen.leased) | seen.pins
     out = {key: evidence.state(seen, Session(*key)) for key in keys}
     return {key: state for key, state in out.items() if state is not State.IDLE}
 

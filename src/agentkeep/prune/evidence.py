@@ -19,7 +19,7 @@ import math
 import os
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -183,45 +183,76 @@ def indexed(s: IndexedSession, artifacts: list[Artifact] | None = None) -> Sessi
     )
 
 
-def survey(watch: Watch, index: Index, ids: Mapping[str, Sequence[str]]) -> Observed:
+def survey(watch: Watch, index: Index, ids: Mapping[str, Iterable[str]]) -> Observed:
     """The evidence of the sessions `ids` (by agent), looked up at once:
     only the suspects are looked at one by one, so listing tens of thousands
     of sessions costs one look for each that something names. Every other
-    one is idle for certain (see _suspects)."""
+    one is idle for certain (see _suspects). Each agent's ids are read once,
+    as they come (an `ls` streams them from the index, never holding them
+    all); the pins given back are those of `ids`."""
     kinds = set().union(*(a.evidence_kinds for a in watch.adapters.values()))
     arts = index.all_artifacts(next(iter(ids)) if len(ids) == 1 else None, kinds)
     procs = watch.procs()  # one table for the whole survey
     holding: dict[tuple[str, str], Sequence[Holder]] = {}
     leased: dict[tuple[str, str], str] = {}
+    pins: set[tuple[str, str]] = set()
     for agent, agent_ids in ids.items():
-        leased_ids = _leased(watch.state_dir, agent, agent_ids)
-        found = leased_ids | {i for a, i in watch.pins if a == agent}
-        found |= {i for a, i in arts if a == agent}
-        suspects = _suspects(watch.adapters.get(agent), procs, agent, agent_ids, found)
-        for r in index.sessions_of(agent, suspects) if suspects else ():
-            s = indexed(r, arts.get((agent, r.id), []))
-            if held_by := watch.adapters[agent].holders(s, procs):
-                holding[s.key] = held_by  # live either way: its leases need no probe
-            elif lease := watch.lease(s, ours=s.id in leased_ids):
-                leased[s.key] = lease
-    return Observed(holding, leased, frozenset(watch.pins))
+        pinned = {i for a, i in watch.pins if a == agent}
+        leased_ids: set[str] = set()
+        suspects = _suspects(
+            watch.adapters.get(agent),
+            procs,
+            agent,
+            _noting(agent_ids, pinned, pins, agent),
+            pinned | {i for a, i in arts if a == agent},
+            _lease_named(watch.state_dir, agent),
+            leased_ids,
+        )
+        for start in range(0, len(suspects), _LOOKED_AT):
+            for r in index.sessions_of(agent, suspects[start : start + _LOOKED_AT]):
+                s = indexed(r, arts.get((agent, r.id), []))
+                if held_by := watch.adapters[agent].holders(s, procs):
+                    holding[s.key] = held_by  # live either way: its leases need no probe
+                elif lease := watch.lease(s, ours=s.id in leased_ids):
+                    leased[s.key] = lease
+    return Observed(holding, leased, frozenset(pins))
 
 
-def _leased(state_dir: Path, agent: str, ids: Sequence[str]) -> set[str]:
-    """Those of `ids` that have a lease file: only those can be held. A lease
-    file's name is its id percent-encoded, so the few names are decoded
-    rather than every id encoded; a name that does not encode back is no
-    id's, except a long id's cut and completed with a digest, which sends
-    every id through encode_id()."""
+# Suspects read from the index at a time.
+_LOOKED_AT = 1000
+
+
+def _noting(
+    ids: Iterable[str], pinned: set[str], pins: set[tuple[str, str]], agent: str
+) -> Iterator[str]:
+    """`ids`, noting in `pins` those pinned as they go by."""
+    for sid in ids:
+        if sid in pinned:
+            pins.add((agent, sid))
+        yield sid
+
+
+def _leased(state_dir: Path, agent: str, ids: Iterable[str]) -> set[str]:
+    """Those of `ids` that have a lease file: only those can be held."""
+    named = _lease_named(state_dir, agent)
+    return set() if named is None else {sid for sid in ids if named(sid)}
+
+
+def _lease_named(state_dir: Path, agent: str) -> Callable[[str], bool] | None:
+    """Whether an id has a lease file; None when none has. A lease file's
+    name is its id percent-encoded, so the few names are decoded rather than
+    every id encoded; a name that does not encode back is no id's, except a
+    long id's cut and completed with a digest, which sends every id through
+    encode_id()."""
     try:
         names = os.listdir(state_dir / "leases" / agent)
     except OSError:
-        return set()
+        return None
     stems = {n[: -len(".lock")] for n in names if n.endswith(".lock")}
     if any("%%" in stem for stem in stems):
-        return {sid for sid in ids if leases.encode_id(sid) in stems}
+        return lambda sid: _encodes_to(sid, stems)
     decoded = {sid for sid in map(urllib.parse.unquote, stems) if _encodes_to(sid, stems)}
-    return {sid for sid in ids if sid in decoded} if decoded else set()
+    return decoded.__contains__ if decoded else None
 
 
 def _encodes_to(sid: str, stems: set[str]) -> bool:
@@ -232,24 +263,35 @@ def _encodes_to(sid: str, stems: set[str]) -> bool:
 
 
 def _suspects(
-    adapter: Adapter | None, procs: ProcessTable, agent: str, ids: Iterable[str], found: set[str]
+    adapter: Adapter | None,
+    procs: ProcessTable,
+    agent: str,
+    ids: Iterable[str],
+    found: set[str],
+    lease_named: Callable[[str], bool] | None,
+    leased: set[str],
 ) -> list[str]:
     """Those of the agent's `ids` that may be other than idle, given `found`
-    (the ids with a lease file, a pin or evidence artifacts); every other
-    one is idle for certain. An adapter's holders() reads a session through
-    its id (a whole token of a command line), its `evidence_kinds` artifacts,
-    and what does not depend on the session (a process with the agent's
-    database open, one naming a path under a store's root), which a probe
-    with an empty id and no artifacts finds. When that probe, or a process
-    that cannot be read, could hold any session, or the adapter has lock
-    files of its own, every session is a suspect."""
-    ids = list(ids)
-    if (
+    (the ids with a pin or evidence artifacts) and `lease_named` (whether an
+    id has a lease file; those are added to `leased`); every other one is
+    idle for certain. An adapter's holders() reads a session through its id
+    (a whole token of a command line), its `evidence_kinds` artifacts, and
+    what does not depend on the session (a process with the agent's database
+    open, one naming a path under a store's root), which a probe with an
+    empty id and no artifacts finds. When that probe, or a process that
+    cannot be read, could hold any session, or the adapter has lock files
+    of its own, every session is a suspect. `ids` is read once."""
+    every = (
         adapter is None
-        or procs.doubtful()
+        or bool(procs.doubtful())
         or type(adapter).lock_files is not Adapter.lock_files
-        or adapter.holders(Session(agent, ""), procs)
-    ):
-        return ids
-    found = found | set(procs.named(ids))
-    return [sid for sid in ids if sid in found] if found else []
+        or bool(adapter.holders(Session(agent, ""), procs))
+    )
+    suspects = []
+    for sid in ids:
+        if lease_named is not None and lease_named(sid):
+            leased.add(sid)
+        elif not (every or sid in found or procs.names(sid)):
+            continue
+        suspects.append(sid)
+    return suspects
