@@ -17,6 +17,7 @@ import pytest
 
 from agentkeep import adapters, core
 from agentkeep.adapters import base
+from agentkeep.adapters.base import Known
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.adapters.zero import ZeroAdapter
 from agentkeep.core import indexing
@@ -429,9 +430,11 @@ def test_reconcile_relists_in_batches_and_agrees_with_a_scan(
     passes: list[int] = []
     load_many = ClaudeAdapter.load_many
 
-    def counting(self: ClaudeAdapter, ids: list[str]) -> dict[str, Session | None]:
+    def counting(
+        self: ClaudeAdapter, ids: list[str], known: Known | None = None
+    ) -> dict[str, Session | None]:
         passes.append(len(ids))
-        return load_many(self, ids)
+        return load_many(self, ids, known)
 
     monkeypatch.setattr(ClaudeAdapter, "load_many", counting)
     later = sessions[0].transcript.stat().st_mtime + 3600

@@ -75,6 +75,31 @@ def listing_again_is_cheaper(changes: int, sessions: int) -> bool:
     return changes > max(LOOKUPS_ALONE, sessions // 4)
 
 
+class Known:
+    """What the index knew of some sessions when it was last brought up to
+    date with the disk as a whole (by a scan or a reconcile): the mtimes of
+    the agent's watched directories then (Index.dir_signatures), and each
+    session's artifact paths. A directory whose mtime still holds has
+    gained and lost no entry since (what reconcile relies on too), so the
+    sessions' entries in it are those known, and it need not be listed
+    again to find them. Never for a prune: its check lists the disk."""
+
+    def __init__(self, mtimes: Mapping[str, int | None], paths: Iterable[str]) -> None:
+        self._mtimes = mtimes
+        self._names: dict[str, list[str]] = {}
+        for path in paths:
+            directory, name = os.path.split(path)
+            self._names.setdefault(directory, []).append(name)
+
+    def names_in(self, directory: str) -> list[str] | None:
+        """The known entries of the sessions in `directory`, or None when it
+        changed since it was known (or was never known): list it."""
+        known = self._mtimes.get(directory)
+        if known is None or disk.dir_mtimes([directory])[directory] != known:
+            return None
+        return self._names.get(directory, [])
+
+
 class Remover(Protocol):
     """What an adapter may do to the disk, through the removal engine."""
 
@@ -157,14 +182,28 @@ class Adapter(ABC):
         when nothing of it is left."""
         return self.load_many([session_id])[session_id]
 
-    def load_many(self, session_ids: Sequence[str]) -> dict[str, Session | None]:
+    def load_many(
+        self, session_ids: Sequence[str], known: Known | None = None
+    ) -> dict[str, Session | None]:
         """load() for each of `session_ids`, by the id as given, in one pass
         over the agent's directories (a prune's batch, a reconcile). An id
-        that is not one of this agent's has no session."""
+        that is not one of this agent's has no session. `known`: what the
+        index knew of them, which spares listing what has not changed."""
         sids = {raw: self.canonical_id(raw) for raw in session_ids}
         wanted = frozenset(sid for sid in sids.values() if sid is not None)
-        listed = self.list_again(wanted) if wanted else {}
+        if not wanted:
+            listed: dict[str, Session] = {}
+        elif known is not None:
+            listed = self.list_known(wanted, known)
+        else:
+            listed = self.list_again(wanted)
         return {raw: listed.get(sid) if sid is not None else None for raw, sid in sids.items()}
+
+    def list_known(self, session_ids: frozenset[str], known: Known) -> dict[str, Session]:
+        """list_again(), sparing the directories `known` says are unchanged;
+        an adapter whose listing of a few sessions costs a pass over
+        directories every session shares overrides it."""
+        return self.list_again(session_ids)
 
     @abstractmethod
     def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:

@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from agentkeep import disk, trash, workers
-from agentkeep.adapters.base import Adapter, listing_again_is_cheaper
+from agentkeep.adapters.base import Adapter, Known, listing_again_is_cheaper
 from agentkeep.core.context import Context
 from agentkeep.index import Rows
 from agentkeep.progress import Progress, Tally, estimate
@@ -138,8 +138,14 @@ def relist(ctx: Context, agent: str, session_ids: list[str]) -> None:
     if adapter is None or not session_ids:
         return
     restored = _restored(ctx)
+    # The index's own view of the disk (see adapters.base.Known): a few
+    # sessions listed again (an event's) cost a look at what they had and at
+    # what changed, not a pass over every directory all sessions share.
+    signatures = ctx.index.dir_signatures(agent)
     for start in range(0, len(session_ids), RELIST_BATCH):
-        listed = adapter.load_many(session_ids[start : start + RELIST_BATCH])
+        batch = session_ids[start : start + RELIST_BATCH]
+        paths = (a.path for sid in batch for a in ctx.index.artifacts(agent, sid))
+        listed = adapter.load_many(batch, Known(signatures, paths))
         gone = [(agent, sid) for sid, s in listed.items() if s is None]
         present = [s for s in listed.values() if s is not None]
         ctx.index.put(present, restored, gone=gone)

@@ -31,7 +31,7 @@ from functools import cached_property
 from pathlib import Path
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Remover, Root, ScanPart
+from agentkeep.adapters.base import Adapter, Known, Remover, Root, ScanPart
 from agentkeep.adapters.claude import roots as claude_roots
 from agentkeep.adapters.claude.artifacts import (
     DEBUG_LOG,
@@ -172,7 +172,10 @@ class ClaudeAdapter(Adapter):
     def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
         """One pass over the shared directories for all of them: listing each
         session again on its own cost a look at every key dir per session."""
-        found = find(self._listings, self._layout(), session_ids)
+        return self.list_known(session_ids, None)
+
+    def list_known(self, session_ids: frozenset[str], known: Known | None) -> dict[str, Session]:
+        found = find(self._listings, self._layout(), session_ids, known)
         listed = {sid: measure(*found.take(sid)) for sid in session_ids}
         return {sid: s for sid, s in listed.items() if s is not None}
 

@@ -14,7 +14,7 @@ from typing import TypeGuard
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Root
+from agentkeep.adapters.base import Known, Root
 from agentkeep.adapters.claude.artifacts import (
     AREAS,
     JOB,
@@ -54,8 +54,9 @@ class Grouped:
     """What one pass found, grouped by session id (only those in `only`
     when it is given)."""
 
-    def __init__(self, only: frozenset[str] | None) -> None:
+    def __init__(self, only: frozenset[str] | None, known: Known | None = None) -> None:
         self.only = only
+        self.known = known
         self.found: dict[str, dict[str, Item]] = defaultdict(dict)
         self.job_parents: dict[str, str] = {}
 
@@ -72,9 +73,12 @@ class Grouped:
         return sid, list(self.found.pop(sid, {}).values()), self.job_parents.get(sid)
 
 
-def find(listings: Listings, layout: Layout, only: frozenset[str] | None) -> Grouped:
-    """Every session's artifacts by name (only those of `only` when given)."""
-    found = Grouped(only)
+def find(
+    listings: Listings, layout: Layout, only: frozenset[str] | None, known: Known | None = None
+) -> Grouped:
+    """Every session's artifacts by name (only those of `only` when given,
+    sparing the directories `known` says are unchanged)."""
+    found = Grouped(only, known)
     _find_projects(listings, layout, found)
     _find_config(listings, layout, found)
     _find_jobs(listings, layout, found)
@@ -86,12 +90,12 @@ def find(listings: Listings, layout: Layout, only: frozenset[str] | None) -> Gro
 def _find_projects(listings: Listings, layout: Layout, found: Grouped) -> None:
     root = layout.projects
     base_linked = bool(root.problem) or disk.is_link(root.path)
-    for key in _entries(listings, str(root.path), found.only):
+    for key in _entries(listings, str(root.path), found):
         # A linked key is listed only to report what is behind it.
         if not listable(key):
             continue
         linked = base_linked or key.link
-        for entry in _entries(listings, key.path, found.only, project_id):
+        for entry in _entries(listings, key.path, found, project_id):
             named = project_entry(entry.name)
             if named is None:
                 continue
@@ -102,15 +106,22 @@ def _find_projects(listings: Listings, layout: Layout, found: Grouped) -> None:
 def _entries(
     listings: Listings,
     directory: str,
-    only: frozenset[str] | None,
+    found: Grouped,
     identify: Callable[[str], str | None] | None = None,
 ) -> list[Entry]:
-    """A directory's entries: all of them, freshly listed, for a scan and
-    for a few sessions (`few`); for more (`only`), those whose names
-    `identify` as one of them (all when no `identify`), from a listing
-    reused while the directory's mtime holds."""
+    """A directory's entries: all of them, freshly listed, for a scan; for
+    some sessions (`found.only`), those whose names `identify` as one of
+    them (all when no `identify`): the known ones where the directory has
+    not changed since they were known, else filtered by name as they are
+    read for a few sessions (`few`), else from a listing reused while the
+    directory's mtime holds."""
+    only = found.only
     if only is None:
         return list_entries(directory, None)
+    if identify is not None and found.known is not None:
+        names = found.known.names_in(directory)
+        if names is not None:
+            return list_entries(directory, names)
     if few(only):
         return list_entries(directory, None, _named_by(only) if identify else None)
     if identify is None:
@@ -151,6 +162,8 @@ def _find_config(listings: Listings, layout: Layout, found: Grouped) -> None:
     cached = found.only is not None
     for area in AREAS:
         probe = area.probe(spellings)
+        if probe is None and found.known is not None:
+            probe = found.known.names_in(str(layout.config.path / area.path))
         listed = _config_entries(
             listings, layout, area.path, probe, cached, area.identify, found.only
         )
@@ -241,9 +254,9 @@ def _find_registered(
 
 def _find_tmp(listings: Listings, layout: Layout, found: Grouped) -> None:
     for root in layout.tmp:
-        for key in _entries(listings, str(root.path), found.only):
+        for key in _entries(listings, str(root.path), found):
             if not listable(key):
                 continue
-            for entry in _entries(listings, key.path, found.only, canonical):
+            for entry in _entries(listings, key.path, found, canonical):
                 linked = bool(root.problem) or key.link
                 found.add(canonical(entry.name), entry.path, TMP, root, linked)

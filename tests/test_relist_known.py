@@ -1,0 +1,90 @@
+"""A few Claude sessions listed again into the index (an event's refresh)
+look at what the index knew of them and at the directories that changed
+since, not at every directory all sessions share: the same artifacts as a
+full listing, at the cost of what changed (adapters.base.Known)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from agentkeep import core, disk
+from agentkeep.adapters.claude import listing
+from agentkeep.paths import Env
+from build_claude import RECORDING, TODOS, make_session
+from fakehome import FakeHome
+
+
+@contextmanager
+def listed_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The directories Claude's finder lists whole while in the block."""
+    seen: list[str] = []
+    real = disk.scandir
+
+    @contextmanager
+    def counting(path: str | os.PathLike[str], *, follow: bool = False) -> Iterator:
+        seen.append(os.fspath(path))
+        with real(path, follow=follow) as it:
+            yield it
+
+    monkeypatch.setattr(listing.disk, "scandir", counting)
+    yield seen
+    monkeypatch.undo()
+
+
+def indexed_paths(ctx: core.Context, sid: str) -> set[str]:
+    return {a.path for a in ctx.index.artifacts("claude", sid)}
+
+
+def shared_dirs(ctx: core.Context) -> set[str]:
+    """The directories sessions share, but the roots (whose listings, of a
+    key directory per project, are listed each time: they are small)."""
+    adapter = ctx.adapters["claude"]
+    roots = {os.fspath(r.path) for r in adapter.roots()}
+    return {os.fspath(d) for d in adapter.watch_dirs()} - roots
+
+
+def test_an_event_lists_only_what_changed_and_finds_what_is_new(
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sessions = [make_session(fake_home, cwd=f"/home/user/p{n % 3}") for n in range(6)]
+    s = sessions[0]
+    ctx = core.Context.open(Env.from_environ(fake_home.environ))
+    core.scan(ctx)
+    before = indexed_paths(ctx, s.id)
+    shared = shared_dirs(ctx)
+    assert len(shared) > 10, "SETUP INVALID: too few shared directories to tell"
+
+    # Nothing changed: no shared directory is listed (the registry's,
+    # sessions/, is kept while its mtime holds, from the first), and the
+    # index holds what it held.
+    core.relist(ctx, "claude", [s.id])
+    with open(s.transcript, "a") as f:
+        f.write(json.dumps({"type": "user", "sessionId": s.id}) + "\n")
+    with listed_dirs(monkeypatch) as seen:
+        core.relist(ctx, "claude", [s.id])
+    assert not set(seen) & shared, sorted(set(seen) & shared)
+    assert indexed_paths(ctx, s.id) == before
+
+    # A recording and a todo list new beside its others: the two directories
+    # they changed are listed, nothing else shared, and both are found.
+    key_dir = s.transcript.parent
+    recording = key_dir / f"{s.id}-1700000000000.cast"
+    recording.write_text("{}\n")
+    todo = Path(s.layout.config) / "todos" / f"{s.id}-agent-{sessions[1].id}.json"
+    todo.write_text("[]")
+    with listed_dirs(monkeypatch) as seen:
+        core.relist(ctx, "claude", [s.id])
+    assert set(seen) & shared == {str(key_dir), str(todo.parent)}, seen
+    kinds = {a.path: a.kind for a in ctx.index.artifacts("claude", s.id)}
+    assert kinds[str(recording)] == RECORDING and kinds[str(todo)] == TODOS
+
+    # What a full listing finds, for every session.
+    full = {sid: indexed_paths(ctx, sid) for sid in (x.id for x in sessions)}
+    core.scan(ctx)
+    assert {sid: indexed_paths(ctx, sid) for sid in full} == full
