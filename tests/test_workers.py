@@ -342,3 +342,16 @@ def test_workers_are_forked_only_from_a_process_without_threads() -> None:
         release.set()
         other.join()
     assert workers.start_method() == "fork"
+
+
+def test_forked_workers_pay_sooner_than_spawned_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forked worker is ready at once; a spawned one starts an interpreter
+    first: a scan spreads over forked ones from fewer sessions."""
+    if workers.cpus() < 2:
+        pytest.skip("one CPU: a scan never spreads")
+    least = workers.PARALLEL_FROM
+    monkeypatch.setattr(workers, "START_METHOD", "fork")
+    assert workers.worth_spreading(least) and not workers.worth_spreading(least - 1)
+    monkeypatch.setattr(workers, "START_METHOD", "spawn")
+    assert not workers.worth_spreading(least)
+    assert workers.worth_spreading(round(least * workers.SPAWNED))

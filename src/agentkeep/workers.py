@@ -35,9 +35,16 @@ from agentkeep.index import Rows
 
 log = structlog.get_logger("agentkeep.workers")
 
-# Below this many sessions a scan takes well under a second in one process,
-# and starting workers (a fresh interpreter each, some 0.15 s) is not worth it.
-PARALLEL_FROM = 4000
+# Below this many expected sessions (adapters' expected_sessions(): only
+# Claude's transcripts are counted before a first scan) a scan takes about
+# a second in one process, and workers do not pay: a forked one is ready
+# at once and pays from about 1,200 (Claude-only homes, medians of 5: at
+# 1,000 sessions 0.93 s spread against 0.89 s in one process, at 1,500
+# 1.07 s against 1.10 s; the bench's mixed home of 2,000, 1,400 expected,
+# 0.99 s against 1.37 s); a spawned one starts an interpreter and imports
+# agentkeep (some 0.15 s each), and pays from SPAWNED times as many.
+PARALLEL_FROM = 1200
+SPAWNED = 10 / 3
 
 # Parts handed to each worker ahead: enough that the whole-agent parts, few
 # and first, are all handed out before an agent that lists here starts its
@@ -58,7 +65,8 @@ def cpus() -> int:
 
 def worth_spreading(expected: int) -> bool:
     """Whether a scan of about `expected` sessions goes to worker processes."""
-    return cpus() >= 2 and expected >= PARALLEL_FROM
+    least = PARALLEL_FROM if start_method() == "fork" else PARALLEL_FROM * SPAWNED
+    return cpus() >= 2 and expected >= least
 
 
 def run(parts: Iterable[tuple[str, ScanPart]], restored: Restored, *, spread: bool) -> Done:
