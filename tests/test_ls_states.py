@@ -287,7 +287,8 @@ def test_lease_files_are_found_by_name_as_encode_id_finds_them(
     for name in files:
         (fake_home.root / "leases" / "agent" / name).touch()
 
-    found = evidence._leased(fake_home.root, "agent", ids)
+    named = evidence._lease_named(fake_home.root, "agent")
+    found = {i for i in ids if named is not None and named(i)}
 
     assert found == {i for i in ids if f"{leases.encode_id(i)}.lock" in files} == {sid}
 

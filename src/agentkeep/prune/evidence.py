@@ -232,18 +232,12 @@ def _noting(
         yield sid
 
 
-def _leased(state_dir: Path, agent: str, ids: Iterable[str]) -> set[str]:
-    """Those of `ids` that have a lease file: only those can be held."""
-    named = _lease_named(state_dir, agent)
-    return set() if named is None else {sid for sid in ids if named(sid)}
-
-
 def _lease_named(state_dir: Path, agent: str) -> Callable[[str], bool] | None:
-    """Whether an id has a lease file; None when none has. A lease file's
-    name is its id percent-encoded, so the few names are decoded rather than
-    every id encoded; a name that does not encode back is no id's, except a
-    long id's cut and completed with a digest, which sends every id through
-    encode_id()."""
+    """Whether an id has a lease file (only those can be held); None when
+    none has. A lease file's name is its id percent-encoded, so the few
+    names are decoded rather than every id encoded; a name that does not
+    encode back is no id's, except a long id's cut and completed with a
+    digest, which sends every id through encode_id()."""
     try:
         names = os.listdir(state_dir / "leases" / agent)
     except OSError:
