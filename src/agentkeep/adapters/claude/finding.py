@@ -113,7 +113,7 @@ def _entries(
     some sessions (`found.only`), those whose names `identify` as one of
     them (all when no `identify`): the known ones where the directory has
     not changed since they were known, else filtered by name as they are
-    read for a few sessions (`few`), else from a listing reused while the
+    read for a few sessions (`_few`), else from a listing reused while the
     directory's mtime holds."""
     only = found.only
     if only is None:
@@ -122,7 +122,7 @@ def _entries(
         names = found.known.names_in(directory)
         if names is not None:
             return list_entries(directory, names)
-    if few(only):
+    if _few(only):
         return list_entries(directory, None, _named_by(only) if identify else None)
     if identify is None:
         return listings.entries(directory)
@@ -141,7 +141,7 @@ def _entries(
 PROBE_AT_MOST = 8
 
 
-def few(only: frozenset[str] | None) -> TypeGuard[frozenset[str]]:
+def _few(only: frozenset[str] | None) -> TypeGuard[frozenset[str]]:
     return only is not None and len(only) <= PROBE_AT_MOST
 
 
@@ -154,18 +154,13 @@ def _named_by(only: frozenset[str]) -> Callable[[str], bool]:
 
 
 def _find_config(listings: Listings, layout: Layout, found: Grouped) -> None:
-    only = found.only
-    spellings = spellings_of(only) if few(only) else None
+    spellings = spellings_of(found.only) if _few(found.only) else None
     # A link where a session's entry belongs is that artifact, removed as
     # the link alone; only an area that is itself a link makes its
     # entries linked (reached through a link: never removed).
-    cached = found.only is not None
     for area in AREAS:
-        probe = area.probe(spellings)
-        if probe is None and found.known is not None:
-            probe = found.known.names_in(str(layout.config.path / area.path))
         listed = _config_entries(
-            listings, layout, area.path, probe, cached, area.identify, found.only
+            listings, layout, area.path, found, area.probe(spellings), area.identify
         )
         for entry, linked in listed:
             found.add(area.identify(entry.name), entry.path, area.kind, layout.config, linked)
@@ -175,24 +170,19 @@ def _config_entries(
     listings: Listings,
     layout: Layout,
     area: str,
-    probe: Sequence[str] | None,
-    cached: bool = False,
+    found: Grouped,
+    probe: Sequence[str] | None = None,
     identify: Callable[[str], str | None] | None = None,
-    only: frozenset[str] | None = None,
 ) -> Iterator[tuple[Entry, bool]]:
     """Entries of `<config>/<area>`, each with whether it lies behind a
-    link (the area itself is one) or on an unsafe root. `cached`: listing
-    some sessions may reuse a recent listing (see Listings)."""
-    directory = layout.config.path / area
+    link (the area itself is one) or on an unsafe root: those named in
+    `probe`, else as _entries() finds them."""
+    directory = str(layout.config.path / area)
     linked = bool(layout.config.problem) or linked_below(layout.config.path, area)
-    if probe is None and few(only):
-        listing = list_entries(str(directory), None, _named_by(only))
-    elif probe is None and cached and identify is not None and only is not None:
-        listing = listings.named(str(directory), identify, only)
-    elif probe is None and cached:
-        listing = listings.entries(str(directory))
+    if probe is not None:
+        listing = list_entries(directory, probe)
     else:
-        listing = list_entries(str(directory), probe)
+        listing = _entries(listings, directory, found, identify)
     for entry in listing:
         yield entry, linked
 
@@ -200,7 +190,7 @@ def _config_entries(
 def _find_jobs(listings: Listings, layout: Layout, found: Grouped) -> None:
     spellings = None if found.only is None else spellings_of(found.only)
     probe = None if spellings is None else [s[:8] for s in spellings]
-    for entry, linked in _config_entries(listings, layout, "jobs", probe):
+    for entry, linked in _config_entries(listings, layout, "jobs", found, probe):
         if not (entry.dir or entry.link) or not JOB_NAME.fullmatch(entry.name):
             continue
         state = read_json(os.path.join(entry.path, "state.json"))
@@ -224,7 +214,7 @@ def _find_registry(listings: Listings, layout: Layout, found: Grouped) -> None:
         return
     by_pid: dict[str, str] = {}
     keys: list[tuple[Entry, bool, str]] = []
-    for entry, linked in _config_entries(listings, layout, "sessions", None):
+    for entry, linked in _config_entries(listings, layout, "sessions", found):
         if match := REGISTRY_NAME.fullmatch(entry.name):
             sid = registry_id(read_json(entry.path))
             if sid is not None:
