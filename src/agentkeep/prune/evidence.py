@@ -198,16 +198,16 @@ def survey(watch: Watch, index: Index, ids: Mapping[str, Iterable[str]]) -> Obse
     pins: set[tuple[str, str]] = set()
     for agent, agent_ids in ids.items():
         pinned = {i for a, i in watch.pins if a == agent}
-        leased_ids: set[str] = set()
-        suspects = _suspects(
+        suspects, leased_ids = _suspects(
             watch.adapters.get(agent),
             procs,
             agent,
-            _noting(agent_ids, pinned, pins, agent),
+            agent_ids,
             pinned | {i for a, i in arts if a == agent},
             _lease_named(watch.state_dir, agent),
-            leased_ids,
         )
+        # A pinned id is always a suspect: the pins of `ids` are among them.
+        pins.update((agent, sid) for sid in suspects if sid in pinned)
         for start in range(0, len(suspects), _LOOKED_AT):
             for r in index.sessions_of(agent, suspects[start : start + _LOOKED_AT]):
                 s = indexed(r, arts.get((agent, r.id), []))
@@ -220,16 +220,6 @@ def survey(watch: Watch, index: Index, ids: Mapping[str, Iterable[str]]) -> Obse
 
 # Suspects read from the index at a time.
 _LOOKED_AT = 1000
-
-
-def _noting(
-    ids: Iterable[str], pinned: set[str], pins: set[tuple[str, str]], agent: str
-) -> Iterator[str]:
-    """`ids`, noting in `pins` those pinned as they go by."""
-    for sid in ids:
-        if sid in pinned:
-            pins.add((agent, sid))
-        yield sid
 
 
 def _lease_named(state_dir: Path, agent: str) -> Callable[[str], bool] | None:
@@ -263,29 +253,28 @@ def _suspects(
     ids: Iterable[str],
     found: set[str],
     lease_named: Callable[[str], bool] | None,
-    leased: set[str],
-) -> list[str]:
+) -> tuple[list[str], set[str]]:
     """Those of the agent's `ids` that may be other than idle, given `found`
     (the ids with a pin or evidence artifacts) and `lease_named` (whether an
-    id has a lease file; those are added to `leased`); every other one is
-    idle for certain. An adapter's holders() reads a session through its id
-    (a whole token of a command line), its `evidence_kinds` artifacts, and
-    what does not depend on the session (a process with the agent's database
-    open, one naming a path under a store's root), which a probe with an
-    empty id and no artifacts finds. When that probe, or a process that
-    cannot be read, could hold any session, or the adapter has lock files
-    of its own, every session is a suspect. `ids` is read once."""
+    id has a lease file), and those of them with a lease file; every other
+    one is idle for certain. An adapter's holders() reads a session through
+    its id (a whole token of a command line), its `evidence_kinds`
+    artifacts, and what does not depend on the session (a process with the
+    agent's database open, one naming a path under a store's root), which a
+    probe with an empty id and no artifacts finds. When that probe, or a
+    process that cannot be read, could hold any session, or the adapter has
+    lock files of its own, every session is a suspect. `ids` is read once."""
     every = (
         adapter is None
         or bool(procs.doubtful())
         or type(adapter).lock_files is not Adapter.lock_files
         or bool(adapter.holders(Session(agent, ""), procs))
     )
-    suspects = []
+    suspects, leased = [], set()
     for sid in ids:
         if lease_named is not None and lease_named(sid):
             leased.add(sid)
         elif not (every or sid in found or procs.names(sid)):
             continue
         suspects.append(sid)
-    return suspects
+    return suspects, leased
