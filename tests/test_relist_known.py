@@ -21,8 +21,9 @@ from fakehome import FakeHome
 
 
 @contextmanager
-def listed_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """The directories Claude's finder lists whole while in the block."""
+def listed_dirs() -> Iterator[list[str]]:
+    """The directories Claude's finder lists whole while in the block (a
+    patch of its own: undone alone, not the fake home's environment)."""
     seen: list[str] = []
     real = disk.scandir
 
@@ -32,9 +33,9 @@ def listed_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         with real(path, follow=follow) as it:
             yield it
 
-    monkeypatch.setattr(listing.disk, "scandir", counting)
-    yield seen
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(listing.disk, "scandir", counting)
+        yield seen
 
 
 def indexed_paths(ctx: core.Context, sid: str) -> set[str]:
@@ -49,9 +50,7 @@ def shared_dirs(ctx: core.Context) -> set[str]:
     return {os.fspath(d) for d in adapter.watch_dirs()} - roots
 
 
-def test_an_event_lists_only_what_changed_and_finds_what_is_new(
-    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_event_lists_only_what_changed_and_finds_what_is_new(fake_home: FakeHome) -> None:
     sessions = [make_session(fake_home, cwd=f"/home/user/p{n % 3}") for n in range(6)]
     s = sessions[0]
     ctx = core.Context.open(Env.from_environ(fake_home.environ))
@@ -66,7 +65,7 @@ def test_an_event_lists_only_what_changed_and_finds_what_is_new(
     core.relist(ctx, "claude", [s.id])
     with open(s.transcript, "a") as f:
         f.write(json.dumps({"type": "user", "sessionId": s.id}) + "\n")
-    with listed_dirs(monkeypatch) as seen:
+    with listed_dirs() as seen:
         core.relist(ctx, "claude", [s.id])
     assert not set(seen) & shared, sorted(set(seen) & shared)
     assert indexed_paths(ctx, s.id) == before
@@ -78,7 +77,7 @@ def test_an_event_lists_only_what_changed_and_finds_what_is_new(
     recording.write_text("{}\n")
     todo = Path(s.layout.config) / "todos" / f"{s.id}-agent-{sessions[1].id}.json"
     todo.write_text("[]")
-    with listed_dirs(monkeypatch) as seen:
+    with listed_dirs() as seen:
         core.relist(ctx, "claude", [s.id])
     assert set(seen) & shared == {str(key_dir), str(todo.parent)}, seen
     kinds = {a.path: a.kind for a in ctx.index.artifacts("claude", s.id)}
