@@ -237,6 +237,13 @@ class Adapter(ABC):
         the user's processes whose command line holds the id as a token."""
         return procs.naming(session.id)
 
+    def may_hold(self, evidence: Sequence[Artifact], procs: ProcessTable) -> bool:
+        """Whether holders() may find a session in use through `evidence`,
+        its artifacts of `evidence_kinds` (its id aside): a survey of many
+        sessions looks one by one only at those that may be. The default:
+        they may (holders() reads what they say)."""
+        return True
+
     def lock_files(self, session: Session) -> list[Path]:
         """The agent's own lock files the pruner must hold exclusively too."""
         return []

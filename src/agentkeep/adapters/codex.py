@@ -21,7 +21,7 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -192,12 +192,13 @@ class CodexAdapter(Adapter):
         """A command line naming the id, or a process with a rollout open
         (Codex keeps the rollout open while it appends to it)."""
         found = list(procs.naming(session.id))
-        for artifact in session.artifacts:
-            if artifact.kind in _ROLLOUT_KINDS:
-                for pid, _mode in procs.holding_open(artifact.path):
-                    name = os.path.basename(artifact.path)
-                    found.append(Holder(pid, HolderKind.PROCESS, f"has {name} open"))
+        for path, pid in _open_rollouts(session.artifacts, procs):
+            found.append(Holder(pid, HolderKind.PROCESS, f"has {os.path.basename(path)} open"))
         return list(dict.fromkeys(found))
+
+    def may_hold(self, evidence: Sequence[Artifact], procs: ProcessTable) -> bool:
+        # A rollout is evidence only while a process has it open.
+        return next(_open_rollouts(evidence, procs), None) is not None
 
     # -- removal --------------------------------------------------------
     def remove(self, session: Session, remover: Remover) -> None:
@@ -756,3 +757,11 @@ def _delete(sid: str, rows: list[Artifact], remover: Remover) -> None:
             sqlite.delete_rows(db, deletions, keep=remover.keep_rows)
         for artifact in artifacts:
             remover.removed_at_once(artifact.path)
+
+
+def _open_rollouts(artifacts: Iterable[Artifact], procs: ProcessTable) -> Iterator[tuple[str, int]]:
+    """(path, pid) of each rollout among `artifacts` a process has open."""
+    for artifact in artifacts:
+        if artifact.kind in _ROLLOUT_KINDS:
+            for pid, _mode in procs.holding_open(artifact.path):
+                yield artifact.path, pid

@@ -197,14 +197,15 @@ def survey(watch: Watch, index: Index, ids: Mapping[str, Iterable[str]]) -> Obse
     leased: dict[tuple[str, str], str] = {}
     pins: set[tuple[str, str]] = set()
     for agent, agent_ids in ids.items():
+        adapter = watch.adapters.get(agent)
         pinned = {i for a, i in watch.pins if a == agent}
+        evident = {
+            i
+            for (a, i), found in arts.items()
+            if a == agent and (adapter is None or adapter.may_hold(found, procs))
+        }
         suspects, leased_ids = _suspects(
-            watch.adapters.get(agent),
-            procs,
-            agent,
-            agent_ids,
-            pinned | {i for a, i in arts if a == agent},
-            _lease_named(watch.state_dir, agent),
+            adapter, procs, agent, agent_ids, pinned | evident, _lease_named(watch.state_dir, agent)
         )
         # A pinned id is always a suspect: the pins of `ids` are among them.
         pins.update((agent, sid) for sid in suspects if sid in pinned)
@@ -255,13 +256,14 @@ def _suspects(
     lease_named: Callable[[str], bool] | None,
 ) -> tuple[list[str], set[str]]:
     """Those of the agent's `ids` that may be other than idle, given `found`
-    (the ids with a pin or evidence artifacts) and `lease_named` (whether an
-    id has a lease file), and those of them with a lease file; every other
-    one is idle for certain. An adapter's holders() reads a session through
-    its id (a whole token of a command line), its `evidence_kinds`
-    artifacts, and what does not depend on the session (a process with the
-    agent's database open, one naming a path under a store's root), which a
-    probe with an empty id and no artifacts finds. When that probe, or a
+    (the ids with a pin, or with evidence artifacts that may_hold() them)
+    and `lease_named` (whether an id has a lease file), and those of them
+    with a lease file; every other one is idle for certain. An adapter's
+    holders() reads a session through its id (a whole token of a command
+    line), its `evidence_kinds` artifacts (as may_hold() says), and what
+    does not depend on the session (a process with the agent's database
+    open, one naming a path under a store's root), which a probe with an
+    empty id and no artifacts finds. When that probe, or a
     process that cannot be read, could hold any session, or the adapter has
     lock files of its own, every session is a suspect. `ids` is read once."""
     every = (
