@@ -238,25 +238,39 @@ def test_an_index_from_an_older_version_loses_its_index_by_kind_and_nothing_else
     assert before[0] and rows(index.path) == before
 
 
-def test_an_index_of_another_schema_is_dropped_and_built_again(fake_home: FakeHome) -> None:
-    """Version 1 had no disk_bytes: such an index is a cache like any other,
-    dropped on open (its directory signatures too), so that the next
-    reconcile scans every agent rather than keep rows without it."""
+# Each older schema's sessions table, with the row it held.
+_OLDER_SESSIONS = {
+    1: """CREATE TABLE sessions (agent TEXT, id TEXT, workspace TEXT, parent TEXT,
+            last_activity REAL, bytes INTEGER, artifacts INTEGER, unsafe TEXT,
+            PRIMARY KEY (agent, id));
+        INSERT INTO sessions VALUES ('claude', 'stale', NULL, NULL, 1.0, 1, 1, NULL);""",
+    2: """CREATE TABLE sessions (agent TEXT, id TEXT, workspace TEXT, parent TEXT,
+            last_activity REAL, bytes INTEGER, artifacts INTEGER, unsafe TEXT,
+            disk_bytes INTEGER, PRIMARY KEY (agent, id));
+        INSERT INTO sessions VALUES ('claude', 'stale', NULL, NULL, 1.0, 1, 1, NULL, 1);""",
+}
+
+
+@pytest.mark.parametrize("version", sorted(_OLDER_SESSIONS))
+def test_an_index_of_another_schema_is_dropped_and_built_again(
+    fake_home: FakeHome, version: int
+) -> None:
+    """Version 1 had no disk_bytes, version 2 no listing text: such an index
+    is a cache like any other, dropped on open (its directory signatures
+    too), so that the next reconcile scans every agent rather than keep
+    rows without them."""
     s = make_session(fake_home, age_days=40)
     fake_home.state.mkdir(parents=True, mode=0o700)
     db = sqlite3.connect(fake_home.state / "index.sqlite")
     db.executescript(
-        """
-        CREATE TABLE sessions (agent TEXT, id TEXT, workspace TEXT, parent TEXT,
-            last_activity REAL, bytes INTEGER, artifacts INTEGER, unsafe TEXT,
-            PRIMARY KEY (agent, id));
+        _OLDER_SESSIONS[version]
+        + f"""
         CREATE TABLE artifacts (agent TEXT, session_id TEXT, path TEXT, kind TEXT,
             bytes INTEGER, mtime REAL, root TEXT, is_primary INTEGER, linked INTEGER,
             is_dir INTEGER);
         CREATE TABLE dirs (path TEXT PRIMARY KEY, agent TEXT, mtime_ns INTEGER);
-        INSERT INTO sessions VALUES ('claude', 'stale', NULL, NULL, 1.0, 1, 1, NULL);
         INSERT INTO dirs VALUES ('/nowhere', 'claude', 1);
-        PRAGMA user_version = 1;
+        PRAGMA user_version = {version};
         """
     )
     db.close()
@@ -267,6 +281,7 @@ def test_an_index_of_another_schema_is_dropped_and_built_again(fake_home: FakeHo
     core.reconcile(ctx)
     got = ctx.index.get("claude", s.id)
     assert got is not None and got.disk_bytes > 0
+    assert [sid for _, sid, _ in ctx.index.listing()] == [s.id]
     assert Index(ctx.index.path).count() == 1, "a second open keeps what the first built"
 
 
