@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import subprocess
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -287,6 +289,56 @@ def test_a_directory_on_another_file_system_is_left_and_reported(
     r2.remove_path(art(root, "sess/sub/b.txt"))
     assert r2.residuals == [str(mount / "b.txt")]
     assert (mount / "b.txt").exists()
+
+
+@pytest.fixture
+def bind_mount(outside: Path) -> Iterator[Callable[[Path], None]]:
+    """Bind-mounts `outside/file.txt` over a path (unmounted afterwards):
+    a real mount point, which the mount-id seam cannot make one of a file."""
+    if os.geteuid() != 0:
+        pytest.skip("a bind mount needs root")
+    mounted: list[Path] = []
+
+    def mount(over: Path) -> None:
+        done = subprocess.run(
+            ["mount", "--bind", str(outside / "file.txt"), str(over)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"cannot bind-mount here: {done.stderr.strip()}")
+        mounted.append(over)
+
+    yield mount
+    for over in reversed(mounted):
+        subprocess.run(["umount", "-l", str(over)], check=False)
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_file_that_is_a_mount_point_is_left_and_reported(
+    root: Path, outside: Path, bind_mount: Callable[[Path], None], dry_run: bool
+) -> None:
+    """A real removal unlinks a file without looking at its mount (the
+    kernel refuses a mount point); a dry run looks, and says the same."""
+    make_tree(root / "sess")
+    over = root / "sess" / "sub" / "b.txt"
+    bind_mount(over)
+    leaf = root / "leaf.txt"
+    leaf.write_text("a leaf of its own")
+    bind_mount(leaf)
+    r = remover(dry_run=dry_run)
+    r.remove_path(art(root, "sess"))
+    r.remove_path(art(root, "leaf.txt"))
+    assert r.residuals == [str(over), str(leaf)]
+    assert over.read_text() == leaf.read_text() == "also precious\n"
+    assert (outside / "file.txt").read_text() == "also precious\n"
+    assert r.removed == [], "a session dir holding a mount point stays"
+    if dry_run:
+        assert (root / "sess" / "a.jsonl").exists()
+    else:
+        assert not (root / "sess" / "a.jsonl").exists(), "the rest of the session goes"
+        assert sorted(os.listdir(root / "sess")) == ["sub"]
+        assert os.listdir(root / "sess" / "sub") == ["b.txt"]
 
 
 def test_a_directory_mounted_over_after_it_was_listed_is_left(

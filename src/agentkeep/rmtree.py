@@ -4,11 +4,13 @@ Invariant 6: removal never follows a link. Every path is opened relative to
 its root's directory descriptor; no component between root and leaf may be a
 link (O_NOFOLLOW on each), and what lies behind one is reported residual,
 never removed. A link at the leaf or inside a tree is unlinked as a link.
-No mount point is crossed, moved or emptied: each component on the way and
-each entry of a tree is checked to be on the root's own mount, judged by
-mount id (mounts.py), since a bind mount of a directory on the same file
-system has the same st_dev; a mount point is left and reported residual,
-and what holds it stays, as its parents must. Trees are walked
+No mount point is crossed, moved or emptied: each component on the way,
+each directory of a tree and, in a dry run, each other entry is checked to
+be on the root's own mount, judged by mount id (mounts.py), since a bind
+mount of a directory on the same file system has the same st_dev; a file
+that is a mount point the kernel refuses to unlink (EBUSY). A mount point
+is left and reported residual, and what holds it stays, as its parents
+must. Trees are walked
 iteratively by one descriptor that goes down by name and back up by "..",
 each step checked against the (st_dev, st_ino) seen before, so a directory
 swapped for a link or moved away mid-walk is never followed, and a tree of
@@ -114,27 +116,42 @@ class Walk:
         except OSError as exc:
             return self._fail(cursor.path(name), exc)
         self.found = True
+        is_dir = stat.S_ISDIR(st.st_mode)
         try:
             if _before_leaf is not None:
                 _before_leaf(cursor.path(name))
-            if _mount_of(cursor, name) != self.root_mount:
-                # Invariant 6: a mount point (a bind mount of the same file
-                # system too) is never descended into, unlinked or moved.
+            # Invariant 6: a mount point (a bind mount of the same file system
+            # too) is never descended into, unlinked or moved. Only a
+            # directory, or what a dry run counts, needs a look at its mount:
+            # the kernel refuses to unlink a mount point (EBUSY, below).
+            if (is_dir or self.dry_run) and _mount_of(cursor, name) != self.root_mount:
                 self.residuals.append(cursor.path(name))
                 return False
-            if stat.S_ISDIR(st.st_mode):
+            if is_dir:
                 level.subdirs.append((name, ident_of(st)))
                 return True
-            if not self.dry_run:
-                # unlink never follows: a link goes alone, its target stays.
-                os.unlink(name, dir_fd=cursor.fd)
-                self.acted = True
+            if not self.dry_run and not self._unlink(cursor, name):
+                return False
             self.bytes += inode_size(st, self.seen)
             return True
         except FileNotFoundError:
             return True
         except OSError as exc:
             return self._fail(cursor.path(name), exc)
+
+    def _unlink(self, cursor: DirCursor, name: str) -> bool:
+        """Unlink a non-directory (never following: a link goes alone, its
+        target stays); False when it is a mount point, which stays."""
+        try:
+            os.unlink(name, dir_fd=cursor.fd)
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                raise
+            # A file bind-mounted here (or one the system holds in use).
+            self.residuals.append(cursor.path(name))
+            return False
+        self.acted = True
+        return True
 
     def _descend(self, cursor: DirCursor, name: str, ident: Ident, level: _Level) -> _Level | None:
         try:
