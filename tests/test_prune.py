@@ -13,9 +13,11 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -627,13 +629,17 @@ def test_a_fork_made_after_the_plan_in_a_new_project_keeps_its_old_parent(
     assert removed_ids(doc) == [] and whole(parent)
 
 
-@pytest.mark.parametrize("new_entries", [1, 6])
+@pytest.mark.parametrize(
+    ("named", "new_entries", "scans"), [("known", 6, 0), ("new", 1, 0), ("new", 6, 4)]
+)
 def test_a_home_in_use_is_not_listed_again_whole_between_batches(
-    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch, new_entries: int
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch, named: str, new_entries: int, scans: int
 ) -> None:
     """Files appearing in watched directories during a prune (a claude at
-    work) make the view list only what is new; past its bound (lowered
-    here to 0, and a quarter of 8 sessions is 2) the agent once again."""
+    work) make the view list only the sessions new there; past its bound
+    (lowered here to 0, and a quarter of 8 sessions is 2) the agent once
+    again, at each batch. Files of sessions the view holds list nothing: a
+    planned one is listed again under its lease anyway."""
     idle = [make_session(fake_home, age_days=40) for _ in range(8)]
     monkeypatch.setattr(prune_act, "BATCH", 2)
     monkeypatch.setattr(base, "LOOKUPS_ALONE", 0)
@@ -655,7 +661,9 @@ def test_a_home_in_use_is_not_listed_again_whole_between_batches(
 
     def claude_at_work(agent: str, sid: str) -> None:
         for n in range(new_entries):
-            (fake_home.claude / "debug" / f"{sid}-work-{n}.log").write_text("x")
+            # A new session's debug log, or more of a known one's.
+            name = f"{sid}-work-{n}.log" if named == "known" else f"{uuid.uuid4()}.txt"
+            (fake_home.claude / "debug" / name).write_text("x")
 
     monkeypatch.setattr(prune_act, "_after_lease", claude_at_work)
     doc = run_prune(older_than="30d")
@@ -664,7 +672,7 @@ def test_a_home_in_use_is_not_listed_again_whole_between_batches(
     if calls["for_path"] == 0 and scans_in_act == 0:
         pytest.fail("SETUP INVALID: the act never saw a directory change")
     assert sorted(removed_ids(doc)) == sorted(s.id for s in idle)
-    assert scans_in_act == (0 if new_entries == 1 else len(idle) // 2)  # each batch
+    assert scans_in_act == scans
 
 
 def test_a_recent_parent_of_a_session_kept_at_removal_is_not_reported(
@@ -1235,3 +1243,75 @@ def test_lease_files_go_with_their_sessions_and_a_dry_run_leaves_none(
     assert code == 0, err
     assert sorted(removed_ids(doc)) == sorted(s.id for s in old)
     assert lease_files(fake_home) == [held.name], "each removed session's lease file is gone"
+
+
+def test_an_index_write_that_fails_midway_loses_no_session_from_the_plan(
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The view is listed on the way to the index: when the index's write
+    fails after taking some of the sessions, the rest are listed into the
+    view all the same, and the prune plans and removes every one."""
+    from agentkeep import index as index_module
+
+    idle = [make_session(fake_home, age_days=40) for _ in range(5)]
+    monkeypatch.setattr(index_module, "_BATCH", 2)
+    writes = {"n": 0}
+    write = index_module._write
+
+    def full_after_one(db: Any, done: Any) -> None:
+        writes["n"] += 1
+        if writes["n"] == 2:
+            raise sqlite3.OperationalError("database or disk is full")
+        write(db, done)
+
+    monkeypatch.setattr(index_module, "_write", full_after_one)
+    doc = run_prune(older_than="30d")
+    if writes["n"] < 2:
+        pytest.fail("SETUP INVALID: the index's write never failed midway")
+    assert sorted(removed_ids(doc)) == sorted(s.id for s in idle)
+
+
+def test_a_listing_that_fails_midway_fails_the_prune_and_removes_nothing(
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An OSError of the adapter's own listing is not the index's (which a
+    prune goes on without): the run fails, naming it, before any plan, and
+    the index keeps what it held."""
+    idle = [make_session(fake_home, age_days=40) for _ in range(3)]
+    ctx = context()
+    core.scan(ctx)
+    scan = ClaudeAdapter.scan
+
+    def failing_scan(self: ClaudeAdapter) -> Iterator[Any]:
+        it = scan(self)
+        yield next(it)
+        raise OSError(5, "Input/output error", str(fake_home.claude / "projects"))
+
+    monkeypatch.setattr(ClaudeAdapter, "scan", failing_scan)
+    with pytest.raises(OSError, match="Input/output error"):
+        core.prune(ctx, older_than="30d")
+    assert all(whole(s) for s in idle)
+    assert sorted(r.id for r in Index(ctx.index.path).sessions()) == sorted(s.id for s in idle)
+
+
+def test_a_fork_made_while_the_plan_lists_keeps_its_parent(
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The view's directory signatures are taken before the listing: a fork
+    made in a directory already listed shows at the first check."""
+    parent = make_session(fake_home, age_days=40)
+    forks: list[ClaudeSessionPaths] = []
+    scan = ClaudeAdapter.scan
+
+    def scan_then_fork(self: ClaudeAdapter) -> Iterator[Any]:
+        yield from scan(self)
+        if not forks:  # every directory listed already
+            forks.append(make_session(fake_home, parent=parent.id, age_days=0.01, full=False))
+
+    monkeypatch.setattr(ClaudeAdapter, "scan", scan_then_fork)
+    doc = run_prune(older_than="30d")
+
+    if len(forks) != 1 or forks[0].transcript.parent != parent.transcript.parent:
+        pytest.fail("SETUP INVALID: no fork was made in the listed directory while it was listed")
+    assert reasons(doc) == {parent.id: "ancestor"}
+    assert removed_ids(doc) == [] and whole(parent)

@@ -68,6 +68,47 @@ class _Held:
         return JournalEntry(s.agent, s.id, time.time(), paths, opts.trash_for > 0, cutoff)
 
 
+class _ListingFailed(Exception):
+    """The adapter's failure, carried through the index's write, which
+    would take an OSError for one of its own and go on."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Listing:
+    """An agent's sessions as they are listed from the disk, each put into
+    the view on its way (to the index, when one takes them)."""
+
+    def __init__(
+        self, agent: str, sessions: Iterator[Session], view: DiskView, tally: Tally | None
+    ) -> None:
+        self.agent, self._sessions, self._view, self._tally = agent, sessions, view, tally
+
+    def __iter__(self) -> Iterator[Session]:
+        return self
+
+    def __next__(self) -> Session:
+        try:
+            s = next(self._sessions)
+        except StopIteration:
+            raise
+        except Exception as exc:
+            raise _ListingFailed(exc) from exc
+        self._view.add(s)
+        if self._tally is not None:
+            self._tally.add(self.agent, 1)
+        return s
+
+    def finish(self) -> None:
+        """List what is left into the view."""
+        for _ in self:
+            pass
+        if self._tally is not None:
+            self._tally.finish(self.agent)
+
+
 @dataclass
 class _Clock:
     """Seconds one run spends in each of its phases, logged once at its end
@@ -255,16 +296,19 @@ class Pruner:
         return {agent: views[agent] for agent in opts.cutoffs}
 
     def _list(self, agent: str, tally: Tally | None = None) -> DiskView:
-        adapter = self.adapters[agent]
-        sessions = []
-        for session in adapter.scan():
-            sessions.append(session)
-            if tally is not None:
-                tally.add(agent, 1)
-        if tally is not None:
-            tally.finish(agent)
-        self._index_write(lambda i: i.replace_agent(agent, sessions, self.restored))
-        return DiskView(adapter, sessions)
+        """The agent listed from the disk into a view, each session on its
+        way to the index too: neither holds every session's listing at once.
+        What the index does not take (there is none, or its write failed) is
+        listed into the view all the same; a failure of the listing itself
+        is the run's, never taken for the index's."""
+        view = DiskView(self.adapters[agent])
+        listing = _Listing(agent, self.adapters[agent].scan(), view, tally)
+        try:
+            self._index_write(lambda i: i.replace_agent(agent, listing, self.restored))
+            listing.finish()
+        except _ListingFailed as failed:
+            raise failed.error from None
+        return view
 
     def _index_write(self, write: Callable[[Index], object]) -> None:
         """The index is a cache of the disk: a write that fails (a full disk)

@@ -3,70 +3,74 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 from agentkeep import disk
 from agentkeep.adapters.base import Adapter, listing_again_is_cheaper
 from agentkeep.model import Session
+from agentkeep.prune.plan import known_activity
 
 
 class DiskView:
-    """One agent's sessions as last listed from the disk. A new session (a
-    fork made after the plan) is a new entry in a directory that names
-    sessions: its mtime changes, and the view lists what is new there."""
+    """One agent's sessions as last listed from the disk, each as the plan
+    reads it (planned(): what is left of a listing once its files' times are
+    summed up), so that a prune of 50,000 sessions holds no artifact list of
+    each; the check under the lease lists each again, whole. A new session
+    (a fork made after the plan) is a new entry in a directory that names
+    sessions: its mtime changes, and the view lists the sessions new there."""
 
-    def __init__(self, adapter: Adapter, sessions: list[Session]) -> None:
+    def __init__(self, adapter: Adapter) -> None:
         self.adapter = adapter
-        self._set(sessions)
-        self.dirs = [os.fspath(d) for d in adapter.watch_dirs()]
-        self.signatures = disk.dir_mtimes(self.dirs)
-        # Entries looked at already that are no session's (a shared file).
-        self._looked_at: set[str] = set()
-
-    def _set(self, sessions: list[Session]) -> None:
         self.sessions: dict[str, Session] = {}
         self._children: dict[str, set[str]] = {}
-        self._paths: set[str] = set()
+        # Taken before anything is listed: a directory that changes while it
+        # is (a fork made meanwhile) shows at the first refresh.
+        self.dirs = [os.fspath(d) for d in adapter.watch_dirs()]
+        self.signatures = disk.dir_mtimes(self.dirs)
+        # Entries of changed directories looked at already.
+        self._looked_at: set[str] = set()
+
+    def add(self, s: Session) -> None:
+        """`s` as listed from the disk (it replaces what the view had of it)."""
+        self._put(s.id, s)
+
+    def _set(self, sessions: Iterable[Session]) -> None:
+        self.sessions, self._children = {}, {}
         for s in sessions:
             self._put(s.id, s)
 
     def _put(self, session_id: str, s: Session | None) -> None:
         """`s` is what the disk now holds of `session_id` (None: nothing)."""
         old = self.sessions.pop(session_id, None)
-        if old is not None:
-            if old.parent is not None:
-                self._children.get(old.parent, set()).discard(session_id)
-            self._paths.difference_update(a.path for a in old.artifacts)
+        if old is not None and old.parent is not None:
+            self._children.get(old.parent, set()).discard(session_id)
         if s is not None:
-            self.sessions[session_id] = s
+            self.sessions[session_id] = planned(s, self.adapter)
             if s.parent is not None:
                 self._children.setdefault(s.parent, set()).add(session_id)
-            self._paths.update(a.path for a in s.artifacts)
 
     def refresh(self) -> None:
         """List the sessions named by entries new in the directories that
-        changed (and in directories new to watch, such as a new project's).
-        Only what is new: on a home in use some directory changes between
-        most batches, and listing the whole agent again cost a full scan of
-        it each time. Past a bound (see listing_again_is_cheaper), one scan
-        of the agent costs less."""
+        changed (and in directories new to watch, such as a new project's)
+        that the view does not hold. Only what is new: on a home in use some
+        directory changes between most batches, and listing the whole agent
+        again cost a full scan of it each time. Past a bound (see
+        listing_again_is_cheaper), one scan of the agent costs less. A
+        session the view holds already is listed again by the check under
+        its lease, if it is planned at all."""
         if disk.dir_mtimes(self.dirs) == self.signatures:
             return
         # Taken before the listing: a change during it shows next time.
         dirs = [os.fspath(d) for d in self.adapter.watch_dirs()]
         signatures = disk.dir_mtimes(dirs)
         moved = [d for d in dirs if d not in self.signatures or signatures[d] != self.signatures[d]]
-        unknown = [
-            p
-            for d in moved
-            for p in disk.entry_paths(d)
-            if p not in self._paths and p not in self._looked_at
-        ]
-        self._looked_at.update(unknown)
-        if listing_again_is_cheaper(len(unknown), len(self.sessions)):
-            self._set(list(self.adapter.scan()))
+        unseen = [p for d in moved for p in disk.entry_paths(d) if p not in self._looked_at]
+        self._looked_at.update(unseen)
+        new = sorted(sid for sid in self.adapter.sessions_named(unseen) if sid not in self.sessions)
+        if listing_again_is_cheaper(len(new), len(self.sessions)):
+            self._set(self.adapter.scan())
         else:
-            named = self.adapter.sessions_named(unknown)
-            for sid, s in self.adapter.load_many(sorted(named)).items():
+            for sid, s in self.adapter.load_many(new).items():
                 self._put(sid, s)
         self.dirs, self.signatures = dirs, signatures
 
@@ -82,3 +86,23 @@ class DiskView:
 
     def children(self, session_id: str) -> list[str]:
         return sorted(self._children.get(session_id, ()))
+
+
+def planned(s: Session, adapter: Adapter) -> Session:
+    """`s` as the plan reads it: its times, size and unsafe reason as
+    listed, and of its artifacts only those holders() reads (the adapter's
+    `evidence_kinds`), as a listing of many sessions reads them from the
+    index (evidence.indexed). Its last_activity() and known_activity() are
+    those of `s`."""
+    known = known_activity(s, None)
+    return Session(
+        s.agent,
+        s.id,
+        s.workspace,
+        s.parent,
+        [a for a in s.artifacts if a.kind in adapter.evidence_kinds],
+        updated=known,
+        undated=s.last_activity() is None,
+        bytes=s.bytes,
+        recorded_unsafe=s.unsafe,
+    )
