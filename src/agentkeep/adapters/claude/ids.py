@@ -5,15 +5,19 @@ both); a name that does not parse as one names no session."""
 from __future__ import annotations
 
 import re
+import sys
 
 AGENT = "claude"
 UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def canonical(raw: object) -> str | None:
-    """A canonical Claude session id (a lowercased 8-4-4-4-12 hex UUID) or None."""
+    """A canonical Claude session id (a lowercased 8-4-4-4-12 hex UUID) or
+    None. Interned: each of a session's files names it, and the listings of
+    the directories they share held a copy of the id for each (3 MB of a
+    prune of 5,000 sessions)."""
     if isinstance(raw, str) and UUID.fullmatch(raw):
-        return raw.lower()
+        return sys.intern(raw.lower())
     return None
 
 
