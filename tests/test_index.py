@@ -11,6 +11,8 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -236,6 +238,31 @@ def test_an_index_from_an_older_version_loses_its_index_by_kind_and_nothing_else
     assert "artifacts_by_kind" not in names
     assert "artifacts_by_session" in names
     assert before[0] and rows(index.path) == before
+
+
+# The CLI under a Python whose SQLite is older than the index needs: the
+# version it reports is all that can be made old here.
+_OLD_SQLITE = """
+import sqlite3
+sqlite3.sqlite_version_info, sqlite3.sqlite_version = (3, 30, 1), "3.30.1"
+from agentkeep.cli import main
+main()
+"""
+
+
+def test_an_sqlite_too_old_for_the_index_is_named(fake_home: FakeHome) -> None:
+    make_session(fake_home, age_days=40)
+    done = subprocess.run(
+        [sys.executable, "-c", _OLD_SQLITE, "scan"],
+        env=fake_home.environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "needs SQLite 3.31 or later" in done.stderr and "SQLite 3.30.1" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (fake_home.state / "index.sqlite").exists(), "nothing was written"
 
 
 # Each older schema's sessions table, with the row it held.

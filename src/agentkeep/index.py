@@ -21,6 +21,8 @@ from typing import Any
 from agentkeep.model import Artifact, Session
 
 SCHEMA_VERSION = 3  # 2: sessions.disk_bytes; 3: sessions.listing
+# The first SQLite with generated columns (sessions.listing).
+SQLITE_NEEDED = (3, 31)
 # Sessions written per statement by a scan.
 _BATCH = 500
 

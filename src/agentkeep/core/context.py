@@ -16,7 +16,7 @@ from agentkeep import adapters, view
 from agentkeep.adapters.base import Adapter
 from agentkeep.config import Config, ConfigError, parse_duration
 from agentkeep.errors import BadParams, Failure, NotFound
-from agentkeep.index import Index
+from agentkeep.index import SQLITE_NEEDED, Index
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
 from agentkeep.prune.evidence import Watch
 from agentkeep.statefiles import Pins, StateFileError
@@ -27,6 +27,13 @@ log = structlog.get_logger("agentkeep.core")
 def _open_index(path: Path) -> Index:
     """The index; kept in memory when it cannot be written at `path` (a full
     disk): it is a cache of the disk, so everything still works from memory."""
+    if sqlite3.sqlite_version_info < SQLITE_NEEDED:
+        needed = ".".join(map(str, SQLITE_NEEDED))
+        raise Failure(
+            1,
+            f"agentkeep needs SQLite {needed} or later for its index (generated columns);"
+            f" this Python has SQLite {sqlite3.sqlite_version}",
+        )
     try:
         return Index(path, adapters.evidence_kinds())
     except (sqlite3.Error, OSError) as exc:
