@@ -61,6 +61,29 @@ def indented(doc: Any) -> str:
     return "[\n  {\n    " + flat[2:-2].replace(_BETWEEN, "\n  },\n  {\n    ") + "\n  }\n]"
 
 
+def indented_parts(doc: Any) -> Iterator[str]:
+    """`indented(doc)` in parts, which join to exactly that: an object's
+    members one by one, and a list among them an item at a time, so that
+    the CLI writes a prune's report of tens of thousands of removals as it
+    goes, never as one string (twice: as text, then as bytes). Encoder
+    output holds real line breaks only between tokens, so each part's
+    nested lines are indented by replacing them."""
+    if not isinstance(doc, dict) or not doc or not all(isinstance(k, str) for k in doc):
+        yield indented(doc)
+        return
+    yield "{"
+    for n, (key, value) in enumerate(doc.items()):
+        head = ("," if n else "") + "\n  " + json.dumps(key) + ": "
+        if not isinstance(value, list) or not value:
+            yield head + json.dumps(value, indent=2).replace("\n", "\n  ")
+            continue
+        yield head + "["
+        for m, item in enumerate(value):
+            yield ("," if m else "") + "\n    " + json.dumps(item, indent=2).replace("\n", "\n    ")
+        yield "\n  ]"
+    yield "\n}"
+
+
 def folded_item(doc: Any) -> str:
     """`doc` as `json.dumps(items, indent=2)` writes an item of a list, folded."""
     return ("  " + json.dumps(doc, indent=2).replace("\n", "\n  ")).replace("\n", "\t")

@@ -47,9 +47,11 @@ def fail(exit_code: int, message: str) -> NoReturn:
 
 
 def emit_json(doc: Any) -> None:
-    from agentkeep.jsontext import indented
+    from agentkeep.jsontext import indented_parts
 
-    click.echo(indented(doc))
+    for part in indented_parts(doc):
+        click.echo(part, nl=False)
+    click.echo()
 
 
 class Runner:

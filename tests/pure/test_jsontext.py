@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from agentkeep import client
-from agentkeep.jsontext import JSONText, folded_item, folded_list, indented, unfolded
+from agentkeep.jsontext import (
+    JSONText,
+    folded_item,
+    folded_list,
+    indented,
+    indented_parts,
+    unfolded,
+)
 from agentkeep.protocol import encode
 
 ROW = {
@@ -57,6 +64,48 @@ TRICKY = [
 )
 def test_indented_is_json_dumps_indent_2(doc: Any) -> None:
     assert indented(doc) == json.dumps(doc, indent=2)
+    assert "".join(indented_parts(doc)) == json.dumps(doc, indent=2)
+
+
+# A prune's report, as core.prune gives it, with strings that look like
+# the line breaks indented_parts() indents.
+REPORT = {
+    "cutoff": "2026-10-01T12:00:00Z",
+    "cutoffs": {"claude": "2026-10-01T12:00:00Z", "codex": "2026-09-01T00:00:00Z"},
+    "dry_run": False,
+    "removed": [
+        {
+            "agent": "claude",
+            "id": f"s{n}",
+            "bytes": n,
+            "last_activity": None,
+            "paths": [f"/h/{text}/{n}" for text in TRICKY],
+        }
+        for n in range(3)
+    ],
+    "kept": [{"agent": "codex", "id": "k", "reason": "live", "detail": "pid 4242\n  }"}],
+    "failed": [],
+    "residual": [{"agent": "claude", "id": "s1", "path": "/h/\n    x"}],
+    "trash": None,
+    "nested": {"a": [], "b": {}, "c": [[], {}, [1, [2]]]},
+}
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [REPORT, {"removed": []}, {"only": [ROW]}, {1: "a key that is no string"}, {}, {"": [1]}],
+)
+def test_indented_parts_join_to_json_dumps_indent_2(doc: Any) -> None:
+    parts = list(indented_parts(doc))
+    assert "".join(parts) == json.dumps(doc, indent=2)
+
+
+def test_a_long_list_in_a_report_is_written_an_item_at_a_time() -> None:
+    doc = {**REPORT, "removed": REPORT["removed"] * 1000}
+    parts = list(indented_parts(doc))
+    longest = max(map(len, parts))
+    assert len(parts) > 3000
+    assert longest < 1000, f"a part of {longest} characters"
 
 
 def test_a_result_sent_as_text_reads_back_as_the_document() -> None:
