@@ -621,3 +621,17 @@ def test_commands_the_daemon_answers_import_neither_core_nor_asyncio(
     assert "agentkeep.client" in names, "SETUP INVALID: the daemon was not asked"
     assert not names & HEAVY
     assert not loaded(names, *UNUSED)
+
+
+def test_json_output_is_json_dumps_indent_2_however_long(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """emit_json() writes its parts in chunks: what reaches stdout is still
+    exactly the document, indented, and a line break."""
+    from agentkeep.runner import _CHUNK, emit_json
+
+    doc = {"removed": [{"id": f"s{n}", "paths": [f"/h/{n}/\u2603\n"] * 3} for n in range(3000)]}
+    text = json.dumps(doc, indent=2)
+    assert len(text) > 3 * _CHUNK, "SETUP INVALID: the document fits in one chunk"
+    emit_json(doc)
+    assert capsys.readouterr().out == text + "\n"

@@ -46,12 +46,23 @@ def fail(exit_code: int, message: str) -> NoReturn:
     sys.exit(exit_code)
 
 
+# indented_parts() are written joined up to this many characters at a time:
+# a write per part cost half as much again as encoding them.
+_CHUNK = 1 << 16
+
+
 def emit_json(doc: Any) -> None:
     from agentkeep.jsontext import indented_parts
 
+    chunk: list[str] = []
+    size = 0
     for part in indented_parts(doc):
-        click.echo(part, nl=False)
-    click.echo()
+        chunk.append(part)
+        size += len(part)
+        if size >= _CHUNK:
+            click.echo("".join(chunk), nl=False)
+            chunk, size = [], 0
+    click.echo("".join(chunk))
 
 
 class Runner:
