@@ -439,8 +439,8 @@ class Index:
         folded (_SESSION_TEXT), unless written_as_python() says otherwise (a
         string that is not ASCII). Written by SQLite with the row, so that
         listing tens of thousands of sessions costs no Python per field, nor
-        writing each again. Only sessions idle
-        since before `idle_before` when it is given (undated ones never)."""
+        writing each again. Only sessions idle since before `idle_before`
+        when it is given (undated ones never)."""
         return list(self.listing_rows(agent, idle_before))
 
     def listing_rows(

@@ -10,11 +10,10 @@ be on the root's own mount, judged by mount id (mounts.py), since a bind
 mount of a directory on the same file system has the same st_dev; a file
 that is a mount point the kernel refuses to unlink (EBUSY). A mount point
 is left and reported residual, and what holds it stays, as its parents
-must. Trees are walked
-iteratively by one descriptor that goes down by name and back up by "..",
-each step checked against the (st_dev, st_ino) seen before, so a directory
-swapped for a link or moved away mid-walk is never followed, and a tree of
-any depth needs a handful of descriptors.
+must. Trees are walked iteratively by one descriptor that goes down by
+name and back up by "..", each step checked against the (st_dev, st_ino)
+seen before, so a directory swapped for a link or moved away mid-walk is
+never followed, and a tree of any depth needs a handful of descriptors.
 """
 
 from __future__ import annotations

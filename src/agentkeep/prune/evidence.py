@@ -263,9 +263,9 @@ def _suspects(
     line), its `evidence_kinds` artifacts (as may_hold() says), and what
     does not depend on the session (a process with the agent's database
     open, one naming a path under a store's root), which a probe with an
-    empty id and no artifacts finds. When that probe, or a
-    process that cannot be read, could hold any session, or the adapter has
-    lock files of its own, every session is a suspect. `ids` is read once."""
+    empty id and no artifacts finds. When that probe, or a process that
+    cannot be read, could hold any session, or the adapter has lock files
+    of its own, every session is a suspect. `ids` is read once."""
     every = (
         adapter is None
         or bool(procs.doubtful())
