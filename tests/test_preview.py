@@ -17,7 +17,8 @@ from test_daemon_serve import start_daemon, stop_daemons  # noqa: F401 (fixture)
 def scheduled(fh: FakeHome) -> dict[str, Any] | None:
     ctx = core.Context.open(Env.from_environ(fh.environ))
     try:
-        return core.prune(ctx, scheduled=True)
+        report = core.prune(ctx, scheduled=True)
+        return None if report is None else report.to_json()
     finally:
         ctx.index.close()
 

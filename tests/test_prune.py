@@ -64,9 +64,9 @@ def context() -> core.Context:
 
 
 def run_prune(**kw: Any) -> dict[str, Any]:
-    doc = core.prune(context(), **kw)
-    assert doc is not None
-    return doc
+    report = core.prune(context(), **kw)
+    assert report is not None
+    return report.to_json()
 
 
 def cli_with_seams(
@@ -1082,7 +1082,8 @@ def write_last_prune(fh: FakeHome, ts: float) -> None:
 
 
 def scheduled() -> dict[str, Any] | None:
-    return core.prune(context(), scheduled=True)
+    report = core.prune(context(), scheduled=True)
+    return None if report is None else report.to_json()
 
 
 def paused_reason() -> str | None:

@@ -34,6 +34,7 @@ from agentkeep.runner import (
     QUIET,
     Runner,
     emit_json,
+    emit_parts,
     fail,
     progress_bar,
     status_doc,
@@ -42,6 +43,7 @@ from agentkeep.runner import (
 
 if TYPE_CHECKING:
     from agentkeep import core
+    from agentkeep.prune import PruneReport
 
 _VERBOSE = "agentkeep.verbose"
 
@@ -314,13 +316,20 @@ def du(by: str, wide: bool, as_json: bool) -> None:
     r.run(body)
 
 
-def _print_report(doc: dict[str, Any], as_json: bool, wide: bool) -> int:
+def _print_report(report: dict[str, Any] | PruneReport | None, as_json: bool, wide: bool) -> int:
+    """A prune's report: the daemon's answer, or the run's own (whose
+    removals are written as they are read back, never held whole)."""
+    assert report is not None, "only a scheduled prune skips its turn"
     if as_json:
-        emit_json(doc)
-    else:
-        from agentkeep import render
+        if isinstance(report, dict):
+            emit_json(report)
+            return EXIT_FAILED if report["failed"] else EXIT_OK
+        emit_parts(report.json_parts())
+        return EXIT_FAILED if report.failed else EXIT_OK
+    from agentkeep import render
 
-        render.report(text_out(wide), doc)
+    doc = report if isinstance(report, dict) else report.to_json(paths=False)
+    render.report(text_out(wide), doc)
     return EXIT_FAILED if doc["failed"] else EXIT_OK
 
 
@@ -347,7 +356,7 @@ def prune(
         params = {"dry_run": dry_run, "older_than": older_than, "agent": agent}
         with progress_bar("pruning") as bar:
 
-            def local(ctx: core.Context) -> dict[str, Any] | None:
+            def local(ctx: core.Context) -> PruneReport | None:
                 from agentkeep import core
 
                 return core.prune(
@@ -373,7 +382,7 @@ def purge(
     """Remove one session now, whatever its age."""
     r = Runner()
 
-    def local(ctx: core.Context) -> dict[str, Any]:
+    def local(ctx: core.Context) -> PruneReport:
         from agentkeep import core
 
         return core.purge(ctx, agent=agent, id=session_id, dry_run=dry_run, cascade=cascade)

@@ -25,6 +25,7 @@ from typing import Any
 _ITEM = ",\n    "
 _BETWEEN = "},\n    {"
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+_NOTHING = object()
 
 
 class JSONText:
@@ -67,21 +68,31 @@ def indented_parts(doc: Any) -> Iterator[str]:
     the CLI writes a prune's report of tens of thousands of removals as it
     goes, never as one string (twice: as text, then as bytes). Encoder
     output holds real line breaks only between tokens, so each part's
-    nested lines are indented by replacing them."""
+    nested lines are indented by replacing them. A member's value may be an
+    iterator, written as the list of its items as they come (read once)."""
     if not isinstance(doc, dict) or not doc or not all(isinstance(k, str) for k in doc):
         yield indented(doc)
         return
     yield "{"
     for n, (key, value) in enumerate(doc.items()):
         head = ("," if n else "") + "\n  " + json.dumps(key) + ": "
-        if not isinstance(value, list) or not value:
-            yield head + json.dumps(value, indent=2).replace("\n", "\n  ")
+        items = iter(value) if isinstance(value, list | Iterator) else None
+        first = next(items, _NOTHING) if items is not None else _NOTHING
+        if first is _NOTHING:
+            whole = [] if isinstance(value, Iterator) else value
+            yield head + json.dumps(whole, indent=2).replace("\n", "\n  ")
             continue
         yield head + "["
-        for m, item in enumerate(value):
+        assert items is not None
+        for m, item in enumerate(chain((first,), items)):
             yield ("," if m else "") + "\n    " + json.dumps(item, indent=2).replace("\n", "\n    ")
         yield "\n  ]"
     yield "\n}"
+
+
+def folded_parts(parts: Iterable[str]) -> Iterator[str]:
+    """Indented parts (indented_parts()) folded, as a socket answer sends them."""
+    return (part.replace("\n", "\t") for part in parts)
 
 
 def folded_item(doc: Any) -> str:

@@ -7,7 +7,7 @@ Shared by the `agentkeep` command (cli.py) and the terminal view (ui/).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -54,9 +54,14 @@ _CHUNK = 1 << 16
 def emit_json(doc: Any) -> None:
     from agentkeep.jsontext import indented_parts
 
+    emit_parts(indented_parts(doc))
+
+
+def emit_parts(parts: Iterable[str]) -> None:
+    """A JSON document's indented parts, written as they come, and a newline."""
     chunk: list[str] = []
     size = 0
-    for part in indented_parts(doc):
+    for part in parts:
         chunk.append(part)
         size += len(part)
         if size >= _CHUNK:

@@ -46,9 +46,9 @@ def context(fh: FakeHome) -> core.Context:
 
 
 def scheduled(fh: FakeHome) -> dict[str, Any]:
-    doc = core.prune(context(fh), scheduled=True)
-    assert doc is not None, "the scheduled prune skipped its turn"
-    return doc
+    report = core.prune(context(fh), scheduled=True)
+    assert report is not None, "the scheduled prune skipped its turn"
+    return report.to_json()
 
 
 def present(sessions: list[ClaudeSessionPaths]) -> list[ClaudeSessionPaths]:

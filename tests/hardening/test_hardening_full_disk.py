@@ -174,8 +174,8 @@ def test_status_says_the_disk_is_full(fake_home: FakeHome, monkeypatch: pytest.M
 
     monkeypatch.setattr(journal, "_write_hook", full)
     ctx = core.Context.open(Env.from_environ(fake_home.environ))
-    doc = core.prune(ctx, scheduled=True)
-    if doc is None or not doc["failed"]:
+    report = core.prune(ctx, scheduled=True)
+    if report is None or not report.failed:
         pytest.fail("SETUP INVALID: nothing failed")
 
     assert ENOSPC_TEXT in json.dumps(core.status_fields(ctx))
@@ -215,8 +215,8 @@ def test_a_full_index_removes_nothing_half_and_recovers(fake_home: FakeHome) -> 
     assert whole(recent)
 
     ctx.index._db().execute("PRAGMA max_page_count = 1073741823")  # room again
-    doc = core.prune(ctx)
-    assert doc is not None and doc["failed"] == []
+    report = core.prune(ctx)
+    assert report is not None and report.failed == []
     assert all(gone(s) for s in old) and whole(recent)
     assert pending_journal(fake_home) == set()
 

@@ -85,8 +85,8 @@ def test_a_damaged_last_prune_record_pauses_the_scheduled_prune(fake_home: FakeH
     finally:
         ctx.index.close()
     assert report is not None
-    assert report["removed"] == []
-    assert "last prune cannot be read" in report["paused"]
+    assert not report.removed
+    assert report.paused is not None and "last prune cannot be read" in report.paused
     assert everything([recent])
 
 

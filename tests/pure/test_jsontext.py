@@ -15,6 +15,7 @@ from agentkeep.jsontext import (
     JSONText,
     folded_item,
     folded_list,
+    folded_parts,
     indented,
     indented_parts,
     unfolded,
@@ -98,6 +99,20 @@ REPORT = {
 def test_indented_parts_join_to_json_dumps_indent_2(doc: Any) -> None:
     parts = list(indented_parts(doc))
     assert "".join(parts) == json.dumps(doc, indent=2)
+
+
+@pytest.mark.parametrize("doc", [REPORT, {"removed": []}, {"a": [ROW], "b": [[]]}])
+def test_a_member_given_as_an_iterator_is_written_as_its_list(doc: Any) -> None:
+    lazy = {k: iter(v) if isinstance(v, list) else v for k, v in doc.items()}
+    assert "".join(indented_parts(lazy)) == json.dumps(doc, indent=2)
+
+
+def test_folded_parts_are_one_line_that_reads_as_the_document() -> None:
+    line = encode(
+        {"jsonrpc": "2.0", "id": 3, "result": JSONText(folded_parts(indented_parts(REPORT)))}
+    )
+    assert line.count(b"\n") == 1
+    assert json.loads(line)["result"] == REPORT
 
 
 def test_a_long_list_in_a_report_is_written_an_item_at_a_time() -> None:

@@ -44,10 +44,12 @@ def prune(
     agent: str | None = None,
     scheduled: bool = False,
     progress: Progress | None = None,
-) -> dict[str, Any] | None:
+) -> PruneReport | None:
     """Remove sessions idle past the cutoff. A scheduled prune re-reads the
     config, skips its turn when another prune runs, and honours the pause;
-    any other prune that is not a dry run waits its turn and lifts the pause."""
+    any other prune that is not a dry run waits its turn and lifts the pause.
+    The report is written by whoever asked (its removals are read back from
+    a file as they are written: see RemovedLog)."""
     if scheduled:
         ctx.reload()
         if ctx.config_error or not ctx.config.has_retention():
@@ -82,7 +84,7 @@ def prune(
     elif waits is not None and not report.paused:
         log.warning("a new retention: previewed, nothing removed", why=waits)
         _save(preview.previewed, ctx.state_dir, wanted, now)
-    return report.to_json()
+    return report
 
 
 def _save(write: Callable[..., None], *args: Any) -> None:
@@ -145,7 +147,7 @@ def _last_ts(ctx: Context) -> dict[str, Any]:
 
 def purge(
     ctx: Context, *, agent: str, id: str, dry_run: bool = False, cascade: bool = False
-) -> dict[str, Any]:
+) -> PruneReport:
     """Remove one named session now, whatever its age, and nothing else:
     refused (exit 4) when live, held, pinned or the ancestor of a session that
     stays; --cascade takes the descendants first under the same rules."""
@@ -166,10 +168,10 @@ def purge(
     )
     report = _run_locked(ctx, opts, wait=True)
     assert report is not None
-    doc = report.to_json()
     if any(k.agent == agent and k.id == sid for k in report.kept):
-        raise Failure(4, f"refused: {agent} {sid} stays ({_why(report, agent, sid)})", report=doc)
-    return doc
+        why = _why(report, agent, sid)
+        raise Failure(4, f"refused: {agent} {sid} stays ({why})", report=report.to_json())
+    return report
 
 
 def _why(report: PruneReport, agent: str, sid: str) -> str:

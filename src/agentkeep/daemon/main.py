@@ -46,7 +46,7 @@ from agentkeep.daemon.server import (
 )
 from agentkeep.daemon.watch import Watcher
 from agentkeep.errors import Failure
-from agentkeep.jsontext import JSONText
+from agentkeep.jsontext import JSONText, folded_parts
 from agentkeep.methods import METHODS
 from agentkeep.model import rfc3339
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
@@ -403,10 +403,10 @@ class Daemon:
         else:
             log.info(
                 "scheduled prune done",
-                removed=len(report["removed"]),
-                kept=len(report["kept"]),
-                failed=len(report["failed"]),
-                paused=report.get("paused"),
+                removed=len(report.removed),
+                kept=len(report.kept),
+                failed=len(report.failed),
+                paused=report.paused,
             )
 
     def _reconcile_job(self) -> None:
@@ -573,6 +573,12 @@ def _ctx(daemon: Daemon) -> core.Context:
     return daemon.ctx
 
 
+def _report_text(report: prune.PruneReport | None) -> JSONText | None:
+    """A prune's report sent as it is written, its removals read back one at
+    a time: the daemon never holds tens of thousands of them at once."""
+    return None if report is None else JSONText(folded_parts(report.json_parts()))
+
+
 def _str(value: Any, name: str) -> str:
     if not isinstance(value, str):
         raise BadRequest(INVALID_PARAMS, f"{name} must be a string")
@@ -615,18 +621,22 @@ ANSWERS: dict[str, Answer] = _answering(
             _ctx(d), _str(p.get("agent"), "agent"), _str(p.get("id"), "id")
         ),
         "du": lambda d, c, p: core.du(_ctx(d), _opt_str(p, "by") or "agent"),
-        "prune": lambda d, c, p: core.prune(
-            _ctx(d),
-            dry_run=_bool(p.get("dry_run", False), "dry_run"),
-            older_than=_opt_str(p, "older_than"),
-            agent=_opt_str(p, "agent"),
+        "prune": lambda d, c, p: _report_text(
+            core.prune(
+                _ctx(d),
+                dry_run=_bool(p.get("dry_run", False), "dry_run"),
+                older_than=_opt_str(p, "older_than"),
+                agent=_opt_str(p, "agent"),
+            )
         ),
-        "purge": lambda d, c, p: core.purge(
-            _ctx(d),
-            agent=_str(p.get("agent"), "agent"),
-            id=_str(p.get("id"), "id"),
-            dry_run=_bool(p.get("dry_run", False), "dry_run"),
-            cascade=_bool(p.get("cascade", False), "cascade"),
+        "purge": lambda d, c, p: _report_text(
+            core.purge(
+                _ctx(d),
+                agent=_str(p.get("agent"), "agent"),
+                id=_str(p.get("id"), "id"),
+                dry_run=_bool(p.get("dry_run", False), "dry_run"),
+                cascade=_bool(p.get("cascade", False), "cascade"),
+            )
         ),
         "hold": lambda d, c, p: d._hold(c, p),
         "release": lambda d, c, p: d._release(c, p),

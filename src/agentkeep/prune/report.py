@@ -3,11 +3,20 @@ kept with a reason, or failed (invariant 9); and the options of one run."""
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
+import structlog
+
+from agentkeep.jsontext import indented_parts
 from agentkeep.model import Reason, rfc3339
 from agentkeep.progress import Progress
+
+log = structlog.get_logger("agentkeep.prune")
 
 
 class PruneRefused(Exception):
@@ -36,6 +45,77 @@ class Removed:
     trashed: int = 0
 
 
+class RemovedLog:
+    """The sessions one run removed, in the order it removed them. Past a
+    few hundred they wait in an unnamed temporary file, one JSON line each,
+    and are read back as they are reported: a prune of tens of thousands
+    holds none of their paths, most of what a report weighs. A file that
+    cannot be written keeps the rest in memory: the report loses nothing."""
+
+    HELD = 256
+
+    def __init__(self) -> None:
+        self._held: list[Removed] = []
+        self._file: IO[bytes] | None = None
+        # Lines of the file that are whole: a write that failed midway may
+        # have left part of one after them, never read.
+        self._spilled = 0
+        self._spilling = True
+        self.bytes = 0
+        self.trashed = 0
+
+    def append(self, removed: Removed) -> None:
+        self._held.append(removed)
+        self.bytes += removed.bytes
+        self.trashed += removed.trashed
+        if self._spilling and len(self._held) >= self.HELD:
+            self._spill()
+
+    def _spill(self) -> None:
+        lines = b"".join(map(_line, self._held))
+        try:
+            if self._file is None:
+                # Open as long as the report is: closed with it (__del__).
+                self._file = tempfile.TemporaryFile()  # noqa: SIM115
+            self._file.seek(0, os.SEEK_END)
+            self._file.write(lines)
+            self._file.flush()
+        except OSError as exc:
+            self._spilling = False
+            log.warning("the report is held in memory", error=exc.strerror or str(exc))
+            return
+        self._spilled += len(self._held)
+        self._held = []
+
+    def __del__(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+    def __len__(self) -> int:
+        return self._spilled + len(self._held)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __iter__(self) -> Iterator[Removed]:
+        """Each removed session, read back from its own place in the file
+        (an append meanwhile moves the file's position, not this one's)."""
+        offset = 0
+        for _ in range(self._spilled):
+            assert self._file is not None
+            self._file.seek(offset)
+            line = self._file.readline()
+            offset += len(line)
+            agent, sid, size, last, paths, residual, trashed = json.loads(line)
+            yield Removed(agent, sid, size, last, paths, residual, trashed)
+        yield from self._held
+
+
+def _line(r: Removed) -> bytes:
+    fields = [r.agent, r.id, r.bytes, r.last_activity, r.paths, r.residual, r.trashed]
+    return json.dumps(fields).encode() + b"\n"
+
+
 @dataclass
 class Failed:
     agent: str
@@ -48,7 +128,7 @@ class PruneReport:
     cutoff: float | None
     cutoffs: dict[str, float]
     dry_run: bool
-    removed: list[Removed] = field(default_factory=list)
+    removed: RemovedLog = field(default_factory=RemovedLog)
     kept: list[Kept] = field(default_factory=list)
     failed: list[Failed] = field(default_factory=list)
     residual: list[tuple[str, str, str]] = field(default_factory=list)
@@ -58,7 +138,7 @@ class PruneReport:
 
     @property
     def bytes(self) -> int:
-        return sum(r.bytes for r in self.removed)
+        return self.removed.bytes
 
     @property
     def trashed(self) -> int:
@@ -66,23 +146,35 @@ class PruneReport:
         counts what it would move)."""
         if self.trash_until is None:
             return 0
-        return self.bytes if self.dry_run else sum(r.trashed for r in self.removed)
+        return self.bytes if self.dry_run else self.removed.trashed
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, paths: bool = True) -> dict[str, Any]:
+        """The report as JSON; without `paths`, what a table of it shows."""
+        doc = self._doc(paths)
+        doc["removed"] = list(doc["removed"])
+        return doc
+
+    def json_parts(self) -> Iterator[str]:
+        """`json.dumps(self.to_json(), indent=2)` in parts, its removals
+        read back one at a time: never held whole."""
+        return indented_parts(self._doc(paths=True))
+
+    def _doc(self, paths: bool) -> dict[str, Any]:
+        """The report as JSON, its "removed" an iterator (read once)."""
         doc: dict[str, Any] = {
             "cutoff": rfc3339(self.cutoff),
             "cutoffs": {a: rfc3339(c) for a, c in sorted(self.cutoffs.items())},
             "dry_run": self.dry_run,
-            "removed": [
+            "removed": (
                 {
                     "agent": r.agent,
                     "id": r.id,
                     "bytes": r.bytes,
                     "last_activity": rfc3339(r.last_activity),
-                    "paths": r.paths,
+                    **({"paths": r.paths} if paths else {}),
                 }
                 for r in self.removed
-            ],
+            ),
             "kept": [
                 {"agent": k.agent, "id": k.id, "reason": k.reason.value, "detail": k.detail}
                 for k in self.kept

@@ -96,9 +96,14 @@ class Backend:
     def prune(self, *, dry_run: bool) -> dict[str, Any]:
         from agentkeep import core
 
+        def local(c: core.Context) -> dict[str, Any]:
+            report = core.prune(c, dry_run=dry_run)
+            assert report is not None, "only a scheduled prune skips its turn"
+            return report.to_json()
+
         params = {"dry_run": dry_run, "older_than": None, "agent": None}
         with self._lock:
-            return self.runner.ask("prune", params, lambda c: core.prune(c, dry_run=dry_run))
+            return self.runner.ask("prune", params, local)
 
     def show(self, agent: str, sid: str) -> dict[str, Any]:
         from agentkeep import core
@@ -117,7 +122,9 @@ class Backend:
             return self.runner.ask(
                 "purge",
                 params,
-                lambda c: core.purge(c, agent=agent, id=sid, dry_run=dry_run, cascade=cascade),
+                lambda c: core.purge(
+                    c, agent=agent, id=sid, dry_run=dry_run, cascade=cascade
+                ).to_json(),
             )
 
     def pin(self, agent: str, sid: str, pinned: bool) -> dict[str, Any]:
