@@ -35,7 +35,7 @@ class Listings:
         # when asked for (at 50,000 sessions, kept ones cost ~35 MB).
         self._dirs: dict[str, tuple[int, dict[str, int]]] = {}
         self._records: dict[str, tuple[tuple[int, int, int], object]] = {}
-        self._named: dict[str, tuple[int, dict[str | None, list[str]]]] = {}
+        self._named: dict[str, tuple[int, dict[str, str | list[str]]]] = {}
         self._registries: dict[str, Registry] = {}
 
     def named(
@@ -48,16 +48,13 @@ class Listings:
         mtime, names = listed
         index = self._named.get(directory)
         if index is None or index[0] != mtime:
-            by_id: dict[str | None, list[str]] = defaultdict(list)
-            for name in names:
-                by_id[identify(name)].append(name)
-            index = (mtime, by_id)
+            index = (mtime, _by_id(names, identify))
             self._named[directory] = index
         by_sid = index[1]
         return [
             entry_of(directory, n, names[n])
             for sid in sids
-            for n in by_sid.get(sid, [])
+            for n in _names(by_sid.get(sid))
             if n in names
         ]
 
@@ -153,3 +150,30 @@ class Listings:
             if named is not None and named[0] == cached[0]:
                 # Still right: named() skips names no longer listed.
                 self._named[directory] = (mtime, named[1])
+
+
+def _by_id(
+    names: Iterable[str], identify: Callable[[str], str | None]
+) -> dict[str, str | list[str]]:
+    """The names that identify a session, by its id: its one name, or a
+    list of them (most sessions have one file in a shared directory, and a
+    list for each cost a prune of 10,000 sessions some 6 MB)."""
+    by_id: dict[str, str | list[str]] = {}
+    for name in names:
+        sid = identify(name)
+        if sid is None:
+            continue
+        have = by_id.setdefault(sid, name)
+        if have is name:
+            continue
+        if isinstance(have, str):
+            by_id[sid] = [have, name]
+        else:
+            have.append(name)
+    return by_id
+
+
+def _names(found: str | list[str] | None) -> Sequence[str]:
+    if found is None:
+        return ()
+    return (found,) if isinstance(found, str) else found
