@@ -452,8 +452,44 @@ def _compare_after(s: Settings, n: int, pruned: Path, removed: Path) -> None:
         )
 
 
+SHARE_NAME = "prune peak RSS, a tenth of the home removed"
+
+
+def bench_prune_share(s: Settings, n: int) -> None:
+    """A prune of a tenth of a home of `n`: against the prune of all of a
+    home of `n`, what removing more costs in memory, the home held the same."""
+    print(f"prune of a tenth of {n}", flush=True)
+    base = Path(tempfile.mkdtemp(prefix="akb-share-", dir=s.tmpdir))
+    try:
+        bh = homes.make_home(base / "a", n, mix={"claude": 1.0}, idle_share=0.1)
+        bh.write_config(PRUNE_CONFIG)
+        bh.fake.state.mkdir(parents=True)
+        r = m.run(_timed_prune("--older-than", "30d", "--json"), bh.environ)
+        report = r.json() if r.rc == 0 and r.stdout.strip() else {}
+        removed = len(report.get("removed", []))
+        if r.rc != 0 or removed != bh.claude_idle:
+            s.problem(f"prune of a tenth of {n}: exit {r.rc}, removed {removed}")
+        s.add(Figure(n, SHARE_NAME, r.maxrss_mb, "MB", note=f"{removed} removed"))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def prune_flatness(s: Settings) -> None:
+    share = {f.size: f.value for f in s.figures if f.name == SHARE_NAME}
     rss = {f.size: f.value for f in s.figures if f.name == "prune peak RSS"}
+    if 10_000 in share and 10_000 in rss:
+        s.add(
+            Figure(
+                10_000,
+                "prune RSS growth, 1,000 -> 10,000 removed of 10,000",
+                rss[10_000],
+                "MB",
+                share[10_000],
+                "a tenth removed",
+                "flat (<= 1.25x)",
+                rss[10_000] / share[10_000] <= 1.25,
+            )
+        )
     if 1000 in rss and 10_000 in rss:
         s.add(
             Figure(
@@ -1083,6 +1119,8 @@ def main(argv: list[str] | None = None) -> int:
                     guarded(s, f"daemon memory at {n}", bench_daemon_memory, s, n, scratch)
             if n in s.prune_sizes:
                 guarded(s, f"prune at {n}", bench_prune, s, n)
+            if n == 10_000 and n in s.prune_sizes:
+                guarded(s, f"prune of a tenth of {n}", bench_prune_share, s, n)
         prune_flatness(s)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
