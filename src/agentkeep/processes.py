@@ -213,8 +213,11 @@ class ProcessTable:
         """(pid, mode) of the user's processes that have `path` open.
 
         Listing open files is expensive, so it is done once per snapshot and
-        only when an adapter asks. A process whose files cannot be listed is
-        reported with mode "?" (it may hold the file: in use).
+        only when an adapter asks. A process whose open files cannot be
+        listed (made undumpable, as ssh-agent and gpg-agent make themselves)
+        holds nothing here: counted as holding every file, it would keep
+        every such session for as long as it runs. The agents' own processes
+        can be listed (Codex 0.169's, run as another user, were).
         """
         if self._open_files is None:
             self._open_files = defaultdict(list)
@@ -222,10 +225,8 @@ class ProcessTable:
                 try:
                     for f in psutil.Process(pid).open_files():
                         self._open_files[f.path].append((pid, getattr(f, "mode", "?")))
-                except psutil.NoSuchProcess:
+                except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):
                     continue
-                except (psutil.AccessDenied, OSError):
-                    self._open_files["?"].append((pid, "?"))
             self._open_names = {os.path.basename(p) for p in self._open_files}
         keys = {path}
         # realpath() keeps the last component of a path unless that is a link
@@ -236,7 +237,3 @@ class ProcessTable:
         if name in self._open_names or name in ("", ".", "..") or os.path.islink(path):
             keys.add(os.path.realpath(path))
         return [hit for key in keys for hit in self._open_files.get(key, [])]
-
-    def unknown_open_files(self) -> list[int]:
-        """Pids whose open files could not be listed (after holding_open ran)."""
-        return [pid for pid, _ in (self._open_files or {}).get("?", [])]
