@@ -165,9 +165,8 @@ class ClaudeAdapter(Adapter):
         """One listing of every shared directory, then the measuring of what
         it found in parts of SCAN_PART sessions."""
         found = find(self._listings, self._layout(), None)
-        sids = sorted(found.found)
-        for start in range(0, len(sids), SCAN_PART):
-            yield Measuring([found.take(sid) for sid in sids[start : start + SCAN_PART]])
+        for part in found.parts(SCAN_PART):
+            yield Measuring(part)
 
     def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
         """One pass over the shared directories for all of them: listing each

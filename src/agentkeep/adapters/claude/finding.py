@@ -7,9 +7,12 @@ an entry is."""
 from __future__ import annotations
 
 import os
+import pickle
+import sys
+import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeGuard
+from typing import IO, TypeGuard
 
 import structlog
 
@@ -50,15 +53,82 @@ Item = tuple[str, str, str, bool, bool, bool]
 FoundSession = tuple[str, list[Item], str | None]
 
 
+# A scan holds what it found of every session until it has looked in every
+# directory: a session's files lie in many. Past SPOOL_AT items (some 300
+# bytes each) they wait in temporary files instead, read back a sixteenth at
+# a time: held, a scan of 50,000 sessions' items were some 100 MB of its peak.
+SPOOL_AT = 20_000
+# Items written to the spool at a time.
+_FLUSH = 2_000
+
+
+class _Spool:
+    """Items in unnamed temporary files, one for each first character of
+    their sessions' ids (a hex digit), pickled a batch at a time, each
+    session's in the order they were found. Read back a file at a time, in
+    the order of the ids: a sixteenth of them is held at once."""
+
+    def __init__(self) -> None:
+        # First character -> (file, bytes of whole batches in it): a write
+        # that failed midway may have left part of one after them.
+        self.files: dict[str, tuple[IO[bytes], int]] = {}
+
+    def put(self, items: list[tuple[str, Item]]) -> list[tuple[str, Item]]:
+        """Write `items`; those that could not be written (a full disk) are
+        handed back, and are the last of their sessions' in the files."""
+        by_file: dict[str, list[tuple[str, Item]]] = defaultdict(list)
+        for sid, item in items:
+            by_file[sid[:1]].append((sid, item))
+        left: list[tuple[str, Item]] = []
+        for key, batch in by_file.items():
+            if left or not self._write(key, batch):
+                left += batch
+        return left
+
+    def _write(self, key: str, batch: list[tuple[str, Item]]) -> bool:
+        file, end = self.files.get(key, (None, 0))
+        try:
+            if file is None:
+                file = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+                self.files[key] = (file, 0)
+            file.seek(end)
+            pickle.dump(batch, file, pickle.HIGHEST_PROTOCOL)
+            file.flush()
+            self.files[key] = (file, file.tell())
+        except OSError as exc:
+            log.warning("a scan's findings are held in memory", error=exc.strerror or str(exc))
+            return False
+        return True
+
+    def read(self, key: str) -> Iterator[tuple[str, Item]]:
+        if key not in self.files:
+            return
+        file, end = self.files[key]
+        file.seek(0)
+        while file.tell() < end:
+            yield from pickle.load(file)
+
+    def close(self) -> None:
+        for file, _ in self.files.values():
+            file.close()
+        self.files = {}
+
+
 class Grouped:
     """What one pass found, grouped by session id (only those in `only`
-    when it is given)."""
+    when it is given); a scan's past SPOOL_AT items in a _Spool. What the
+    spool cannot take (a full disk) and all that comes after is held."""
 
     def __init__(self, only: frozenset[str] | None, known: Known | None = None) -> None:
         self.only = only
         self.known = known
         self.found: dict[str, dict[str, Item]] = defaultdict(dict)
         self.job_parents: dict[str, str] = {}
+        self._held = 0
+        self._spool: _Spool | None = None
+        # Items for the spool, while new ones go there.
+        self._pending: list[tuple[str, Item]] = []
+        self._spooling = False
 
     def add(
         self, sid: str | None, path: str, kind: str, root: Root, linked: bool, primary: bool = False
@@ -66,11 +136,69 @@ class Grouped:
         if sid is None or (self.only is not None and sid not in self.only):
             return
         foreign = root.problem is not None  # another user's root: not our activity
-        self.found[sid].setdefault(path, (path, kind, str(root.path), linked, primary, foreign))
+        item = (path, kind, str(root.path), linked, primary, foreign)
+        if self._spooling:
+            self._pending.append((sid, item))
+            if len(self._pending) >= _FLUSH:
+                self._flush()
+            return
+        self.found[sid].setdefault(path, item)
+        self._held += 1
+        if self._held > SPOOL_AT and self.only is None and self._spool is None:
+            self._spill()
+
+    def _spill(self) -> None:
+        """Move what is held to a new spool, and what comes next after it."""
+        self._spool = _Spool()
+        found = self.found.items()
+        self._pending = [(sid, item) for sid, items in found for item in items.values()]
+        self.found = defaultdict(dict)
+        self._spooling = True
+        self._flush()
+
+    def _flush(self) -> None:
+        assert self._spool is not None
+        left = self._spool.put(self._pending)
+        self._pending = []
+        if left:
+            self._spooling = False
+            for sid, item in left:
+                self.found[sid].setdefault(item[0], item)
 
     def take(self, sid: str) -> FoundSession:
         """What was found of `sid`, handed over (and forgotten here)."""
         return sid, list(self.found.pop(sid, {}).values()), self.job_parents.get(sid)
+
+    def parts(self, size: int) -> Iterator[list[FoundSession]]:
+        """Everything found, handed over `size` sessions at a time in the
+        order of their ids, each path once (as first found: the spool's
+        before what is held)."""
+        if self._pending:
+            self._flush()
+        spool = self._spool or _Spool()
+        held: dict[str, list[str]] = defaultdict(list)
+        for sid in self.found:
+            held[sid[:1]].append(sid)
+        part: list[FoundSession] = []
+        try:
+            for key in sorted(held.keys() | spool.files.keys()):
+                grouped: dict[str, dict[str, Item]] = defaultdict(dict)
+                for sid, item in spool.read(key):
+                    grouped[sys.intern(sid)].setdefault(item[0], item)
+                for sid in held[key]:
+                    items = grouped[sid]
+                    for path, item in self.found.pop(sid).items():
+                        items.setdefault(path, item)
+                for sid in sorted(grouped):
+                    part.append((sid, list(grouped.pop(sid).values()), self.job_parents.get(sid)))
+                    if len(part) == size:
+                        yield part
+                        part = []
+            if part:
+                yield part
+        finally:
+            spool.close()
+            self._spool = None
 
 
 def find(
