@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections import defaultdict
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
@@ -45,7 +46,8 @@ def residual(adapter: Adapter, ids: Collection[str]) -> Iterator[tuple[str, str]
     if not ids:
         return
     wanted = frozenset(ids)
-    found: dict[str, set[str]] = {sid: set() for sid in wanted}
+    # Only what names a session still: most often nothing, of thousands.
+    found: dict[str, set[str]] = defaultdict(set)
     for sid, session in adapter.load_many(sorted(wanted)).items():
         if session is not None:
             found[sid].update(a.path for a in session.artifacts)
