@@ -158,18 +158,26 @@ def test_a_path_found_twice_is_taken_once_as_first_found(
 
 
 def _held_by_find(fh: FakeHome) -> int:
-    """Python memory a full find() holds once it has looked everywhere."""
-    adapter = ClaudeAdapter(Env.from_environ(fh.environ))
-    layout = adapter._layout()
-    gc.collect()
-    tracemalloc.start()
-    try:
-        found = finding.find(adapter._listings, layout, None)
-        held = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
-    assert sum(len(part) for part in found.parts(100)) > 0
-    return held
+    """Python memory a full find() holds once it has looked everywhere: the
+    least of three runs, each counted after a full collection (garbage in
+    a cycle, and objects made from free lists, not traced, move one run's
+    count by hundreds of KB)."""
+    least = None
+    for _ in range(3):
+        adapter = ClaudeAdapter(Env.from_environ(fh.environ))
+        layout = adapter._layout()
+        gc.collect()
+        tracemalloc.start()
+        try:
+            found = finding.find(adapter._listings, layout, None)
+            gc.collect()
+            held = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        assert sum(len(part) for part in found.parts(100)) > 0
+        least = held if least is None else min(least, held)
+    assert least is not None
+    return least
 
 
 def test_what_a_scan_holds_stops_growing_at_the_spool(

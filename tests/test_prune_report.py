@@ -6,13 +6,10 @@ cannot be written loses none of it."""
 
 from __future__ import annotations
 
-import errno
 import gc
 import json
-import tempfile
 import tracemalloc
 import uuid
-from typing import IO, Any
 
 import pytest
 
@@ -23,6 +20,7 @@ from agentkeep.prune import Removed
 from agentkeep.prune.report import RemovedLog
 from build_claude import make_many
 from fakehome import FakeHome
+from fulldisk import FullDisk
 
 
 def removed(n: int) -> Removed:
@@ -40,7 +38,7 @@ def filled(count: int) -> tuple[RemovedLog, list[Removed]]:
 
 
 def spilled(log: RemovedLog) -> bool:
-    return log._file is not None
+    return log._spilled > 0
 
 
 def test_the_log_gives_back_every_removal_in_order_with_its_sums() -> None:
@@ -65,46 +63,16 @@ def test_an_empty_log_is_false_and_gives_nothing() -> None:
     assert not log and len(log) == 0 and list(log) == [] and not spilled(log)
 
 
-_TEMPORARY_FILE = tempfile.TemporaryFile
-
-
-class _FillsUp:
-    """A real temporary file with room for `room` bytes: a write past it
-    writes what fits, then fails as a full disk does."""
-
-    def __init__(self, room: int) -> None:
-        self.file: IO[bytes] = _TEMPORARY_FILE()  # noqa: SIM115 (closed with the log)
-        self.room = room
-
-    def write(self, data: bytes) -> int:
-        left = self.room - self.file.tell()
-        if len(data) > left:
-            self.file.write(data[: max(0, left)])
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return self.file.write(data)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.file, name)
-
-
-@pytest.mark.parametrize("whole_spills", [0, 1, 2])
+@pytest.mark.parametrize("room", [0, 1, 2])
 def test_a_file_that_fills_up_loses_no_removal(
-    monkeypatch: pytest.MonkeyPatch, whole_spills: int, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, room: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The file takes `whole_spills` batches whole and part of the next."""
-    one = len(json.dumps(["claude", str(uuid.UUID(int=1)), 1, 1.0, removed(0).paths, [], 0]))
-    room = whole_spills * RemovedLog.HELD * (one + 1) + one // 2
-    made: list[_FillsUp] = []
-
-    def fills_up() -> _FillsUp:
-        made.append(_FillsUp(room))
-        return made[-1]
-
-    monkeypatch.setattr(tempfile, "TemporaryFile", fills_up)
+    """The file takes `room` batches whole and part of the next."""
+    disk = FullDisk(monkeypatch, room)
     log, given = filled(4 * RemovedLog.HELD + 3)
 
-    if not made or made[0].file.tell() < room:
-        pytest.fail("SETUP INVALID: the file never filled up")
+    if (disk.flushed, disk.failed) != (room, 1):
+        pytest.fail(f"SETUP INVALID: {disk.flushed} writes, {disk.failed} failed, room {room}")
     assert list(log) == given
     assert log.bytes == sum(r.bytes for r in given)
     assert "the report is held in memory" in capsys.readouterr().out

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.processes",
             "agentkeep.progress",
             "agentkeep.protocol",
+            "agentkeep.spool",
             "agentkeep.statefiles",
         },
     ),

@@ -3,18 +3,16 @@ kept with a reason, or failed (invariant 9); and the options of one run."""
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 import structlog
 
 from agentkeep.jsontext import indented_parts
 from agentkeep.model import Reason, rfc3339
 from agentkeep.progress import Progress
+from agentkeep.spool import Spool
 
 log = structlog.get_logger("agentkeep.prune")
 
@@ -47,18 +45,16 @@ class Removed:
 
 class RemovedLog:
     """The sessions one run removed, in the order it removed them. Past a
-    few hundred they wait in an unnamed temporary file, one JSON line each,
-    and are read back as they are reported: a prune of tens of thousands
-    holds none of their paths, most of what a report weighs. A file that
-    cannot be written keeps the rest in memory: the report loses nothing."""
+    few hundred they wait in a Spool, and are read back as they are
+    reported: a prune of tens of thousands holds none of their paths, most
+    of what a report weighs. A spool that cannot be written keeps the rest
+    in memory: the report loses nothing."""
 
     HELD = 256
 
     def __init__(self) -> None:
         self._held: list[Removed] = []
-        self._file: IO[bytes] | None = None
-        # Lines of the file that are whole: a write that failed midway may
-        # have left part of one after them, never read.
+        self._spool: Spool[Removed] = Spool()
         self._spilled = 0
         self._spilling = True
         self.bytes = 0
@@ -72,14 +68,8 @@ class RemovedLog:
             self._spill()
 
     def _spill(self) -> None:
-        lines = b"".join(map(_line, self._held))
         try:
-            if self._file is None:
-                # Open as long as the report is: closed with it (__del__).
-                self._file = tempfile.TemporaryFile()  # noqa: SIM115
-            self._file.seek(0, os.SEEK_END)
-            self._file.write(lines)
-            self._file.flush()
+            self._spool.write(self._held)
         except OSError as exc:
             self._spilling = False
             log.warning("the report is held in memory", error=exc.strerror or str(exc))
@@ -88,8 +78,7 @@ class RemovedLog:
         self._held = []
 
     def __del__(self) -> None:
-        if self._file is not None:
-            self._file.close()
+        self._spool.close()
 
     def __len__(self) -> int:
         return self._spilled + len(self._held)
@@ -98,22 +87,8 @@ class RemovedLog:
         return len(self) > 0
 
     def __iter__(self) -> Iterator[Removed]:
-        """Each removed session, read back from its own place in the file
-        (an append meanwhile moves the file's position, not this one's)."""
-        offset = 0
-        for _ in range(self._spilled):
-            assert self._file is not None
-            self._file.seek(offset)
-            line = self._file.readline()
-            offset += len(line)
-            agent, sid, size, last, paths, residual, trashed = json.loads(line)
-            yield Removed(agent, sid, size, last, paths, residual, trashed)
+        yield from self._spool
         yield from self._held
-
-
-def _line(r: Removed) -> bytes:
-    fields = [r.agent, r.id, r.bytes, r.last_activity, r.paths, r.residual, r.trashed]
-    return json.dumps(fields).encode() + b"\n"
 
 
 @dataclass

@@ -7,12 +7,10 @@ an entry is."""
 from __future__ import annotations
 
 import os
-import pickle
 import sys
-import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from typing import IO, TypeGuard
+from typing import TypeGuard
 
 import structlog
 
@@ -40,6 +38,7 @@ from agentkeep.adapters.claude.registry import (
     registry_id,
 )
 from agentkeep.adapters.claude.roots import Layout
+from agentkeep.spool import Spool
 
 # One logger for the whole adapter, named as it always was.
 log = structlog.get_logger("agentkeep.adapters.claude")
@@ -55,7 +54,7 @@ FoundSession = tuple[str, list[Item], str | None]
 
 # A scan holds what it found of every session until it has looked in every
 # directory: a session's files lie in many. Past SPOOL_AT items (some 300
-# bytes each) they wait in temporary files instead, read back a sixteenth at
+# bytes each) they wait on disk instead (_Spool), read back a sixteenth at
 # a time: held, a scan of 50,000 sessions' items were some 100 MB of its peak.
 SPOOL_AT = 20_000
 # Items written to the spool at a time.
@@ -63,55 +62,37 @@ _FLUSH = 2_000
 
 
 class _Spool:
-    """Items in unnamed temporary files, one for each first character of
-    their sessions' ids (a hex digit), pickled a batch at a time, each
-    session's in the order they were found. Read back a file at a time, in
-    the order of the ids: a sixteenth of them is held at once."""
+    """Items in a Spool for each first character of their sessions' ids (a
+    hex digit), each session's in the order they were found: read back one
+    at a time, in the order of the ids, a sixteenth of them is held at once."""
 
     def __init__(self) -> None:
-        # First character -> (file, bytes of whole batches in it): a write
-        # that failed midway may have left part of one after them.
-        self.files: dict[str, tuple[IO[bytes], int]] = {}
+        self.spools: dict[str, Spool[tuple[str, Item]]] = {}
 
     def put(self, items: list[tuple[str, Item]]) -> list[tuple[str, Item]]:
         """Write `items`; those that could not be written (a full disk) are
-        handed back, and are the last of their sessions' in the files."""
-        by_file: dict[str, list[tuple[str, Item]]] = defaultdict(list)
+        handed back, and are the last of their sessions' in the spools."""
+        by_first: dict[str, list[tuple[str, Item]]] = defaultdict(list)
         for sid, item in items:
-            by_file[sid[:1]].append((sid, item))
+            by_first[sid[:1]].append((sid, item))
         left: list[tuple[str, Item]] = []
-        for key, batch in by_file.items():
-            if left or not self._write(key, batch):
-                left += batch
+        for first, batch in by_first.items():
+            if not left:
+                try:
+                    self.spools.setdefault(first, Spool()).write(batch)
+                    continue
+                except OSError as exc:
+                    log.warning("a scan's findings are held in memory", error=str(exc))
+            left += batch
         return left
 
-    def _write(self, key: str, batch: list[tuple[str, Item]]) -> bool:
-        file, end = self.files.get(key, (None, 0))
-        try:
-            if file is None:
-                file = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
-                self.files[key] = (file, 0)
-            file.seek(end)
-            pickle.dump(batch, file, pickle.HIGHEST_PROTOCOL)
-            file.flush()
-            self.files[key] = (file, file.tell())
-        except OSError as exc:
-            log.warning("a scan's findings are held in memory", error=exc.strerror or str(exc))
-            return False
-        return True
-
-    def read(self, key: str) -> Iterator[tuple[str, Item]]:
-        if key not in self.files:
-            return
-        file, end = self.files[key]
-        file.seek(0)
-        while file.tell() < end:
-            yield from pickle.load(file)
+    def read(self, first: str) -> Iterator[tuple[str, Item]]:
+        return iter(self.spools.get(first, ()))
 
     def close(self) -> None:
-        for file, _ in self.files.values():
-            file.close()
-        self.files = {}
+        for spool in self.spools.values():
+            spool.close()
+        self.spools = {}
 
 
 class Grouped:
@@ -181,11 +162,11 @@ class Grouped:
             held[sid[:1]].append(sid)
         part: list[FoundSession] = []
         try:
-            for key in sorted(held.keys() | spool.files.keys()):
+            for first in sorted(held.keys() | spool.spools.keys()):
                 grouped: dict[str, dict[str, Item]] = defaultdict(dict)
-                for sid, item in spool.read(key):
+                for sid, item in spool.read(first):
                     grouped[sys.intern(sid)].setdefault(item[0], item)
-                for sid in held[key]:
+                for sid in held[first]:
                     items = grouped[sid]
                     for path, item in self.found.pop(sid).items():
                         items.setdefault(path, item)
