@@ -11,9 +11,10 @@ import gc
 import tempfile
 import tracemalloc
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import pytest
+from structlog.testing import capture_logs
 
 from agentkeep.adapters.base import Root
 from agentkeep.adapters.claude import ClaudeAdapter, finding
@@ -21,6 +22,9 @@ from agentkeep.model import Session
 from agentkeep.paths import Env
 from build_claude import make_many, make_session, new_id, write_registry
 from fakehome import FakeHome
+from fulldisk import FullDisk
+
+HELD_IN_MEMORY = "a scan's findings are held in memory"
 
 
 def scanned(fh: FakeHome) -> list[Session]:
@@ -38,41 +42,6 @@ def tricky_home(fh: FakeHome) -> None:
     write_registry(fh, 4_199_021, made[1].id)
 
 
-_TEMPORARY_FILE = tempfile.TemporaryFile
-
-
-class _Disk:
-    """Real temporary files sharing room for `room` whole writes: the next
-    one writes half of what it is given, then fails as a full disk does."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, room: int | None = None) -> None:
-        self.room, self.flushed, self.failed = room, 0, 0
-        monkeypatch.setattr(tempfile, "TemporaryFile", self.file)
-
-    def file(self) -> _OnDisk:
-        return _OnDisk(self)
-
-
-class _OnDisk:
-    def __init__(self, disk: _Disk) -> None:
-        self.disk = disk
-        self.file: IO[bytes] = _TEMPORARY_FILE()  # noqa: SIM115 (closed by the spool)
-
-    def write(self, data: bytes) -> int:
-        if self.disk.room is not None and self.disk.flushed >= self.disk.room:
-            self.disk.failed += 1
-            self.file.write(bytes(data)[: len(data) // 2])
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return self.file.write(data)
-
-    def flush(self) -> None:
-        self.file.flush()
-        self.disk.flushed += 1
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.file, name)
-
-
 def spool_small(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(finding, "SPOOL_AT", 5)
     monkeypatch.setattr(finding, "_FLUSH", 7)
@@ -85,7 +54,7 @@ def test_a_spooled_scan_finds_what_a_held_one_finds(
     held = scanned(fake_home)
 
     spool_small(monkeypatch)
-    disk = _Disk(monkeypatch)
+    disk = FullDisk(monkeypatch)
     spooled = scanned(fake_home)
 
     if disk.flushed < 3:
@@ -96,29 +65,26 @@ def test_a_spooled_scan_finds_what_a_held_one_finds(
 
 @pytest.mark.parametrize("room", [0, 1, 4])
 def test_a_spool_that_fills_up_loses_nothing(
-    fake_home: FakeHome,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    room: int,
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch, room: int
 ) -> None:
     """With room for none of its writes, one, or a few, the first being the
     move of what was held."""
     tricky_home(fake_home)
     held = scanned(fake_home)
-    capsys.readouterr()
 
     spool_small(monkeypatch)
-    disk = _Disk(monkeypatch, room)
-    spooled = scanned(fake_home)
+    disk = FullDisk(monkeypatch, room)
+    with capture_logs() as logs:
+        spooled = scanned(fake_home)
 
     if (disk.flushed, disk.failed) != (room, 1):
         pytest.fail(f"SETUP INVALID: {disk.flushed} writes, {disk.failed} failed, room {room}")
     assert spooled == held
-    assert "a scan's findings are held in memory" in capsys.readouterr().out
+    assert HELD_IN_MEMORY in [e["event"] for e in logs]
 
 
 def test_a_spool_that_cannot_be_made_loses_nothing(
-    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tricky_home(fake_home)
     held = scanned(fake_home)
@@ -130,9 +96,10 @@ def test_a_spool_that_cannot_be_made_loses_nothing(
 
     spool_small(monkeypatch)
     monkeypatch.setattr(tempfile, "TemporaryFile", no_room)
-    assert scanned(fake_home) == held
+    with capture_logs() as logs:
+        assert scanned(fake_home) == held
     assert tried == [1], "tried once, then held"
-    assert "a scan's findings are held in memory" in capsys.readouterr().out
+    assert HELD_IN_MEMORY in [e["event"] for e in logs]
 
 
 def test_a_path_found_twice_is_taken_once_as_first_found(
@@ -141,7 +108,7 @@ def test_a_path_found_twice_is_taken_once_as_first_found(
     """Across the spool and what was held after it could not take more."""
     monkeypatch.setattr(finding, "SPOOL_AT", 1)
     monkeypatch.setattr(finding, "_FLUSH", 2)
-    _Disk(monkeypatch, room=1)
+    FullDisk(monkeypatch, room=1)
     root = Root(tmp_path, "config")
     found = finding.Grouped(None)
     sid = new_id()

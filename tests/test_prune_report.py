@@ -12,6 +12,7 @@ import tracemalloc
 import uuid
 
 import pytest
+from structlog.testing import capture_logs
 
 from agentkeep import core
 from agentkeep.jsontext import folded_parts
@@ -64,18 +65,17 @@ def test_an_empty_log_is_false_and_gives_nothing() -> None:
 
 
 @pytest.mark.parametrize("room", [0, 1, 2])
-def test_a_file_that_fills_up_loses_no_removal(
-    monkeypatch: pytest.MonkeyPatch, room: int, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_file_that_fills_up_loses_no_removal(monkeypatch: pytest.MonkeyPatch, room: int) -> None:
     """The file takes `room` batches whole and part of the next."""
     disk = FullDisk(monkeypatch, room)
-    log, given = filled(4 * RemovedLog.HELD + 3)
+    with capture_logs() as logs:
+        log, given = filled(4 * RemovedLog.HELD + 3)
 
     if (disk.flushed, disk.failed) != (room, 1):
         pytest.fail(f"SETUP INVALID: {disk.flushed} writes, {disk.failed} failed, room {room}")
     assert list(log) == given
     assert log.bytes == sum(r.bytes for r in given)
-    assert "the report is held in memory" in capsys.readouterr().out
+    assert "the report is held in memory" in [e["event"] for e in logs]
 
 
 def _held_after(count: int) -> int:
