@@ -83,9 +83,6 @@ class RemovedLog:
     def __len__(self) -> int:
         return self._spilled + len(self._held)
 
-    def __bool__(self) -> bool:
-        return len(self) > 0
-
     def __iter__(self) -> Iterator[Removed]:
         yield from self._spool
         yield from self._held
