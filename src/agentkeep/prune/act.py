@@ -4,6 +4,7 @@ again and check it again before anything is removed, journaled first."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sqlite3
 import threading
@@ -495,6 +496,12 @@ class Pruner:
             parents.close()
             for r in batch:
                 _release(r.locks)
+            # A removal into the trash leaves reference cycles (each write of
+            # its entry.json through json's indenting encoder leaves one, some
+            # 18 a session), and a run pauses the collector (core.indexing):
+            # held to the run's end, they were some 50 KB a session. What the
+            # batch made is young; so is all of it.
+            gc.collect(0)
 
     def _end_batch(self, written: Path, unfinished: list[_Held], opts: PruneOptions) -> None:
         """Forget the batch, except the removals that failed half way."""

@@ -1,0 +1,51 @@
+"""A prune holds no garbage it made: with the cycle collector paused for the
+run (core.indexing.collector_paused), each batch's reference cycles (a
+removal into the trash writes its entry.json many times, each write through
+json's indenting encoder leaving one) are collected after the batch, not
+held to the run's end."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from agentkeep import core
+from agentkeep.paths import Env
+from agentkeep.prune import act
+from build_claude import make_many
+from fakehome import FakeHome
+
+
+@pytest.fixture
+def collector_off() -> Iterator[None]:
+    """The collector off for the test, so that the run's pause keeps it off
+    after the run too and what the run left unreachable can be counted."""
+    gc.collect()
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def test_a_prune_into_the_trash_leaves_no_cycles_to_its_end(
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch, collector_off: None
+) -> None:
+    monkeypatch.setattr(act, "BATCH", 8)
+    make_many(fake_home, 40, projects=4)
+    ctx = core.Context.open(Env.from_environ(fake_home.environ))
+    try:
+        report = core.prune(ctx, older_than="30d")
+    finally:
+        ctx.index.close()
+    assert report is not None
+    if len(report.removed) != 40 or report.removed.trashed == 0:
+        pytest.fail(f"SETUP INVALID: {len(report.removed)} removed, none through the trash")
+
+    left = gc.collect()
+    # Held to the end, the 40 removals' writes left some 1,100 objects each.
+    assert left < 40 * 20, f"{left} unreachable objects left by 40 removals"
