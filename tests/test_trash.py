@@ -118,6 +118,40 @@ def test_trash_keeps_inodes_and_restore_puts_back_modes_hashes_and_times(
     assert restored_at(state) == {("claude", sid): NOW + 3600}
 
 
+@pytest.mark.parametrize("where", ["under its root", "in directories it made"])
+def test_a_removal_that_stops_before_its_entry_is_closed_is_restored_whole(
+    state: Path, root: Path, where: str
+) -> None:
+    """entry.json is not written after each move: one that names the root
+    and the directories made is enough for restore, which moves back each
+    root's whole tree. The writer is never closed here, as in a prune that
+    was killed."""
+    sid = "0b7c0000-0000-4000-8000-000000000007"
+    top = root if where == "under its root" else root.parent.parent
+    artifacts = [Artifact(a.path, "t", 0, 0.0, root=str(top)) for a in make_session(root, sid)]
+    made = set()
+    if where == "in directories it made":
+        # A second directory under the same root, made after the root is named.
+        todo = top / "todos" / f"{sid}.json"
+        todo.parent.mkdir()
+        todo.write_text("[]")
+        artifacts.append(Artifact(str(todo), "t", 0, 0.0, root=str(top)))
+        made = {"0/projects", f"0/projects/{root.name}", "0/todos"}
+    before = tree_state(root / sid, root / f"{sid}.jsonl")
+    writer = open_entry(state, "claude", sid, parent=None, keep_for=WEEK, now=NOW)
+    r = SessionRemoval("claude", sid, dry_run=False, trash=writer)
+    for artifact in artifacts:
+        r.remove_path(artifact)
+    if os.listdir(root) != [] or r.removed != [a.path for a in artifacts]:
+        pytest.fail("SETUP INVALID: the session was not moved")
+
+    [entry] = list_entries(state)
+    assert entry.roots == {0: str(top)}
+    assert set(entry.dir_times) == made, "each directory made is named before a move into it"
+    restore(state, "claude", sid, now=NOW)
+    assert tree_state(root / sid, root / f"{sid}.jsonl") == before
+
+
 def test_restore_refuses_to_overwrite_and_moves_nothing(state: Path, root: Path) -> None:
     sid = "0b7c0000-0000-4000-8000-000000000003"
     trash_session(state, root, sid)

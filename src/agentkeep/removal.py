@@ -161,10 +161,7 @@ class SessionRemoval:
         self._seen = seen
         self.bytes += probe.bytes
         self.removed.append(artifact.path)
-        try:
-            self.trash.moved(n, "/".join(parts), probe.bytes)
-        except OSError as exc:
-            raise RemovalError(f"trash {self.trash.path}: {exc}") from exc
+        self.trash.moved(n, "/".join(parts), probe.bytes)
         return True
 
     def _mark_partial(self, what: str) -> None:

@@ -199,33 +199,48 @@ def _read_entry(path: Path) -> TrashEntry | None:
 
 class TrashWriter:
     """One entry being written by a prune. entry.json is rewritten (atomically)
-    when a root is first used, before anything is moved under it, and after
-    every move, so a prune that stops half way leaves an entry that restore
-    understands."""
+    before anything is moved under a root it did not name yet or into a
+    directory it made, and when it is closed. Restore moves back each
+    root's whole tree, with the times of the directories it makes again:
+    so a prune that stops half way leaves an entry that restore understands
+    and that puts back everything moved. Only the items and bytes (what
+    `trash` lists) of the moves after the last write are missing from it.
+    A write after every move was two thirds of a prune's time into the
+    trash."""
 
     def __init__(self, entry: TrashEntry) -> None:
         self.entry = entry
         self.path = entry.path
+        # A root named since the last write (written before its first move).
+        self._new_root = False
+        # The roots/<n> directories made and checked by this writer.
+        self._ready: set[int] = set()
 
     def _save(self) -> None:
         write_json(self.path / _ENTRY, self.entry.to_json())
+        self._new_root = False
 
     def root_number(self, root: str) -> int:
+        """The number of `root` in the entry; a new one is written by the
+        destination() that comes before anything is moved under it."""
         for n, known in self.entry.roots.items():
             if known == root:
                 return n
         n = max(self.entry.roots, default=-1) + 1
         self.entry.roots[n] = root
-        self._save()
+        self._new_root = True
         return n
 
     def destination(self, n: int, chain: list[tuple[str, os.stat_result]]) -> int:
         """A descriptor of `roots/<n>/<chain...>`, creating the directories
         (with the modes of the ones they stand for, and always writable by
-        us, and their times recorded for restore); the caller closes it."""
-        roots = ensure_private_dir(self.path / _ROOTS)
-        ensure_private_dir(roots / str(n))
-        cursor = DirCursor.open(roots / str(n))
+        us, and their times recorded for restore); the caller closes it.
+        The entry is written before it returns when it names a new root or
+        made a directory: nothing is moved where it does not say."""
+        if n not in self._ready:
+            ensure_private_dir(ensure_private_dir(self.path / _ROOTS) / str(n))
+            self._ready.add(n)
+        cursor = DirCursor.open(self.path / _ROOTS / str(n))
         made = False
         try:
             rel = str(n)
@@ -241,7 +256,7 @@ class TrashWriter:
                     os.fchmod(cursor.fd, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)
                     self.entry.dir_times.setdefault(rel, (st.st_atime_ns, st.st_mtime_ns))
                     made = True
-            if made:
+            if made or self._new_root:
                 self._save()
         except BaseException:
             cursor.close()
@@ -250,9 +265,9 @@ class TrashWriter:
         return fd
 
     def moved(self, n: int, rel: str, nbytes: int) -> None:
+        """Counted in the entry, written with the next write (see the class)."""
         self.entry.items.append(TrashItem(n, rel))
         self.entry.bytes += nbytes
-        self._save()
 
     def add_rows(self, rows: TableRows) -> None:
         """Keep `rows` (removed with the session) in the entry, durably,
