@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/profile.py scan 10000
     .venv/bin/python bench/profile.py prune 1000   # Claude only, all idle
+    .venv/bin/python bench/profile.py prune 1000 --trash 7d   # the same, into the trash
     .venv/bin/python bench/profile.py cold 2000    # daemon start-up reconcile, empty index
     .venv/bin/python bench/profile.py warm 10000   # the same on an up-to-date index
     .venv/bin/python bench/profile.py ls 10000     # core.ls_text over the whole index
@@ -46,13 +47,14 @@ def main() -> int:
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--callers", metavar="FUNC", help="also print who calls FUNC (a regex)")
     p.add_argument("--callees", metavar="FUNC", help="also print whom FUNC calls (a regex)")
+    p.add_argument("--trash", default="0", help='the prune\'s trash setting (default "0")')
     p.add_argument("--tmpdir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     a = p.parse_args()
     base = Path(tempfile.mkdtemp(prefix="akb-prof-", dir=a.tmpdir))
     try:
         if a.what == "prune":
             bh = homes.make_home(base / "h", a.n, mix={"claude": 1.0}, idle_share=1.0)
-            bh.write_config('trash = "0"\nmax_removals = 1000000\n')
+            bh.write_config(f'trash = "{a.trash}"\nmax_removals = 1000000\n')
         else:
             bh = homes.make_home(base / "h", a.n)
         if a.what in SETUP:

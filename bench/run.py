@@ -474,6 +474,35 @@ def bench_prune_share(s: Settings, n: int) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
+TRASH_NAME = "prune idle Claude sessions into the trash (CLI, the default trash)"
+
+
+def bench_prune_trash(s: Settings, n: int) -> None:
+    """A prune as the default config runs it, into the trash, against the
+    prune of the same home with trash=0 (bench_prune, run before it)."""
+    print(f"prune into the trash at {n}", flush=True)
+    base = Path(tempfile.mkdtemp(prefix="akb-trash-", dir=s.tmpdir))
+    try:
+        bh = _prune_home(base / "a", n)
+        bh.write_config("max_removals = 1000000\n")
+        r = m.run(_timed_prune("--older-than", "30d", "--json"), bh.environ)
+        report = r.json() if r.rc == 0 and r.stdout.strip() else {}
+        removed = len(report.get("removed", []))
+        if r.rc != 0 or removed != n or not report.get("trash", {}).get("bytes"):
+            s.problem(f"prune into the trash at {n}: exit {r.rc}, removed {removed}")
+        bare = [f for f in s.figures if f.size == n and f.name.startswith(f"prune {n} idle")]
+        base_s = bare[0].value if bare else None
+        with_base = "the same prune with trash=0" if base_s is not None else ""
+        s.add(Figure(n, TRASH_NAME, r.seconds, "s", base_s, with_base))
+        s.add(
+            Figure(
+                n, "prune peak RSS, into the trash", r.maxrss_mb, "MB", note=f"{removed} removed"
+            )
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def prune_flatness(s: Settings) -> None:
     share = {f.size: f.value for f in s.figures if f.name == SHARE_NAME}
     rss = {f.size: f.value for f in s.figures if f.name == "prune peak RSS"}
@@ -1121,6 +1150,8 @@ def main(argv: list[str] | None = None) -> int:
                 guarded(s, f"prune at {n}", bench_prune, s, n)
             if n == 10_000 and n in s.prune_sizes:
                 guarded(s, f"prune of a tenth of {n}", bench_prune_share, s, n)
+            if n == 1000 and n in s.prune_sizes:
+                guarded(s, f"prune into the trash at {n}", bench_prune_trash, s, n)
         prune_flatness(s)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
