@@ -7,9 +7,11 @@ import os
 import select
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from agentkeep import rmtree
 from agentkeep.leases import lease_path, try_exclusive
@@ -17,6 +19,7 @@ from agentkeep.model import Artifact
 from agentkeep.paths import ensure_private_dir
 from agentkeep.removal import SessionRemoval
 from agentkeep.trash import (
+    Expiry,
     NoSuchEntry,
     RestoreConflict,
     RestoreRefused,
@@ -367,3 +370,53 @@ def test_a_deep_tree_goes_to_the_trash_and_back(state: Path, root: Path) -> None
     os.close(leaf)
     os.close(fd)
     rmtree.remove_tree_at(root, "deep")
+
+
+UNREADABLE = "trash entry unreadable, skipped"
+
+
+def _settle(state: Path) -> None:
+    """The trash's directories last changed an hour ago."""
+    an_hour_ago = time.time() - 3600
+    for d in [state / "trash", *(state / "trash").iterdir()]:
+        os.utime(d, (an_hour_ago, an_hour_ago))
+
+
+@pytest.mark.parametrize("settled", [True, False])
+def test_an_expiry_that_can_find_nothing_due_reads_no_entry(
+    state: Path, root: Path, settled: bool
+) -> None:
+    """Unless its directories changed too lately to tell (their mtimes come
+    from a coarse clock): then it reads them all again."""
+    sid = "0b7c0000-0000-4000-8000-000000000010"
+    trash_session(state, root, sid)
+    if settled:
+        _settle(state)
+    expiry = Expiry(state)
+    assert expiry.run(NOW + 60) == []
+    [entry] = list_entries(state)
+    (entry.path / "entry.json").write_text("{not json")  # in place: no directory moves
+
+    with capture_logs() as logs:
+        assert expiry.run(NOW + 120) == []
+    read = UNREADABLE in [e["event"] for e in logs]
+    assert read is not settled
+
+    other = "0b7c0000-0000-4000-8000-000000000011"
+    trash_session(state, root, other, keep_for=0)
+    with capture_logs() as logs:
+        assert [e.id for e in expiry.run(NOW + 180)] == [other], "a new entry is read"
+    assert UNREADABLE in [e["event"] for e in logs]
+
+
+def test_an_expiry_takes_the_soonest_entry_when_it_is_due(state: Path, root: Path) -> None:
+    soon, late = "0b7c0000-0000-4000-8000-000000000012", "0b7c0000-0000-4000-8000-000000000013"
+    trash_session(state, root, soon, keep_for=3600)
+    trash_session(state, root, late)
+    _settle(state)
+    expiry = Expiry(state)
+    assert expiry.run(NOW + 3599) == []
+    assert [e.id for e in expiry.run(NOW + 3600)] == [soon]
+    _settle(state)
+    assert expiry.run(NOW + WEEK - 1) == []
+    assert [e.id for e in expiry.run(NOW + WEEK)] == [late]

@@ -14,10 +14,6 @@ from agentkeep.errors import Failure, NotFound
 from agentkeep.model import rfc3339
 
 
-def expire_trash(ctx: Context) -> None:
-    trash.expire(ctx.state_dir, now=time.time())
-
-
 def _entry_json(e: trash.TrashEntry) -> dict[str, Any]:
     return {
         "agent": e.agent,
