@@ -497,10 +497,11 @@ class Pruner:
             for r in batch:
                 _release(r.locks)
             # A removal into the trash leaves reference cycles (each write of
-            # its entry.json through json's indenting encoder leaves one, some
-            # 18 a session), and a run pauses the collector (core.indexing):
-            # held to the run's end, they were some 50 KB a session. What the
-            # batch made is young; so is all of it.
+            # its entry.json through json's indenting encoder leaves one), and
+            # a run pauses the collector (core.indexing): held to the run's
+            # end, they were some 50 KB a session. The young generation is
+            # what was made since the last collection: the first walks the
+            # listing once (and moves it on), each later one only its batch.
             gc.collect(0)
 
     def _end_batch(self, written: Path, unfinished: list[_Held], opts: PruneOptions) -> None:
