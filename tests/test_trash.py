@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from agentkeep import rmtree
+from agentkeep import core, rmtree
 from agentkeep.leases import lease_path, try_exclusive
 from agentkeep.model import Artifact
-from agentkeep.paths import ensure_private_dir
+from agentkeep.paths import Env, ensure_private_dir
 from agentkeep.removal import SessionRemoval
 from agentkeep.trash import (
     Expiry,
@@ -28,9 +28,6 @@ from agentkeep.trash import (
     open_entry,
     restore,
     restored_at,
-)
-from agentkeep.trash import (
-    expire as expire_trash,
 )
 from trees import tree_state
 
@@ -247,17 +244,20 @@ def test_expire_removes_only_expired_entries_each_under_its_lease(state: Path, r
     trash_session(state, root, "old-one", keep_for=3600)
     trash_session(state, root, "held-old", keep_for=3600)
     trash_session(state, root, "young-one", keep_for=WEEK)
+    _settle(state)
+    expiry = Expiry(state)
     lease = try_exclusive(lease_path(state, "claude", "held-old"))
     assert lease is not None
     with lease:
-        expired = expire_trash(state, now=NOW + 7200)
+        expired = expiry.run(NOW + 7200)
     assert [e.id for e in expired] == ["old-one"]
     assert {e.id for e in list_entries(state)} == {"held-old", "young-one"}
     assert sorted(os.listdir(state / "trash" / "claude")) == ["held-old", "young-one"]
 
-    expired = expire_trash(state, now=NOW + 7200)
-    assert [e.id for e in expired] == ["held-old"]
-    assert expire_trash(state, now=NOW + 7200) == []
+    _settle(state)
+    expired = expiry.run(NOW + 7200)
+    assert [e.id for e in expired] == ["held-old"], "a held entry is due at the next run"
+    assert expiry.run(NOW + 7200) == []
     assert [e.id for e in list_entries(state)] == ["young-one"]
 
 
@@ -328,7 +328,7 @@ def test_unreadable_entries_are_skipped_and_never_expired(state: Path, root: Pat
     (state / "trash" / "claude" / "no-entry-json").mkdir()
 
     assert [e.id for e in list_entries(state)] == ["good"]
-    assert [e.id for e in expire_trash(state, now=NOW + WEEK)] == ["good"]
+    assert [e.id for e in Expiry(state).run(NOW + WEEK)] == ["good"]
     assert (bad / "entry.json").exists() and (mismatched / "entry.json").exists()
     with pytest.raises(TrashError):
         open_entry(state, "claude", "bad", parent=None, keep_for=60, now=NOW)
@@ -420,3 +420,22 @@ def test_an_expiry_takes_the_soonest_entry_when_it_is_due(state: Path, root: Pat
     _settle(state)
     assert expiry.run(NOW + WEEK - 1) == []
     assert [e.id for e in expiry.run(NOW + WEEK)] == [late]
+
+
+def test_a_prune_expires_the_trash_through_the_expiry_the_clock_runs(
+    fake_home, state: Path, root: Path
+) -> None:
+    """What the daemon's hourly expiry read, a prune does not read again."""
+    trash_session(state, root, "0b7c0000-0000-4000-8000-000000000014")
+    _settle(state)
+    ctx = core.Context.open(Env.from_environ(fake_home.environ))
+    try:
+        assert core.expire_trash(ctx) == []
+        [entry] = list_entries(state)
+        (entry.path / "entry.json").write_text("{not json")  # in place: no directory moves
+        with capture_logs() as logs:
+            report = core.prune(ctx, older_than="30d")
+    finally:
+        ctx.index.close()
+    assert report is not None and not report.dry_run
+    assert UNREADABLE not in [e["event"] for e in logs]

@@ -394,15 +394,11 @@ def _remove_aside(agent_dir: Path, name: str) -> None:
         log.warning("trash entry left residue", path=str(agent_dir / name), residual=residual)
 
 
-def expire(state_dir: Path, *, now: float) -> list[TrashEntry]:
-    """Remove every entry whose time is up, each under its session's lease
-    held exclusively (a held session's entry waits for the next run)."""
-    return _discard_due(state_dir, list_entries(state_dir), lambda e: e.expires_at <= now, [])
-
-
 class Expiry:
-    """expire() for a process that runs it again and again (the daemon,
-    hourly), where a run that can find nothing due reads no entry: reading
+    """The trash's expiry: run() removes every entry whose time is up, each
+    under its session's lease held exclusively (a held session's entry
+    waits for the next run). Run again and again (by each prune, by the
+    daemon hourly), a run that can find nothing due reads no entry: reading
     each entry of a trash of 3,000 sessions cost 0.7 CPU-s, so a trash of
     50,000 cost the daemon some 0.2 CPU-s a minute while nothing happened.
     It keeps the soonest expiry of the entries it last read, and the mtimes

@@ -17,12 +17,13 @@ from agentkeep.core.pruning import prune, purge
 from agentkeep.core.reclaim import SUGGESTED_RETENTION, du, reclaim_hint, reclaimable
 from agentkeep.core.sessions import find, ls_text, pin, session_json, show, states
 from agentkeep.core.status import status_fields
-from agentkeep.core.trashcan import restore, trash_empty, trash_list, trash_total
+from agentkeep.core.trashcan import expire_trash, restore, trash_empty, trash_list, trash_total
 
 __all__ = [
     "SUGGESTED_RETENTION",
     "Context",
     "du",
+    "expire_trash",
     "find",
     "ls_text",
     "parse_age",

@@ -12,7 +12,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import adapters, view
+from agentkeep import adapters, trash, view
 from agentkeep.adapters.base import Adapter
 from agentkeep.config import Config, ConfigError, parse_duration
 from agentkeep.errors import BadParams, Failure, NotFound
@@ -56,6 +56,12 @@ class Context:
     # The last prune's summary when it could not be saved (a full disk):
     # status shows it from here.
     unsaved_prune: dict[str, Any] | None = None
+    # The trash's expiry, run by each prune and by the daemon's clock: what
+    # one read, the other need not read again.
+    trash_expiry: trash.Expiry = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.trash_expiry = trash.Expiry(self.state_dir)
 
     @classmethod
     def open(cls, env: Env) -> Context:

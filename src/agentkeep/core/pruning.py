@@ -33,7 +33,9 @@ log = structlog.get_logger("agentkeep.core")
 
 
 def _pruner(ctx: Context) -> Pruner:
-    return Pruner(ctx.adapters, ctx.state_dir, index=ctx.index, pins=ctx.pins())
+    return Pruner(
+        ctx.adapters, ctx.state_dir, index=ctx.index, pins=ctx.pins(), expiry=ctx.trash_expiry
+    )
 
 
 def prune(

@@ -14,6 +14,10 @@ from agentkeep.errors import Failure, NotFound
 from agentkeep.model import rfc3339
 
 
+def expire_trash(ctx: Context) -> list[trash.TrashEntry]:
+    return ctx.trash_expiry.run(time.time())
+
+
 def _entry_json(e: trash.TrashEntry) -> dict[str, Any]:
     return {
         "agent": e.agent,

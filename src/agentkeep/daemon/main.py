@@ -31,7 +31,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import core, leases, processes, prune, trash, watchplan
+from agentkeep import core, leases, processes, prune, watchplan
 from agentkeep.daemon import memory, schedule
 from agentkeep.daemon.notify import Notifier
 from agentkeep.daemon.schedule import Jobs, Schedule
@@ -130,7 +130,6 @@ class Daemon:
         self.server: Server | None = None
         self.watcher: Watcher | None = None
         self.schedule: Schedule | None = None
-        self.expiry: trash.Expiry | None = None
         self.ready = threading.Event()
         # The main loop's wake-up socket (signals and _CHANGED), while it runs.
         self._wake: socket.socket | None = None
@@ -224,7 +223,6 @@ class Daemon:
         if ctx.config_error:
             log.error("config invalid: serving, but pruning nothing", error=ctx.config_error)
         self._fingerprint = ctx.fingerprint()
-        self.expiry = trash.Expiry(ctx.state_dir)
         self.server = Server(self.env.socket_path, self._handle, self.env.uid)
         try:
             self.server.bind()
@@ -438,10 +436,10 @@ class Daemon:
             self._poke()  # a root may have fallen back to polling, or come back
 
     def _trash_job(self) -> None:
-        assert self.expiry is not None
+        assert self.ctx is not None
         with self._working():
             try:
-                self.expiry.run(time.time())
+                core.expire_trash(self.ctx)
             except Exception:
                 log.exception("trash expiry failed")
             finally:

@@ -213,11 +213,13 @@ class Pruner:
         *,
         index: Index | None = None,
         pins: set[tuple[str, str]] | None = None,
+        expiry: trash.Expiry | None = None,
     ) -> None:
         self.adapters = adapters
         self.state_dir = state_dir
         self.index = index
         self.pins = pins or set()
+        self.expiry = expiry or trash.Expiry(state_dir)
         self.journal = Journal(state_dir)
         self.restored = trash.restored_at(state_dir)
         self.watch = Watch(adapters, state_dir, self.pins)
@@ -248,7 +250,7 @@ class Pruner:
             with self.clock.phase("recovery"):
                 if finish_journal(self, views, report, opts.trash_for):
                     views = self._list_all(opts)
-                trash.expire(self.state_dir, now=time.time())
+                self.expiry.run(time.time())
         with self.clock.phase("plan"):
             plan = self._plan(views, opts)
         report.kept.extend(plan.kept)
