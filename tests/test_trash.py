@@ -24,6 +24,7 @@ from agentkeep.trash import (
     RestoreConflict,
     RestoreRefused,
     TrashError,
+    entry_dir,
     list_entries,
     open_entry,
     restore,
@@ -438,4 +439,18 @@ def test_a_prune_expires_the_trash_through_the_expiry_the_clock_runs(
     finally:
         ctx.index.close()
     assert report is not None and not report.dry_run
+    assert UNREADABLE not in [e["event"] for e in logs]
+
+
+def test_a_restore_reads_no_entry_but_its_own_and_its_ancestors(state: Path, root: Path) -> None:
+    parent, child, other = ("p" * 8, "c" * 8, "o" * 8)
+    trash_session(state, root, parent)
+    trash_session(state, root, child, parent=parent)
+    trash_session(state, root, other)
+    (entry_dir(state, "claude", other) / "entry.json").write_text("{not json")
+
+    with capture_logs() as logs:
+        result = restore(state, "claude", child, now=NOW + 5)
+    assert [e.id for e in result.entries] == [child, parent]
+    assert (root / child).is_dir() and (root / parent).is_dir()
     assert UNREADABLE not in [e["event"] for e in logs]

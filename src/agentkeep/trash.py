@@ -620,20 +620,29 @@ def _no_overwrite(path: str, step: Any) -> None:
 
 
 def _chain(state_dir: Path, agent: str, session_id: str) -> list[TrashEntry]:
-    """The session's entry, then each ancestor's still in the trash."""
-    entries = {(e.agent, e.id): e for e in list_entries(state_dir)}
-    entry = entries.get((agent, session_id))
+    """The session's entry, then each ancestor's still in the trash, each
+    read from its own directory (reading the whole trash cost a restore
+    0.2 ms an entry: seconds after a big prune)."""
+    entry = _entry_of(state_dir, agent, session_id)
     if entry is None:
         raise NoSuchEntry(f"no {agent} session {session_id} in the trash")
     chain = [entry]
     seen = {entry.id}
-    while (
-        entry.parent is not None and entry.parent not in seen and (agent, entry.parent) in entries
-    ):
-        entry = entries[(agent, entry.parent)]
+    while entry.parent is not None and entry.parent not in seen:
+        parent = _entry_of(state_dir, agent, entry.parent)
+        if parent is None:
+            break
+        entry = parent
         seen.add(entry.id)
         chain.append(entry)
     return chain
+
+
+def _entry_of(state_dir: Path, agent: str, session_id: str) -> TrashEntry | None:
+    path = entry_dir(state_dir, agent, session_id)
+    if not path.is_dir() or path.is_symlink():
+        return None
+    return _read_entry(path)
 
 
 def _lease_all(state_dir: Path, chain: list[TrashEntry]) -> list[Lease]:
