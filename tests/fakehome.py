@@ -20,10 +20,21 @@ from typing import Any
 
 import pytest
 
+from agentkeep import core
 from agentkeep.demo import home
 from agentkeep.demo.home import SCRUB, FakeHome
+from agentkeep.paths import Env
+from agentkeep.prune import PruneReport
 
-__all__ = ["SCRUB", "FakeHome", "Spawn", "cli_json", "kill_group", "make_fake_home"]
+__all__ = [
+    "SCRUB",
+    "FakeHome",
+    "Spawn",
+    "cli_json",
+    "kill_group",
+    "make_fake_home",
+    "prune_here",
+]
 
 # The `spawn` fixture's starter (conftest.py): argv, env=None, *, ready=False.
 Spawn = Callable[..., subprocess.Popen[str]]
@@ -61,3 +72,12 @@ def cli_json(fh: FakeHome, *args: str) -> tuple[int, Any, str]:
     except ValueError:
         pytest.fail(f"agentkeep {' '.join(args)} printed no JSON:\n{proc.stdout}\n{proc.stderr}")
     return proc.returncode, doc, proc.stderr
+
+
+def prune_here(fh: FakeHome, **options: Any) -> PruneReport | None:
+    """core.prune in this process, on the fake user's own context."""
+    ctx = core.Context.open(Env.from_environ(fh.environ))
+    try:
+        return core.prune(ctx, **options)
+    finally:
+        ctx.index.close()

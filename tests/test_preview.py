@@ -7,20 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentkeep import core
-from agentkeep.paths import Env
 from build_claude import make_session
-from fakehome import FakeHome
+from fakehome import FakeHome, prune_here
 from test_daemon_serve import start_daemon, stop_daemons  # noqa: F401 (fixture)
 
 
 def scheduled(fh: FakeHome) -> dict[str, Any] | None:
-    ctx = core.Context.open(Env.from_environ(fh.environ))
-    try:
-        report = core.prune(ctx, scheduled=True)
-        return None if report is None else report.to_json()
-    finally:
-        ctx.index.close()
+    report = prune_here(fh, scheduled=True)
+    return None if report is None else report.to_json()
 
 
 def an_interval_passed(fh: FakeHome) -> None:

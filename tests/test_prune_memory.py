@@ -11,11 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentkeep import core
-from agentkeep.paths import Env
 from agentkeep.prune import act
 from build_claude import make_many
-from fakehome import FakeHome
+from fakehome import FakeHome, prune_here
 
 
 @pytest.fixture
@@ -37,11 +35,7 @@ def test_a_prune_into_the_trash_leaves_no_cycles_to_its_end(
 ) -> None:
     monkeypatch.setattr(act, "BATCH", 8)
     make_many(fake_home, 40, projects=4)
-    ctx = core.Context.open(Env.from_environ(fake_home.environ))
-    try:
-        report = core.prune(ctx, older_than="30d")
-    finally:
-        ctx.index.close()
+    report = prune_here(fake_home, older_than="30d")
     assert report is not None
     if len(report.removed) != 40 or report.removed.trashed == 0:
         pytest.fail(f"SETUP INVALID: {len(report.removed)} removed, none through the trash")

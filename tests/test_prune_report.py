@@ -14,13 +14,11 @@ import uuid
 import pytest
 from structlog.testing import capture_logs
 
-from agentkeep import core
 from agentkeep.jsontext import folded_parts
-from agentkeep.paths import Env
 from agentkeep.prune import Removed
 from agentkeep.prune.report import RemovedLog
 from build_claude import make_many
-from fakehome import FakeHome
+from fakehome import FakeHome, prune_here
 from fulldisk import FullDisk
 
 
@@ -108,11 +106,7 @@ def test_a_prune_writes_the_document_of_its_report(
 ) -> None:
     monkeypatch.setattr(RemovedLog, "HELD", 2)
     sessions = make_many(fake_home, 7, projects=3)
-    ctx = core.Context.open(Env.from_environ(fake_home.environ))
-    try:
-        report = core.prune(ctx, older_than="30d")
-    finally:
-        ctx.index.close()
+    report = prune_here(fake_home, older_than="30d")
     assert report is not None
     if not spilled(report.removed):
         pytest.fail("SETUP INVALID: the removals were never written to the file")
