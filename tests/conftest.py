@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,9 @@ def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeH
     for key, value in fh.environ.items():
         if os.environ.get(key) != value:
             monkeypatch.setenv(key, value)
+    # Python keeps the temporary directory it found first: this test's
+    # temporary files go to this user's TMPDIR, found again.
+    monkeypatch.setattr(tempfile, "tempdir", None)
     yield fh
     # Removed here, not by an `rm` child: a test's environment (a huge
     # PYTEST_CURRENT_TEST) can be too big to exec with.
