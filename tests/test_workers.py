@@ -15,17 +15,21 @@ import multiprocessing.spawn
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import psutil
 import pytest
 from structlog.testing import capture_logs
 
-from agentkeep import core, logs, workers
+from agentkeep import core, index, logs, workers
 from agentkeep.adapters import claude
+from agentkeep.adapters.base import WholeScan
 from agentkeep.core import indexing
 from agentkeep.paths import Env
 from agentkeep.progress import Progress
@@ -355,3 +359,85 @@ def test_forked_workers_pay_sooner_than_spawned_ones(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(workers, "START_METHOD", "spawn")
     assert not workers.worth_spreading(least)
     assert workers.worth_spreading(round(least * workers.SPAWNED))
+
+
+def _rows_files() -> list[Path]:
+    return sorted(Path(tempfile.gettempdir()).glob("agentkeep-rows-*"))
+
+
+def test_a_big_part_comes_back_through_a_file_that_is_then_removed(
+    home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows past one batch (index._BATCH, lowered: forked workers see it)
+    are read back from the part's file a batch at a time."""
+    monkeypatch.setattr(workers, "START_METHOD", "fork")
+    monkeypatch.setattr(index, "_BATCH", 2)
+    read: list[int] = []
+    batches_in = workers._batches_in
+
+    def reading(path: str, count: int) -> Iterator[index.Rows]:
+        read.append(count)
+        return batches_in(path, count)
+
+    monkeypatch.setattr(workers, "_batches_in", reading)
+    ctx = _context()
+    _serial(ctx, monkeypatch)
+    alone = _indexed(ctx)
+    _spread_scan(ctx, monkeypatch)
+    if not read:
+        pytest.fail("SETUP INVALID: no part came back through a file")
+    assert _indexed(ctx) == alone
+    assert _rows_files() == []
+
+
+def _whole(agent: str) -> WholeScan:
+    return WholeScan(_context().adapters[agent])
+
+
+def test_a_part_whose_file_cannot_be_written_comes_back_whole(
+    home: FakeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/dev/full fails the first write, as a full disk does."""
+    monkeypatch.setattr(index, "_BATCH", 1)
+    expected = list(index.batches(_whole("codex")(), {}))
+    if len(expected) < 3:
+        pytest.fail(f"SETUP INVALID: {len(expected)} batches")
+    assert workers._measure(_whole("codex"), {}, "/dev/full") == expected
+    assert workers._measure(_whole("codex"), {}, None) == expected
+
+
+_FILLS_UP = """
+import pickle, resource, signal, sys
+from agentkeep import core, index, workers
+from agentkeep.paths import Env
+index._BATCH = 1
+# Listed before the limit (it would hold back SQLite's own files too).
+sessions = list(core.Context.open(Env.from_environ()).adapters["codex"].scan())
+expected = list(index.batches(sessions, {}))
+size = len(pickle.dumps(expected[0], pickle.HIGHEST_PROTOCOL))
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (size * 2 + size // 2, resource.RLIM_INFINITY))
+got = workers._measure(lambda: iter(sessions), {}, sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+print(len(expected), got == expected, type(got).__name__)
+"""
+
+
+def test_a_part_whose_file_fills_up_half_way_comes_back_whole(
+    home: FakeHome, tmp_path: Path
+) -> None:
+    """The file takes two batches and half of the third (a file size limit
+    in a process of its own): all of them come back, in order."""
+    path = tmp_path / "rows"
+    path.touch()
+    child = subprocess.run(
+        [sys.executable, "-c", _FILLS_UP, str(path)],
+        env=home.environ,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out = child.stdout.splitlines()[-1].split()
+    if int(out[0]) < 4 or path.stat().st_size == 0:
+        pytest.fail(f"SETUP INVALID: {out[0]} batches, {path.stat().st_size} bytes written")
+    assert out[1:] == ["True", "list"]
