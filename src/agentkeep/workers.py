@@ -25,6 +25,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 # A worker process imports this module first: logs must import structlog
 # (its way, without rich) before anything else does.
@@ -33,7 +34,7 @@ from agentkeep import logs
 # isort: split
 import structlog
 
-from agentkeep import index
+from agentkeep import index, statefiles
 from agentkeep.adapters.base import ScanPart
 from agentkeep.index import Rows
 
@@ -178,10 +179,7 @@ def _rows_file() -> str | None:
 
 def _forget(path: str | None) -> None:
     if path is not None:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+        statefiles.remove(Path(path))
 
 
 def _read_back(measured: Measured, path: str | None) -> Iterable[Rows]:
@@ -240,13 +238,16 @@ def _measure(part: ScanPart, restored: Restored, path: str | None) -> Measured:
     batches = index.batches(part(), restored)
     first = next(batches)
     second = next(batches, None)
-    if second is None or path is None:
-        return [first] if second is None else [first, second, *batches]
+    if second is None:
+        return [first]
+    each = itertools.chain([first, second], batches)
+    if path is None:
+        return list(each)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
     except OSError:
-        return [first, second, *batches]
-    written, each = 0, itertools.chain([first, second], batches)
+        return list(each)
+    written = 0
     try:
         for batch in each:
             try:
