@@ -38,7 +38,10 @@ def test_a_prune_into_the_trash_leaves_no_cycles_to_its_end(
     report = prune_here(fake_home, older_than="30d")
     assert report is not None
     if len(report.removed) != 40 or report.removed.trashed == 0:
-        pytest.fail(f"SETUP INVALID: {len(report.removed)} removed, none through the trash")
+        pytest.fail(
+            f"SETUP INVALID: {len(report.removed)} of 40 removed,"
+            f" {report.removed.trashed} bytes into the trash"
+        )
 
     left = gc.collect()
     # Held to the end, the 40 removals' writes left some 1,100 objects each.
