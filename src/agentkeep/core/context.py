@@ -5,7 +5,6 @@ each agent's cutoff, an age a person typed)."""
 from __future__ import annotations
 
 import sqlite3
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,7 +51,6 @@ class Context:
     config_error: str | None
     adapters: dict[str, Adapter]
     index: Index
-    prune_lock: threading.Lock = field(default_factory=threading.Lock)
     # The last prune's summary when it could not be saved (a full disk):
     # status shows it from here.
     unsaved_prune: dict[str, Any] | None = None
