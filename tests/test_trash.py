@@ -454,3 +454,23 @@ def test_a_restore_reads_no_entry_but_its_own_and_its_ancestors(state: Path, roo
     assert [e.id for e in result.entries] == [child, parent]
     assert (root / child).is_dir() and (root / parent).is_dir()
     assert UNREADABLE not in [e["event"] for e in logs]
+
+
+def test_an_expiry_handed_over_as_json_does_not_read_again(state: Path, root: Path) -> None:
+    """A prune in a process of its own (daemon.prune_process) starts from
+    the daemon's last read, and hands its own back, as JSON."""
+    sid = "0b7c0000-0000-4000-8000-000000000015"
+    trash_session(state, root, sid, keep_for=3600)
+    _settle(state)
+    first = Expiry(state)
+    assert first.run(NOW) == []
+    [entry] = list_entries(state)
+    (entry.path / "entry.json").write_text("{not json")  # in place: no directory moves
+    handed = Expiry(state)
+    handed.trust(json.loads(json.dumps(first.known())))
+    with capture_logs() as logs:
+        assert handed.run(NOW + 60) == []
+    assert UNREADABLE not in [e["event"] for e in logs], "what the first read was read again"
+    with capture_logs() as logs:
+        assert handed.run(NOW + 3600) == []
+    assert UNREADABLE in [e["event"] for e in logs], "the soonest expiry was not handed over"

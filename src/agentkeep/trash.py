@@ -433,6 +433,17 @@ class Expiry:
     def _signature(self) -> dict[str, int | None]:
         return disk.dir_mtimes([trash_dir(self.state_dir), *_agent_dirs(self.state_dir)])
 
+    def known(self) -> list[Any] | None:
+        """What the last read found, as JSON: for a prune in a process of
+        its own to start from (daemon.prune_process), and to hand back."""
+        return None if self._known is None else [self._known[0], self._known[1]]
+
+    def trust(self, known: list[Any] | None) -> None:
+        """Start from `known` (from known(), here or in another process).
+        Sound whatever its age: it is used only while the trash's mtimes
+        are still the ones it was read with."""
+        self._known = None if known is None else (dict(known[0]), float(known[1]))
+
 
 def empty(state_dir: Path, *, trashed_before: float | None = None) -> Emptied:
     """Remove every entry now (`agentkeep trash --empty`), or those trashed
