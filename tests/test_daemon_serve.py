@@ -86,12 +86,23 @@ def start_daemon(
     fh: Any,
     *,
     seams: str = "",
+    everywhere: str = "",
     extra: dict[str, str] | None = None,
     ready: bool = True,
     name: str = "daemon",
 ) -> Daemon:
-    """Start `agentkeep serve`; with `ready`, wait until it answers status."""
+    """Start `agentkeep serve`; with `ready`, wait until it answers status.
+    `seams` run in the daemon's process before it starts; `everywhere` run
+    in it and in every Python process it starts (its prunes' processes, its
+    scans' workers), as the sitecustomize module Python imports at start."""
     environ = {**fh.environ, **(extra or {})}
+    if everywhere:
+        site = fh.root / f"site-{uuid.uuid4().hex[:6]}"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(everywhere + "\n")
+        environ["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(site), environ.get("PYTHONPATH")])
+        )
     if seams:
         code = f"{seams}\nimport sys\nsys.argv = ['agentkeep', 'serve']\n"
         code += "from agentkeep.cli import main\nmain()\n"

@@ -181,11 +181,13 @@ def test_sigterm_mid_prune_finishes_one_session_and_leaves_the_rest(fake_home) -
     fake_home.write_config('retention = "2d"\n', seen=True)
     old = [make_session(fake_home, age_days=40 + n) for n in range(4)]
     make_session(fake_home, age_days=0)  # a recent session: the prune does not pause
+    # The prune runs in a process of its own (daemon.prune_process): the
+    # seam must reach it.
     seam = (
         "import time\nfrom agentkeep.prune import act as prune\n"
         "prune._after_lease = lambda agent, sid: time.sleep(2)"
     )
-    daemon = start_daemon(fake_home, seams=seam, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.5"})
+    daemon = start_daemon(fake_home, everywhere=seam, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.5"})
     lease_files = [leases.lease_path(fake_home.state, "claude", s.id) for s in old]
     daemon.wait(lambda: any(leases.is_held(p) for p in lease_files), 15, "a removal in progress")
     stopped = time.monotonic()

@@ -306,3 +306,46 @@ def test_agentkeep_inotify_max_replaces_the_limit() -> None:
     assert forced is not None and forced[0] == 7 and forced[1] >= 0
     assert watchplan.budget_for({"AGENTKEEP_INOTIFY_MAX": "lots"})[0] == real[0]  # type: ignore[index]
     assert watchplan.budget_for({})[0] == real[0]  # type: ignore[index]
+
+
+def test_events_wait_while_held_and_come_after(fake_home, claude) -> None:
+    """Around the daemon's own prunes (Watcher.held)."""
+    sid = str(uuid.uuid4())
+    path = transcript(fake_home.claude / "projects", "-held", sid)
+    seen = Seen()
+    watcher = Watcher(lambda: {"claude": claude}, seen)
+    watcher.start()
+    try:
+        with watcher.held():
+            with path.open("a") as f:
+                f.write('{"type": "assistant"}\n')
+            wait_until(lambda: str(path) in watcher._pending, "the append's event", 5)
+            with watcher._wake:
+                assert not watcher._due(), "an event was due while held"
+            assert not seen.has(sid)()
+        wait_until(seen.has(sid), "the held event to reach its session", 5, setup=False)
+    finally:
+        watcher.stop()
+
+
+def test_a_flood_of_events_is_left_to_a_reconcile(
+    fake_home, claude, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "PENDING_MAX", 5)
+    projects = fake_home.claude / "projects"
+    transcript(projects, "-flood", str(uuid.uuid4()))
+    seen = Seen()
+    floods: list[list[tuple[str, str]]] = []
+    watcher = Watcher(
+        lambda: {"claude": claude}, seen, on_flood=lambda: floods.append(list(seen.sessions))
+    )
+    watcher.start()
+    try:
+        with watcher.held():
+            for _ in range(8):
+                transcript(projects, "-flood", str(uuid.uuid4()))
+            wait_until(lambda: watcher._flooded, "more events than PENDING_MAX", 5)
+        wait_until(lambda: floods, "the reconcile for the dropped events", 5, setup=False)
+        assert floods == [[]], "a dropped event was handed over"
+    finally:
+        watcher.stop()

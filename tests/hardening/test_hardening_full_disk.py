@@ -136,7 +136,7 @@ def test_the_daemon_logs_a_full_journal_and_recovers(fake_home: FakeHome) -> Non
     before = disk(fake_home)
     daemon = start_daemon(
         fake_home,
-        seams=FULL_JOURNAL,
+        everywhere=FULL_JOURNAL,
         extra={"DISK_FULL": str(marker), "AGENTKEEP_FIRST_PRUNE_DELAY": "0.5"},
     )
 

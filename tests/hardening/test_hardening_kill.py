@@ -8,10 +8,11 @@ started per copy), pinned ones (`agentkeep pin`), and old ancestors of recent,
 live, held and pinned sessions. Each seed prunes its own copy with the real
 CLI and a seam that SIGKILLs the process at a seeded point: at a lease, in the
 removal walk, in the journal write, in a trash write, or after the removal and
-before its journal entry is done. Two more copies are
-pruned by a real `agentkeep serve` that is SIGKILLed at a random moment while
-its scheduled prune removes. After each kill, and again after the restart
-(`agentkeep prune`, or the daemon again), every invariant is checked:
+before its journal entry is done. Two more copies are pruned by a real
+`agentkeep serve` that is SIGKILLed, with the process its scheduled prune
+runs in, at a random moment while that prune removes. After each kill, and
+again after the restart (`agentkeep prune`, or the daemon again), every
+invariant is checked:
 
 - nothing live, held, pinned, recent or an ancestor changed, byte for byte;
 - before the restart, an old idle session is whole, gone, or half removed with
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from hardening_util import (
     Processes,
@@ -376,15 +378,22 @@ def test_the_daemon_sigkilled_while_pruning_then_restarted(
         # Not a wait for anything: a seeded few milliseconds more of removing,
         # so the kill lands at a different point of the walk each time.
         time.sleep(rng.uniform(0, 0.05))
-        daemon.proc.send_signal(signal.SIGKILL)
+        # The daemon prunes in a process of its own: both are killed at once,
+        # as systemd kills every process of the unit.
+        pruning = psutil.Process(daemon.proc.pid).children()
+        if not pruning:
+            pytest.fail(f"SETUP INVALID: {label}: no prune process to kill")
+        for proc in [*pruning, psutil.Process(daemon.proc.pid)]:
+            proc.send_signal(signal.SIGKILL)
         assert daemon.proc.wait(10) == -signal.SIGKILL
+        psutil.wait_procs(pruning, timeout=10)
         if events_named(daemon.log, "scheduled prune done"):
             pytest.fail(f"SETUP INVALID: {label}: the prune finished before the kill")
         half = check_after_kill(copy, label)
 
         again = start_daemon(copy.fh, extra=fast, name="restarted")
-        wait_until(
-            lambda: events_named(again.log, "scheduled prune done"), "the restarted prune", 60
+        again.wait(
+            lambda: events_named(again.log, "scheduled prune done"), 60, "the restarted prune"
         )
         assert again.proc.poll() is None, again.stderr()
         assert [e for e in events_named(again.log, "scheduled prune done") if e["failed"]] == []

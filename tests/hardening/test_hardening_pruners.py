@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from hardening_util import (
     cli_argv,
@@ -79,7 +80,7 @@ def gated_daemon(fh: FakeHome, gate: Path) -> Daemon:
     """A daemon whose scheduled prune removes, then waits at `gate` (SLOW_PRUNE)."""
     gate.mkdir()
     extra = {"AGENTKEEP_FIRST_PRUNE_DELAY": "0.5", "GATE": str(gate)}
-    d = start_daemon(fh, seams=SLOW_PRUNE, extra=extra)
+    d = start_daemon(fh, everywhere=SLOW_PRUNE, extra=extra)
     wait_until((gate / "waiting").exists, "the daemon's scheduled prune removing")
     return d
 
@@ -137,10 +138,17 @@ def test_a_cli_prune_beside_the_daemons_waits_and_removes_nothing_twice(
     env = {"AGENTKEEP_SOCKET": str(tmp_path / "elsewhere.sock")} if route == "in-process" else {}
 
     proc = cli_prune(fake_home, env=env)
+
     # The second prune waits for the first: on the prune lock, in the CLI's
-    # own process or in the daemon's thread that answers it.
-    waiter = proc.pid if route == "in-process" else daemon.proc.pid
-    wait_until(lambda: blocked_on_a_flock(waiter), "the CLI's prune waiting for the daemon's")
+    # own process or in the daemon's process for the prune it answers.
+    def waiters() -> list[int]:
+        if route == "in-process":
+            return [proc.pid]
+        return [c.pid for c in psutil.Process(daemon.proc.pid).children()]
+
+    wait_until(
+        lambda: any(map(blocked_on_a_flock, waiters())), "the CLI's prune waiting for the daemon's"
+    )
     if events_named(daemon.log, "scheduled prune done"):
         pytest.fail("SETUP INVALID: the daemon's prune ended before the CLI's started")
     (gate / "go").touch()

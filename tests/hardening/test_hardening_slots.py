@@ -189,14 +189,16 @@ def test_a_hold_past_the_lease_budget_is_refused_and_nothing_held_is_dropped(fak
 
 
 def blocked_on(path: Path, pid: int) -> int:
-    """How many flock(2) waits `pid` has on `path` (/proc/locks, "->" lines)."""
+    """How many flock(2) waits `pid` and its children (the daemon's prunes
+    run in processes of their own) have on `path` (/proc/locks, "->" lines)."""
     ino = os.stat(path).st_ino
+    pids = {str(pid)} | {str(c.pid) for c in psutil.Process(pid).children(recursive=True)}
     count = 0
     for line in Path("/proc/locks").read_text().splitlines():
         fields = line.split()
         if "->" in fields and "FLOCK" in fields:
             at = fields.index("->")
-            if fields[at + 4] == str(pid) and fields[at + 5].endswith(f":{ino}"):
+            if fields[at + 4] in pids and fields[at + 5].endswith(f":{ino}"):
                 count += 1
     return count
 

@@ -116,6 +116,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.daemon.main",
             "agentkeep.daemon.memory",
             "agentkeep.daemon.notify",
+            "agentkeep.daemon.prune_process",
             "agentkeep.daemon.schedule",
             "agentkeep.daemon.server",
             "agentkeep.daemon.watch",

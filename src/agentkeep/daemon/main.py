@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 
 from agentkeep import core, leases, processes, prune, watchplan
-from agentkeep.daemon import memory, schedule
+from agentkeep.daemon import memory, prune_process, schedule
 from agentkeep.daemon.notify import Notifier
 from agentkeep.daemon.schedule import Jobs, Schedule
 from agentkeep.daemon.server import (
@@ -46,7 +46,7 @@ from agentkeep.daemon.server import (
 )
 from agentkeep.daemon.watch import Watcher
 from agentkeep.errors import Failure
-from agentkeep.jsontext import JSONText, folded_parts
+from agentkeep.jsontext import JSONText
 from agentkeep.methods import METHODS
 from agentkeep.model import rfc3339
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
@@ -236,7 +236,10 @@ class Daemon:
         self.notifier.status("starting: watching and indexing")
         environ = self.env.environ
         self.watcher = Watcher(
-            lambda: ctx.adapters, self._refresh, budget=lambda: watchplan.budget_for(environ)
+            lambda: ctx.adapters,
+            self._refresh,
+            on_flood=partial(self._reconcile, replan=True, wait=True),
+            budget=lambda: watchplan.budget_for(environ),
         )
         self.watcher.start()
         self.schedule = Schedule(
@@ -353,13 +356,18 @@ class Daemon:
     # -- the view ---------------------------------------------------------
     def _reload(self, why: str) -> dict[str, Any]:
         assert self.ctx is not None
+        self._reread()
+        log.info("config reloaded", why=why, ok=self.ctx.config_error is None)
+        return self._status()
+
+    def _reread(self) -> None:
+        """Read the config again, and follow it."""
+        assert self.ctx is not None
         try:
             self.ctx.reload()
         except Exception:
             log.exception("reload failed")
         self._config_changed()
-        log.info("config reloaded", why=why, ok=self.ctx.config_error is None)
-        return self._status()
 
     def _config_changed(self) -> None:
         """After any re-read of the config: the prune interval and the
@@ -385,29 +393,33 @@ class Daemon:
     def _prune_job(self) -> None:
         assert self.ctx is not None
         with self._working():
+            # As a scheduled prune does (core.prune), and in the daemon too:
+            # a prune that will not run starts no process.
+            self._reread()
+            done = None
             try:
-                report = core.prune(self.ctx, scheduled=True)
+                if self.ctx.config_error is None and self.ctx.config.has_retention():
+                    done = self._prune_apart("prune", {"scheduled": True})
             except Failure as exc:
                 log.error("scheduled prune refused", error=exc.message)
-                report = None
             except Exception:
                 log.exception("scheduled prune failed")
-                report = None
             finally:
-                # The scheduled prune re-read the config file.
-                self._config_changed()
                 self.changes.bump()
                 _give_back(self.ctx)
-        if report is None:
+        if done is None or done.report is None:
             log.info("scheduled prune skipped (no retention, bad config, or another prune running)")
         else:
-            log.info(
-                "scheduled prune done",
-                removed=len(report.removed),
-                kept=len(report.kept),
-                failed=len(report.failed),
-                paused=report.paused,
-            )
+            log.info("scheduled prune done", **done.counts)
+
+    def _prune_apart(
+        self, method: str, params: dict[str, Any], asked_by: int | None = None
+    ) -> prune_process.Done:
+        """A prune or purge in its own process, the watcher's events held
+        meanwhile (Watcher.held)."""
+        assert self.ctx is not None and self.watcher is not None
+        with self.watcher.held():
+            return prune_process.run(self.ctx, method, params, asked_by)
 
     def _reconcile_job(self) -> None:
         self._reconcile(replan=True)
@@ -416,10 +428,12 @@ class Daemon:
         if self.watcher is not None and self.watcher.polling:
             self._reconcile(replan=False)
 
-    def _reconcile(self, *, replan: bool) -> None:
+    def _reconcile(self, *, replan: bool, wait: bool = False) -> None:
+        """`wait`: for one running, which may have looked before what this
+        one is for (the watcher's dropped events); else it covers this turn."""
         assert self.ctx is not None and self.watcher is not None
-        if not self._reconcile_lock.acquire(blocking=False):
-            return  # one is running; it covers this turn
+        if not self._reconcile_lock.acquire(blocking=wait):
+            return
         try:
             with self._working():
                 if replan:
@@ -573,10 +587,14 @@ def _ctx(daemon: Daemon) -> core.Context:
     return daemon.ctx
 
 
-def _report_text(report: prune.PruneReport | None) -> JSONText | None:
-    """A prune's report sent as it is written, its removals read back one at
-    a time: the daemon never holds tens of thousands of them at once."""
-    return None if report is None else JSONText(folded_parts(report.json_parts()))
+def _pruned(d: Daemon, c: Connection, method: str, params: dict[str, Any]) -> JSONText | None:
+    """A prune's report, run in a process of its own (prune_process), sent
+    as it is read back from the file it was written to: the daemon never
+    holds tens of thousands of removals at once."""
+    done = d._prune_apart(method, params, c.pid)
+    if done.report is not None:
+        log.info(f"{method} done", **done.counts)
+    return done.report
 
 
 def _str(value: Any, name: str) -> str:
@@ -621,22 +639,26 @@ ANSWERS: dict[str, Answer] = _answering(
             _ctx(d), _str(p.get("agent"), "agent"), _str(p.get("id"), "id")
         ),
         "du": lambda d, c, p: core.du(_ctx(d), _opt_str(p, "by") or "agent"),
-        "prune": lambda d, c, p: _report_text(
-            core.prune(
-                _ctx(d),
-                dry_run=_bool(p.get("dry_run", False), "dry_run"),
-                older_than=_opt_str(p, "older_than"),
-                agent=_opt_str(p, "agent"),
-            )
+        "prune": lambda d, c, p: _pruned(
+            d,
+            c,
+            "prune",
+            {
+                "dry_run": _bool(p.get("dry_run", False), "dry_run"),
+                "older_than": _opt_str(p, "older_than"),
+                "agent": _opt_str(p, "agent"),
+            },
         ),
-        "purge": lambda d, c, p: _report_text(
-            core.purge(
-                _ctx(d),
-                agent=_str(p.get("agent"), "agent"),
-                id=_str(p.get("id"), "id"),
-                dry_run=_bool(p.get("dry_run", False), "dry_run"),
-                cascade=_bool(p.get("cascade", False), "cascade"),
-            )
+        "purge": lambda d, c, p: _pruned(
+            d,
+            c,
+            "purge",
+            {
+                "agent": _str(p.get("agent"), "agent"),
+                "id": _str(p.get("id"), "id"),
+                "dry_run": _bool(p.get("dry_run", False), "dry_run"),
+                "cascade": _bool(p.get("cascade", False), "cascade"),
+            },
         ),
         "hold": lambda d, c, p: d._hold(c, p),
         "release": lambda d, c, p: d._release(c, p),

@@ -34,7 +34,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -63,6 +64,10 @@ DEBOUNCE = 0.2
 # A file written without pause (a transcript mid-answer) still reaches the
 # index this often.
 DEBOUNCE_MAX = 1.0
+# Paths waiting at most: past this many (a flood: thousands of sessions
+# removed at once, or events held while a prune runs) they are dropped, and
+# a reconcile finds what they said from the disk instead.
+PENDING_MAX = 20_000
 _IGNORED_SUFFIXES = ("-wal", "-shm", "-journal")
 
 
@@ -139,12 +144,14 @@ class Watcher:
         adapters: Callable[[], dict[str, Adapter]],
         on_sessions: Callable[[str, list[str]], None],
         *,
+        on_flood: Callable[[], None] = lambda: None,
         budget: Callable[[], tuple[int, int] | None] = inotify_budget,
         watches: Callable[[Sink], DirWatches] = native_watches,
     ) -> None:
         self._adapters = adapters
         self._read_budget = budget
         self._on_sessions = on_sessions
+        self._on_flood = on_flood
         self._lock = threading.RLock()
         # What self._dirs holds: added, and not removed since.
         self._watches: set[Path] = set()
@@ -156,6 +163,9 @@ class Watcher:
         self._available: int | None = None
         self._pending: set[str] = set()
         self._pending_dirs = False
+        # Paths were dropped (PENDING_MAX): a reconcile is owed.
+        self._flooded = False
+        self._holds = 0
         self._generation = 0
         self._wake = threading.Condition()
         self._stopping = False
@@ -271,6 +281,22 @@ class Watcher:
         return {"watches": len(self._watches), "polling": polling}
 
     # -- events -----------------------------------------------------------
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Events wait while held: around the daemon's own prunes. A prune
+        keeps the index up to date for what it removes, and listing again
+        what it removed, batch after batch, held the listing of every
+        directory the sessions share in the daemon (some 45 MB at 50,000
+        sessions), and took a core from the prune."""
+        with self._wake:
+            self._holds += 1
+        try:
+            yield
+        finally:
+            with self._wake:
+                self._holds -= 1
+                self._wake.notify_all()
+
     def queue(self, event: FileSystemEvent) -> None:
         paths = [os.fsdecode(event.src_path)]
         if event.dest_path:
@@ -279,6 +305,11 @@ class Watcher:
         resync = event.is_directory and any(self._shapes_watches(Path(p)) for p in paths)
         with self._wake:
             self._pending.update(paths)
+            if len(self._pending) > PENDING_MAX:
+                if not self._flooded:
+                    log.info("a flood of events: a reconcile will look instead", dropped=PENDING_MAX)
+                self._pending.clear()
+                self._flooded = True
             self._pending_dirs |= resync
             self._generation += 1
             self._wake.notify_all()
@@ -293,9 +324,16 @@ class Watcher:
 
     def _work(self) -> None:
         while True:
-            batch, dirs = self._next_batch()
+            batch, dirs, flooded = self._next_batch()
             if batch is None:
                 return
+            if flooded:
+                # Watches included: the reconcile plans them again.
+                try:
+                    self._on_flood()
+                except Exception:
+                    log.exception("reconcile after a flood of events failed")
+                continue
             if dirs:
                 try:
                     added = self.resync()
@@ -307,10 +345,11 @@ class Watcher:
                 batch.update(_entries(added))
             self._apply_events(batch)
 
-    def _next_batch(self) -> tuple[set[str] | None, bool]:
-        """Wait for events, then for DEBOUNCE of quiet (at most DEBOUNCE_MAX)."""
+    def _next_batch(self) -> tuple[set[str] | None, bool, bool]:
+        """Wait for events, then for DEBOUNCE of quiet (at most DEBOUNCE_MAX),
+        and for no hold: (paths, a directory came or went, paths dropped)."""
         with self._wake:
-            while not (self._pending or self._pending_dirs or self._stopping):
+            while not (self._stopping or self._due()):
                 self._wake.wait()
             started = time.monotonic()
             while not self._stopping:
@@ -320,10 +359,14 @@ class Watcher:
                 if quiet or time.monotonic() - started > DEBOUNCE_MAX:
                     break
             if self._stopping:
-                return None, False
-            batch, dirs = self._pending, self._pending_dirs
-            self._pending, self._pending_dirs = set(), False
-            return batch, dirs
+                return None, False, False
+            batch, dirs, flooded = self._pending, self._pending_dirs, self._flooded
+            self._pending, self._pending_dirs, self._flooded = set(), False, False
+            return batch, dirs, flooded
+
+    def _due(self) -> bool:
+        """Something to do, and no hold (called under self._wake)."""
+        return not self._holds and bool(self._pending or self._pending_dirs or self._flooded)
 
     def _apply_events(self, paths: set[str]) -> None:
         for agent, adapter in self._adapters().items():

@@ -1,0 +1,230 @@
+"""The daemon's prunes, each run in a process of its own.
+
+A prune holds what it listed until it ends: the plan's view of every
+session, the listings its batches re-check under the lease. At 50,000
+sessions that took the daemon from 47 MB to 170 MB, and an allocator keeps
+much of what it was given (macOS has no malloc_trim). A process of its own
+gives all of it back when it exits; the daemon only passes its report on.
+
+The child is `python -m agentkeep.daemon.prune_process`, in the daemon's
+environment. It opens a Context of its own and calls the same core.prune or
+core.purge as the CLI, which take the same flock locks (the prune lock, each
+session's lease): a lease the daemon holds for a client keeps its session
+from the child as from any other process. Its report goes to the file that
+is its stdout, which the daemon sends as it reads it back; its outcome (a
+Failure as data, the counts, what the daemon keeps from one prune to the
+next) to a second file. Stopping: prune.STOP, set as the daemon stops, is
+passed on as SIGTERM, and the child's prune finishes the session in flight.
+So does a child whose daemon was killed: the daemon holds the child's stdin
+open, and its end of file is the daemon's end."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
+
+import structlog
+
+from agentkeep import logs, processes, prune
+from agentkeep.errors import Failure
+from agentkeep.jsontext import JSONText, folded_parts
+
+if TYPE_CHECKING:
+    from agentkeep.core import Context
+    from agentkeep.prune import PruneReport
+
+log = structlog.get_logger("agentkeep.daemon")
+
+# How often the daemon looks at prune.STOP while a prune runs.
+POLL = 0.1
+_CHUNK = 1 << 20
+
+
+@dataclass
+class Done:
+    """A prune the child finished: its report (None: skipped, as when another
+    prune runs) and its counts for the daemon's log."""
+
+    report: JSONText | None
+    counts: dict[str, Any]
+
+
+def run(ctx: Context, method: str, params: dict[str, Any], asked_by: int | None = None) -> Done:
+    """core.prune (`method` "prune") or core.purge, given `params`, run in a
+    child process for a request from `asked_by`; raises the Failure it ended
+    in. The child starts from what `ctx` (the daemon's) keeps between
+    prunes, the unsaved record and the trash expiry's last read, and both
+    come back from it."""
+    ask = {
+        "method": method,
+        "params": params,
+        "asked_by": asked_by,
+        "log": logs.settings(),
+        "unsaved_prune": ctx.unsaved_prune,
+        "expiry": ctx.trash_expiry.known(),
+    }
+    # In the state dir, which is the user's alone (a report names every
+    # path removed), and unnamed. Closed here unless a report is read from
+    # it: then by _read().
+    report = tempfile.TemporaryFile(dir=ctx.state_dir)  # noqa: SIM115
+    try:
+        outcome = _child(ask, report, ctx)
+    except BaseException:
+        report.close()
+        raise
+    ctx.unsaved_prune = outcome["unsaved_prune"]
+    ctx.trash_expiry.trust(outcome["expiry"])
+    failure = outcome.get("failure")
+    if failure is not None or outcome["counts"] is None:
+        report.close()
+    if failure is not None:
+        raise Failure(failure["exit"], failure["message"], failure["code"], failure["report"])
+    if outcome["counts"] is None:
+        return Done(None, {})
+    report.seek(0)
+    return Done(JSONText(_read(report)), outcome["counts"])
+
+
+def _child(ask: dict[str, Any], report: IO[bytes], ctx: Context) -> dict[str, Any]:
+    """Start the child, wait for it (passing prune.STOP on) and read its
+    outcome."""
+    with tempfile.TemporaryFile(dir=ctx.state_dir) as outcome:
+        ask = {**ask, "outcome_fd": outcome.fileno()}
+        child = subprocess.Popen(
+            [sys.executable, "-m", __name__],
+            stdin=subprocess.PIPE,
+            stdout=report,
+            env=dict(ctx.env.environ),
+            pass_fds=(outcome.fileno(),),
+        )
+        assert child.stdin is not None
+        # Kept open until the child ends: its end of file tells the child
+        # that the daemon is gone.
+        with child.stdin:
+            child.stdin.write(json.dumps(ask).encode() + b"\n")
+            child.stdin.flush()
+            _wait(child)
+        outcome.seek(0)
+        text = outcome.read()
+    if child.returncode != 0 or not text:
+        raise Failure(1, f"the prune's process exited {child.returncode}; see the daemon's log")
+    doc: dict[str, Any] = json.loads(text)
+    return doc
+
+
+def _wait(child: subprocess.Popen[bytes]) -> None:
+    signalled = False
+    while True:
+        try:
+            child.wait(POLL)
+            return
+        except subprocess.TimeoutExpired:
+            if prune.STOP.is_set() and not signalled:
+                child.send_signal(signal.SIGTERM)
+                signalled = True
+
+
+def _read(report: IO[bytes]) -> Iterator[str]:
+    with io.TextIOWrapper(report, encoding="utf-8") as text:
+        while chunk := text.read(_CHUNK):
+            yield chunk
+
+
+# -- the child ------------------------------------------------------------
+def main() -> int:
+    ask = json.loads(sys.stdin.buffer.readline())
+    logs.configure(*ask["log"])
+    # SIGINT too: Ctrl-C on a daemon in a terminal reaches its whole group.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: prune.STOP.set())
+    threading.Thread(target=_stop_with_the_daemon, daemon=True).start()
+    try:
+        doc = _outcome(ask)
+    except Exception:
+        log.exception("the prune's process failed")
+        return 1
+    with os.fdopen(ask["outcome_fd"], "w") as outcome:
+        json.dump(doc, outcome)
+    return 0
+
+
+def _stop_with_the_daemon() -> None:
+    """The daemon holds the child's stdin open until the child ends: at its
+    end of file the daemon is gone (killed), and the prune stops as it would
+    have had the daemon stopped."""
+    # The file descriptor itself: a thread blocked in the buffered reader
+    # would hold its lock as the interpreter exits (a fatal error).
+    while os.read(sys.stdin.fileno(), 1 << 12):
+        pass
+    if not prune.STOP.is_set():
+        log.warning("the daemon is gone: the prune stops after the session it is removing")
+        prune.STOP.set()
+
+
+def _outcome(ask: dict[str, Any]) -> dict[str, Any]:
+    from agentkeep import core
+    from agentkeep.paths import Env
+
+    doc: dict[str, Any] = {
+        "failure": None,
+        "counts": None,
+        "unsaved_prune": ask["unsaved_prune"],
+        "expiry": ask["expiry"],
+    }
+    try:
+        ctx = core.Context.open(Env.from_environ())
+    except Failure as exc:
+        return doc | {"failure": _failure(exc)}
+    ctx.unsaved_prune = ask["unsaved_prune"]
+    ctx.trash_expiry.trust(ask["expiry"])
+    call = core.prune if ask["method"] == "prune" else core.purge
+    try:
+        with processes.asked_by(ask["asked_by"]):
+            report = call(ctx, **ask["params"])
+        if report is not None:
+            _write(report)
+            doc["counts"] = _counts(report)
+    except Failure as exc:
+        doc["failure"] = _failure(exc)
+    except OSError as exc:
+        # The prune ran (its record says what it did): only its report is lost.
+        why = exc.strerror or str(exc)
+        doc["failure"] = _failure(Failure(1, f"the prune's report could not be written: {why}"))
+    return doc | {"unsaved_prune": ctx.unsaved_prune, "expiry": ctx.trash_expiry.known()}
+
+
+def _write(report: PruneReport) -> None:
+    out = sys.stdout.buffer
+    for part in folded_parts(report.json_parts()):
+        out.write(part.encode())
+    out.flush()
+
+
+def _failure(exc: Failure) -> dict[str, Any]:
+    return {"exit": exc.exit, "message": exc.message, "code": exc.code, "report": exc.report}
+
+
+def _counts(report: PruneReport) -> dict[str, Any]:
+    # ru_maxrss is in KB on Linux, in bytes on macOS.
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {
+        "removed": len(report.removed),
+        "kept": len(report.kept),
+        "failed": len(report.failed),
+        "paused": report.paused,
+        "peak_rss_mb": round(peak / (1 << 20 if sys.platform == "darwin" else 1 << 10), 1),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

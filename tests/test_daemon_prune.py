@@ -1,0 +1,159 @@
+"""The daemon's prunes run in a process of their own (daemon.prune_process):
+the report comes back whole through the daemon, a refusal comes back as
+the same error, with its report, that the CLI gives in-process, and a
+prune whose daemon was killed stops as if the daemon had stopped."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from agentkeep import client, leases
+from agentkeep.protocol import INVALID_PARAMS
+from build_claude import make_session
+from hardening.hardening_util import events_named
+from test_daemon_serve import start_daemon, stop_daemons
+
+# Imported for its effect: every daemon a test here starts is killed after it.
+__all__ = ["stop_daemons"]
+
+# Each process that runs a prune appends its pid to $PRUNED_BY.
+_PRUNED_BY = """
+import os
+from agentkeep.prune import act
+_run = act.Pruner.run
+def _noted(self, opts):
+    with open(os.environ["PRUNED_BY"], "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    return _run(self, opts)
+act.Pruner.run = _noted
+"""
+
+
+def _pids(path: Path) -> list[int]:
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def test_a_prune_runs_in_a_process_of_its_own_and_its_report_comes_back(fake_home) -> None:
+    old = [make_session(fake_home, age_days=40 + n) for n in range(3)]
+    fresh = make_session(fake_home, age_days=0)
+    noted = fake_home.root / "pruned-by"
+    daemon = start_daemon(fake_home, everywhere=_PRUNED_BY, extra={"PRUNED_BY": str(noted)})
+
+    report = daemon.call("prune", {"older_than": "30d"})
+
+    assert sorted(r["id"] for r in report["removed"]) == sorted(s.id for s in old)
+    assert all(r["paths"] for r in report["removed"])
+    assert not any(s.transcript.exists() for s in old) and fresh.transcript.exists()
+    [pid] = _pids(noted)
+    assert pid != daemon.proc.pid, "the prune ran in the daemon's own process"
+    assert {row["id"] for row in daemon.call("ls")} == {fresh.id}
+    last = daemon.status()["last_prune"]
+    assert last["removed"] == 3 and last["scheduled"] is False
+
+
+def test_a_refused_purge_ends_as_it_does_in_process(fake_home) -> None:
+    """The child's Failure comes back as data: the same exit code, words
+    and report from the daemon as from the CLI alone."""
+    s = make_session(fake_home, age_days=0.1)
+    assert fake_home.cli("pin", "claude", s.id).returncode == 0
+    alone = fake_home.cli("purge", "claude", s.id, "--json")
+    daemon = start_daemon(fake_home)
+    served = fake_home.cli("purge", "claude", s.id, "--json")
+    assert daemon.proc.poll() is None
+    assert served.returncode == alone.returncode == 4, served.stderr
+    assert served.stderr == alone.stderr
+    assert _timeless(served.stdout) == _timeless(alone.stdout)
+    assert [k["reason"] for k in json.loads(served.stdout)["kept"]] == ["pinned"]
+    assert s.transcript.exists()
+
+
+def _timeless(report: str) -> dict[str, Any]:
+    """A report without what depends on when it ran."""
+    doc: dict[str, Any] = json.loads(report)
+    del doc["trash"]["until"]
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "named"),
+    [
+        ("prune", {"older_than": "soon"}, "--older-than"),
+        ("prune", {"agent": "nosuch"}, "nosuch"),
+        ("purge", {"agent": "claude", "id": "not-an-id"}, "not-an-id"),
+    ],
+)
+def test_bad_parameters_come_back_named(
+    fake_home, method: str, params: dict[str, Any], named: str
+) -> None:
+    make_session(fake_home, age_days=40)
+    daemon = start_daemon(fake_home)
+    with pytest.raises(client.RemoteError) as raised:
+        daemon.call(method, params)
+    assert named in raised.value.message
+    if method == "prune":
+        assert raised.value.code == INVALID_PARAMS and raised.value.exit == 2
+    else:
+        assert raised.value.exit == 5
+    assert daemon.status()["last_prune"] is None
+
+
+def test_a_prune_whose_daemon_is_killed_stops_after_the_session_in_flight(fake_home) -> None:
+    fake_home.write_config('retention = "2d"\n', seen=True)
+    old = [make_session(fake_home, age_days=40 + n) for n in range(4)]
+    make_session(fake_home, age_days=0)  # a recent session: the prune does not pause
+    slow = (
+        "import time\nfrom agentkeep.prune import act\n"
+        "act._after_lease = lambda agent, sid: time.sleep(2)"
+    )
+    daemon = start_daemon(fake_home, everywhere=slow, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.5"})
+    lease_files = [leases.lease_path(fake_home.state, "claude", s.id) for s in old]
+    daemon.wait(lambda: any(leases.is_held(p) for p in lease_files), 15, "a removal in progress")
+    pruning = psutil.Process(daemon.proc.pid).children()
+    if not pruning:
+        pytest.fail("SETUP INVALID: the daemon's prune runs in no process of its own")
+
+    daemon.proc.kill()
+    daemon.proc.wait(10)
+    _, alive = psutil.wait_procs(pruning, timeout=15)
+
+    assert alive == [], "the prune went on without its daemon"
+    assert len([s for s in old if not s.transcript.exists()]) == 1
+    last = json.loads((fake_home.state / "last_prune.json").read_text())
+    assert last["removed"] == 1 and last["kept"] >= 3
+    assert "the daemon is gone" in daemon.stderr()
+
+
+def test_what_changed_while_a_prune_ran_reaches_the_index_after_it(fake_home) -> None:
+    """The watcher holds its events while the daemon prunes, and past
+    PENDING_MAX leaves them to a reconcile: a session made meanwhile is
+    listed once the prune ends."""
+    old = [make_session(fake_home, age_days=40 + n) for n in range(3)]
+    make_session(fake_home, age_days=0)
+    few = "from agentkeep.daemon import watch\nwatch.PENDING_MAX = 5"
+    slow = (
+        "import time\nfrom agentkeep.prune import act\n"
+        "act._after_lease = lambda agent, sid: time.sleep(1)"
+    )
+    daemon = start_daemon(fake_home, seams=few, everywhere=slow)
+    answers: list[Any] = []
+    pruning = threading.Thread(
+        target=lambda: answers.append(daemon.call("prune", {"older_than": "30d"}, timeout=60))
+    )
+    pruning.start()
+    try:
+        daemon.wait(lambda: not old[0].transcript.exists(), 20, "the first removal")
+        new = make_session(fake_home, age_days=0)
+    finally:
+        pruning.join(60)
+    assert answers and len(answers[0]["removed"]) == 3
+    if not events_named(daemon.log, "a flood of events: a reconcile will look instead"):
+        pytest.fail("SETUP INVALID: no flood of events while the prune ran")
+    daemon.wait(
+        lambda: new.id in {row["id"] for row in daemon.call("ls")}, 15, "the new session listed"
+    )
