@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from agentkeep import watchplan
+from agentkeep import core, watchplan
+from agentkeep.daemon import main
+from agentkeep.paths import Env
 from build_agents import gemini_root, make_gemini_session, make_zero_session, zero_root
 from build_claude import make_session
 from test_daemon_serve import Daemon, start_daemon, stop_daemons
@@ -159,3 +161,24 @@ def test_python_heap_holds_no_per_session_state(fake_home) -> None:
     grew = at_2n - at_n
     print(f"heap {at_n} -> {at_2n}: {grew} bytes for {SESSIONS} sessions")
     assert grew < SESSIONS * PER_SESSION, f"the heap grew {grew} bytes for {SESSIONS} sessions"
+
+
+def test_an_events_refresh_keeps_no_listing(fake_home) -> None:
+    """More than a few sessions listed again after their shared directories
+    changed (claude.finding.PROBE_AT_MOST) read those directories' listings:
+    the daemon's refresh does not keep them."""
+    sessions = [make_session(fake_home, age_days=1, full=False) for _ in range(12)]
+    env = Env.from_environ(fake_home.environ)
+    daemon = main.Daemon(env)
+    daemon.ctx = ctx = core.Context.open(env)
+    try:
+        core.scan(ctx)
+        todos = fake_home.claude / "todos"
+        todos.mkdir(exist_ok=True)
+        for s in sessions:
+            (todos / f"{s.id}-agent-{s.id}.json").write_text("[]")
+        daemon._refresh("claude", [s.id for s in sessions])
+        assert {s.id for s in ctx.index.sessions("claude")} == {s.id for s in sessions}
+        assert ctx.adapters["claude"]._listings._dirs == {}, "listings kept after the refresh"
+    finally:
+        ctx.index.close()
