@@ -270,6 +270,35 @@ def proc_status(pid: int) -> dict[str, float]:
     return found
 
 
+def log_events(text: str) -> list[dict[str, Any]]:
+    """The JSON lines of a daemon's log, in order (anything else skipped)."""
+    events = []
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def settle(pid: int, quiet: float = 2.0, deadline: float = 120.0) -> bool:
+    """Wait until a live process used (almost) no CPU for `quiet` seconds:
+    what it does after answering (the daemon's watcher catching up on the
+    events of a prune) counts in the peak read next. False past `deadline`."""
+    end = time.monotonic() + deadline
+    last, since = cpu_seconds(pid), time.monotonic()
+    while time.monotonic() < end:
+        time.sleep(0.25)
+        now = cpu_seconds(pid)
+        if now - last > 0.02:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return True
+    return False
+
+
 def reset_peak(pid: int) -> None:
     """Start VmHWM again from the current RSS (Linux: clear_refs 5), so that
     the next proc_status() peak is that of what ran since."""

@@ -683,6 +683,8 @@ def _daemon_memory(s: Settings, d: Daemon, n: int, mix: str) -> None:
         except m.RpcFailed as exc:
             s.problem(f"{method} at {n} ({mix}) failed: {exc}")
             continue
+        if not m.settle(pid):
+            s.problem(f"the daemon at {n} ({mix}) was still busy 120 s after its {method}")
         peak = m.proc_status(pid)["VmHWM"]
         s.add(
             Figure(
@@ -696,6 +698,27 @@ def _daemon_memory(s: Settings, d: Daemon, n: int, mix: str) -> None:
                 peak <= 1.5 * steady,
             )
         )
+        if method == "prune":
+            _prune_process_peak(s, d, n, mix, steady)
+
+
+def _prune_process_peak(s: Settings, d: Daemon, n: int, mix: str, steady: float) -> None:
+    """The daemon runs each prune in a process of its own, which logs its
+    peak RSS: beside the daemon's, what the prune itself took."""
+    done = [e for e in m.log_events(d.log_text()) if e.get("event") == "prune done"]
+    if not done or "peak_rss_mb" not in done[-1]:
+        s.problem(f"no peak RSS logged by the prune's process at {n} ({mix})")
+        return
+    s.add(
+        Figure(
+            n,
+            f"the daemon's prune process, peak RSS ({mix})",
+            done[-1]["peak_rss_mb"],
+            "MB",
+            steady,
+            "daemon steady RSS",
+        )
+    )
 
 
 def _daemon_cold(s: Settings, d: Daemon, n: int) -> bool:
