@@ -1,8 +1,9 @@
 """The real daemon keeping a real Claude tree indexed and pruned: watch events
 reach the index, the scheduler prunes by itself, a lease keeps a session
 through a prune, a warm start re-lists only what changed, SIGTERM in the
-middle of a prune finishes one session and leaves the rest, and the CLI
-prints the same whether the daemon or the CLI itself answers."""
+middle of a prune finishes one session and leaves the rest (and so does a
+prune whose daemon was killed), and the CLI prints the same whether the
+daemon or the CLI itself answers."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import signal
 import time
 from datetime import UTC, datetime
 from typing import Any
+
+import psutil
+import pytest
 
 from agentkeep import client, core, leases
 from agentkeep.paths import Env
@@ -177,7 +181,9 @@ def test_a_warm_start_relists_only_what_changed(fake_home) -> None:
     assert relisted_at_start(again) == 1
 
 
-def test_sigterm_mid_prune_finishes_one_session_and_leaves_the_rest(fake_home) -> None:
+def pruning_slowly(fake_home) -> tuple[Any, list[Any]]:
+    """A daemon whose scheduled prune of four old sessions is removing one
+    (each waits 2 s under its lease), and those four."""
     fake_home.write_config('retention = "2d"\n', seen=True)
     old = [make_session(fake_home, age_days=40 + n) for n in range(4)]
     make_session(fake_home, age_days=0)  # a recent session: the prune does not pause
@@ -190,6 +196,11 @@ def test_sigterm_mid_prune_finishes_one_session_and_leaves_the_rest(fake_home) -
     daemon = start_daemon(fake_home, everywhere=seam, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.5"})
     lease_files = [leases.lease_path(fake_home.state, "claude", s.id) for s in old]
     daemon.wait(lambda: any(leases.is_held(p) for p in lease_files), 15, "a removal in progress")
+    return daemon, old
+
+
+def test_sigterm_mid_prune_finishes_one_session_and_leaves_the_rest(fake_home) -> None:
+    daemon, old = pruning_slowly(fake_home)
     stopped = time.monotonic()
     assert daemon.stop(signal.SIGTERM) == 0, daemon.stderr()
     assert time.monotonic() - stopped < 5
@@ -198,3 +209,20 @@ def test_sigterm_mid_prune_finishes_one_session_and_leaves_the_rest(fake_home) -
     last = json.loads((fake_home.state / "last_prune.json").read_text())
     assert last["removed"] == 1 and last["kept"] >= 3
     assert not fake_home.socket.exists()
+
+
+def test_a_prune_whose_daemon_is_killed_stops_after_the_session_in_flight(fake_home) -> None:
+    daemon, old = pruning_slowly(fake_home)
+    pruning = psutil.Process(daemon.proc.pid).children()
+    if not pruning:
+        pytest.fail("SETUP INVALID: the daemon's prune runs in no process of its own")
+
+    daemon.proc.kill()
+    daemon.proc.wait(10)
+    _, alive = psutil.wait_procs(pruning, timeout=15)
+
+    assert alive == [], "the prune went on without its daemon"
+    assert len([s for s in old if not s.transcript.exists()]) == 1
+    last = json.loads((fake_home.state / "last_prune.json").read_text())
+    assert last["removed"] == 1 and last["kept"] >= 3
+    assert "the daemon is gone" in daemon.stderr()
