@@ -270,19 +270,6 @@ def proc_status(pid: int) -> dict[str, float]:
     return found
 
 
-def log_events(text: str) -> list[dict[str, Any]]:
-    """The JSON lines of a daemon's log, in order (anything else skipped)."""
-    events = []
-    for line in text.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
 def settle(pid: int, quiet: float = 2.0, deadline: float = 120.0) -> bool:
     """Wait until a live process used (almost) no CPU for `quiet` seconds:
     what it does after answering (the daemon's watcher catching up on the

@@ -705,15 +705,16 @@ def _daemon_memory(s: Settings, d: Daemon, n: int, mix: str) -> None:
 def _prune_process_peak(s: Settings, d: Daemon, n: int, mix: str, steady: float) -> None:
     """The daemon runs each prune in a process of its own, which logs its
     peak RSS: beside the daemon's, what the prune itself took."""
-    done = [e for e in m.log_events(d.log_text()) if e.get("event") == "prune done"]
-    if not done or "peak_rss_mb" not in done[-1]:
+    done = [line for line in d.log_text().splitlines() if '"event": "prune done"' in line]
+    peak = json.loads(done[-1]).get("peak_rss_mb") if done else None
+    if peak is None:
         s.problem(f"no peak RSS logged by the prune's process at {n} ({mix})")
         return
     s.add(
         Figure(
             n,
             f"the daemon's prune process, peak RSS ({mix})",
-            done[-1]["peak_rss_mb"],
+            peak,
             "MB",
             steady,
             "daemon steady RSS",
