@@ -116,7 +116,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.daemon.main",
             "agentkeep.daemon.memory",
             "agentkeep.daemon.notify",
-            "agentkeep.daemon.prune_process",
+            "agentkeep.daemon.apart",
             "agentkeep.daemon.schedule",
             "agentkeep.daemon.server",
             "agentkeep.daemon.watch",

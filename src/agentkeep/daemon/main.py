@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 
 from agentkeep import core, leases, processes, prune, watchplan
-from agentkeep.daemon import memory, prune_process, schedule
+from agentkeep.daemon import apart, memory, schedule
 from agentkeep.daemon.notify import Notifier
 from agentkeep.daemon.schedule import Jobs, Schedule
 from agentkeep.daemon.server import (
@@ -411,19 +411,19 @@ class Daemon:
             finally:
                 self.changes.bump()
                 _give_back(self.ctx)
-        if done is None or done.report is None:
+        if done is None or done.answer is None:
             log.info("scheduled prune skipped (no retention, bad config, or another prune running)")
         else:
             log.info("scheduled prune done", **done.counts)
 
     def _prune_apart(
         self, method: str, params: dict[str, Any], asked_by: int | None = None
-    ) -> prune_process.Done:
+    ) -> apart.Done:
         """A prune or purge in its own process, the watcher's events held
         meanwhile (Watcher.held)."""
         assert self.ctx is not None and self.watcher is not None
         with self.watcher.held():
-            return prune_process.run(self.ctx, method, params, asked_by)
+            return apart.run(self.ctx, method, params, asked_by)
 
     def _reconcile_job(self) -> None:
         self._reconcile(replan=True)
@@ -592,13 +592,13 @@ def _ctx(daemon: Daemon) -> core.Context:
 
 
 def _pruned(d: Daemon, c: Connection, method: str, params: dict[str, Any]) -> JSONText | None:
-    """A prune's report, run in a process of its own (prune_process), sent
-    as it is read back from the file it was written to: the daemon never
-    holds tens of thousands of removals at once."""
+    """A prune's report, run in a process of its own (apart), sent as it is
+    read back from the file it was written to: the daemon never holds tens
+    of thousands of removals at once."""
     done = d._prune_apart(method, params, c.pid)
-    if done.report is not None:
+    if done.answer is not None:
         log.info(f"{method} done", **done.counts)
-    return done.report
+    return done.answer
 
 
 def _str(value: Any, name: str) -> str:
@@ -668,7 +668,8 @@ ANSWERS: dict[str, Answer] = _answering(
         "release": lambda d, c, p: d._release(c, p),
         "pin": lambda d, c, p: _pin(d, p, True),
         "unpin": lambda d, c, p: _pin(d, p, False),
-        "scan": lambda d, c, p: core.scan(_ctx(d)),
+        # In a process of its own, as a prune: the rows it writes.
+        "scan": lambda d, c, p: apart.run(_ctx(d), "scan", {}, c.pid).answer,
         "reload": lambda d, c, p: d._reload("request"),
         "subscribe": lambda d, c, p: Stream(d.changes.stream()),
     }

@@ -307,7 +307,7 @@ class Watcher:
             self._pending.update(paths)
             if len(self._pending) > PENDING_MAX:
                 if not self._flooded:
-                    log.info("a flood of events: a reconcile will look instead", dropped=PENDING_MAX)
+                    log.info("a flood of events: a reconcile will look instead")
                 self._pending.clear()
                 self._flooded = True
             self._pending_dirs |= resync

@@ -1,22 +1,24 @@
-"""The daemon's prunes, each run in a process of its own.
+"""Heavy work the daemon does for its clients and its schedule, each run in
+a process of its own: a prune, a purge, a scan.
 
-A prune holds what it listed until it ends: the plan's view of every
-session, the listings its batches re-check under the lease. At 50,000
-sessions that took the daemon from 47 MB to 170 MB, and an allocator keeps
-much of what it was given (macOS has no malloc_trim). A process of its own
-gives all of it back when it exits; the daemon only passes its report on.
+Each holds what it listed until it ends: a prune the plan's view of every
+session and the listings its batches re-check under the lease, a scan the
+rows it writes. At 50,000 sessions a prune took the daemon from 47 MB to
+170 MB, and an allocator keeps much of what it was given (macOS has no
+malloc_trim). A process of its own gives all of it back when it exits; the
+daemon only passes the answer on.
 
-The child is `python -m agentkeep.daemon.prune_process`, in the daemon's
-environment. It opens a Context of its own and calls the same core.prune or
-core.purge as the CLI, which take the same flock locks (the prune lock, each
-session's lease): a lease the daemon holds for a client keeps its session
-from the child as from any other process. Its report goes to the file that
-is its stdout, which the daemon sends as it reads it back; its outcome (a
-Failure as data, the counts, what the daemon keeps from one prune to the
-next) to a second file. Stopping: prune.STOP, set as the daemon stops, is
-passed on as SIGTERM, and the child's prune finishes the session in flight.
-So does a child whose daemon was killed: the daemon holds the child's stdin
-open, and its end of file is the daemon's end."""
+The child is `python -m agentkeep.daemon.apart`, in the daemon's
+environment. It opens a Context of its own and calls the same core.prune,
+core.purge or core.scan as the CLI, which take the same flock locks (the
+prune lock, each session's lease): a lease the daemon holds for a client
+keeps its session from the child as from any other process. Its answer goes
+to the file that is its stdout, which the daemon sends as it reads it back;
+its outcome (a Failure as data, the counts, what the daemon keeps from one
+prune to the next) to a second file. Stopping: prune.STOP, set as the
+daemon stops, is passed on as SIGTERM, and a prune finishes the session in
+flight. So does a child whose daemon was killed: the daemon holds the
+child's stdin open, and its end of file is the daemon's end."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
@@ -41,7 +43,6 @@ from agentkeep.jsontext import JSONText, folded_parts
 
 if TYPE_CHECKING:
     from agentkeep.core import Context
-    from agentkeep.prune import PruneReport
 
 log = structlog.get_logger("agentkeep.daemon")
 
@@ -52,17 +53,17 @@ _CHUNK = 1 << 20
 
 @dataclass
 class Done:
-    """A prune the child finished: its report (None: skipped, as when another
-    prune runs) and its counts for the daemon's log."""
+    """What the child finished with: its answer (None: a prune skipped, as
+    when another prune runs) and its counts for the daemon's log."""
 
-    report: JSONText | None
+    answer: JSONText | None
     counts: dict[str, Any]
 
 
 def run(ctx: Context, method: str, params: dict[str, Any], asked_by: int | None = None) -> Done:
-    """core.prune (`method` "prune") or core.purge, given `params`, run in a
-    child process for a request from `asked_by`; raises the Failure it ended
-    in. The child starts from what `ctx` (the daemon's) keeps between
+    """core.prune, core.purge or core.scan (`method`), given `params`, run in
+    a child process for a request from `asked_by`; raises the Failure it
+    ended in. The child starts from what `ctx` (the daemon's) keeps between
     prunes, the unsaved record and the trash expiry's last read, and both
     come back from it."""
     ask = {
@@ -74,28 +75,28 @@ def run(ctx: Context, method: str, params: dict[str, Any], asked_by: int | None 
         "expiry": ctx.trash_expiry.known(),
     }
     # In the state dir, which is the user's alone (a report names every
-    # path removed), and unnamed. Closed here unless a report is read from
+    # path removed), and unnamed. Closed here unless an answer is read from
     # it: then by _read().
-    report = tempfile.TemporaryFile(dir=ctx.state_dir)  # noqa: SIM115
+    answer = tempfile.TemporaryFile(dir=ctx.state_dir)  # noqa: SIM115
     try:
-        outcome = _child(ask, report, ctx)
+        outcome = _child(ask, answer, ctx)
     except BaseException:
-        report.close()
+        answer.close()
         raise
     ctx.unsaved_prune = outcome["unsaved_prune"]
     ctx.trash_expiry.trust(outcome["expiry"])
-    failure = outcome.get("failure")
+    failure = outcome["failure"]
     if failure is not None or outcome["counts"] is None:
-        report.close()
+        answer.close()
     if failure is not None:
         raise Failure(failure["exit"], failure["message"], failure["code"], failure["report"])
     if outcome["counts"] is None:
         return Done(None, {})
-    report.seek(0)
-    return Done(JSONText(_read(report)), outcome["counts"])
+    answer.seek(0)
+    return Done(JSONText(_read(answer)), outcome["counts"])
 
 
-def _child(ask: dict[str, Any], report: IO[bytes], ctx: Context) -> dict[str, Any]:
+def _child(ask: dict[str, Any], answer: IO[bytes], ctx: Context) -> dict[str, Any]:
     """Start the child, wait for it (passing prune.STOP on) and read its
     outcome."""
     with tempfile.TemporaryFile(dir=ctx.state_dir) as outcome:
@@ -103,7 +104,7 @@ def _child(ask: dict[str, Any], report: IO[bytes], ctx: Context) -> dict[str, An
         child = subprocess.Popen(
             [sys.executable, "-m", __name__],
             stdin=subprocess.PIPE,
-            stdout=report,
+            stdout=answer,
             env=dict(ctx.env.environ),
             pass_fds=(outcome.fileno(),),
         )
@@ -117,7 +118,9 @@ def _child(ask: dict[str, Any], report: IO[bytes], ctx: Context) -> dict[str, An
         outcome.seek(0)
         text = outcome.read()
     if child.returncode != 0 or not text:
-        raise Failure(1, f"the prune's process exited {child.returncode}; see the daemon's log")
+        raise Failure(
+            1, f"the {ask['method']}'s process exited {child.returncode}; see the daemon's log"
+        )
     doc: dict[str, Any] = json.loads(text)
     return doc
 
@@ -134,8 +137,8 @@ def _wait(child: subprocess.Popen[bytes]) -> None:
                 signalled = True
 
 
-def _read(report: IO[bytes]) -> Iterator[str]:
-    with io.TextIOWrapper(report, encoding="utf-8") as text:
+def _read(answer: IO[bytes]) -> Iterator[str]:
+    with io.TextIOWrapper(answer, encoding="utf-8") as text:
         while chunk := text.read(_CHUNK):
             yield chunk
 
@@ -151,7 +154,7 @@ def main() -> int:
     try:
         doc = _outcome(ask)
     except Exception:
-        log.exception("the prune's process failed")
+        log.exception("the daemon's process for a request failed", method=ask["method"])
         return 1
     with os.fdopen(ask["outcome_fd"], "w") as outcome:
         json.dump(doc, outcome)
@@ -187,43 +190,58 @@ def _outcome(ask: dict[str, Any]) -> dict[str, Any]:
         return doc | {"failure": _failure(exc)}
     ctx.unsaved_prune = ask["unsaved_prune"]
     ctx.trash_expiry.trust(ask["expiry"])
-    call = core.prune if ask["method"] == "prune" else core.purge
+    calls: dict[str, Callable[..., prune.PruneReport | dict[str, Any] | None]] = {
+        "prune": core.prune,
+        "purge": core.purge,
+        "scan": core.scan,
+    }
     try:
         with processes.asked_by(ask["asked_by"]):
-            report = call(ctx, **ask["params"])
-        if report is not None:
-            _write(report)
-            doc["counts"] = _counts(report)
+            answer = calls[ask["method"]](ctx, **ask["params"])
+        doc["counts"] = _answered(answer)
     except Failure as exc:
         doc["failure"] = _failure(exc)
     except OSError as exc:
-        # The prune ran (its record says what it did): only its report is lost.
-        why = exc.strerror or str(exc)
-        doc["failure"] = _failure(Failure(1, f"the prune's report could not be written: {why}"))
+        # A state file that cannot be written (a full disk): said in words,
+        # naming it, as the daemon says it of its own work.
+        where = f" ({exc.filename})" if exc.filename else ""
+        doc["failure"] = _failure(Failure(1, f"{exc.strerror or exc}{where}"))
     return doc | {"unsaved_prune": ctx.unsaved_prune, "expiry": ctx.trash_expiry.known()}
 
 
-def _write(report: PruneReport) -> None:
+def _answered(answer: prune.PruneReport | dict[str, Any] | None) -> dict[str, Any] | None:
+    """Write the answer to stdout; its counts (None: no answer)."""
+    if answer is None:
+        return None
+    report = answer if isinstance(answer, prune.PruneReport) else None
+    parts = folded_parts(report.json_parts()) if report else iter([json.dumps(answer)])
     out = sys.stdout.buffer
-    for part in folded_parts(report.json_parts()):
-        out.write(part.encode())
-    out.flush()
+    try:
+        for part in parts:
+            out.write(part.encode())
+        out.flush()
+    except OSError as exc:
+        # The work was done (a prune's record says what it did): only its
+        # answer is lost.
+        why = exc.strerror or str(exc)
+        raise Failure(1, f"the answer could not be written: {why}") from None
+    # ru_maxrss is in KB on Linux, in bytes on macOS.
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    counts: dict[str, Any] = {
+        "peak_rss_mb": round(peak / (1 << 20 if sys.platform == "darwin" else 1 << 10), 1)
+    }
+    if report is not None:
+        counts |= {
+            "removed": len(report.removed),
+            "kept": len(report.kept),
+            "failed": len(report.failed),
+            "paused": report.paused,
+        }
+    return counts
 
 
 def _failure(exc: Failure) -> dict[str, Any]:
     return {"exit": exc.exit, "message": exc.message, "code": exc.code, "report": exc.report}
-
-
-def _counts(report: PruneReport) -> dict[str, Any]:
-    # ru_maxrss is in KB on Linux, in bytes on macOS.
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {
-        "removed": len(report.removed),
-        "kept": len(report.kept),
-        "failed": len(report.failed),
-        "paused": report.paused,
-        "peak_rss_mb": round(peak / (1 << 20 if sys.platform == "darwin" else 1 << 10), 1),
-    }
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The daemon's prunes run in a process of their own (daemon.prune_process):
+"""The daemon's prunes and scans run in a process of their own (daemon.apart):
 the report comes back whole through the daemon, a refusal comes back as
 the same error, with its report, that the CLI gives in-process, and the
 watcher's events wait for it (or, past PENDING_MAX, a reconcile after it)."""
@@ -130,3 +130,30 @@ def test_what_changed_while_a_prune_ran_reaches_the_index_after_it(fake_home) ->
     daemon.wait(
         lambda: new.id in {row["id"] for row in daemon.call("ls")}, 15, "the new session listed"
     )
+
+
+# Each process that scans appends its pid to $SCANNED_BY.
+_SCANNED_BY = """
+import os
+from agentkeep.core import indexing
+_scan = indexing._scan
+def _noted(*args, **kwargs):
+    with open(os.environ["SCANNED_BY"], "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    return _scan(*args, **kwargs)
+indexing._scan = _noted
+"""
+
+
+def test_a_scan_runs_in_a_process_of_its_own_and_its_answer_comes_back(fake_home) -> None:
+    sessions = [make_session(fake_home, age_days=n) for n in range(3)]
+    noted = fake_home.root / "scanned-by"
+    daemon = start_daemon(fake_home, everywhere=_SCANNED_BY, extra={"SCANNED_BY": str(noted)})
+    before = _pids(noted)
+
+    answer = daemon.call("scan")
+
+    assert answer["sessions"]["claude"] == 3 and answer["artifacts"] > 0
+    [pid] = _pids(noted)[len(before) :]
+    assert pid != daemon.proc.pid, "the scan ran in the daemon's own process"
+    assert {row["id"] for row in daemon.call("ls")} == {s.id for s in sessions}
