@@ -698,22 +698,23 @@ def _daemon_memory(s: Settings, d: Daemon, n: int, mix: str) -> None:
                 peak <= 1.5 * steady,
             )
         )
-        if method == "prune":
-            _prune_process_peak(s, d, n, mix, steady)
+        _apart_peak(s, d, n, mix, what, method, steady)
 
 
-def _prune_process_peak(s: Settings, d: Daemon, n: int, mix: str, steady: float) -> None:
-    """The daemon runs each prune in a process of its own, which logs its
-    peak RSS: beside the daemon's, what the prune itself took."""
-    done = [line for line in d.log_text().splitlines() if '"event": "prune done"' in line]
+def _apart_peak(
+    s: Settings, d: Daemon, n: int, mix: str, what: str, method: str, steady: float
+) -> None:
+    """The daemon runs each scan and prune in a process of its own, which
+    logs its peak RSS: beside the daemon's, what the work itself took."""
+    done = [line for line in d.log_text().splitlines() if f'"event": "{method} done"' in line]
     peak = json.loads(done[-1]).get("peak_rss_mb") if done else None
     if peak is None:
-        s.problem(f"no peak RSS logged by the prune's process at {n} ({mix})")
+        s.problem(f"no peak RSS logged by the {method}'s process at {n} ({mix})")
         return
     s.add(
         Figure(
             n,
-            f"the daemon's prune process, peak RSS ({mix})",
+            f"peak RSS of the daemon's process for a {what} ({mix})",
             peak,
             "MB",
             steady,

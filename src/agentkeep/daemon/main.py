@@ -403,7 +403,7 @@ class Daemon:
             done = None
             try:
                 if self.ctx.config_error is None and self.ctx.config.has_retention():
-                    done = self._prune_apart("prune", {"scheduled": True})
+                    done = self._apart("prune", {"scheduled": True})
             except Failure as exc:
                 log.error("scheduled prune refused", error=exc.message)
             except Exception:
@@ -416,11 +416,12 @@ class Daemon:
         else:
             log.info("scheduled prune done", **done.counts)
 
-    def _prune_apart(
+    def _apart(
         self, method: str, params: dict[str, Any], asked_by: int | None = None
     ) -> apart.Done:
-        """A prune or purge in its own process, the watcher's events held
-        meanwhile (Watcher.held)."""
+        """A prune, purge or scan in its own process, the watcher's events
+        held meanwhile (Watcher.held): they are listed again after what the
+        prune removed and the scan wrote."""
         assert self.ctx is not None and self.watcher is not None
         with self.watcher.held():
             return apart.run(self.ctx, method, params, asked_by)
@@ -591,11 +592,11 @@ def _ctx(daemon: Daemon) -> core.Context:
     return daemon.ctx
 
 
-def _pruned(d: Daemon, c: Connection, method: str, params: dict[str, Any]) -> JSONText | None:
-    """A prune's report, run in a process of its own (apart), sent as it is
-    read back from the file it was written to: the daemon never holds tens
-    of thousands of removals at once."""
-    done = d._prune_apart(method, params, c.pid)
+def _apart(d: Daemon, c: Connection, method: str, params: dict[str, Any]) -> JSONText | None:
+    """The answer of work run in a process of its own (daemon.apart), sent
+    as it is read back from the file it was written to: the daemon never
+    holds a prune's tens of thousands of removals at once."""
+    done = d._apart(method, params, c.pid)
     if done.answer is not None:
         log.info(f"{method} done", **done.counts)
     return done.answer
@@ -643,7 +644,7 @@ ANSWERS: dict[str, Answer] = _answering(
             _ctx(d), _str(p.get("agent"), "agent"), _str(p.get("id"), "id")
         ),
         "du": lambda d, c, p: core.du(_ctx(d), _opt_str(p, "by") or "agent"),
-        "prune": lambda d, c, p: _pruned(
+        "prune": lambda d, c, p: _apart(
             d,
             c,
             "prune",
@@ -653,7 +654,7 @@ ANSWERS: dict[str, Answer] = _answering(
                 "agent": _opt_str(p, "agent"),
             },
         ),
-        "purge": lambda d, c, p: _pruned(
+        "purge": lambda d, c, p: _apart(
             d,
             c,
             "purge",
@@ -668,8 +669,7 @@ ANSWERS: dict[str, Answer] = _answering(
         "release": lambda d, c, p: d._release(c, p),
         "pin": lambda d, c, p: _pin(d, p, True),
         "unpin": lambda d, c, p: _pin(d, p, False),
-        # In a process of its own, as a prune: the rows it writes.
-        "scan": lambda d, c, p: apart.run(_ctx(d), "scan", {}, c.pid).answer,
+        "scan": lambda d, c, p: _apart(d, c, "scan", {}),
         "reload": lambda d, c, p: d._reload("request"),
         "subscribe": lambda d, c, p: Stream(d.changes.stream()),
     }
