@@ -6,10 +6,12 @@ watcher's events wait for it (or, past PENDING_MAX, a reconcile after it)."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from agentkeep import client
@@ -132,14 +134,17 @@ def test_what_changed_while_a_prune_ran_reaches_the_index_after_it(fake_home) ->
     )
 
 
-# Each process that scans appends its pid to $SCANNED_BY.
+# Each process that scans appends its pid to $SCANNED_BY; a scan apart
+# then waits $SCAN_SLEEP seconds (the daemon's own start-up scans too).
 _SCANNED_BY = """
-import os
+import os, sys, time
 from agentkeep.core import indexing
 _scan = indexing._scan
 def _noted(*args, **kwargs):
     with open(os.environ["SCANNED_BY"], "a") as f:
         f.write(f"{os.getpid()}\\n")
+    if sys.argv[0].endswith("apart.py"):
+        time.sleep(float(os.environ.get("SCAN_SLEEP", "0")))
     return _scan(*args, **kwargs)
 indexing._scan = _noted
 """
@@ -157,3 +162,38 @@ def test_a_scan_runs_in_a_process_of_its_own_and_its_answer_comes_back(fake_home
     [pid] = _pids(noted)[len(before) :]
     assert pid != daemon.proc.pid, "the scan ran in the daemon's own process"
     assert {row["id"] for row in daemon.call("ls")} == {s.id for s in sessions}
+
+
+@pytest.mark.parametrize("end", ["stopped", "killed"])
+def test_a_scan_ends_with_its_daemon(fake_home, end: str) -> None:
+    """A scan has no session to finish: its process ends at once when the
+    daemon stops (SIGTERM passed on) or is killed (its stdin closes), and
+    leaves no write to the index running."""
+    make_session(fake_home, age_days=1)
+    noted = fake_home.root / "scanned-by"
+    extra = {"SCANNED_BY": str(noted), "SCAN_SLEEP": "60"}
+    daemon = start_daemon(fake_home, everywhere=_SCANNED_BY, extra=extra)
+    before = len(_pids(noted))
+    asking = threading.Thread(target=_ask_quietly, args=(daemon, "scan"), daemon=True)
+    asking.start()
+    daemon.wait(lambda: len(_pids(noted)) > before, 20, "the scan's process scanning")
+    scanning = [p for p in psutil.Process(daemon.proc.pid).children() if p.pid == _pids(noted)[-1]]
+    if not scanning:
+        pytest.fail("SETUP INVALID: the scan runs in no process of the daemon's own")
+
+    if end == "stopped":
+        assert daemon.stop(signal.SIGTERM) == 0, daemon.stderr()
+    else:
+        daemon.proc.kill()
+        daemon.proc.wait(10)
+    _, alive = psutil.wait_procs(scanning, timeout=10)
+
+    assert alive == [], f"the scan went on after its daemon was {end}"
+
+
+def _ask_quietly(daemon: Any, method: str) -> None:
+    """Ask, and let the daemon's end answer it however it does."""
+    try:
+        daemon.call(method, timeout=60)
+    except (client.RemoteError, client.NoDaemon, OSError):
+        pass

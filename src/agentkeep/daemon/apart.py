@@ -16,9 +16,10 @@ keeps its session from the child as from any other process. Its answer goes
 to the file that is its stdout, which the daemon sends as it reads it back;
 its outcome (a Failure as data, the counts, what the daemon keeps from one
 prune to the next) to a second file. Stopping: prune.STOP, set as the
-daemon stops, is passed on as SIGTERM, and a prune finishes the session in
-flight. So does a child whose daemon was killed: the daemon holds the
-child's stdin open, and its end of file is the daemon's end."""
+daemon stops, is passed on as SIGTERM; a prune finishes the session in
+flight, anything else ends at once. So does a child whose daemon was
+killed: the daemon holds the child's stdin open, and its end of file is the
+daemon's end."""
 
 from __future__ import annotations
 
@@ -144,13 +145,20 @@ def _read(answer: IO[bytes]) -> Iterator[str]:
 
 
 # -- the child ------------------------------------------------------------
+# Work that stops between sessions (prune.STOP); any other ends at once, as
+# SIGTERM ends a process: it has no session to finish, and what it wrote to
+# the index is one transaction, rolled back.
+_FINISHES_A_SESSION = frozenset({"prune", "purge"})
+
+
 def main() -> int:
     ask = json.loads(sys.stdin.buffer.readline())
     logs.configure(*ask["log"])
+    finishes = ask["method"] in _FINISHES_A_SESSION
     # SIGINT too: Ctrl-C on a daemon in a terminal reaches its whole group.
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: prune.STOP.set())
-    threading.Thread(target=_stop_with_the_daemon, daemon=True).start()
+        signal.signal(signum, (lambda *_: prune.STOP.set()) if finishes else signal.SIG_DFL)
+    threading.Thread(target=_end_with_the_daemon, args=(finishes,), daemon=True).start()
     try:
         doc = _outcome(ask)
     except Exception:
@@ -161,15 +169,17 @@ def main() -> int:
     return 0
 
 
-def _stop_with_the_daemon() -> None:
+def _end_with_the_daemon(finishes: bool) -> None:
     """The daemon holds the child's stdin open until the child ends: at its
-    end of file the daemon is gone (killed), and the prune stops as it would
+    end of file the daemon is gone (killed), and the child ends as it would
     have had the daemon stopped."""
     # The file descriptor itself: a thread blocked in the buffered reader
     # would hold its lock as the interpreter exits (a fatal error).
     while os.read(sys.stdin.fileno(), 1 << 12):
         pass
-    if not prune.STOP.is_set():
+    if not finishes:
+        os.kill(os.getpid(), signal.SIGTERM)
+    elif not prune.STOP.is_set():
         log.warning("the daemon is gone: the prune stops after the session it is removing")
         prune.STOP.set()
 
