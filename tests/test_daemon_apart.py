@@ -106,16 +106,20 @@ def test_bad_parameters_come_back_named(
 
 def test_what_changed_while_a_prune_ran_reaches_the_index_after_it(fake_home) -> None:
     """The watcher holds its events while the daemon prunes, and past
-    PENDING_MAX leaves them to a reconcile: a session made meanwhile is
-    listed once the prune ends."""
+    PENDING_MAX leaves them to a reconcile in a process of its own: a
+    session made meanwhile is listed once the prune ends."""
     old = [make_session(fake_home, age_days=40 + n) for n in range(3)]
     make_session(fake_home, age_days=0)
     few = "from agentkeep.daemon import watch\nwatch.PENDING_MAX = 5"
     slow = (
         "import time\nfrom agentkeep.prune import act\n"
-        "act._after_lease = lambda agent, sid: time.sleep(1)"
+        "act._after_lease = lambda agent, sid: time.sleep(1)\n"
+    ) + _RECONCILED_BY
+    noted = fake_home.root / "reconciled-by"
+    daemon = start_daemon(
+        fake_home, seams=few, everywhere=slow, extra={"RECONCILED_BY": str(noted)}
     )
-    daemon = start_daemon(fake_home, seams=few, everywhere=slow)
+    at_start = _pids(noted)
     answers: list[Any] = []
     pruning = threading.Thread(
         target=lambda: answers.append(daemon.call("prune", {"older_than": "30d"}, timeout=60))
@@ -132,6 +136,22 @@ def test_what_changed_while_a_prune_ran_reaches_the_index_after_it(fake_home) ->
     daemon.wait(
         lambda: new.id in {row["id"] for row in daemon.call("ls")}, 15, "the new session listed"
     )
+    assert at_start == [daemon.proc.pid], "SETUP INVALID: the start-up reconcile not noted"
+    after = _pids(noted)[1:]
+    assert after and daemon.proc.pid not in after, "the flood's reconcile ran in the daemon"
+
+
+# Each process that reconciles appends its pid to $RECONCILED_BY.
+_RECONCILED_BY = """
+import os
+from agentkeep import core
+_reconcile = core.reconcile
+def _noted_reconcile(*args, **kwargs):
+    with open(os.environ["RECONCILED_BY"], "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    return _reconcile(*args, **kwargs)
+core.reconcile = _noted_reconcile
+"""
 
 
 # Each process that scans appends its pid to $SCANNED_BY; a scan apart

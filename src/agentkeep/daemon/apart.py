@@ -1,5 +1,6 @@
 """Heavy work the daemon does for its clients and its schedule, each run in
-a process of its own: a prune, a purge, a scan.
+a process of its own: a prune, a purge, a scan, the reconcile after a flood
+of events.
 
 Each holds what it listed until it ends: a prune the plan's view of every
 session and the listings its batches re-check under the lease, a scan the
@@ -62,9 +63,9 @@ class Done:
 
 
 def run(ctx: Context, method: str, params: dict[str, Any], asked_by: int | None = None) -> Done:
-    """core.prune, core.purge or core.scan (`method`), given `params`, run in
-    a child process for a request from `asked_by`; raises the Failure it
-    ended in. The child starts from what `ctx` (the daemon's) keeps between
+    """core.prune, core.purge, core.scan or core.reconcile (`method`), given
+    `params`, run in a child process for a request from `asked_by`; raises
+    the Failure it ended in. The child starts from what `ctx` (the daemon's) keeps between
     prunes, the unsaved record and the trash expiry's last read, and both
     come back from it."""
     ask = {
@@ -200,10 +201,11 @@ def _outcome(ask: dict[str, Any]) -> dict[str, Any]:
         return doc | {"failure": _failure(exc)}
     ctx.unsaved_prune = ask["unsaved_prune"]
     ctx.trash_expiry.trust(ask["expiry"])
-    calls: dict[str, Callable[..., prune.PruneReport | dict[str, Any] | None]] = {
+    calls: dict[str, Callable[..., prune.PruneReport | dict[str, Any] | int | None]] = {
         "prune": core.prune,
         "purge": core.purge,
         "scan": core.scan,
+        "reconcile": core.reconcile,
     }
     try:
         with processes.asked_by(ask["asked_by"]):
@@ -219,7 +221,7 @@ def _outcome(ask: dict[str, Any]) -> dict[str, Any]:
     return doc | {"unsaved_prune": ctx.unsaved_prune, "expiry": ctx.trash_expiry.known()}
 
 
-def _answered(answer: prune.PruneReport | dict[str, Any] | None) -> dict[str, Any] | None:
+def _answered(answer: prune.PruneReport | dict[str, Any] | int | None) -> dict[str, Any] | None:
     """Write the answer to stdout; its counts (None: no answer)."""
     if answer is None:
         return None

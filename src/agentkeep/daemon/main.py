@@ -238,7 +238,7 @@ class Daemon:
         self.watcher = Watcher(
             lambda: ctx.adapters,
             self._refresh,
-            on_flood=partial(self._reconcile, replan=True, wait=True),
+            on_flood=self._after_a_flood,
             budget=lambda: watchplan.budget_for(environ),
         )
         self.watcher.start()
@@ -433,17 +433,27 @@ class Daemon:
         if self.watcher is not None and self.watcher.polling:
             self._reconcile(replan=False)
 
-    def _reconcile(self, *, replan: bool, wait: bool = False) -> None:
-        """`wait`: for one running, which may have looked before what this
-        one is for (the watcher's dropped events); else it covers this turn."""
+    def _after_a_flood(self) -> None:
+        """The watcher dropped events (a big prune, thousands of sessions
+        gone at once): a reconcile finds what they said, waiting for one
+        running (it may have looked before them), in a process of its own
+        (so many changes relist or scan whole agents)."""
+        self._reconcile(replan=True, flood=True)
+
+    def _reconcile(self, *, replan: bool, flood: bool = False) -> None:
+        """One running covers this turn, unless this one is a flood's."""
         assert self.ctx is not None and self.watcher is not None
-        if not self._reconcile_lock.acquire(blocking=wait):
+        if not self._reconcile_lock.acquire(blocking=flood):
             return
         try:
             with self._working():
                 if replan:
                     self.watcher.resync(replan=True)
-                relisted = core.reconcile(self.ctx)
+                if flood:
+                    answer = self._apart("reconcile", {}).answer
+                    relisted = int(answer.text) if answer is not None else 0
+                else:
+                    relisted = core.reconcile(self.ctx)
                 log.info("reconciled", relisted=relisted)
                 if relisted:
                     self.changes.bump()
