@@ -29,11 +29,13 @@ from waiting import wait_until
 class Seen:
     def __init__(self) -> None:
         self.sessions: list[tuple[str, str]] = []
+        self.vanished: set[tuple[str, str]] = set()
         self.lock = threading.Lock()
 
-    def __call__(self, agent: str, session_ids: list[str]) -> None:
+    def __call__(self, agent: str, session_ids: list[str], vanished: set[str]) -> None:
         with self.lock:
             self.sessions.extend((agent, sid) for sid in session_ids)
+            self.vanished |= {(agent, sid) for sid in vanished}
 
     def has(self, session_id: str) -> Callable[[], bool]:
         return lambda: any(sid == session_id for _, sid in list(self.sessions))
@@ -81,6 +83,7 @@ def test_an_append_reaches_its_session(
         with path.open("a") as f:
             f.write('{"type": "assistant"}\n')
         wait_until(seen.has(sid), "the append to reach the session", 2.0, setup=False)
+        assert ("claude", sid) not in seen.vanished, "an appended transcript is there"
     finally:
         watcher.stop()
 
@@ -93,7 +96,9 @@ def test_sessions_changed_together_are_handed_over_together(
     ids = [str(uuid.uuid4()) for _ in range(3)]
     paths = [transcript(fake_home.claude / "projects", "-work-proj", sid) for sid in ids]
     calls: list[tuple[str, list[str]]] = []
-    watcher = Watcher(lambda: {"claude": claude}, lambda agent, sids: calls.append((agent, sids)))
+    watcher = Watcher(
+        lambda: {"claude": claude}, lambda agent, sids, vanished: calls.append((agent, sids))
+    )
     watcher.start()
     try:
         for path in paths:
@@ -152,6 +157,7 @@ def test_a_deleted_session_is_reported_and_a_deleted_dir_unwatched(fake_home, cl
         assert path.parent in watcher._watches
         path.unlink()
         wait_until(seen.has(sid), "the deletion to reach the session", 2.0, setup=False)
+        assert ("claude", sid) in seen.vanished, "its one path is gone"
         path.parent.rmdir()
         wait_until(
             lambda: path.parent not in watcher._watches,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -87,3 +88,31 @@ def test_an_event_lists_only_what_changed_and_finds_what_is_new(fake_home: FakeH
     full = {sid: indexed_paths(ctx, sid) for sid in (x.id for x in sessions)}
     core.scan(ctx)
     assert {sid: indexed_paths(ctx, sid) for sid in full} == full
+
+
+def test_sessions_gone_and_forgotten_are_not_listed_again(fake_home: FakeHome) -> None:
+    """After a prune (which forgot the sessions it removed), an event's
+    refresh of what it removed lists no directory; a vanished session the
+    index still knows is listed again, and forgotten."""
+    sessions = [make_session(fake_home, cwd=f"/home/user/p{n % 3}") for n in range(12)]
+    ctx = core.Context.open(Env.from_environ(fake_home.environ))
+    try:
+        core.scan(ctx)
+        pruned, deleted, kept = sessions[:10], sessions[10], sessions[11]
+        for s in [*pruned, deleted]:
+            for a in ctx.index.artifacts("claude", s.id):
+                disk_path = Path(a.path)
+                if disk_path.is_dir():
+                    shutil.rmtree(disk_path)
+                else:
+                    disk_path.unlink(missing_ok=True)
+        ctx.index.delete(("claude", s.id) for s in pruned)
+        gone = {s.id for s in [*pruned, deleted]}
+        with listed_dirs() as seen:
+            core.relist(ctx, "claude", sorted(s.id for s in pruned), vanished=gone)
+        assert seen == [], "the removed and forgotten sessions were listed again"
+
+        core.relist(ctx, "claude", [deleted.id, kept.id], vanished={deleted.id})
+        assert {s.id for s in ctx.index.sessions("claude")} == {kept.id}
+    finally:
+        ctx.index.close()

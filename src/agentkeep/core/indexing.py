@@ -8,7 +8,7 @@ import gc
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -132,10 +132,19 @@ def refresh(ctx: Context, agent: str, session_id: str) -> None:
 RELIST_BATCH = 256
 
 
-def relist(ctx: Context, agent: str, session_ids: list[str]) -> None:
+def relist(
+    ctx: Context, agent: str, session_ids: list[str], vanished: Collection[str] = ()
+) -> None:
     """List sessions again from the disk into the index, a batch at a time:
-    one listing pass and one transaction per batch, not per session."""
+    one listing pass and one transaction per batch, not per session. Of
+    `vanished` (every path of theirs an event named is gone), those the
+    index does not know are left alone: nothing of them is left to index,
+    and after a prune (which forgot its sessions itself) listing them again
+    read the listing of every directory they shared."""
     adapter = ctx.adapters.get(agent)
+    if vanished:
+        known = {s.id for s in ctx.index.sessions_of(agent, vanished)}
+        session_ids = [sid for sid in session_ids if sid not in vanished or sid in known]
     if adapter is None or not session_ids:
         return
     restored = _restored(ctx)

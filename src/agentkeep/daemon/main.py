@@ -382,10 +382,10 @@ class Daemon:
                 self.watcher.resync(replan=True)
         self.notifier.status(self._status_line())
 
-    def _refresh(self, agent: str, session_ids: list[str]) -> None:
+    def _refresh(self, agent: str, session_ids: list[str], vanished: set[str]) -> None:
         assert self.ctx is not None
         try:
-            core.relist(self.ctx, agent, session_ids)
+            core.relist(self.ctx, agent, session_ids, vanished)
         finally:
             # Listing many sessions again (more than a few changed in the
             # directories they share) kept those directories' listings: at

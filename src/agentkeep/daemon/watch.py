@@ -21,10 +21,11 @@ ordinary observer (FSEvents, kqueue), which is `ObserverWatches`.
 
 Events are debounced, mapped to sessions through the adapters and handed to
 `on_sessions`, an agent's at a time (listing many again costs about one
-listing); handlers are idempotent, because duplicate and out-of-order
-events are normal. SQLite's -wal/-shm/-journal files are ignored: a
-read-only open of an agent's database may create them, and reacting to them
-would make every scan trigger another.
+listing), with those whose every named path is gone; handlers are
+idempotent, because duplicate and out-of-order events are normal. SQLite's
+-wal/-shm/-journal files are ignored: a read-only open of an agent's
+database may create them, and reacting to them would make every scan
+trigger another.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ class Watcher:
     def __init__(
         self,
         adapters: Callable[[], dict[str, Adapter]],
-        on_sessions: Callable[[str, list[str]], None],
+        on_sessions: Callable[[str, list[str], set[str]], None],
         *,
         on_flood: Callable[[], None] = lambda: None,
         budget: Callable[[], tuple[int, int] | None] = inotify_budget,
@@ -369,22 +370,25 @@ class Watcher:
         return not self._holds and bool(self._pending or self._pending_dirs or self._flooded)
 
     def _apply_events(self, paths: set[str]) -> None:
+        """Each agent's sessions named by `paths`, handed over with those of
+        them whose every named path is gone (removed, most likely whole)."""
         for agent, adapter in self._adapters().items():
-            sessions: set[str] = set()
+            there: dict[str, bool] = {}
             for path in paths:
                 try:
                     session_id = adapter.session_for_path(path)
                 except Exception as exc:
                     log.warning("event not mapped", agent=agent, path=path, error=str(exc))
                     continue
-                if session_id is not None:
-                    sessions.add(session_id)
-            if not sessions:
+                if session_id is not None and not there.get(session_id):
+                    there[session_id] = os.path.lexists(path)
+            if not there:
                 continue
+            vanished = {sid for sid, found in there.items() if not found}
             try:
-                self._on_sessions(agent, sorted(sessions))
+                self._on_sessions(agent, sorted(there), vanished)
             except Exception:
-                log.exception("refresh failed", agent=agent, sessions=sorted(sessions))
+                log.exception("refresh failed", agent=agent, sessions=sorted(there))
 
 
 def _entries(directories: Iterable[Path]) -> set[str]:
