@@ -80,15 +80,26 @@ def test_answered_requests_leave_no_index_connections(fake_home) -> None:
 
 
 # The daemon's Python heap (what its objects take, tracemalloc, after a
-# full collection), appended to a file on SIGUSR2.
+# full collection), appended to a file on SIGUSR2. Without the table of
+# interned strings: pathlib interns each part of each path it parses, and
+# the table doubles as distinct names pass and never shrinks, a step where
+# the names alive at once cross a power of two (the strings themselves go).
 _HEAP_SEAM = """
-import gc, os, signal, threading, tracemalloc
+import gc, os, pathlib, signal, threading, tracemalloc
 tracemalloc.start()
+with open(pathlib.__file__) as _source:
+    _interning = [
+        tracemalloc.Filter(False, pathlib.__file__, n)
+        for n, line in enumerate(_source, start=1)
+        if "sys.intern(" in line
+    ]
 def _heap(*_):
     def write():
         gc.collect()
+        snapshot = tracemalloc.take_snapshot().filter_traces(_interning)
+        size = sum(stat.size for stat in snapshot.statistics("filename"))
         with open(os.environ["HEAP_REPORT"], "a") as f:
-            f.write(f"{tracemalloc.get_traced_memory()[0]}\\n")
+            f.write(f"{size}\\n")
     threading.Thread(target=write).start()
 signal.signal(signal.SIGUSR2, _heap)
 """
@@ -177,7 +188,7 @@ def test_an_events_refresh_keeps_no_listing(fake_home) -> None:
         todos.mkdir(exist_ok=True)
         for s in sessions:
             (todos / f"{s.id}-agent-{s.id}.json").write_text("[]")
-        daemon._refresh("claude", [s.id for s in sessions])
+        daemon._refresh("claude", [s.id for s in sessions], set())
         assert {s.id for s in ctx.index.sessions("claude")} == {s.id for s in sessions}
         assert ctx.adapters["claude"]._listings._dirs == {}, "listings kept after the refresh"
     finally:
