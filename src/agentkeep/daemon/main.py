@@ -419,9 +419,9 @@ class Daemon:
     def _apart(
         self, method: str, params: dict[str, Any], asked_by: int | None = None
     ) -> apart.Done:
-        """A prune, purge or scan in its own process, the watcher's events
-        held meanwhile (Watcher.held): they are listed again after what the
-        prune removed and the scan wrote."""
+        """A prune, purge, scan or reconcile in its own process, the
+        watcher's events held meanwhile (Watcher.held): they are listed
+        again after what it removed or wrote."""
         assert self.ctx is not None and self.watcher is not None
         with self.watcher.held():
             return apart.run(self.ctx, method, params, asked_by)
