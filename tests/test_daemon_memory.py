@@ -80,24 +80,20 @@ def test_answered_requests_leave_no_index_connections(fake_home) -> None:
 
 
 # The daemon's Python heap (what its objects take, tracemalloc, after a
-# full collection), appended to a file on SIGUSR2. Without the table of
-# interned strings: pathlib interns each part of each path it parses, and
-# the table doubles as distinct names pass and never shrinks, a step where
-# the names alive at once cross a power of two (the strings themselves go).
+# full collection), appended to a file on SIGUSR2. Without single blocks of
+# 256 KiB or more: the tables of CPython's own caches (the interned
+# strings, which pathlib adds each part of each path it parses to) double
+# as distinct names pass and never shrink, a step where the names alive at
+# once cross a power of two, wherever the last one was interned. State kept
+# per session is its objects, each far smaller, and still counted.
 _HEAP_SEAM = """
-import gc, os, pathlib, signal, threading, tracemalloc
+import gc, os, signal, threading, tracemalloc
 tracemalloc.start()
-with open(pathlib.__file__) as _source:
-    _interning = [
-        tracemalloc.Filter(False, pathlib.__file__, n)
-        for n, line in enumerate(_source, start=1)
-        if "sys.intern(" in line
-    ]
 def _heap(*_):
     def write():
         gc.collect()
-        snapshot = tracemalloc.take_snapshot().filter_traces(_interning)
-        size = sum(stat.size for stat in snapshot.statistics("filename"))
+        traces = tracemalloc.take_snapshot().traces
+        size = sum(t.size for t in traces if t.size < 256 * 1024)
         with open(os.environ["HEAP_REPORT"], "a") as f:
             f.write(f"{size}\\n")
     threading.Thread(target=write).start()
