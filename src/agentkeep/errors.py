@@ -45,5 +45,12 @@ class BadParams(Failure):
         super().__init__(BadParams.exit, message, INVALID_PARAMS)
 
 
+def state_file_failure(exc: OSError) -> Failure:
+    """A state file that cannot be written (a full disk): said in words,
+    naming it, the same from the CLI, the daemon and a process apart."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    return Failure(1, f"{exc.strerror or exc}{where}")
+
+
 class RemovalError(Exception):
     """A removal step failed; the session is reported `failed` and retried."""

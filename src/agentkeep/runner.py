@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from agentkeep import __version__
-from agentkeep.errors import Failure
+from agentkeep.errors import Failure, state_file_failure
 from agentkeep.paths import Env
 
 if TYPE_CHECKING:
@@ -157,9 +157,7 @@ class Runner:
         except BrokenPipeError:
             raise  # the reader went away: _Group.invoke ends quietly
         except OSError as exc:
-            # A state file that cannot be written (a full disk): one line.
-            where = f" ({exc.filename})" if exc.filename else ""
-            fail(EXIT_FAILED, f"{exc.strerror or exc}{where}")
+            fail(EXIT_FAILED, state_file_failure(exc).message)
         sys.exit(code)
 
 

@@ -40,7 +40,7 @@ from typing import IO, TYPE_CHECKING, Any
 import structlog
 
 from agentkeep import logs, processes, prune
-from agentkeep.errors import Failure
+from agentkeep.errors import Failure, state_file_failure
 from agentkeep.jsontext import JSONText, folded_parts
 
 if TYPE_CHECKING:
@@ -214,10 +214,7 @@ def _outcome(ask: dict[str, Any]) -> dict[str, Any]:
     except Failure as exc:
         doc["failure"] = _failure(exc)
     except OSError as exc:
-        # A state file that cannot be written (a full disk): said in words,
-        # naming it, as the daemon says it of its own work.
-        where = f" ({exc.filename})" if exc.filename else ""
-        doc["failure"] = _failure(Failure(1, f"{exc.strerror or exc}{where}"))
+        doc["failure"] = _failure(state_file_failure(exc))
     return doc | {"unsaved_prune": ctx.unsaved_prune, "expiry": ctx.trash_expiry.known()}
 
 

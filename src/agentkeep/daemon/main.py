@@ -45,7 +45,7 @@ from agentkeep.daemon.server import (
     Stream,
 )
 from agentkeep.daemon.watch import Watcher
-from agentkeep.errors import Failure
+from agentkeep.errors import Failure, state_file_failure
 from agentkeep.jsontext import JSONText
 from agentkeep.methods import METHODS
 from agentkeep.model import rfc3339
@@ -533,10 +533,7 @@ class Daemon:
                 )
                 raise RpcError(exc.code, exc.message, exit=exc.exit, data=data) from None
             except OSError as exc:
-                # A state file that cannot be written (a full disk): said in
-                # words, naming it, as the CLI says it in-process.
-                where = f" ({exc.filename})" if exc.filename else ""
-                message = f"{exc.strerror or exc}{where}"
+                message = state_file_failure(exc).message
                 log.error("request failed", method=method, error=message)
                 raise RpcError(SERVER_ERROR, message, exit=1) from None
             finally:
