@@ -91,6 +91,11 @@ class Context:
             raise Failure(2, self.config_error)
         return self.config
 
+    def prunes_on_schedule(self) -> bool:
+        """A scheduled prune runs only with a valid config that sets a
+        retention: without one its turn passes (and starts no process)."""
+        return self.config_error is None and self.config.has_retention()
+
     def fingerprint(self) -> dict[str, Any]:
         return view.fingerprint(self.env, self.state_dir, self.adapters)
 

@@ -54,7 +54,7 @@ def prune(
     a file as they are written: see RemovedLog)."""
     if scheduled:
         ctx.reload()
-        if ctx.config_error or not ctx.config.has_retention():
+        if not ctx.prunes_on_schedule():
             return None
     config = ctx.require_config()
     if agent is not None:

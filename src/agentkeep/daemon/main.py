@@ -402,7 +402,7 @@ class Daemon:
             self._reread()
             done = None
             try:
-                if self.ctx.config_error is None and self.ctx.config.has_retention():
+                if self.ctx.prunes_on_schedule():
                     done = self._apart("prune", {"scheduled": True})
             except Failure as exc:
                 log.error("scheduled prune refused", error=exc.message)
@@ -478,9 +478,7 @@ class Daemon:
     def _status(self) -> dict[str, Any]:
         assert self.ctx is not None and self.watcher is not None and self.schedule is not None
         fields = core.status_fields(self.ctx)
-        config = self.ctx.config
-        prunes = self.ctx.config_error is None and config.has_retention()
-        next_prune = self.schedule.next_prune() if prunes else None
+        next_prune = self.schedule.next_prune() if self.ctx.prunes_on_schedule() else None
         return {
             "pid": os.getpid(),
             "version": fields["version"],
