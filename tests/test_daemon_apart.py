@@ -23,17 +23,34 @@ from test_daemon_serve import start_daemon, stop_daemons
 # Imported for its effect: every daemon a test here starts is killed after it.
 __all__ = ["stop_daemons"]
 
-# Each process that runs a prune appends its pid to $PRUNED_BY.
-_PRUNED_BY = """
-import os
-from agentkeep.prune import act
-_run = act.Pruner.run
-def _noted(self, opts):
-    with open(os.environ["PRUNED_BY"], "a") as f:
-        f.write(f"{os.getpid()}\\n")
-    return _run(self, opts)
-act.Pruner.run = _noted
+
+def _noting(var: str, module: str, name: str, then: str = "") -> str:
+    """A seam: each process that calls `module.name` appends its pid to
+    $var (then runs the statement `then`)."""
+    fn = f"_noted_{var.lower()}"
+    return f"""
+import os, sys, time
+import {module}
+{fn}_was = {module}.{name}
+def {fn}(*args, **kwargs):
+    with open(os.environ["{var}"], "a") as f:
+        f.write(f"{{os.getpid()}}\\n")
+    {then or "pass"}
+    return {fn}_was(*args, **kwargs)
+{module}.{name} = {fn}
 """
+
+
+_PRUNED_BY = _noting("PRUNED_BY", "agentkeep.prune.act", "Pruner.run")
+_RECONCILED_BY = _noting("RECONCILED_BY", "agentkeep.core", "reconcile")
+# A scan apart then waits $SCAN_SLEEP seconds (the daemon's own start-up
+# scans do not).
+_SCANNED_BY = _noting(
+    "SCANNED_BY",
+    "agentkeep.core.indexing",
+    "_scan",
+    'sys.argv[0].endswith("apart.py") and time.sleep(float(os.environ.get("SCAN_SLEEP", "0")))',
+)
 
 
 def _pids(path: Path) -> list[int]:
@@ -139,35 +156,6 @@ def test_what_changed_while_a_prune_ran_reaches_the_index_after_it(fake_home) ->
     assert at_start == [daemon.proc.pid], "SETUP INVALID: the start-up reconcile not noted"
     after = _pids(noted)[1:]
     assert after and daemon.proc.pid not in after, "the flood's reconcile ran in the daemon"
-
-
-# Each process that reconciles appends its pid to $RECONCILED_BY.
-_RECONCILED_BY = """
-import os
-from agentkeep import core
-_reconcile = core.reconcile
-def _noted_reconcile(*args, **kwargs):
-    with open(os.environ["RECONCILED_BY"], "a") as f:
-        f.write(f"{os.getpid()}\\n")
-    return _reconcile(*args, **kwargs)
-core.reconcile = _noted_reconcile
-"""
-
-
-# Each process that scans appends its pid to $SCANNED_BY; a scan apart
-# then waits $SCAN_SLEEP seconds (the daemon's own start-up scans too).
-_SCANNED_BY = """
-import os, sys, time
-from agentkeep.core import indexing
-_scan = indexing._scan
-def _noted(*args, **kwargs):
-    with open(os.environ["SCANNED_BY"], "a") as f:
-        f.write(f"{os.getpid()}\\n")
-    if sys.argv[0].endswith("apart.py"):
-        time.sleep(float(os.environ.get("SCAN_SLEEP", "0")))
-    return _scan(*args, **kwargs)
-indexing._scan = _noted
-"""
 
 
 def test_a_scan_runs_in_a_process_of_its_own_and_its_answer_comes_back(fake_home) -> None:
