@@ -597,7 +597,7 @@ def _ctx(daemon: Daemon) -> core.Context:
     return daemon.ctx
 
 
-def _apart(d: Daemon, c: Connection, method: str, params: dict[str, Any]) -> JSONText | None:
+def _answer_apart(d: Daemon, c: Connection, method: str, params: dict[str, Any]) -> JSONText | None:
     """The answer of work run in a process of its own (daemon.apart), sent
     as it is read back from the file it was written to: the daemon never
     holds a prune's tens of thousands of removals at once."""
@@ -649,7 +649,7 @@ ANSWERS: dict[str, Answer] = _answering(
             _ctx(d), _str(p.get("agent"), "agent"), _str(p.get("id"), "id")
         ),
         "du": lambda d, c, p: core.du(_ctx(d), _opt_str(p, "by") or "agent"),
-        "prune": lambda d, c, p: _apart(
+        "prune": lambda d, c, p: _answer_apart(
             d,
             c,
             "prune",
@@ -659,7 +659,7 @@ ANSWERS: dict[str, Answer] = _answering(
                 "agent": _opt_str(p, "agent"),
             },
         ),
-        "purge": lambda d, c, p: _apart(
+        "purge": lambda d, c, p: _answer_apart(
             d,
             c,
             "purge",
@@ -674,7 +674,7 @@ ANSWERS: dict[str, Answer] = _answering(
         "release": lambda d, c, p: d._release(c, p),
         "pin": lambda d, c, p: _pin(d, p, True),
         "unpin": lambda d, c, p: _pin(d, p, False),
-        "scan": lambda d, c, p: _apart(d, c, "scan", {}),
+        "scan": lambda d, c, p: _answer_apart(d, c, "scan", {}),
         "reload": lambda d, c, p: d._reload("request"),
         "subscribe": lambda d, c, p: Stream(d.changes.stream()),
     }

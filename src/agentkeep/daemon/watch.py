@@ -284,11 +284,12 @@ class Watcher:
     # -- events -----------------------------------------------------------
     @contextmanager
     def held(self) -> Iterator[None]:
-        """Events wait while held: around the daemon's own prunes. A prune
-        keeps the index up to date for what it removes, and listing again
-        what it removed, batch after batch, held the listing of every
-        directory the sessions share in the daemon (some 45 MB at 50,000
-        sessions), and took a core from the prune."""
+        """Events wait while held: around each prune, purge, scan and
+        reconcile the daemon runs apart. That work keeps the index up to
+        date for what it touches, and listing again what it removed, batch
+        after batch, held the listing of every directory the sessions share
+        in the daemon (some 45 MB at 50,000 sessions), and took a core from
+        the work."""
         with self._wake:
             self._holds += 1
         try:
