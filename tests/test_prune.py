@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -643,19 +643,20 @@ def test_a_home_in_use_is_not_listed_again_whole_between_batches(
     idle = [make_session(fake_home, age_days=40) for _ in range(8)]
     monkeypatch.setattr(prune_act, "BATCH", 2)
     monkeypatch.setattr(base, "LOOKUPS_ALONE", 0)
-    calls = {"scan": 0, "for_path": 0}
-    scan, for_path = ClaudeAdapter.scan, ClaudeAdapter.session_for_path
+    calls = {"scan": 0, "named": 0}
+    scan, sessions_named = ClaudeAdapter.scan, ClaudeAdapter.sessions_named
 
     def counted_scan(self: ClaudeAdapter) -> Iterator[Any]:
         calls["scan"] += 1
         return scan(self)
 
-    def counted_for_path(self: ClaudeAdapter, path: str) -> str | None:
-        calls["for_path"] += 1
-        return for_path(self, path)
+    def counted_named(self: ClaudeAdapter, paths: Iterable[str]) -> set[str]:
+        paths = list(paths)
+        calls["named"] += len(paths)
+        return sessions_named(self, paths)
 
     monkeypatch.setattr(ClaudeAdapter, "scan", counted_scan)
-    monkeypatch.setattr(ClaudeAdapter, "session_for_path", counted_for_path)
+    monkeypatch.setattr(ClaudeAdapter, "sessions_named", counted_named)
     planned: list[int] = []
     monkeypatch.setattr(prune_act, "_after_plan", lambda: planned.append(calls["scan"]))
 
@@ -669,7 +670,7 @@ def test_a_home_in_use_is_not_listed_again_whole_between_batches(
     doc = run_prune(older_than="30d")
 
     scans_in_act = calls["scan"] - planned[0] if planned else 0
-    if calls["for_path"] == 0 and scans_in_act == 0:
+    if calls["named"] == 0 and scans_in_act == 0:
         pytest.fail("SETUP INVALID: the act never saw a directory change")
     assert sorted(removed_ids(doc)) == sorted(s.id for s in idle)
     assert scans_in_act == scans

@@ -11,6 +11,7 @@ import errno
 import math
 import os
 import stat
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -520,11 +521,23 @@ def open_quietly(path: str | os.PathLike[str]) -> BinaryIO | None:
 def entry_paths(directory: str) -> list[str]:
     """The path of every entry of `directory` (listed through a link at it);
     none when it cannot be listed."""
+    return [os.path.join(directory, name) for name in entry_names(directory)]
+
+
+def entry_names(directory: str) -> list[str]:
+    """The name of every entry of `directory` (listed through a link at it,
+    without moving its atime), each interned (one string for a name however
+    often its directory is listed); none when it cannot be listed."""
     try:
-        with scandir(directory, follow=True) as entries:
-            return [os.path.join(directory, entry.name) for entry in entries]
+        fd = open_noatime(directory, _LIST_FLAGS & ~os.O_NOFOLLOW)
     except OSError:
         return []
+    try:
+        return [sys.intern(name) for name in os.listdir(fd)]
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
 
 
 def dir_mtimes(dirs: Iterable[str | os.PathLike[str]]) -> dict[str, int | None]:

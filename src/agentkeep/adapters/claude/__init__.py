@@ -26,7 +26,7 @@ measuring (a scan), transcripts (a transcript's head). This class wires them.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
 
@@ -182,16 +182,24 @@ class ClaudeAdapter(Adapter):
         return {sid: s for sid, s in listed.items() if s is not None}
 
     def session_for_path(self, path: str) -> str | None:
-        path = os.path.abspath(path)
+        return self._session_for(path, self._layout(check=False), {})
+
+    def sessions_named(self, paths: Iterable[str]) -> set[str]:
         layout = self._layout(check=False)
-        parts = below(path, layout.projects.path)
+        resolved: dict[Path, str] = {}
+        return {sid for path in paths if (sid := self._session_for(path, layout, resolved))}
+
+    @staticmethod
+    def _session_for(path: str, layout: Layout, resolved: dict[Path, str]) -> str | None:
+        path = os.path.abspath(path)
+        parts = below(path, layout.projects.path, resolved)
         if parts is not None:
             return project_path_id(parts)
-        parts = below(path, layout.config.path)
+        parts = below(path, layout.config.path, resolved)
         if parts is not None:
             return config_path_id(layout, parts)
         for root in layout.tmp:
-            parts = below(path, root.path)
+            parts = below(path, root.path, resolved)
             if parts is not None:
                 return canonical(parts[1]) if len(parts) >= 2 else None
         return None

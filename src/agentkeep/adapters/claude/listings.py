@@ -9,7 +9,7 @@ import os
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
-from agentkeep.adapters.claude.listing import Entry, entry_of, flags_of, list_entries
+from agentkeep.adapters.claude.listing import Entry, entry_of, flags_by_name, list_entries
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import (
     REGISTRY_KEY_NAME,
@@ -47,8 +47,11 @@ class Listings:
             return [e for e in list_entries(directory, None) if identify(e.name) in sids]
         mtime, names = listed
         index = self._named.get(directory)
-        if index is None or index[0] != mtime:
-            index = (mtime, _by_id(names, identify))
+        if index is None:
+            index = (mtime, _by_id(names, identify, {}))
+            self._named[directory] = index
+        elif index[0] != mtime:
+            index = (mtime, _by_id(names, identify, index[1]))
             self._named[directory] = index
         by_sid = index[1]
         return [
@@ -73,7 +76,7 @@ class Listings:
             return None
         cached = self._dirs.get(directory)
         if not cached or cached[0] != mtime:
-            cached = (mtime, {e.name: flags_of(e) for e in list_entries(directory, None)})
+            cached = (mtime, flags_by_name(directory))
             self._dirs[directory] = cached
         return cached
 
@@ -153,24 +156,40 @@ class Listings:
 
 
 def _by_id(
-    names: Iterable[str], identify: Callable[[str], str | None]
+    names: Iterable[str],
+    identify: Callable[[str], str | None],
+    before: dict[str, str | list[str]],
 ) -> dict[str, str | list[str]]:
     """The names that identify a session, by its id: its one name, or a
     list of them (most sessions have one file in a shared directory, and a
-    list for each cost a prune of 10,000 sessions some 6 MB)."""
+    list for each cost a prune of 10,000 sessions some 6 MB). `before`: the
+    same of an earlier listing of the directory, whose names still listed
+    are taken as they were identified (a name's session is the name's
+    alone): only new names are identified. Identifying every name of a
+    directory of 10,000 again whenever it changed was most of what the
+    re-check of a batch cost on a home where something else writes it."""
+    listed = names if isinstance(names, (set, dict)) else set(names)
     by_id: dict[str, str | list[str]] = {}
-    for name in names:
-        sid = identify(name)
-        if sid is None:
-            continue
-        have = by_id.setdefault(sid, name)
-        if have is name:
-            continue
-        if isinstance(have, str):
-            by_id[sid] = [have, name]
-        else:
-            have.append(name)
+    known: set[str] = set()
+    for sid, found in before.items():
+        for name in _names(found):
+            known.add(name)
+            if name in listed:
+                _add(by_id, sid, name)
+    for name in listed:
+        if name not in known and (new := identify(name)) is not None:
+            _add(by_id, new, name)
     return by_id
+
+
+def _add(by_id: dict[str, str | list[str]], sid: str, name: str) -> None:
+    have = by_id.setdefault(sid, name)
+    if have is name:
+        return
+    if isinstance(have, str):
+        by_id[sid] = [have, name]
+    else:
+        have.append(name)
 
 
 def _names(found: str | list[str] | None) -> Sequence[str]:

@@ -96,12 +96,18 @@ def layout(paths: Paths, problem: Callable[[Path], str | None] | None) -> Layout
     )
 
 
-def below(path: str, root: Path) -> list[str] | None:
+def below(path: str, root: Path, resolved: dict[Path, str]) -> list[str] | None:
     """The components of `path` below `root` (as given, else resolved: the
     resolving costs a syscall per component, and watched paths come as
-    given), or None."""
+    given), or None. `resolved` keeps each root as resolved, for the paths
+    of one look (a root resolved per path cost a prune's look at every
+    entry of a shared directory some 80 us an entry)."""
     parts = _parts_below(path, os.fspath(root))
-    return parts if parts is not None else _parts_below(path, os.path.realpath(root))
+    if parts is not None:
+        return parts
+    if root not in resolved:
+        resolved[root] = os.path.realpath(root)
+    return _parts_below(path, resolved[root])
 
 
 def _parts_below(path: str, base: str) -> list[str] | None:
