@@ -387,6 +387,11 @@ PRUNE_PHASES = {
     "recheck": "re-check under the lease (listed again)",
     "journal": "journal (written, then forgotten)",
     "removal": "removal",
+    "apart:lease": "second process: leases taken",
+    "apart:recheck": "second process: re-check under the lease",
+    "apart:journal": "second process: journal",
+    "apart:removal": "second process: removal",
+    "wait": "waiting for the second process",
     "index": "index rows deleted",
     "look_again": "look again (residual)",
 }

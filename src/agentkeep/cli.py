@@ -203,7 +203,7 @@ def scan(as_json: bool) -> None:
             def local(ctx: core.Context) -> dict[str, Any]:
                 from agentkeep import core
 
-                return core.scan(ctx, bar.update)
+                return core.scan(ctx, bar.progress)
 
             doc = r.ask("scan", {}, local)
         emit_json(doc) if as_json else render.scan(text_out(), doc)
@@ -360,7 +360,7 @@ def prune(
                 from agentkeep import core
 
                 return core.prune(
-                    ctx, dry_run=dry_run, older_than=older_than, agent=agent, progress=bar.update
+                    ctx, dry_run=dry_run, older_than=older_than, agent=agent, progress=bar.progress
                 )
 
             doc = r.ask("prune", params, local)

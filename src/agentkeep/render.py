@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any, TextIO
 
 from agentkeep.model import parse_rfc3339
+from agentkeep.progress import Progress
 
 _GAP = "  "
 _SIZE_SPACE = re.compile(r"(\d) (B|kB|MB|GB|TB)\b")
@@ -599,6 +600,13 @@ class Bar:
         utf8 = (getattr(self._stream, "encoding", None) or "").lower().replace("-", "") == "utf8"
         self._fill, self._empty = ("━", "─") if utf8 else ("#", "-")
         self._spin = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏" if utf8 else "|/-\\"
+
+    @property
+    def progress(self) -> Progress | None:
+        """What the core is told its progress by: None when nothing is drawn,
+        so that work nobody watches does not count for a bar (a prune spreads
+        only then, see prune.spread)."""
+        return self.update if self.enabled else None
 
     def update(self, what: str, done: int, total: int | None) -> None:
         with self._lock:

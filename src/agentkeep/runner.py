@@ -137,7 +137,7 @@ class Runner:
         with progress_bar("indexing") as bar:
             # No daemon keeps the index current: bring it up to date first
             # (cheap when little changed; a full scan the first time).
-            core.reconcile(self.ctx, bar.update)
+            core.reconcile(self.ctx, bar.progress)
             return local(self.ctx)
 
     def run(

@@ -78,6 +78,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.prune.pause",
             "agentkeep.prune.plan",
             "agentkeep.prune.recovery",
+            "agentkeep.prune.spread",
             "agentkeep.prune.report",
             "agentkeep.prune.view",
             "agentkeep.removal",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import pickle
 import sqlite3
 import threading
 import time
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import structlog
 
@@ -23,9 +25,17 @@ from agentkeep.index import Index
 from agentkeep.journal import Journal, JournalEntry
 from agentkeep.model import Reason, Session, rfc3339
 from agentkeep.progress import Tally, estimate
+from agentkeep.prune import spread
 from agentkeep.prune.evidence import Evidence, Watch
 from agentkeep.prune.pause import pause_for
-from agentkeep.prune.plan import PrunePlan, ancestors, check_floor, decide, static_reason
+from agentkeep.prune.plan import (
+    PrunePlan,
+    ancestors,
+    check_floor,
+    decide,
+    halves,
+    static_reason,
+)
 from agentkeep.prune.recovery import finish_journal
 from agentkeep.prune.report import Failed, Kept, PruneOptions, PruneReport, Removed
 from agentkeep.prune.view import DiskView
@@ -256,7 +266,14 @@ class Pruner:
         report.kept.extend(plan.kept)
         if _after_plan is not None:
             _after_plan()
-        self._act(list(plan.candidates), views, opts, report)
+        candidates = list(plan.candidates)
+        if self._spreads(candidates, opts, report):
+            self._act_in_two(candidates, views, opts, report)
+        else:
+            self._act(candidates, views, opts, report)
+        if report.removed and not opts.dry_run:
+            with self.clock.phase("index"):
+                self._index_write(lambda i: i.delete((r.agent, r.id) for r in report.removed))
         if not opts.dry_run:
             with self.clock.phase("look_again"):
                 self._look_again(report)
@@ -338,7 +355,10 @@ class Pruner:
         views: dict[str, DiskView],
         opts: PruneOptions,
         report: PruneReport,
+        batch_size: int | None = None,
     ) -> None:
+        """Act on the plan in batches of `batch_size` (default BATCH)."""
+        size = BATCH if batch_size is None else batch_size
         act = _Act(views, opts, report, {s.key for s in plan})
         act.tell()
         batch: list[_Held] = []
@@ -346,7 +366,7 @@ class Pruner:
             if s.key in act.kept:
                 continue
             if batch and (
-                len(batch) == BATCH
+                len(batch) == size
                 or _parent_of_any(s, batch, views[s.agent])
                 or self._capped(opts, report, len(batch))
             ):
@@ -366,9 +386,82 @@ class Pruner:
                 act.stay(held)
         if batch:
             self._remove_batch(self._checked(batch, act), act)
-        if report.removed and not opts.dry_run:
-            with self.clock.phase("index"):
-                self._index_write(lambda i: i.delete((r.agent, r.id) for r in report.removed))
+
+    def _spreads(self, plan: list[Session], opts: PruneOptions, report: PruneReport) -> bool:
+        """Whether the act is spread over two processes (see spread): not
+        while a person watches its progress, nor where max_removals could
+        stop it before the plan's end (which half would stop first?)."""
+        if opts.progress is not None or self._capped(opts, report, len(plan) - 1):
+            return False
+        return spread.worth_spreading(len(plan))
+
+    def _act_in_two(
+        self,
+        plan: list[Session],
+        views: dict[str, DiskView],
+        opts: PruneOptions,
+        report: PruneReport,
+    ) -> None:
+        """Act on half of the plan here and on the other half in a child
+        (spread), then report what the child decided as if decided here; a
+        session of its half it did not decide (it died) failed. The child is
+        waited for whatever happens here: until it exits, it removes under
+        the prune lock this process holds."""
+        mine, theirs = halves(plan, {agent: view.parent_of for agent, view in views.items()})
+        batch = spread.batch(BATCH)
+        child = spread.start(lambda out: self._act_apart(theirs, views, opts, report, out, batch))
+        try:
+            self._act(mine, views, opts, report, batch)
+        finally:
+            with self.clock.phase("wait"):
+                ended = child.wait()
+        decided: set[tuple[str, str]] = set()
+        error: BaseException | None = None
+        for kind, item in child.records():
+            if kind == "error":
+                error = item
+            elif kind == "clock":
+                for name, spent in item.items():
+                    cpu, phase = name.startswith("cpu:"), name.removeprefix("cpu:")
+                    (self.clock.cpu if cpu else self.clock.seconds)[
+                        f"{'cpu:' if cpu else ''}apart:{phase}"
+                    ] = spent
+            elif kind == "residual":
+                report.residual.append(item)
+            else:
+                getattr(report, kind).append(item)
+                decided.add((item.agent, item.id))
+        if error is not None:
+            raise error
+        if ended is not None:
+            why = f"its removal process {ended} first; a later run finishes what it began"
+            log.error("the prune's second process ended early", how=ended)
+            for s in theirs:
+                if s.key not in decided:
+                    report.failed.append(Failed(s.agent, s.id, why))
+
+    def _act_apart(
+        self,
+        plan: list[Session],
+        views: dict[str, DiskView],
+        opts: PruneOptions,
+        report: PruneReport,
+        out: IO[bytes],
+        batch: int,
+    ) -> None:
+        """The child's half (spread.start): acted on as in one process, each
+        outcome sent as it is decided. The index's connection is the
+        parent's: the child never writes it (the parent forgets what both
+        removed)."""
+        self.index = None
+        half = PruneReport(report.cutoff, report.cutoffs, report.dry_run)
+        half.removed = spread.Sent(out, "removed")  # type: ignore[assignment]
+        half.kept = spread.Sent(out, "kept")  # type: ignore[assignment]
+        half.failed = spread.Sent(out, "failed")  # type: ignore[assignment]
+        half.residual = spread.Sent(out, "residual")  # type: ignore[assignment]
+        self.clock = _Clock()
+        self._act(plan, views, opts, half, batch)
+        pickle.dump(("clock", self.clock.seconds | self.clock.cpu), out, pickle.HIGHEST_PROTOCOL)
 
     @staticmethod
     def _capped(opts: PruneOptions, report: PruneReport, pending: int = 0) -> bool:

@@ -64,6 +64,28 @@ def descendants(session_id: str, children_of: Callable[[str], Iterable[str]]) ->
     return out
 
 
+def halves(
+    candidates: Sequence[Session], parent_of: Mapping[str, Callable[[str], str | None]]
+) -> tuple[list[Session], list[Session]]:
+    """The candidates in two halves of whole families (the sessions under
+    one eldest ancestor), each in the candidates' order, near the same
+    size: whoever acts on a half checks each of its sessions after its
+    descendants, which are all in the same half."""
+    families: dict[Key, list[Session]] = {}
+    for s in candidates:
+        eldest = [s.id, *ancestors(s.id, parent_of[s.agent])][-1]
+        families.setdefault((s.agent, eldest), []).append(s)
+    sizes = [0, 0]
+    half_of: dict[Key, int] = {}
+    for family in sorted(families.values(), key=len, reverse=True):
+        half = 0 if sizes[0] <= sizes[1] else 1
+        sizes[half] += len(family)
+        half_of.update((s.key, half) for s in family)
+    first = [s for s in candidates if half_of[s.key] == 0]
+    second = [s for s in candidates if half_of[s.key] == 1]
+    return first, second
+
+
 def known_activity(s: Session, restored: float | None) -> float | None:
     """The newest time of the session that could be read (ordering and age
     only; an unreadable time keeps it, see static_reason)."""
