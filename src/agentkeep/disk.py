@@ -11,7 +11,6 @@ import errno
 import math
 import os
 import stat
-import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -526,14 +525,13 @@ def entry_paths(directory: str) -> list[str]:
 
 def entry_names(directory: str) -> list[str]:
     """The name of every entry of `directory` (listed through a link at it,
-    without moving its atime), each interned (one string for a name however
-    often its directory is listed); none when it cannot be listed."""
+    without moving its atime); none when it cannot be listed."""
     try:
         fd = open_noatime(directory, _LIST_FLAGS & ~os.O_NOFOLLOW)
     except OSError:
         return []
     try:
-        return [sys.intern(name) for name in os.listdir(fd)]
+        return os.listdir(fd)
     except OSError:
         return []
     finally:

@@ -146,11 +146,10 @@ def _release(locks: list[leases.Lease]) -> None:
         lease.release()
 
 
-def _parent_of_any(s: Session, batch: list[_Held], view: DiskView) -> bool:
-    """Whether `s` is the parent of a session waiting in `batch`: it can only
-    be checked once they are gone (the plan puts descendants first)."""
-    children = set(view.children(s.id))
-    return any(r.session.agent == s.agent and r.session.id in children for r in batch)
+def _parent_of_any(s: Session, waiting: set[tuple[str, str]], view: DiskView) -> bool:
+    """Whether `s` is the parent of a session `waiting` in the batch: it can
+    only be checked once they are gone (the plan puts descendants first)."""
+    return any((s.agent, child) in waiting for child in view.children(s.id))
 
 
 class _Act:
@@ -362,16 +361,17 @@ class Pruner:
         act = _Act(views, opts, report, {s.key for s in plan})
         act.tell()
         batch: list[_Held] = []
+        waiting: set[tuple[str, str]] = set()  # the batch's sessions
         for s in plan:
             if s.key in act.kept:
                 continue
             if batch and (
                 len(batch) == size
-                or _parent_of_any(s, batch, views[s.agent])
+                or _parent_of_any(s, waiting, views[s.agent])
                 or self._capped(opts, report, len(batch))
             ):
                 self._remove_batch(self._checked(batch, act), act)
-                batch = []
+                batch, waiting = [], set()
             if STOP.is_set():
                 act.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
                 continue
@@ -382,6 +382,7 @@ class Pruner:
                 held = self._take(s, opts.dry_run)
             if isinstance(held, _Held):
                 batch.append(held)
+                waiting.add(s.key)
             else:
                 act.stay(held)
         if batch:

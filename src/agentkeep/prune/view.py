@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable
 
 from agentkeep import disk
@@ -78,7 +79,8 @@ class DiskView:
         are): told apart as sets, for a directory of 10,000 changes at
         every batch where something else writes it, or removes from it."""
         looked = self._looked_at.setdefault(directory, set())
-        unseen = set(disk.entry_names(directory)).difference(looked)
+        # Interned: one string for the name in here and in every listing.
+        unseen = {sys.intern(name) for name in set(disk.entry_names(directory)) - looked}
         looked.update(unseen)
         return unseen
 
