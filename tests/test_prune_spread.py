@@ -192,3 +192,23 @@ def test_an_error_in_the_second_process_is_raised_here_once_it_ended(
         os.waitpid(children[0], os.WNOHANG)  # reaped: it had ended
     assert str(raised.value).startswith("broken in the second process")
     assert sum(whole(s) for s in idle) >= 1
+
+
+def test_a_prune_that_cannot_fork_acts_in_one_process(
+    fake_home: FakeHome, spreading: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    idle = [make_session(fake_home, age_days=40) for _ in range(6)]
+    forks: list[int] = []
+
+    def no_process_to_spare() -> int:
+        forks.append(1)
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(spread.os, "fork", no_process_to_spare)
+    doc = run_prune(older_than="30d")
+
+    if not forks:
+        pytest.fail("SETUP INVALID: the prune never tried to fork")
+    assert set(acted_by(spreading).values()) == {os.getpid()}
+    assert sorted(removed_ids(doc)) == sorted(s.id for s in idle)
+    assert doc["failed"] == []

@@ -410,7 +410,16 @@ class Pruner:
         the prune lock this process holds."""
         mine, theirs = halves(plan, {agent: view.parent_of for agent, view in views.items()})
         batch = spread.batch(BATCH)
-        child = spread.start(lambda out: self._act_apart(theirs, views, opts, report, out, batch))
+
+        def half(out: IO[bytes]) -> None:
+            self._act_apart(theirs, views, opts, report, out, batch)
+
+        try:
+            child = spread.start(half)
+        except OSError as exc:  # no process to spare, a full $TMPDIR: it costs time only
+            log.warning("the prune acts in one process", error=exc.strerror or str(exc))
+            self._act(plan, views, opts, report)
+            return
         try:
             self._act(mine, views, opts, report, batch)
         finally:

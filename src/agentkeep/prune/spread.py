@@ -119,11 +119,16 @@ class Apart:
 
 
 def start(half: Callable[[IO[bytes]], None]) -> Apart:
-    """Fork a child that runs `half(out)` and exits; its records go to `out`."""
-    out = tempfile.TemporaryFile()  # noqa: SIM115 (closed by Apart.wait)
+    """Fork a child that runs `half(out)` and exits; its records go to `out`.
+    OSError when no child can be started (nothing was forked then)."""
+    out = tempfile.TemporaryFile()  # noqa: SIM115 (closed by Apart.records)
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        out.close()
+        raise
     if pid:
         return Apart(pid, out)
     code = 1
