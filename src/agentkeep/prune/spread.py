@@ -26,15 +26,11 @@ import pickle
 import resource
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-import structlog
-
 from agentkeep import workers
-
-log = structlog.get_logger("agentkeep.prune")
 
 # Below this many planned sessions one process acts alone: a fork costs
 # little, but a half of a few hundred sessions is over in under a second.
@@ -78,7 +74,7 @@ class Sent:
         pickle.dump((self._kind, item), self._out, pickle.HIGHEST_PROTOCOL)
         self._count += 1
 
-    def extend(self, items: Iterator[object] | list[Any]) -> None:
+    def extend(self, items: Iterable[object]) -> None:
         for item in items:
             self.append(item)
 

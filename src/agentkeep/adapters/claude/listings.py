@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 from agentkeep.adapters.claude.listing import Entry, entry_of, flags_by_name, list_entries
 from agentkeep.adapters.claude.reading import read_json
@@ -156,7 +156,7 @@ class Listings:
 
 
 def _by_id(
-    names: Iterable[str],
+    names: Collection[str],
     identify: Callable[[str], str | None],
     before: dict[str, str | list[str]],
 ) -> dict[str, str | list[str]]:
@@ -168,15 +168,14 @@ def _by_id(
     alone): only new names are identified. Identifying every name of a
     directory of 10,000 again whenever it changed was most of what the
     re-check of a batch cost on a home where something else writes it."""
-    listed = names if isinstance(names, (set, dict)) else set(names)
     by_id: dict[str, str | list[str]] = {}
     known: set[str] = set()
     for sid, found in before.items():
         for name in _names(found):
             known.add(name)
-            if name in listed:
+            if name in names:
                 _add(by_id, sid, name)
-    for name in listed:
+    for name in names:
         if name not in known and (new := identify(name)) is not None:
             _add(by_id, new, name)
     return by_id
