@@ -140,6 +140,13 @@ class _Clock:
             self.seconds[name] = self.seconds.get(name, 0.0) + spent
             self.cpu[f"cpu:{name}"] = self.cpu.get(f"cpu:{name}", 0.0) + used
 
+    def add_apart(self, other: _Clock) -> None:
+        """The phases of the second process of a spread act, as `apart:<phase>`."""
+        self.seconds.update((f"apart:{name}", spent) for name, spent in other.seconds.items())
+        self.cpu.update(
+            (f"cpu:apart:{name.removeprefix('cpu:')}", used) for name, used in other.cpu.items()
+        )
+
 
 def _release(locks: list[leases.Lease]) -> None:
     for lease in reversed(locks):
@@ -431,11 +438,7 @@ class Pruner:
             if kind == "error":
                 error = item
             elif kind == "clock":
-                for name, spent in item.items():
-                    cpu, phase = name.startswith("cpu:"), name.removeprefix("cpu:")
-                    (self.clock.cpu if cpu else self.clock.seconds)[
-                        f"{'cpu:' if cpu else ''}apart:{phase}"
-                    ] = spent
+                self.clock.add_apart(item)
             elif kind == "residual":
                 report.residual.append(item)
             else:
@@ -471,7 +474,7 @@ class Pruner:
         half.residual = spread.Sent(out, "residual")  # type: ignore[assignment]
         self.clock = _Clock()
         self._act(plan, views, opts, half, batch)
-        pickle.dump(("clock", self.clock.seconds | self.clock.cpu), out, pickle.HIGHEST_PROTOCOL)
+        pickle.dump(("clock", self.clock), out, pickle.HIGHEST_PROTOCOL)
 
     @staticmethod
     def _capped(opts: PruneOptions, report: PruneReport, pending: int = 0) -> bool:
