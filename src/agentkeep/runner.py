@@ -157,7 +157,8 @@ class Runner:
         except BrokenPipeError:
             raise  # the reader went away: _Group.invoke ends quietly
         except OSError as exc:
-            fail(EXIT_FAILED, state_file_failure(exc).message)
+            failure = state_file_failure(exc)
+            fail(failure.exit, failure.message)
         sys.exit(code)
 
 

@@ -531,9 +531,9 @@ class Daemon:
                 )
                 raise RpcError(exc.code, exc.message, exit=exc.exit, data=data) from None
             except OSError as exc:
-                message = state_file_failure(exc).message
-                log.error("request failed", method=method, error=message)
-                raise RpcError(SERVER_ERROR, message, exit=1) from None
+                failure = state_file_failure(exc)
+                log.error("request failed", method=method, error=failure.message)
+                raise RpcError(failure.code, failure.message, exit=failure.exit) from None
             finally:
                 if not sent_later:
                     _answered(self.ctx, method)
