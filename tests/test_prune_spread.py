@@ -10,6 +10,7 @@ disk, since the child's memory is not the test's.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -72,16 +73,33 @@ def spreading(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setattr(spread, "_spread_from", 2)
     noted = tmp_path / "acted-by"
     noted.mkdir()
+    monkeypatch.setattr(prune_act, "_after_lease", noting(noted))
+    return noted
+
+
+def noting(
+    noted: Path, in_the_child: Callable[[str], object] | None = None
+) -> Callable[[str, str], None]:
+    """The act's `_after_lease` seam: a file `<id>` in `noted` says which
+    process took the session's leases; in the second process only, then
+    `in_the_child(id)`."""
+    parent = os.getpid()
 
     def note(agent: str, sid: str) -> None:
         (noted / sid).write_text(str(os.getpid()))
+        if in_the_child is not None and os.getpid() != parent:
+            in_the_child(sid)
 
-    monkeypatch.setattr(prune_act, "_after_lease", note)
-    return noted
+    return note
 
 
 def acted_by(noted: Path) -> dict[str, int]:
     return {p.name: int(p.read_text()) for p in noted.iterdir()}
+
+
+def children_in(noted: Path) -> set[int]:
+    """The processes but this one that took a session's leases."""
+    return set(acted_by(noted).values()) - {os.getpid()}
 
 
 def test_a_spread_prune_removes_every_idle_session_and_reports_each(
@@ -147,17 +165,10 @@ def test_what_a_dead_second_process_never_decided_fails_and_the_next_run_removes
     fake_home: FakeHome, spreading: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     idle = [make_session(fake_home, age_days=40) for _ in range(6)]
-    parent = os.getpid()
-
-    def die_in_the_child(agent: str, sid: str) -> None:
-        if os.getpid() != parent:
-            (spreading / sid).write_text(str(os.getpid()))
-            os._exit(9)
-
-    monkeypatch.setattr(prune_act, "_after_lease", die_in_the_child)
+    monkeypatch.setattr(prune_act, "_after_lease", noting(spreading, lambda sid: os._exit(9)))
     doc = run_prune(older_than="30d")
 
-    if not acted_by(spreading):
+    if not children_in(spreading):
         pytest.fail("SETUP INVALID: no second process took a lease")
     failed = {f["id"]: f["reason"] for f in doc["failed"]}
     assert failed and all("exited 9" in why for why in failed.values())
@@ -174,18 +185,15 @@ def test_an_error_in_the_second_process_is_raised_here_once_it_ended(
     fake_home: FakeHome, spreading: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     idle = [make_session(fake_home, age_days=40) for _ in range(6)]
-    parent = os.getpid()
 
-    def fail_in_the_child(agent: str, sid: str) -> None:
-        if os.getpid() != parent:
-            (spreading / sid).write_text(str(os.getpid()))
-            raise RuntimeError(f"broken in the second process at {sid}")
+    def fail(sid: str) -> None:
+        raise RuntimeError(f"broken in the second process at {sid}")
 
-    monkeypatch.setattr(prune_act, "_after_lease", fail_in_the_child)
+    monkeypatch.setattr(prune_act, "_after_lease", noting(spreading, fail))
     with pytest.raises(RuntimeError, match="broken in the second process") as raised:
         run_prune(older_than="30d")
 
-    children = list(set(acted_by(spreading).values()))
+    children = list(children_in(spreading))
     if len(children) != 1:
         pytest.fail("SETUP INVALID: no second process took a lease")
     with pytest.raises(ChildProcessError):
