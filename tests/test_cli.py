@@ -608,6 +608,54 @@ def test_in_process_commands_import_nothing_of_the_daemon(
     assert not loaded(names, *UNUSED)
 
 
+# What each command answered in-process never calls: the prune's act (its
+# leases, journal, removal and second process), which `core` and `prune`
+# imported whole before their names were imported when asked for
+# (agentkeep.lazy); a scan does not even plan.
+NOT_ACTING = (
+    "agentkeep.prune.act",
+    "agentkeep.prune.spread",
+    "agentkeep.journal",
+    "agentkeep.removal",
+    "agentkeep.rmtree",
+    "agentkeep.core.pruning",
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "answered_by", "unused"),
+    [
+        (("scan", "--json"), "agentkeep.core.indexing", (*NOT_ACTING, "agentkeep.prune")),
+        (("ls", "--json"), "agentkeep.core.sessions", NOT_ACTING),
+        (("du", "--json"), "agentkeep.core.reclaim", NOT_ACTING),
+        (("status", "--json"), "agentkeep.core.status", NOT_ACTING),
+    ],
+)
+def test_in_process_commands_import_no_prune_they_do_not_run(
+    fake_home: FakeHome, args: tuple[str, ...], answered_by: str, unused: tuple[str, ...]
+) -> None:
+    make_session(fake_home, age_days=40)
+
+    names = modules_at_exit(fake_home, *args, codes=(1,) if args[0] == "status" else (0,))
+
+    assert answered_by in names, "SETUP INVALID: not answered in-process"
+    assert not loaded(names, *unused)
+
+
+def modules_at_exit(fh: FakeHome, *args: str, codes: tuple[int, ...] = (0,)) -> set[str]:
+    """Every module `agentkeep <args>` had loaded when it exited: -X importtime
+    does not list those importlib.import_module loads (agentkeep.lazy's)."""
+    listing = fh.root / "modules.txt"
+    code = (
+        "import atexit, runpy, sys\n"
+        f"atexit.register(lambda: open({str(listing)!r}, 'w').write('\\n'.join(sys.modules)))\n"
+        "sys.argv[0] = 'agentkeep'\n"
+        "runpy.run_module('agentkeep', run_name='__main__')\n"
+    )
+    started(fh, *args, entry=("-c", code), codes=codes)
+    return set(listing.read_text().split())
+
+
 @pytest.mark.parametrize("args", [("scan", "--json"), ("ls", "--json"), ("status", "--json")])
 def test_commands_the_daemon_answers_import_neither_core_nor_asyncio(
     fake_home: FakeHome, args: tuple[str, ...]

@@ -35,7 +35,6 @@ from agentkeep.errors import RemovalError
 from agentkeep.leases import Lease, LeaseError, encode_id, hold_exclusive, lease_path, try_exclusive
 from agentkeep.paths import ensure_private_dir
 from agentkeep.processes import ProcessTable
-from agentkeep.rmtree import remove_tree_at
 from agentkeep.statefiles import write_json
 
 log = structlog.get_logger("agentkeep.trash")
@@ -385,6 +384,10 @@ def _discard(path: Path) -> None:
 
 
 def _remove_aside(agent_dir: Path, name: str) -> None:
+    # Imported here: a scan reads the trash's restore times, and only
+    # expiry, emptying and restore remove.
+    from agentkeep.rmtree import remove_tree_at
+
     try:
         residual = remove_tree_at(agent_dir, name)
     except RemovalError as exc:

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.disk",
             "agentkeep.errors",
             "agentkeep.jsontext",
+            "agentkeep.lazy",
             "agentkeep.logs",
             "agentkeep.methods",
             "agentkeep.model",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -17,8 +17,10 @@ from agentkeep.config import Config, ConfigError, parse_duration
 from agentkeep.errors import BadParams, Failure, NotFound
 from agentkeep.index import SQLITE_NEEDED, Index
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
-from agentkeep.prune.evidence import Watch
 from agentkeep.statefiles import Pins, StateFileError
+
+if TYPE_CHECKING:
+    from agentkeep.prune.evidence import Watch
 
 log = structlog.get_logger("agentkeep.core")
 
@@ -123,6 +125,8 @@ class Context:
 
     def watch(self) -> Watch:
         """Who holds this user's sessions, looked up when asked (prune.evidence)."""
+        from agentkeep.prune.evidence import Watch  # the prune's, not every command's
+
         return Watch(self.adapters, self.state_dir, self.pins(), self.env.uid)
 
     def cutoffs(self, override: float | None, agent: str | None, now: float) -> dict[str, float]:

@@ -5,48 +5,48 @@ reason, or failed (invariant 9). The modules: report (what a run reports),
 view (the disk as listed), evidence (who holds a session), plan (the pure
 decision), act (leases, the check again, the journal, the removal),
 recovery (finishing the journal), pause (the scheduled prune's pause files).
+Each name is imported from its module when first asked for (agentkeep.lazy).
 """
 
 from __future__ import annotations
 
-from agentkeep.prune.act import BATCH, STOP, Pruner
-from agentkeep.prune.pause import (
-    lift_pause,
-    pause_reason,
-    read_pause,
-    record_last_prune,
-    state_disk_full,
-)
-from agentkeep.prune.plan import PrunePlan, ancestors, check_floor, decide, descendants
-from agentkeep.prune.report import (
-    Failed,
-    Kept,
-    PruneOptions,
-    PruneRefused,
-    PruneReport,
-    Removed,
-)
-from agentkeep.prune.view import DiskView
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "BATCH",
-    "STOP",
-    "DiskView",
-    "Failed",
-    "Kept",
-    "PruneOptions",
-    "PrunePlan",
-    "PruneRefused",
-    "PruneReport",
-    "Pruner",
-    "Removed",
-    "ancestors",
-    "check_floor",
-    "decide",
-    "descendants",
-    "lift_pause",
-    "pause_reason",
-    "read_pause",
-    "record_last_prune",
-    "state_disk_full",
-]
+from agentkeep import lazy
+
+if TYPE_CHECKING:
+    from agentkeep.prune.act import BATCH, STOP, Pruner
+    from agentkeep.prune.pause import (
+        lift_pause,
+        pause_reason,
+        read_pause,
+        record_last_prune,
+        state_disk_full,
+    )
+    from agentkeep.prune.plan import PrunePlan, ancestors, check_floor, decide, descendants
+    from agentkeep.prune.report import (
+        Failed,
+        Kept,
+        PruneOptions,
+        PruneRefused,
+        PruneReport,
+        Removed,
+    )
+    from agentkeep.prune.view import DiskView
+else:  # the type checker sees the imports, Python this
+    __all__, __getattr__ = lazy.names(
+        __name__,
+        {
+            "act": ("BATCH", "STOP", "Pruner"),
+            "pause": (
+                "lift_pause",
+                "pause_reason",
+                "read_pause",
+                "record_last_prune",
+                "state_disk_full",
+            ),
+            "plan": ("PrunePlan", "ancestors", "check_floor", "decide", "descendants"),
+            "report": ("Failed", "Kept", "PruneOptions", "PruneRefused", "PruneReport", "Removed"),
+            "view": ("DiskView",),
+        },
+    )
