@@ -23,6 +23,7 @@ invariant is checked:
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import time
@@ -276,20 +277,28 @@ def check_after_kill(copy: Copy, label: str) -> list[ClaudeSessionPaths]:
     return half
 
 
-def check_after_restart(copy: Copy, label: str, half: list[ClaudeSessionPaths], trash: str) -> None:
+def check_after_restart(
+    copy: Copy, label: str, half: list[ClaudeSessionPaths], trash: str
+) -> set[str]:
+    """The invariants after the restarted prune; the ids put back from the
+    trash: each half-removed session and any of its ancestors the restarted
+    prune trashed meanwhile (restore brings those back too)."""
     assert paths_state(copy.protected_paths()) == copy.before, (
         f"{label}: a protected session changed"
     )
     left = [s.id for s in copy.idle if not gone(s)]
     assert left == [], f"{label}: old idle sessions left after the restart: {left}"
     assert pending_journal(copy.fh) == set(), f"{label}: journal entries left"
+    back: set[str] = set()
     if trash != "0":
         for s in half:
-            restored = run_cli(copy.fh, "restore", "claude", s.id)
+            restored = run_cli(copy.fh, "restore", "claude", s.id, "--json")
             assert restored.returncode == 0, f"{label}: {restored.stderr}"
             assert paths_state(s.all_paths()) == copy.idle_before[s.id], (
                 f"{label}: {s.id}, killed half way into the trash, did not come back whole"
             )
+            back |= {e["id"] for e in json.loads(restored.stdout)["restored"]}
+    return back
 
 
 def check_reasons(copy: Copy, doc: dict[str, Any], label: str) -> None:
@@ -397,10 +406,10 @@ def test_the_daemon_sigkilled_while_pruning_then_restarted(
         )
         assert again.proc.poll() is None, again.stderr()
         assert [e for e in events_named(again.log, "scheduled prune done") if e["failed"]] == []
-        check_after_restart(copy, label, half, trash)
+        restored = check_after_restart(copy, label, half, trash)
         # The index the killed daemon left behind does not outlive the restart.
-        # (A half-removed session that went to the trash was restored just now.)
-        restored = {s.id for s in half} if trash != "0" else set()
+        # (A half-removed session that went to the trash was restored just
+        # now, with any ancestor of it the restarted prune had trashed.)
         listed = {row["id"] for row in again.call("ls", {"agent": "claude"})}
         assert listed == {s.id for s in copy.all_protected()} | restored
         assert again.stop() == 0, again.stderr()
