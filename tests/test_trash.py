@@ -14,7 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentkeep import core, rmtree
-from agentkeep.leases import lease_path, try_exclusive
+from agentkeep.leases import is_held, lease_path, try_exclusive
 from agentkeep.model import Artifact
 from agentkeep.paths import Env, ensure_private_dir
 from agentkeep.removal import SessionRemoval
@@ -31,6 +31,7 @@ from agentkeep.trash import (
     restored_at,
 )
 from trees import tree_state
+from waiting import wait_until
 
 NOW = 1_800_000_000.0
 WEEK = 7 * 86400.0
@@ -232,6 +233,9 @@ def test_restore_is_refused_while_the_session_is_held(state: Path, root: Path, f
             assert [e.id for e in list_entries(state)] == [sid]
         finally:
             os.killpg(holder.pid, signal.SIGKILL)
+    # flock's `sleep` holds the lock it inherited until it is gone too, which
+    # can be after flock itself has been reaped.
+    wait_until(lambda: not is_held(path), "the holder's lock released", 15)
     restore(state, "claude", sid, now=NOW)
     assert (root / sid).is_dir()
 
