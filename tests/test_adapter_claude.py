@@ -29,6 +29,7 @@ from build_claude import (
     REGISTRY,
     REGISTRY_KEY,
     TMP,
+    TODOS,
     TRANSCRIPT,
     USAGE_DATA,
     ClaudeLayout,
@@ -1111,6 +1112,34 @@ def test_listing_many_sessions_at_once_equals_listing_each(
         assert artifact_set(alone[s.id]) >= s.artifact_set(), s.id
     assert {a.kind for a in together[sessions[0].id].artifacts} >= set(ALL_KINDS) - {REGISTRY}
     assert REGISTRY in {a.kind for a in together[sessions[1].id].artifacts}
+
+
+def test_a_batch_listed_again_after_others_changed_its_directories_finds_them_now(
+    fake_home: FakeHome, adapter: ClaudeAdapter
+) -> None:
+    """load_many() of the same batch again after others changed the shared
+    directories its first listing kept (a second prune process removing
+    its sessions' entries, a claude writing a new one): what a fresh
+    adapter finds, the new entry included, nothing removed returned."""
+    sessions = [make_session(fake_home, cwd=f"/home/user/p{i % 2}") for i in range(12)]
+    ids = [s.id for s in sessions]
+    assert len(ids) > claude.finding.PROBE_AT_MOST, "SETUP INVALID: not a batch"
+    before = adapter.load_many(ids)
+    gone = [p for s in sessions[:4] for kind in (DEBUG_LOG, TODOS) for p in s.artifacts[kind]]
+    for path in gone:
+        path.unlink()
+    new_todo = sessions[5].layout.config / "todos" / f"{ids[5]}-agent-{new_id()}.json"
+    new_todo.write_text("[]")
+    assert all(before[sid] is not None for sid in ids), "SETUP INVALID: a session not found"
+
+    again = adapter.load_many(ids)
+    fresh = adapter_for(fake_home.environ).load_many(ids)
+
+    for sid in ids:
+        assert again[sid] == fresh[sid], sid
+    listed = {a.path for s in again.values() if s is not None for a in s.artifacts}
+    assert str(new_todo) in listed
+    assert not listed & {str(p) for p in gone}
 
 
 def test_ids_in_names_are_found_in_either_spelling(adapter: ClaudeAdapter) -> None:

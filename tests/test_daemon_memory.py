@@ -186,6 +186,7 @@ def test_an_events_refresh_keeps_no_listing(fake_home) -> None:
             (todos / f"{s.id}-agent-{s.id}.json").write_text("[]")
         daemon._refresh("claude", [s.id for s in sessions], set())
         assert {s.id for s in ctx.index.sessions("claude")} == {s.id for s in sessions}
-        assert ctx.adapters["claude"]._listings._dirs == {}, "listings kept after the refresh"
+        listings = ctx.adapters["claude"]._listings
+        assert listings._dirs == {} and listings._named == {}, "listings kept after the refresh"
     finally:
         ctx.index.close()

@@ -41,7 +41,7 @@ def list_entries(
     only those whose names `keep` keeps (filtered as they are read, so a big
     directory costs no more memory than what is kept)."""
     if probe is not None:
-        return [e for e in (_probe(directory, name) for name in dict.fromkeys(probe)) if e]
+        return [e for e in (entry_at(directory, name) for name in dict.fromkeys(probe)) if e]
     prefix = directory.rstrip("/") + "/"
     return [
         Entry(name, prefix + name, link, is_dir)
@@ -86,7 +86,7 @@ def entry_of(directory: str, name: str, flags: int) -> Entry:
     return Entry(name, directory.rstrip("/") + "/" + name, bool(flags & LINK), bool(flags & DIR))
 
 
-def _probe(directory: str, name: str) -> Entry | None:
+def entry_at(directory: str, name: str) -> Entry | None:
     path = os.path.join(directory, name)
     try:
         st = os.lstat(path)

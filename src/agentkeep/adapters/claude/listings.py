@@ -1,15 +1,24 @@
 """Listings of the directories many sessions share, reused while each
 directory's mtime holds, and the registry records read from them, re-read
-whenever a record's file changed. agentkeep's own removals patch a listing
-in place."""
+whenever a record's file changed. A directory read for some sessions' own
+entries keeps its names alone, told apart again by name when it changes;
+agentkeep's own removals patch the other listings in place."""
 
 from __future__ import annotations
 
 import os
+import sys
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-from agentkeep.adapters.claude.listing import Entry, entry_of, flags_by_name, list_entries
+from agentkeep import disk
+from agentkeep.adapters.claude.listing import (
+    Entry,
+    entry_at,
+    entry_of,
+    flags_by_name,
+    list_entries,
+)
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import (
     REGISTRY_KEY_NAME,
@@ -35,31 +44,31 @@ class Listings:
         # when asked for (at 50,000 sessions, kept ones cost ~35 MB).
         self._dirs: dict[str, tuple[int, dict[str, int]]] = {}
         self._records: dict[str, tuple[tuple[int, int, int], object]] = {}
-        self._named: dict[str, tuple[int, dict[str, str | list[str]]]] = {}
+        self._named: dict[str, _Named] = {}
         self._registries: dict[str, Registry] = {}
 
     def named(
         self, directory: str, identify: Callable[[str], str | None], sids: frozenset[str]
     ) -> list[Entry]:
-        """The entries of `directory` whose names `identify` as one of `sids`."""
-        listed = self._listing(directory)
-        if listed is None:  # cannot be stat'ed: listed afresh, nothing kept
+        """The entries of `directory` whose names `identify` as one of `sids`,
+        each looked at now (a name gone since the listing is left out)."""
+        try:
+            mtime = os.stat(directory).st_mtime_ns
+        except OSError:  # cannot be stat'ed: listed afresh, nothing kept
+            self._named.pop(directory, None)
             return [e for e in list_entries(directory, None) if identify(e.name) in sids]
-        mtime, names = listed
-        index = self._named.get(directory)
-        if index is None:
-            index = (mtime, _by_id(names, identify, {}))
-            self._named[directory] = index
-        elif index[0] != mtime:
-            index = (mtime, _by_id(names, identify, index[1]))
-            self._named[directory] = index
-        by_sid = index[1]
-        return [
-            entry_of(directory, n, names[n])
-            for sid in sids
-            for n in _names(by_sid.get(sid))
-            if n in names
-        ]
+        named = self._named.get(directory)
+        if named is None:
+            names = {sys.intern(name) for name in disk.entry_names(directory)}
+            named = _Named(mtime, names, _by_id(names, identify), identify)
+            self._named[directory] = named
+        elif named.mtime != mtime:
+            named.relist(directory, mtime)
+        # Most of a batch's sessions have no entry in most key dirs: the
+        # ids are matched as sets, not looked up one by one in each.
+        by_id = named.by_id
+        found = (entry_at(directory, n) for sid in sids & by_id.keys() for n in _names(by_id[sid]))
+        return [e for e in found if e is not None]
 
     def entries(self, directory: str) -> list[Entry]:
         listed = self._listing(directory)
@@ -142,42 +151,73 @@ class Listings:
                 mtime = os.stat(directory).st_mtime_ns
             except OSError:
                 self._dirs.pop(directory, None)
-                self._named.pop(directory, None)
                 continue
             self._dirs[directory] = (mtime, cached[1])
             registry = self._registries.get(directory)
             if registry is not None and registry.mtime == cached[0]:
                 registry.forget(name)
                 registry.mtime = mtime
-            named = self._named.get(directory)
-            if named is not None and named[0] == cached[0]:
-                # Still right: named() skips names no longer listed.
-                self._named[directory] = (mtime, named[1])
+
+
+class _Named:
+    """A directory's names, by the session each names (for named()): no
+    flags kept, since what named() returns is looked at as it is returned.
+    When the directory's mtime moves, it is listed again by name alone, and
+    only the names new or gone since are identified: both halves of a big
+    prune remove from the directories every session shares, so each batch
+    of one finds them all changed by the other, and identifying (or merely
+    telling apart) every name of each again cost its re-check a third of
+    its time."""
+
+    __slots__ = ("by_id", "identify", "mtime", "names")
+
+    def __init__(
+        self,
+        mtime: int,
+        names: set[str],
+        by_id: dict[str, str | list[str]],
+        identify: Callable[[str], str | None],
+    ) -> None:
+        self.mtime, self.names, self.by_id, self.identify = mtime, names, by_id, identify
+
+    def relist(self, directory: str, mtime: int) -> None:
+        now = set(disk.entry_names(directory))
+        gone, new = self.names - now, now - self.names
+        for name in gone:
+            self._forget(name)
+        self.names -= gone
+        for name in new:
+            name = sys.intern(name)
+            self.names.add(name)
+            if (sid := self.identify(name)) is not None:
+                _add(self.by_id, sid, name)
+        self.mtime = mtime
+
+    def _forget(self, name: str) -> None:
+        sid = self.identify(name)
+        found = self.by_id.get(sid) if sid is not None else None
+        if found is None or sid is None:
+            return
+        if isinstance(found, str):
+            if found == name:
+                del self.by_id[sid]
+            return
+        if name in found:
+            found.remove(name)
+            if not found:
+                del self.by_id[sid]
 
 
 def _by_id(
-    names: Collection[str],
-    identify: Callable[[str], str | None],
-    before: dict[str, str | list[str]],
+    names: Iterable[str], identify: Callable[[str], str | None]
 ) -> dict[str, str | list[str]]:
     """The names that identify a session, by its id: its one name, or a
     list of them (most sessions have one file in a shared directory, and a
-    list for each cost a prune of 10,000 sessions some 6 MB). `before`: the
-    same of an earlier listing of the directory, whose names still listed
-    are taken as they were identified (a name's session is the name's
-    alone): only new names are identified. Identifying every name of a
-    directory of 10,000 again whenever it changed was most of what the
-    re-check of a batch cost on a home where something else writes it."""
+    list for each cost a prune of 10,000 sessions some 6 MB)."""
     by_id: dict[str, str | list[str]] = {}
-    known: set[str] = set()
-    for sid, found in before.items():
-        for name in _names(found):
-            known.add(name)
-            if name in names:
-                _add(by_id, sid, name)
     for name in names:
-        if name not in known and (new := identify(name)) is not None:
-            _add(by_id, new, name)
+        if (sid := identify(name)) is not None:
+            _add(by_id, sid, name)
     return by_id
 
 
