@@ -676,6 +676,40 @@ def test_a_home_in_use_is_not_listed_again_whole_between_batches(
     assert scans_in_act == scans
 
 
+def test_a_changed_directory_asks_whose_only_its_names_new_since_the_plan(
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first change the act sees in a watched directory (debug/, where
+    each session has its log) asks whose a name is of the names new there
+    only: those of the sessions listed for the plan are theirs already."""
+    idle = [make_session(fake_home, age_days=40) for _ in range(6)]
+    monkeypatch.setattr(prune_act, "BATCH", 2)
+    asked: list[str] = []
+    sessions_named = ClaudeAdapter.sessions_named
+
+    def counted_named(self: ClaudeAdapter, paths: Iterable[str]) -> set[str]:
+        paths = list(paths)
+        asked.extend(paths)
+        return sessions_named(self, paths)
+
+    monkeypatch.setattr(ClaudeAdapter, "sessions_named", counted_named)
+    written: list[str] = []
+
+    def another_writer(agent: str, sid: str) -> None:
+        if not written:
+            path = fake_home.claude / "debug" / "latest"
+            path.write_text("x")
+            written.append(str(path))
+
+    monkeypatch.setattr(prune_act, "_after_lease", another_writer)
+    doc = run_prune(older_than="30d")
+
+    if not written or not asked:
+        pytest.fail("SETUP INVALID: the act never saw debug/ change")
+    assert asked == written
+    assert sorted(removed_ids(doc)) == sorted(s.id for s in idle)
+
+
 def test_a_recent_parent_of_a_session_kept_at_removal_is_not_reported(
     fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:

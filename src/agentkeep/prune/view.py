@@ -28,8 +28,9 @@ class DiskView:
         # is (a fork made meanwhile) shows at the first refresh.
         self.dirs = [os.fspath(d) for d in adapter.watch_dirs()]
         self.signatures = disk.dir_mtimes(self.dirs)
-        # The names of each changed directory looked at already.
-        self._looked_at: dict[str, set[str]] = {}
+        # The names of each directory looked at already: those of the
+        # sessions listed (see _put), and every name of a changed one.
+        self._looked_at: dict[str, set[str]] = {d: set() for d in self.dirs}
 
     def add(self, s: Session) -> None:
         """`s` as listed from the disk (it replaces what the view had of it)."""
@@ -46,9 +47,22 @@ class DiskView:
         if old is not None and old.parent is not None:
             self._children.get(old.parent, set()).discard(session_id)
         if s is not None:
+            self._looked_at_names_of(s)
             self.sessions[session_id] = planned(s, self.adapter)
             if s.parent is not None:
                 self._children.setdefault(s.parent, set()).add(session_id)
+
+    def _looked_at_names_of(self, s: Session) -> None:
+        """The names of `s`'s artifacts in the directories watched, looked
+        at: a name of a session the view holds never names a new one, and
+        otherwise the first refresh of a directory of 10,000 found each of
+        its names unseen and asked whose it was (at 10,000 sessions, a
+        tenth of a prune's re-check)."""
+        for a in s.artifacts:
+            directory, name = os.path.split(a.path)
+            looked = self._looked_at.get(directory)
+            if looked is not None:
+                looked.add(sys.intern(name))
 
     def refresh(self) -> None:
         """List the sessions named by entries new in the directories that
