@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -102,8 +103,8 @@ signal.signal(signal.SIGUSR2, _heap)
 SESSIONS = 500
 # A dict, a listing entry or an object kept per session costs some 300
 # bytes or more; per-session state belongs in the index, on disk. What the
-# heap holds besides moves by some 50 KB (psutil's table of the machine's
-# processes, which come and go).
+# heap holds besides moves by some 40 KB (the machine's processes no more:
+# see the test after).
 PER_SESSION = 200
 
 
@@ -168,6 +169,33 @@ def test_python_heap_holds_no_per_session_state(fake_home) -> None:
     grew = at_2n - at_n
     print(f"heap {at_n} -> {at_2n}: {grew} bytes for {SESSIONS} sessions")
     assert grew < SESSIONS * PER_SESSION, f"the heap grew {grew} bytes for {SESSIONS} sessions"
+
+
+# Processes started between two looks at the heap: a process kept with what
+# was read of it (its command line, ids, times) takes some 1.8 KB.
+OTHERS = 300
+
+
+def test_python_heap_holds_nothing_per_process_of_the_machine(fake_home) -> None:
+    """The same answers, with OTHERS more processes running on the machine
+    (each read by the answers' process table), leave the same heap: what
+    the table read goes with it."""
+    report = fake_home.root / "heap.txt"
+    written = _make_sessions(fake_home, 0, 50)[0]
+    daemon = start_daemon(fake_home, seams=_HEAP_SEAM, extra={"HEAP_REPORT": str(report)})
+    _heap_after_answers(daemon, report, 50, written)
+    before = _heap_after_answers(daemon, report, 50, written)
+    others = [subprocess.Popen(["sleep", "600"]) for _ in range(OTHERS)]
+    try:
+        after = _heap_after_answers(daemon, report, 50, written)
+        assert all(p.poll() is None for p in others), "SETUP INVALID: the processes ended"
+    finally:
+        for p in others:
+            p.kill()
+            p.wait()
+    grew = after - before
+    print(f"heap {before} -> {after}: {grew} bytes with {OTHERS} more processes")
+    assert grew < OTHERS * 300, f"the heap grew {grew} bytes with {OTHERS} more processes"
 
 
 def test_an_events_refresh_keeps_no_listing(fake_home) -> None:

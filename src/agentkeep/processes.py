@@ -120,6 +120,12 @@ class ProcessTable:
                 table._take(proc.pid, proc.info)
         except (psutil.Error, OSError) as exc:  # the process table itself could not be read
             table.failed = f"cannot read the process table: {exc}"
+        finally:
+            # psutil keeps a Process, with what was read of it, for every
+            # process of the machine until its next process_iter: in the
+            # daemon, memory held between requests in the machine's
+            # processes. The table keeps what it needs.
+            psutil.process_iter.cache_clear()
         return table
 
     def refreshed(self) -> ProcessTable:
