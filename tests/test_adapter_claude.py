@@ -1142,6 +1142,39 @@ def test_a_batch_listed_again_after_others_changed_its_directories_finds_them_no
     assert not listed & {str(p) for p in gone}
 
 
+def test_a_registry_file_written_as_agentkeep_removes_is_found_by_the_next_batch(
+    fake_home: FakeHome, adapter: ClaudeAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claude that starts (its sessions/<pid>.json written) as agentkeep's
+    removal in sessions/ ends, before the adapter hears of the removal: the
+    next batch's listing finds its record (it is evidence of use). Taking
+    the directory's new mtime for agentkeep's own change hid it."""
+    sessions = [make_session(fake_home, cwd=f"/home/user/p{i % 2}") for i in range(12)]
+    ids = [s.id for s in sessions]
+    stale, _ = write_registry(fake_home, 4_199_021, ids[0])
+    # Listed an hour "ago": no change below falls in the listing's mtime tick.
+    old = time.time() - 3600
+    os.utime(stale.parent, (old, old))
+    assert len(ids) > claude.finding.PROBE_AT_MOST, "SETUP INVALID: not a batch"
+    first = adapter.load_many(ids)
+    got = first[ids[0]]
+    assert got is not None and REGISTRY in {a.kind for a in got.artifacts}, "SETUP INVALID"
+    heard = adapter._listings.removed
+    started: list[Path] = []
+
+    def removed_as_another_starts(paths: list[str]) -> None:
+        started.append(write_registry(fake_home, 4_199_022, ids[5])[0])
+        heard(paths)
+
+    monkeypatch.setattr(adapter._listings, "removed", removed_as_another_starts)
+    adapter.remove(got, SessionRemoval("claude", ids[0], dry_run=False, trash=None))
+    assert started and not stale.exists(), "SETUP INVALID: the removal and the start did not meet"
+
+    again = adapter.load_many(ids[1:])[ids[5]]
+    assert again is not None
+    assert str(started[0]) in {a.path for a in again.artifacts if a.kind == REGISTRY}
+
+
 def test_ids_in_names_are_found_in_either_spelling(adapter: ClaudeAdapter) -> None:
     """For looking again after a removal: any canonical UUID in a name."""
     sid = new_id()

@@ -2,7 +2,7 @@
 directory's mtime holds, and the registry records read from them, re-read
 whenever a record's file changed. A directory read for some sessions' own
 entries keeps its names alone, told apart again by name when it changes;
-agentkeep's own removals patch the other listings in place."""
+any change, agentkeep's own removals too, has a listing read again."""
 
 from __future__ import annotations
 
@@ -36,8 +36,7 @@ class Listings:
     sessions costs N of them. A listing is reused while its directory's mtime is the
     same (a new or removed file changes it); a record is re-read whenever
     its file's (mtime, size, inode) changed (a /clear or /resume inside a
-    running claude rewrites it in place). agentkeep's own removals patch the
-    listing: they change the mtime, not what anyone else wrote."""
+    running claude rewrites it in place)."""
 
     def __init__(self) -> None:
         # directory -> (mtime, {name: LINK/DIR flags}); an Entry is made
@@ -139,24 +138,14 @@ class Listings:
         return registry
 
     def removed(self, paths: Sequence[str]) -> None:
-        """agentkeep removed `paths`: drop them, keep the rest of the listing."""
+        """agentkeep removed `paths`: their records are forgotten. Their
+        directories' listings are not patched: the mtime a removal leaves
+        may hold another's change made meanwhile (a claude started, its
+        record written, as a stale one went), and taking it for agentkeep's
+        own would hide that change from every later re-check. The moved
+        mtime has each listed again when next asked."""
         for path in paths:
-            directory, name = os.path.split(path)
             self._records.pop(path, None)
-            cached = self._dirs.get(directory)
-            if cached is None:
-                continue
-            cached[1].pop(name, None)
-            try:
-                mtime = os.stat(directory).st_mtime_ns
-            except OSError:
-                self._dirs.pop(directory, None)
-                continue
-            self._dirs[directory] = (mtime, cached[1])
-            registry = self._registries.get(directory)
-            if registry is not None and registry.mtime == cached[0]:
-                registry.forget(name)
-                registry.mtime = mtime
 
 
 class _Named:

@@ -48,15 +48,6 @@ class Registry:
         if sid is not None:
             self.pids_of.setdefault(sid, set()).add(pid)
 
-    def forget(self, name: str) -> None:
-        if match := REGISTRY_NAME.fullmatch(name):
-            pid = match["pid"]
-            self.files.pop(pid, None)
-            self.name(pid, None)
-        elif match := REGISTRY_KEY_NAME.fullmatch(name):
-            kept = [e for e in self.keys.get(match["pid"], []) if e.name != name]
-            self.keys[match["pid"]] = kept
-
 
 def registry_id(record: object) -> str | None:
     return canonical(record.get("sessionId")) if isinstance(record, dict) else None
