@@ -30,7 +30,7 @@ from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.agents import AGENTS
 from agentkeep.index import Index
 from agentkeep.journal import Journal
-from agentkeep.model import parse_rfc3339, rfc3339
+from agentkeep.model import Session, parse_rfc3339, rfc3339
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
 from agentkeep.prune import PruneOptions, Pruner, PruneRefused, ancestors, check_floor
@@ -603,6 +603,40 @@ def test_a_fork_made_after_the_plan_keeps_its_old_parent(
     assert forks[0].id in kept(doc)[parent.id][1]
     assert removed_ids(doc) == []
     assert whole(parent)
+
+
+def test_a_fork_made_as_another_removal_ends_keeps_its_old_parent(
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two idle sessions of one project, in batches of their own: as the
+    first one's removal ends, the other is forked (a new transcript in the
+    directory the removal just changed). The fork shows at the next
+    batch's check, and its parent stays: the mtime the removal left holds
+    the fork too, and taking it for the removal's own hid the fork."""
+    pair = [make_session(fake_home, age_days=40, cwd="/home/user/p") for _ in range(2)]
+    project = pair[0].transcript.parent
+    assert pair[1].transcript.parent == project, "SETUP INVALID: not one project"
+    old = time.time() - 3600
+    os.utime(project, (old, old))  # no change below falls in the plan's mtime tick
+    monkeypatch.setattr(prune_act, "BATCH", 1)
+    forks: list[tuple[str, ClaudeSessionPaths]] = []
+    remove = ClaudeAdapter.remove
+
+    def remove_then_fork(self: ClaudeAdapter, session: Session, remover: Any) -> None:
+        remove(self, session, remover)
+        if not forks:
+            other = next(s for s in pair if s.id != session.id)
+            forks.append((other.id, make_session(fake_home, parent=other.id, cwd=other.cwd)))
+
+    monkeypatch.setattr(ClaudeAdapter, "remove", remove_then_fork)
+    doc = run_prune(older_than="30d")
+
+    if len(forks) != 1 or forks[0][1].transcript.parent != project:
+        pytest.fail("SETUP INVALID: no fork was made in the project as a removal ended")
+    parent, fork = forks[0]
+    assert reasons(doc) == {parent: "ancestor"}
+    assert fork.id in kept(doc)[parent][1]
+    assert removed_ids(doc) == [s.id for s in pair if s.id != parent]
 
 
 def test_a_fork_made_after_the_plan_in_a_new_project_keeps_its_old_parent(

@@ -588,7 +588,7 @@ class Pruner:
                     act.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
                     continue
                 with self.clock.phase("removal"):
-                    outcome = self._remove(s, act.views[s.agent], act.opts, parents)
+                    outcome = self._remove(s, act.opts, parents)
                 if isinstance(outcome, Removed) and r.own is not None and not act.opts.dry_run:
                     r.own.discard()  # the session is gone: its lease file too
                 _release(r.locks)
@@ -623,9 +623,7 @@ class Pruner:
             # The whole batch stays: the next run finds the rest gone.
             log.error("journal not narrowed", path=str(written), error=str(exc))
 
-    def _remove(
-        self, s: Session, view: DiskView, opts: PruneOptions, parents: Parents
-    ) -> Removed | Failed:
+    def _remove(self, s: Session, opts: PruneOptions, parents: Parents) -> Removed | Failed:
         try:
             removal = self.removal(
                 s, dry_run=opts.dry_run, trash_for=opts.trash_for, now=opts.now, parents=parents
@@ -639,8 +637,6 @@ class Pruner:
             return Failed(s.agent, s.id, f"{type(exc).__name__}: {exc}")
         finally:
             self.close_trash(removal)
-        if not opts.dry_run:
-            view.settle([a.path for a in s.artifacts])
         log.info(
             "removed" if not opts.dry_run else "would remove",
             agent=s.agent,

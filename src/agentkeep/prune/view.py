@@ -18,7 +18,9 @@ class DiskView:
     summed up), so that a prune of 50,000 sessions holds no artifact list of
     each; the check under the lease lists each again, whole. A new session
     (a fork made after the plan) is a new entry in a directory that names
-    sessions: its mtime changes, and the view lists the sessions new there."""
+    sessions: its mtime changes, and the view lists the sessions new there.
+    agentkeep's own removals change those mtimes too, and are never taken
+    for the whole change: a fork made as one ended shares its mtime."""
 
     def __init__(self, adapter: Adapter) -> None:
         self.adapter = adapter
@@ -97,12 +99,6 @@ class DiskView:
         unseen = {sys.intern(name) for name in set(disk.entry_names(directory)) - looked}
         looked.update(unseen)
         return unseen
-
-    def settle(self, removed: list[str]) -> None:
-        """After our own removal changed the mtimes of the directories that
-        held what it removed (only those are looked at again)."""
-        parents = {os.path.dirname(p) for p in removed} & self.signatures.keys()
-        self.signatures.update(disk.dir_mtimes(parents))
 
     def parent_of(self, session_id: str) -> str | None:
         s = self.sessions.get(session_id)
