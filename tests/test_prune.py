@@ -639,6 +639,36 @@ def test_a_fork_made_as_another_removal_ends_keeps_its_old_parent(
     assert removed_ids(doc) == [s.id for s in pair if s.id != parent]
 
 
+def test_a_fork_in_a_directory_whose_mtime_stays_keeps_its_old_parent(
+    fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory's mtime comes from a coarse clock: one changed just
+    before the plan read it can change again, a fork made in it, and keep
+    that mtime. The fork still shows at the check, and its parent stays.
+    The same clock tick is stood for by an mtime ahead of the clock, kept
+    through the fork (no wait on the clock in the test)."""
+    parent = make_session(fake_home, age_days=40, full=False)
+    project = parent.transcript.parent
+    stamp = time.time_ns() + 60 * 10**9
+    os.utime(project, ns=(stamp, stamp))
+    forks: list[ClaudeSessionPaths] = []
+
+    def fork_in_the_same_tick() -> None:
+        fork = make_session(fake_home, parent=parent.id, cwd=parent.cwd, full=False)
+        os.utime(project, ns=(stamp, stamp))
+        if fork.transcript.parent == project and project.stat().st_mtime_ns == stamp:
+            forks.append(fork)
+
+    monkeypatch.setattr(prune_act, "_after_plan", fork_in_the_same_tick)
+    doc = run_prune(older_than="30d")
+
+    if len(forks) != 1:
+        pytest.fail("SETUP INVALID: no fork made in the project after the plan, its mtime kept")
+    assert reasons(doc) == {parent.id: "ancestor"}
+    assert forks[0].id in kept(doc)[parent.id][1]
+    assert removed_ids(doc) == [] and whole(parent)
+
+
 def test_a_fork_made_after_the_plan_in_a_new_project_keeps_its_old_parent(
     fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -717,6 +747,11 @@ def test_a_changed_directory_asks_whose_only_its_names_new_since_the_plan(
     each session has its log) asks whose a name is of the names new there
     only: those of the sessions listed for the plan are theirs already."""
     idle = [make_session(fake_home, age_days=40) for _ in range(6)]
+    # Changed an hour ago: no directory is too recently changed for its
+    # mtime to vouch for it (disk.racy: one such is looked at again anyway).
+    old = time.time() - 3600
+    for d in context().adapters["claude"].watch_dirs():
+        os.utime(d, (old, old))
     monkeypatch.setattr(prune_act, "BATCH", 2)
     asked: list[str] = []
     sessions_named = ClaudeAdapter.sessions_named

@@ -538,6 +538,19 @@ def entry_names(directory: str) -> list[str]:
         os.close(fd)
 
 
+# File systems stamp a directory's mtime from a coarse clock (FAT's in 2 s
+# steps): a directory whose mtime was read this soon after its last change
+# may change again and keep that mtime, so the mtime cannot vouch that
+# nothing changed since it was read.
+RACY_NS = 2_000_000_000
+
+
+def racy(mtime: int | None, read_at: int) -> bool:
+    """Whether `mtime`, read at `read_at` (time.time_ns()), is too recent to
+    vouch for what was listed after it (RACY_NS)."""
+    return mtime is not None and mtime >= read_at - RACY_NS
+
+
 def dir_mtimes(dirs: Iterable[str | os.PathLike[str]]) -> dict[str, int | None]:
     """Each directory's mtime in ns (None when it cannot be read): a new or
     removed entry changes it, so this tells cheaply whether a listing moved."""

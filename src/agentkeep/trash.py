@@ -411,11 +411,6 @@ class Expiry:
     expiry later, unless the trash was set shorter meanwhile: it then waits
     at most until the soonest expiry known."""
 
-    # File systems stamp a directory's mtime from a coarse clock: one that
-    # changed this little before its mtime was read may change again with
-    # the same mtime, so its signature is not kept.
-    RACY_NS = 2_000_000_000
-
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
         self._known: tuple[dict[str, int | None], float] | None = None
@@ -429,7 +424,8 @@ class Expiry:
         expired = _discard_due(self.state_dir, entries, lambda e: e.expires_at <= now, [])
         gone = {(e.agent, e.id) for e in expired}
         left = [e.expires_at for e in entries if (e.agent, e.id) not in gone]
-        settled = all(m is None or m < read_at - self.RACY_NS for m in signature.values())
+        # A racy mtime may yet change unseen (disk.racy): not kept.
+        settled = not any(disk.racy(m, read_at) for m in signature.values())
         self._known = (signature, min(left, default=math.inf)) if settled else None
         return expired
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterable
 
 from agentkeep import disk
@@ -29,7 +30,7 @@ class DiskView:
         # Taken before anything is listed: a directory that changes while it
         # is (a fork made meanwhile) shows at the first refresh.
         self.dirs = [os.fspath(d) for d in adapter.watch_dirs()]
-        self.signatures = disk.dir_mtimes(self.dirs)
+        self._sign(disk.dir_mtimes(self.dirs))
         # The names of each directory looked at already: those of the
         # sessions listed (see _put), and every name of a changed one.
         self._looked_at: dict[str, set[str]] = {d: set() for d in self.dirs}
@@ -75,12 +76,16 @@ class DiskView:
         listing_again_is_cheaper), one scan of the agent costs less. A
         session the view holds already is listed again by the check under
         its lease, if it is planned at all."""
-        if disk.dir_mtimes(self.dirs) == self.signatures:
+        if not self._racy and disk.dir_mtimes(self.dirs) == self.signatures:
             return
         # Taken before the listing: a change during it shows next time.
         dirs = [os.fspath(d) for d in self.adapter.watch_dirs()]
         signatures = disk.dir_mtimes(dirs)
-        moved = [d for d in dirs if d not in self.signatures or signatures[d] != self.signatures[d]]
+        moved = [
+            d
+            for d in dirs
+            if d in self._racy or d not in self.signatures or signatures[d] != self.signatures[d]
+        ]
         unseen = [os.path.join(d, name) for d in moved for name in self._unseen(d)]
         new = sorted(sid for sid in self.adapter.sessions_named(unseen) if sid not in self.sessions)
         if listing_again_is_cheaper(len(new), len(self.sessions)):
@@ -88,7 +93,17 @@ class DiskView:
         else:
             for sid, s in self.adapter.load_many(new).items():
                 self._put(sid, s)
-        self.dirs, self.signatures = dirs, signatures
+        self.dirs = dirs
+        self._sign(signatures)
+
+    def _sign(self, signatures: dict[str, int | None]) -> None:
+        """The watched directories' mtimes as read before a listing; those
+        too recent to vouch that nothing changed after them with the same
+        mtime (disk.racy: a fork made in the clock tick of another change)
+        are listed again at the next refresh, whatever they read then."""
+        read_at = time.time_ns()
+        self.signatures = signatures
+        self._racy = {d for d, mtime in signatures.items() if disk.racy(mtime, read_at)}
 
     def _unseen(self, directory: str) -> set[str]:
         """The names in `directory` not looked at before (from now on they
