@@ -13,6 +13,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ from agentkeep.paths import Env
 from build_agents import make_zero_session, mtimes, zero_root
 from build_claude import make_session
 from fakehome import FakeHome
+from trees import settle
 
 DAY = 86400.0
 
@@ -466,6 +468,7 @@ def test_reconcile_relists_in_batches_and_agrees_with_a_scan(
         make_session(fake_home, cwd=f"/w/p{i % 3}", age_days=40, full=False) for i in range(20)
     ]
     ctx = context()
+    settle(ctx.adapters["claude"].watch_dirs())
     core.scan(ctx)
     monkeypatch.setattr(indexing, "RELIST_BATCH", 2)
     monkeypatch.setattr(base, "LOOKUPS_ALONE", 2)
@@ -499,3 +502,31 @@ def test_reconcile_relists_in_batches_and_agrees_with_a_scan(
     assert {s.id for s in ctx.index.sessions()} == {s.id for s in [*sessions[1:], fresh]}
     core.scan(ctx)
     assert relisted == rows(ctx.index.path)
+
+
+def test_a_session_made_in_the_clock_tick_of_the_change_signed_is_found_by_reconcile(
+    fake_home: FakeHome,
+) -> None:
+    """A directory's mtime comes from a coarse clock (FAT's in 2 s steps):
+    a session made in the same tick as the change the index signed leaves
+    the directory's mtime as it was signed. A mtime that recent is signed
+    as unknown, so the next reconcile looks at the directory again."""
+    first = make_session(fake_home, cwd="/w/p", age_days=40, full=False)
+    adapter = ClaudeAdapter(Env.from_environ())
+    # A stamp no clock has reached yet: racy whenever it is read.
+    tick = time.time_ns() + 60 * 10**9
+    os.utime(first.transcript.parent, ns=(tick, tick))
+    ctx = context()
+    core.scan(ctx)
+    stamps = {os.fspath(d): os.stat(d).st_mtime_ns for d in adapter.watch_dirs()}
+
+    made = make_session(fake_home, cwd="/w/p", age_days=40, full=False)
+    for d, ns in stamps.items():
+        os.utime(d, ns=(ns, ns))  # the coarse clock: no mtime moved
+    new_dirs = {os.fspath(d) for d in adapter.watch_dirs()} - set(stamps)
+    assert not new_dirs, f"SETUP INVALID: the new session made directories {new_dirs}"
+    assert made.transcript.parent == first.transcript.parent, "SETUP INVALID: another project"
+
+    core.reconcile(ctx)
+
+    assert {s.id for s in ctx.index.sessions()} == {first.id, made.id}

@@ -45,7 +45,7 @@ from build_claude import (
     write_registry,
 )
 from fakehome import FakeHome, Spawn, cli_json, make_fake_home
-from trees import paths_state, tree_state
+from trees import paths_state, settle, tree_state
 from waiting import wait_until as wait_for
 
 DAY = 86400.0
@@ -747,11 +747,7 @@ def test_a_changed_directory_asks_whose_only_its_names_new_since_the_plan(
     each session has its log) asks whose a name is of the names new there
     only: those of the sessions listed for the plan are theirs already."""
     idle = [make_session(fake_home, age_days=40) for _ in range(6)]
-    # Changed an hour ago: no directory is too recently changed for its
-    # mtime to vouch for it (disk.racy: one such is looked at again anyway).
-    old = time.time() - 3600
-    for d in context().adapters["claude"].watch_dirs():
-        os.utime(d, (old, old))
+    settle(context().adapters["claude"].watch_dirs())
     monkeypatch.setattr(prune_act, "BATCH", 2)
     asked: list[str] = []
     sessions_named = ClaudeAdapter.sessions_named

@@ -19,6 +19,7 @@ from agentkeep.adapters.claude import listing
 from agentkeep.paths import Env
 from build_claude import RECORDING, TODOS, make_session
 from fakehome import FakeHome
+from trees import settle
 
 
 @contextmanager
@@ -55,6 +56,7 @@ def test_an_event_lists_only_what_changed_and_finds_what_is_new(fake_home: FakeH
     sessions = [make_session(fake_home, cwd=f"/home/user/p{n % 3}") for n in range(6)]
     s = sessions[0]
     ctx = core.Context.open(Env.from_environ(fake_home.environ))
+    settle(ctx.adapters["claude"].watch_dirs())
     core.scan(ctx)
     before = indexed_paths(ctx, s.id)
     shared = shared_dirs(ctx)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -55,3 +56,12 @@ def file_times(root: Path) -> dict[str, tuple[int, int]]:
                 st = os.lstat(os.path.join(dirpath, name))
                 found[os.path.join(dirpath, name)] = (st.st_size, st.st_mtime_ns)
     return found
+
+
+def settle(dirs: Iterable[str | os.PathLike[str]]) -> None:
+    """Date the directories' last change an hour back, as on a home at rest:
+    none is so recently changed that its mtime cannot vouch for it
+    (disk.vouched), which makes the next look list it again whatever."""
+    old = time.time() - 3600
+    for d in dirs:
+        os.utime(d, (old, old))

@@ -551,6 +551,13 @@ def racy(mtime: int | None, read_at: int) -> bool:
     return mtime is not None and mtime >= read_at - RACY_NS
 
 
+def vouched(mtimes: dict[str, int | None], read_at: int) -> dict[str, int | None]:
+    """`mtimes`, read at `read_at` (taken before them), as a signature to
+    keep: None for each that is racy, which no mtime read later equals, so
+    the directory is listed again at the next look whatever it reads then."""
+    return {d: None if racy(m, read_at) else m for d, m in mtimes.items()}
+
+
 def dir_mtimes(dirs: Iterable[str | os.PathLike[str]]) -> dict[str, int | None]:
     """Each directory's mtime in ns (None when it cannot be read): a new or
     removed entry changes it, so this tells cheaply whether a listing moved."""

@@ -42,7 +42,7 @@ def _scan(
     processes (see workers)."""
     # Taken before anything is listed: a directory that changes during the
     # scan then differs at the next reconcile, which lists it again.
-    signatures = {agent: _dir_signatures(ctx.adapters[agent]) for agent in agents}
+    signatures = {agent: _dir_signatures(ctx.adapters[agent])[1] for agent in agents}
     hints = {agent: ctx.adapters[agent].expected_sessions() for agent in agents}
     estimates = {a: estimate(hint, ctx.index.count(a)) for a, hint in hints.items()}
     expected = sum(n or 0 for n in estimates.values())
@@ -119,8 +119,16 @@ def _restored(ctx: Context) -> dict[tuple[str, str], float]:
         return {}
 
 
-def _dir_signatures(adapter: Adapter) -> dict[str, int | None]:
-    return disk.dir_mtimes(adapter.watch_dirs())
+def _dir_signatures(adapter: Adapter) -> tuple[dict[str, int | None], dict[str, int | None]]:
+    """The mtimes of the agent's watched directories, and the signature the
+    index keeps of them: a directory whose mtime is too recent to vouch
+    that it will not change unseen (disk.vouched) is signed None, so the
+    next reconcile lists it again (else a session made in the same clock
+    tick as the change before it stayed out of the index until the
+    directory changed once more)."""
+    read_at = time.time_ns()
+    mtimes = disk.dir_mtimes(adapter.watch_dirs())
+    return mtimes, disk.vouched(mtimes, read_at)
 
 
 def refresh(ctx: Context, agent: str, session_id: str) -> None:
@@ -174,10 +182,10 @@ def reconcile(ctx: Context, progress: Progress | None = None) -> int:
     for name, adapter in ctx.adapters.items():
         if name in fresh:
             continue
-        old, new = olds[name], _dir_signatures(adapter)
+        old, (new, signature) = olds[name], _dir_signatures(adapter)
         moved = {d for d in new if old.get(d) != new[d]}
         done += _reconcile_agent(ctx, name, adapter, moved, progress)
-        ctx.index.set_dir_signatures(name, new)
+        ctx.index.set_dir_signatures(name, signature)
     return done
 
 

@@ -30,7 +30,8 @@ class DiskView:
         # Taken before anything is listed: a directory that changes while it
         # is (a fork made meanwhile) shows at the first refresh.
         self.dirs = [os.fspath(d) for d in adapter.watch_dirs()]
-        self._sign(disk.dir_mtimes(self.dirs))
+        read_at = time.time_ns()
+        self.signatures = disk.vouched(disk.dir_mtimes(self.dirs), read_at)
         # The names of each directory looked at already: those of the
         # sessions listed (see _put), and every name of a changed one.
         self._looked_at: dict[str, set[str]] = {d: set() for d in self.dirs}
@@ -76,16 +77,16 @@ class DiskView:
         listing_again_is_cheaper), one scan of the agent costs less. A
         session the view holds already is listed again by the check under
         its lease, if it is planned at all."""
-        if not self._racy and disk.dir_mtimes(self.dirs) == self.signatures:
+        if disk.dir_mtimes(self.dirs) == self.signatures:
             return
-        # Taken before the listing: a change during it shows next time.
+        # Taken before the listing: a change during it shows next time. A
+        # directory signed None (disk.vouched: one whose mtime was too
+        # recent to vouch that nothing changed after it with the same mtime,
+        # a fork made in the clock tick of another change) is looked at again.
         dirs = [os.fspath(d) for d in self.adapter.watch_dirs()]
+        read_at = time.time_ns()
         signatures = disk.dir_mtimes(dirs)
-        moved = [
-            d
-            for d in dirs
-            if d in self._racy or d not in self.signatures or signatures[d] != self.signatures[d]
-        ]
+        moved = [d for d in dirs if d not in self.signatures or signatures[d] != self.signatures[d]]
         unseen = [os.path.join(d, name) for d in moved for name in self._unseen(d)]
         new = sorted(sid for sid in self.adapter.sessions_named(unseen) if sid not in self.sessions)
         if listing_again_is_cheaper(len(new), len(self.sessions)):
@@ -93,17 +94,7 @@ class DiskView:
         else:
             for sid, s in self.adapter.load_many(new).items():
                 self._put(sid, s)
-        self.dirs = dirs
-        self._sign(signatures)
-
-    def _sign(self, signatures: dict[str, int | None]) -> None:
-        """The watched directories' mtimes as read before a listing; those
-        too recent to vouch that nothing changed after them with the same
-        mtime (disk.racy: a fork made in the clock tick of another change)
-        are listed again at the next refresh, whatever they read then."""
-        read_at = time.time_ns()
-        self.signatures = signatures
-        self._racy = {d for d, mtime in signatures.items() if disk.racy(mtime, read_at)}
+        self.dirs, self.signatures = dirs, disk.vouched(signatures, read_at)
 
     def _unseen(self, directory: str) -> set[str]:
         """The names in `directory` not looked at before (from now on they
