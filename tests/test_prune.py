@@ -824,6 +824,7 @@ def test_sessions_are_journaled_a_batch_at_a_time(
 ) -> None:
     """One durable journal write per batch, not per session (each costs
     fsyncs), and every session is named by its batch before it goes."""
+    monkeypatch.setattr(prune_act, "BATCH", 4)
     n = prune_act.BATCH * 2 + 3
     old = [
         make_session(fake_home, cwd=f"/home/u/p{i % 7}", age_days=40, full=False) for i in range(n)
@@ -847,6 +848,38 @@ def test_sessions_are_journaled_a_batch_at_a_time(
     assert sorted(i for b in batches for i in b) == sorted(s.id for s in old)
     assert all(named_before_removal), "a batch was written after its removals began"
     assert pending_journal(fake_home) == []
+
+
+# The CLI started where it may open this many files, and cannot raise it.
+FEW_FILES = 200
+FEW_FILES_SEAM = f"""
+import resource
+resource.setrlimit(resource.RLIMIT_NOFILE, ({FEW_FILES}, {FEW_FILES}))
+"""
+
+
+def test_a_prune_where_few_files_may_be_open_checks_smaller_batches(
+    fake_home: FakeHome,
+) -> None:
+    """Each session of a batch holds its lease's descriptor until it is
+    removed: where the process may open fewer files than a batch of
+    leases needs, batches are as big as fit, and every session goes."""
+    n = FEW_FILES + 50
+    if n >= prune_act.BATCH:
+        pytest.fail(f"SETUP INVALID: {n} sessions fit in one batch of {prune_act.BATCH} anyway")
+    old = [
+        make_session(fake_home, cwd=f"/home/u/p{i % 5}", age_days=40, full=False) for i in range(n)
+    ]
+    fake_home.write_config(f"max_removals = {n}\n")
+
+    proc = cli_with_seams(fake_home, FEW_FILES_SEAM, "prune", "--older-than", "30d", "--json")
+    out, err = proc.communicate(timeout=300)
+
+    doc = json.loads(out)
+    assert proc.returncode == 0, err[-3000:]
+    assert doc["kept"] == [] and doc["failed"] == [], (doc["kept"][:3], doc["failed"][:3])
+    assert sorted(removed_ids(doc)) == sorted(s.id for s in old)
+    assert all(gone(s) for s in old)
 
 
 # -- invariant 1: a cutoff the user chose, never under a day ------------------------

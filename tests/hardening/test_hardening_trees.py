@@ -68,7 +68,7 @@ rmtree._mount_id_override = mount_id
 # One descriptor per level would run out long before the bottom of the tree.
 FEW_DESCRIPTORS = """
 import resource
-resource.setrlimit(resource.RLIMIT_NOFILE, (128, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
 """
 
 ODD = [b"new\nline", b"bad\xff\xfe.txt", b"\xc3(", b" lead", b"-rf", b"tab\there"]

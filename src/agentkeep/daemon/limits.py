@@ -23,11 +23,12 @@ Every count lives in one Budgets object and changes under its lock.
 
 from __future__ import annotations
 
-import resource
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
+
+from agentkeep import descriptors
 
 MAX_CONNECTIONS = 256
 # Bytes of unfinished lines over all connections: eight lines of the
@@ -216,15 +217,6 @@ def lease_budget(nofile: int, slots: int = MAX_CONNECTIONS) -> int:
 def fd_limit(slots: int = MAX_CONNECTIONS) -> int:
     """RLIMIT_NOFILE's soft limit, first raised (never past the hard one) to
     what the budgets can use. The daemon select()s only on descriptors it
-    opens at start (the listener, its wake-up pipes), all far below 1024."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = FDS_OF_THE_DAEMON + slots * FDS_PER_SLOT + 2 * MAX_LEASES
-    if hard != resource.RLIM_INFINITY:
-        want = min(want, hard)
-    if soft != resource.RLIM_INFINITY and soft < want:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-            soft = want
-        except (ValueError, OSError):
-            pass  # keep what there is; lease_budget fits into it
-    return soft if soft != resource.RLIM_INFINITY else want
+    opens at start (the listener, its wake-up pipes), all far below 1024.
+    Where it cannot be raised, lease_budget fits into what there is."""
+    return descriptors.allow(FDS_OF_THE_DAEMON + slots * FDS_PER_SLOT + 2 * MAX_LEASES)

@@ -18,7 +18,7 @@ from typing import IO
 
 import structlog
 
-from agentkeep import leases, lookagain, trash
+from agentkeep import descriptors, leases, lookagain, trash
 from agentkeep.adapters.base import Adapter
 from agentkeep.errors import RemovalError
 from agentkeep.index import Index
@@ -55,7 +55,25 @@ _on_phases: Callable[[dict[str, float]], None] | None = None
 
 # Sessions checked under their leases and journaled together (one durable
 # write per batch, see journal); each holds its leases until it is removed.
-BATCH = 64
+# Each batch lists again the directories every session shares, changed by
+# the batch before (and by the other half, see spread): at 10,000 sessions,
+# batches of 1,024 cost the check under the lease half what batches of 256
+# did, and batches of 64 at 1,000 sessions took twice as long as these.
+BATCH = 1024
+# Descriptors each held session takes at most (its own lease, and its
+# agent's lock file: see Adapter.lock_files), and those the rest of a
+# prune uses meanwhile (the index, the journal, the removal's cursors, a
+# trash entry's, the agents' databases).
+FDS_PER_SESSION = 2
+FDS_BESIDE = 128
+# A removal into the trash leaves reference cycles (each write of its
+# entry.json through json's pure-Python encoder leaves one), and a run
+# pauses the collector (core.indexing): held to the run's end, they were
+# some 50 KB a session, and held to a batch's end 24 MB a batch. So the
+# young generation, what was made since the last collection, is collected
+# every this many removals and at each batch's end: the first walks the
+# listing once (and moves it on), each later one only what came since.
+COLLECT_EVERY = 64
 
 # Set by the daemon when it is told to stop: a run in flight finishes the
 # session it is removing and keeps the rest (`capped`) for the next run.
@@ -146,6 +164,14 @@ class _Clock:
         self.cpu.update(
             (f"cpu:apart:{name.removeprefix('cpu:')}", used) for name, used in other.cpu.items()
         )
+
+
+def batch_size() -> int:
+    """BATCH, or as many sessions as fit with their leases in the files this
+    process may open (its limit first raised towards what BATCH needs): a
+    batch that did not fit kept its last sessions for a lease error."""
+    soft = descriptors.allow(BATCH * FDS_PER_SESSION + FDS_BESIDE)
+    return max(1, min(BATCH, (soft - FDS_BESIDE) // FDS_PER_SESSION))
 
 
 def _release(locks: list[leases.Lease]) -> None:
@@ -361,10 +387,9 @@ class Pruner:
         views: dict[str, DiskView],
         opts: PruneOptions,
         report: PruneReport,
-        batch_size: int | None = None,
     ) -> None:
-        """Act on the plan in batches of `batch_size` (default BATCH)."""
-        size = BATCH if batch_size is None else batch_size
+        """Act on the plan a batch at a time (batch_size())."""
+        size = batch_size()
         act = _Act(views, opts, report, {s.key for s in plan})
         act.tell()
         batch: list[_Held] = []
@@ -416,10 +441,9 @@ class Pruner:
         waited for whatever happens here: until it exits, it removes under
         the prune lock this process holds."""
         mine, theirs = halves(plan, {agent: view.parent_of for agent, view in views.items()})
-        batch = spread.batch(BATCH)
 
         def half(out: IO[bytes]) -> None:
-            self._act_apart(theirs, views, opts, report, out, batch)
+            self._act_apart(theirs, views, opts, report, out)
 
         try:
             child = spread.start(half)
@@ -428,7 +452,7 @@ class Pruner:
             self._act(plan, views, opts, report)
             return
         try:
-            self._act(mine, views, opts, report, batch)
+            self._act(mine, views, opts, report)
         finally:
             with self.clock.phase("wait"):
                 ended = child.wait()
@@ -460,7 +484,6 @@ class Pruner:
         opts: PruneOptions,
         report: PruneReport,
         out: IO[bytes],
-        batch: int,
     ) -> None:
         """The child's half (spread.start): acted on as in one process, each
         outcome sent as it is decided. The index's connection is the
@@ -473,7 +496,7 @@ class Pruner:
         half.failed = spread.Sent(out, "failed")  # type: ignore[assignment]
         half.residual = spread.Sent(out, "residual")  # type: ignore[assignment]
         self.clock = _Clock()
-        self._act(plan, views, opts, half, batch)
+        self._act(plan, views, opts, half)
         pickle.dump(("clock", self.clock), out, pickle.HIGHEST_PROTOCOL)
 
     @staticmethod
@@ -597,6 +620,8 @@ class Pruner:
                 else:
                     act.fail(outcome, s)
                     unfinished.append(r)
+                if n % COLLECT_EVERY == COLLECT_EVERY - 1:
+                    gc.collect(0)
             if written is not None:
                 with self.clock.phase("journal"):
                     self._end_batch(written, unfinished, act.opts)
@@ -604,13 +629,7 @@ class Pruner:
             parents.close()
             for r in batch:
                 _release(r.locks)
-            # A removal into the trash leaves reference cycles (each write of
-            # its entry.json through json's indenting encoder leaves one), and
-            # a run pauses the collector (core.indexing): held to the run's
-            # end, they were some 50 KB a session. The young generation is
-            # what was made since the last collection: the first walks the
-            # listing once (and moves it on), each later one only its batch.
-            gc.collect(0)
+            gc.collect(0)  # see COLLECT_EVERY
 
     def _end_batch(self, written: Path, unfinished: list[_Held], opts: PruneOptions) -> None:
         """Forget the batch, except the removals that failed half way."""

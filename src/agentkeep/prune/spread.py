@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import resource
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -39,28 +38,10 @@ SPREAD_FROM = 2000
 # Test seam, None in production: the least plan that is spread.
 _spread_from: int | None = None
 
-# Sessions checked together in a half (act.BATCH in one process). Both
-# halves remove from the directories every session shares, so each batch of
-# one finds the other's changes there and lists them again: at 10,000
-# sessions, batches of 64 cost each half's re-check half as much again as
-# batches of 256. Each session of a batch holds its lease's descriptor until
-# it is removed, so only where descriptors are plenty.
-HALF_BATCH = 256
-
 
 def worth_spreading(planned: int) -> bool:
     least = SPREAD_FROM if _spread_from is None else _spread_from
     return planned >= least and workers.cpus() >= 2 and workers.start_method() == "fork"
-
-
-def batch(alone: int) -> int:
-    """Sessions a half checks together: HALF_BATCH, or `alone` (what one
-    process acting alone checks together) where a process may open fewer
-    than four times as many files."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft >= 4 * HALF_BATCH:
-        return HALF_BATCH
-    return alone
 
 
 class Sent:
