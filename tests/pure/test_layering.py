@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "agentkeep",
             "agentkeep.agents",
+            "agentkeep.descriptors",
             "agentkeep.disk",
             "agentkeep.errors",
             "agentkeep.jsontext",
