@@ -20,6 +20,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
@@ -162,8 +163,6 @@ def make_home(
     """A fake user under `root` (which must not exist yet) holding `n`
     sessions split by `mix`; `idle_share` of each agent's are idle past 30
     days (31-395 days), the others were active in the last 30 days."""
-    import time
-
     now = time.time() if now is None else now
     bh = BenchHome(fake_home(root))
     w = _Writer()
@@ -171,7 +170,25 @@ def make_home(
         ages = _ages(count, idle_share)
         _MAKERS[agent](bh, w, ages, now)
         bh.counts[agent] = count
+    _at_rest(bh)
     return bh
+
+
+def _at_rest(bh: BenchHome) -> None:
+    """The directories the adapters watch, last changed an hour back, as on
+    a home at rest: just built, each would be too recently changed for its
+    mtime to vouch for it (disk.vouched), and every first look at the home
+    would take each for changed."""
+    from agentkeep import adapters
+    from agentkeep.agents import AGENTS
+    from agentkeep.paths import Env
+
+    old = time.time() - 3600
+    env = Env.from_environ(bh.environ)
+    for agent in AGENTS:
+        for d in adapters._adapter_class(agent)(env).watch_dirs():
+            if os.path.isdir(d):
+                os.utime(d, (old, old))
 
 
 # -- claude ------------------------------------------------------------------
