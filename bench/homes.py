@@ -177,7 +177,7 @@ def make_home(
 def _at_rest(bh: BenchHome) -> None:
     """The directories the adapters watch, last changed an hour back, as on
     a home at rest: just built, each would be too recently changed for its
-    mtime to vouch for it (disk.vouched), and every first look at the home
+    mtime to vouch for it (disk.signed), and every first look at the home
     would take each for changed."""
     from agentkeep import adapters
     from agentkeep.agents import AGENTS

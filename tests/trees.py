@@ -61,7 +61,7 @@ def file_times(root: Path) -> dict[str, tuple[int, int]]:
 def settle(dirs: Iterable[str | os.PathLike[str]]) -> None:
     """Date the directories' last change an hour back, as on a home at rest:
     none is so recently changed that its mtime cannot vouch for it
-    (disk.vouched), which makes the next look list it again whatever."""
+    (disk.signed), which makes the next look list it again whatever."""
     old = time.time() - 3600
     for d in dirs:
         os.utime(d, (old, old))

@@ -11,6 +11,7 @@ import errno
 import math
 import os
 import stat
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -545,17 +546,17 @@ def entry_names(directory: str) -> list[str]:
 RACY_NS = 2_000_000_000
 
 
-def racy(mtime: int | None, read_at: int) -> bool:
-    """Whether `mtime`, read at `read_at` (time.time_ns()), is too recent to
-    vouch for what was listed after it (RACY_NS)."""
-    return mtime is not None and mtime >= read_at - RACY_NS
-
-
-def vouched(mtimes: dict[str, int | None], read_at: int) -> dict[str, int | None]:
-    """`mtimes`, read at `read_at` (taken before them), as a signature to
-    keep: None for each that is racy, which no mtime read later equals, so
-    the directory is listed again at the next look whatever it reads then."""
-    return {d: None if racy(m, read_at) else m for d, m in mtimes.items()}
+def signed(
+    dirs: Iterable[str | os.PathLike[str]],
+) -> tuple[dict[str, int | None], dict[str, int | None]]:
+    """dir_mtimes(dirs), and the signature to keep of them: None for each
+    mtime too recent to vouch for what is listed after it (RACY_NS), which
+    no mtime read later equals, so that directory is looked at again at the
+    next look whatever it reads then."""
+    read_at = time.time_ns()
+    mtimes = dir_mtimes(dirs)
+    racy = read_at - RACY_NS
+    return mtimes, {d: None if m is not None and m >= racy else m for d, m in mtimes.items()}
 
 
 def dir_mtimes(dirs: Iterable[str | os.PathLike[str]]) -> dict[str, int | None]:

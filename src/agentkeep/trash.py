@@ -416,21 +416,21 @@ class Expiry:
         self._known: tuple[dict[str, int | None], float] | None = None
 
     def run(self, now: float) -> list[TrashEntry]:
-        # Taken before the entries are read: a change meanwhile shows next time.
-        signature, read_at = self._signature(), time.time_ns()
-        if self._known is not None and self._known[0] == signature and now < self._known[1]:
+        # Taken before the entries are read: a change meanwhile shows next
+        # time, as does one in a directory signed None (disk.signed: its
+        # mtime too recent to vouch that it will not change unseen).
+        mtimes, signature = self._signature()
+        if self._known is not None and self._known[0] == mtimes and now < self._known[1]:
             return []
         entries = list_entries(self.state_dir)
         expired = _discard_due(self.state_dir, entries, lambda e: e.expires_at <= now, [])
         gone = {(e.agent, e.id) for e in expired}
         left = [e.expires_at for e in entries if (e.agent, e.id) not in gone]
-        # A racy mtime may yet change unseen (disk.racy): not kept.
-        settled = not any(disk.racy(m, read_at) for m in signature.values())
-        self._known = (signature, min(left, default=math.inf)) if settled else None
+        self._known = (signature, min(left, default=math.inf))
         return expired
 
-    def _signature(self) -> dict[str, int | None]:
-        return disk.dir_mtimes([trash_dir(self.state_dir), *_agent_dirs(self.state_dir)])
+    def _signature(self) -> tuple[dict[str, int | None], dict[str, int | None]]:
+        return disk.signed([trash_dir(self.state_dir), *_agent_dirs(self.state_dir)])
 
     def known(self) -> list[Any] | None:
         """What the last read found, as JSON: for a prune in a process of

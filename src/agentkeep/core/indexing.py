@@ -122,13 +122,11 @@ def _restored(ctx: Context) -> dict[tuple[str, str], float]:
 def _dir_signatures(adapter: Adapter) -> tuple[dict[str, int | None], dict[str, int | None]]:
     """The mtimes of the agent's watched directories, and the signature the
     index keeps of them: a directory whose mtime is too recent to vouch
-    that it will not change unseen (disk.vouched) is signed None, so the
+    that it will not change unseen is signed None (disk.signed), so the
     next reconcile lists it again (else a session made in the same clock
     tick as the change before it stayed out of the index until the
     directory changed once more)."""
-    read_at = time.time_ns()
-    mtimes = disk.dir_mtimes(adapter.watch_dirs())
-    return mtimes, disk.vouched(mtimes, read_at)
+    return disk.signed(adapter.watch_dirs())
 
 
 def refresh(ctx: Context, agent: str, session_id: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Iterable
 
 from agentkeep import disk
@@ -30,8 +29,7 @@ class DiskView:
         # Taken before anything is listed: a directory that changes while it
         # is (a fork made meanwhile) shows at the first refresh.
         self.dirs = [os.fspath(d) for d in adapter.watch_dirs()]
-        read_at = time.time_ns()
-        self.signatures = disk.vouched(disk.dir_mtimes(self.dirs), read_at)
+        _, self.signatures = disk.signed(self.dirs)
         # The names of each directory looked at already: those of the
         # sessions listed (see _put), and every name of a changed one.
         self._looked_at: dict[str, set[str]] = {d: set() for d in self.dirs}
@@ -80,13 +78,12 @@ class DiskView:
         if disk.dir_mtimes(self.dirs) == self.signatures:
             return
         # Taken before the listing: a change during it shows next time. A
-        # directory signed None (disk.vouched: one whose mtime was too
-        # recent to vouch that nothing changed after it with the same mtime,
-        # a fork made in the clock tick of another change) is looked at again.
+        # directory signed None (disk.signed: one whose mtime was too recent
+        # to vouch that nothing changed after it with the same mtime, a fork
+        # made in the clock tick of another change) is looked at again.
         dirs = [os.fspath(d) for d in self.adapter.watch_dirs()]
-        read_at = time.time_ns()
-        signatures = disk.dir_mtimes(dirs)
-        moved = [d for d in dirs if d not in self.signatures or signatures[d] != self.signatures[d]]
+        mtimes, signatures = disk.signed(dirs)
+        moved = [d for d in dirs if d not in self.signatures or mtimes[d] != self.signatures[d]]
         unseen = [os.path.join(d, name) for d in moved for name in self._unseen(d)]
         new = sorted(sid for sid in self.adapter.sessions_named(unseen) if sid not in self.sessions)
         if listing_again_is_cheaper(len(new), len(self.sessions)):
@@ -94,7 +91,7 @@ class DiskView:
         else:
             for sid, s in self.adapter.load_many(new).items():
                 self._put(sid, s)
-        self.dirs, self.signatures = dirs, disk.vouched(signatures, read_at)
+        self.dirs, self.signatures = dirs, signatures
 
     def _unseen(self, directory: str) -> set[str]:
         """The names in `directory` not looked at before (from now on they
