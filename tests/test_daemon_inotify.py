@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -29,10 +30,14 @@ from agentkeep.daemon.inotify import InotifyWatches
 from agentkeep.daemon.watch import ObserverWatches, Watcher
 from agentkeep.paths import Env
 from agentkeep.watchplan import POLLING
+from build_claude import make_session
+from test_daemon_serve import start_daemon, stop_daemons
 from test_daemon_watch import Seen, transcript
 from waiting import wait_until
 
 MANY = 220
+# Imported for its effect: every daemon a test here starts is killed after it.
+__all__ = ["stop_daemons"]
 
 
 class Events:
@@ -75,7 +80,7 @@ def area(fake_home) -> Path:
 @pytest.fixture
 def watching(inotify_only: None) -> Iterator[tuple[InotifyWatches, Events]]:
     events = Events()
-    dirs = InotifyWatches(events)
+    dirs = InotifyWatches(events, lambda: None)
     dirs.start()
     yield dirs, events
     dirs.stop()
@@ -94,8 +99,9 @@ def test_many_directories_run_on_one_reader_thread(fake_home, inotify_only) -> N
     watcher.start()
     try:
         assert len(watcher._watches) > MANY, "SETUP INVALID: the key dirs are not all watched"
-        # The reader and the debounce worker, whatever the number of dirs.
-        assert threads_of(os.getpid()) - before <= 2
+        # watchdog's reader and dispatcher, the watcher's debounce worker and
+        # the thread waiting on the reader, whatever the number of dirs.
+        assert threads_of(os.getpid()) - before <= 4
         path = sessions[MANY // 2]
         with path.open("a") as f:
             f.write('{"type": "assistant"}\n')
@@ -137,7 +143,7 @@ def test_the_same_changes_name_the_same_paths(area: Path, inotify_only, kind: st
     root.mkdir()
     events = Events()
     dirs: watch.DirWatches = (
-        InotifyWatches(events) if kind == "inotify" else ObserverWatches(events)
+        InotifyWatches(events, lambda: None) if kind == "inotify" else ObserverWatches(events)
     )
     dirs.start()
     try:
@@ -236,7 +242,7 @@ class FullAfter:
     directory under `refused` (a test cannot lower max_user_watches)."""
 
     def __init__(self, sink: Sink, refused: Path) -> None:
-        self.real = InotifyWatches(sink)
+        self.real = InotifyWatches(sink, lambda: None)
         self.refused = refused
         self.refusals = 0
 
@@ -255,6 +261,9 @@ class FullAfter:
     def remove(self, path: Path) -> None:
         self.real.remove(path)
 
+    def wait(self) -> str:
+        return self.real.wait()
+
 
 def test_a_failed_watch_sends_only_its_root_to_polling(fake_home, inotify_only) -> None:
     projects = fake_home.claude / "projects"
@@ -264,7 +273,7 @@ def test_a_failed_watch_sends_only_its_root_to_polling(fake_home, inotify_only) 
     tmp_root.mkdir(mode=0o700)
     made: list[FullAfter] = []
 
-    def watches(sink: Sink) -> FullAfter:
+    def watches(sink: Sink, on_lost: Callable[[], None]) -> FullAfter:
         made.append(FullAfter(sink, tmp_root))
         return made[0]
 
@@ -281,3 +290,119 @@ def test_a_failed_watch_sends_only_its_root_to_polling(fake_home, inotify_only) 
         assert not any(p.is_relative_to(tmp_root) for p in watcher._watches)
     finally:
         watcher.stop()
+
+
+# -- the protocol this module leans on, and the faults it must survive -------
+
+
+def test_watchdog_s_callback_protocol_is_the_one_relied_on() -> None:
+    """The members of watchdog's WatchCallback that InotifyWatches
+    implements: a member added or renamed upstream fails here first."""
+    from watchdog.observers.inotify_c import WatchCallback
+
+    wanted = {"on_event", "on_watch_deleted", "on_queue_overflow", "on_events_lost"}
+    members = {name for name in vars(WatchCallback) if name.startswith("on_")}
+    assert members == wanted
+
+
+def test_an_overflow_is_told_once_and_the_watches_go_on(area: Path, inotify_only) -> None:
+    """A queue overflow as watchdog's reader hands it to every callback
+    (on_queue_overflow, then on_events_lost): the watcher is told once, and
+    events still come after it."""
+    from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent
+
+    events = Events()
+    lost: list[float] = []
+    dirs = InotifyWatches(events, lambda: lost.append(1.0))
+    dirs.start()
+    try:
+        for name in ("a", "b", "c"):
+            (area / name).mkdir()
+            dirs.add(area / name)
+        fd = dirs._fd
+        assert fd is not None
+        fd.handle_event(InotifyEvent(-1, InotifyConstants.IN_Q_OVERFLOW, 0, b""))
+        assert lost == [1.0]
+        (area / "b" / "after").write_text("x")
+        wait_until(events.has((str(area / "b" / "after"), False)), "an event after", 3.0)
+        assert fd.is_alive()
+    finally:
+        dirs.stop()
+
+
+def _project_dir(fake_home) -> Path:
+    make_session(fake_home, age_days=3)
+    projects = fake_home.claude / "projects"
+    (project,) = [p for p in projects.iterdir() if p.is_dir()]
+    return project
+
+
+def _listed(daemon, sid: str) -> bool:
+    return any(row["id"] == sid for row in daemon.call("ls"))
+
+
+def test_a_real_overflow_is_reconciled_and_watching_goes_on(fake_home, inotify_only) -> None:
+    """The daemon stopped (SIGSTOP) while a burst of 12,000 files made and
+    removed overflows the kernel's queue: once it runs again it says events
+    were lost, reconciles, and a session made afterwards is listed within
+    seconds; status still says inotify, truthfully."""
+    project = _project_dir(fake_home)
+    daemon = start_daemon(fake_home)
+    daemon.wait(lambda: daemon.status()["sessions"] == 1, 10, "the first session indexed")
+    queued = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    burst = project / "burst"
+    os.kill(daemon.proc.pid, signal.SIGSTOP)
+    try:
+        for n in range(max(12_000, queued)):
+            path = burst.with_name(f"burst-{n}")
+            path.touch()
+            path.unlink()
+    finally:
+        os.kill(daemon.proc.pid, signal.SIGCONT)
+    try:
+        wait_until(lambda: "Inotify queue overflowed" in daemon.stderr(), "an overflow", 15.0)
+    except AssertionError:
+        pytest.fail(f"SETUP INVALID: the queue did not overflow\n{daemon.stderr()}")
+    daemon.wait(
+        lambda: "the inotify queue overflowed: events were lost" in daemon.stderr(),
+        5,
+        "the daemon to say events were lost",
+    )
+    new = make_session(fake_home, age_days=2)
+    daemon.wait(lambda: _listed(daemon, new.id), 10, "a session made after the overflow")
+    assert daemon.status()["watch"]["mode"] == "inotify"
+    assert "Traceback (most recent call last)" not in daemon.stderr()
+
+
+# Inside the daemon: watchdog's reader dies (its dispatch raises, as a bug
+# in it would) at the first event for a file named `kill-the-reader`.
+KILL_READER = """
+from watchdog.observers import inotify_c
+_real = inotify_c.InotifyFD.handle_event
+def _dies(self, event):
+    if event.name == b"kill-the-reader":
+        raise RuntimeError("the reader is killed (test seam)")
+    return _real(self, event)
+inotify_c.InotifyFD.handle_event = _dies
+"""
+
+
+def test_a_watch_thread_that_dies_is_replaced(fake_home, inotify_only) -> None:
+    project = _project_dir(fake_home)
+    daemon = start_daemon(fake_home, seams=KILL_READER)
+    daemon.wait(lambda: daemon.status()["sessions"] == 1, 10, "the first session indexed")
+    assert daemon.status()["watch"]["ended"] is None
+    (project / "kill-the-reader").write_text("x")
+    try:
+        wait_until(lambda: daemon.status()["watch"]["ended"], "the reader to end", 10.0)
+    except AssertionError:
+        pytest.fail(f"SETUP INVALID: the reader did not die\n{daemon.stderr()}")
+    watch = daemon.status()["watch"]
+    assert "ended" in watch["ended"] and watch["mode"] == "inotify", watch
+    new = make_session(fake_home, age_days=2)
+    daemon.wait(lambda: _listed(daemon, new.id), 10, "a session made after the reader died")
+    # The reader's own error is one log line, not a bare traceback.
+    assert "Traceback (most recent call last)" not in daemon.stderr()
+    assert "a thread ended with an error" in daemon.stderr()
+    doctor = fake_home.cli("doctor")
+    assert "its watching ended and was started again" in doctor.stdout, doctor.stdout

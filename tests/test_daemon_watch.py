@@ -19,8 +19,7 @@ from watchdog.observers import Observer
 from agentkeep import watchplan
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.daemon import watch
-from agentkeep.daemon.events import Sink
-from agentkeep.daemon.watch import DirWatches, ObserverWatches, Watcher, native_watches
+from agentkeep.daemon.watch import ObserverWatches, Watcher, WatchesFactory, native_watches
 from agentkeep.paths import Env
 from agentkeep.watchplan import POLLING, RootWatch, group_by_root, plan
 from waiting import wait_until
@@ -71,7 +70,7 @@ def roots_by_path(watcher: Watcher) -> dict[str, dict[str, object]]:
 # observer (what macOS uses; inotify-backed here).
 @pytest.mark.parametrize("watches", [native_watches, ObserverWatches])
 def test_an_append_reaches_its_session(
-    fake_home, claude: ClaudeAdapter, watches: Callable[[Sink], DirWatches]
+    fake_home, claude: ClaudeAdapter, watches: WatchesFactory
 ) -> None:
     sid = str(uuid.uuid4())
     path = transcript(fake_home.claude / "projects", "-work-proj", sid)

@@ -192,10 +192,21 @@ def check_watches(env: Env, config: Config, daemon: dict[str, Any] | str) -> Che
     need = len(_watch_targets(env, config))
     watching = daemon.get("watch") if isinstance(daemon, dict) else None
     mode = watching.get("mode") if isinstance(watching, dict) else None
+    ended = watching.get("ended") if isinstance(watching, dict) else None
+    if ended and mode != watchplan.INOTIFY:
+        return Check(
+            "watches",
+            False,
+            f"the daemon's watching ended: {ended}; every root is rescanned instead",
+            "look at the daemon's log, then restart it: systemctl --user restart agentkeep",
+        )
     if env.get("AGENTKEEP_INOTIFY_MAX") is None and mode is not None:
         # The running daemon's watches are already in `used`: its word counts.
         if mode == watchplan.INOTIFY:
-            return Check("watches", True, f"the daemon watches every directory (limit {limit})")
+            again = f"; its watching ended and was started again: {ended}" if ended else ""
+            return Check(
+                "watches", True, f"the daemon watches every directory (limit {limit}){again}"
+            )
         return Check(
             "watches",
             False,

@@ -13,6 +13,7 @@ import importlib
 import logging
 import os
 import sys
+import threading
 import types
 from collections.abc import Mapping
 
@@ -137,3 +138,13 @@ def configure(json: bool | None = None, level: str = "info") -> None:
     root.setLevel(level.upper())
     for name in _QUIET:
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+    threading.excepthook = _thread_ended
+
+
+def _thread_ended(args: threading.ExceptHookArgs) -> None:
+    """A thread that ends with an exception (a dependency's, say) is one log
+    line like every other, never a bare traceback on stderr."""
+    thread = args.thread.name if args.thread is not None else "?"
+    exc = (args.exc_type, args.exc_value, args.exc_traceback)
+    log = structlog.get_logger("agentkeep")
+    log.error("a thread ended with an error", thread=thread, exc_info=exc)

@@ -19,6 +19,12 @@ On Linux every directory shares one inotify instance and one reader thread
 (`inotify.InotifyWatches`); elsewhere each is scheduled on watchdog's
 ordinary observer (FSEvents, kqueue), which is `ObserverWatches`.
 
+The watching itself is watched (invariant 12): events the kernel dropped
+(its queue overflowed) make the watcher reconcile, as a flood does, and a
+reader thread that ends is noticed at once by a thread waiting on it, and
+replaced, watches and all, followed by a reconcile; after RESTARTS_MAX
+ends within RESTART_WINDOW every root polls, and status says why.
+
 Events are debounced, mapped to sessions through the adapters and handed to
 `on_sessions`, an agent's at a time (listing many again costs about one
 listing), with those whose every named path is gone; handlers are
@@ -70,6 +76,10 @@ DEBOUNCE_MAX = 1.0
 # a reconcile finds what they said from the disk instead.
 PENDING_MAX = 20_000
 _IGNORED_SUFFIXES = ("-wal", "-shm", "-journal")
+# A reader thread that ends this often within the window is not started
+# again: every root polls (the reconcile every POLL_INTERVAL) instead.
+RESTARTS_MAX = 3
+RESTART_WINDOW = 3600.0
 
 
 class DirWatches(Protocol):
@@ -84,13 +94,30 @@ class DirWatches(Protocol):
 
     def remove(self, path: Path) -> None: ...
 
+    def wait(self) -> str:
+        """Block until the watching stops (stop(), or a thread that ended);
+        why it did."""
+        ...
+
+
+# Makes the watches, given where events go and what to call when events
+# were lost.
+WatchesFactory = Callable[[Sink, Callable[[], None]], DirWatches]
+
 
 class ObserverWatches:
     """Each directory scheduled on watchdog's own observer: FSEvents or
     kqueue on macOS. On Linux that costs a thread per directory, so it is
     used there only where libc has no inotify (and by tests)."""
 
-    def __init__(self, sink: Sink, observer: BaseObserver | None = None) -> None:
+    def __init__(
+        self,
+        sink: Sink,
+        on_lost: Callable[[], None] = lambda: None,
+        observer: BaseObserver | None = None,
+    ) -> None:
+        # watchdog's own emitters deal with their queues' overflows.
+        del on_lost
         self._observer = observer or Observer()
         self._handler = _Handler(sink)
         self._watches: dict[Path, ObservedWatch] = {}
@@ -122,8 +149,12 @@ class ObserverWatches:
         except (KeyError, OSError) as exc:
             log.debug("unschedule failed", path=str(path), error=str(exc))
 
+    def wait(self) -> str:
+        self._observer.join()
+        return "watchdog's observer thread ended"
 
-def native_watches(sink: Sink) -> DirWatches:
+
+def native_watches(sink: Sink, on_lost: Callable[[], None]) -> DirWatches:
     """One inotify instance for every directory on Linux (watchdog's
     observer would start a thread per directory); the observer elsewhere."""
     if sys.platform.startswith("linux"):
@@ -133,7 +164,7 @@ def native_watches(sink: Sink) -> DirWatches:
             from agentkeep.daemon.inotify import InotifyWatches
         except UnsupportedLibcError:
             return ObserverWatches(sink)
-        return InotifyWatches(sink)
+        return InotifyWatches(sink, on_lost)
     return ObserverWatches(sink)
 
 
@@ -147,7 +178,7 @@ class Watcher:
         *,
         on_flood: Callable[[], None] = lambda: None,
         budget: Callable[[], tuple[int, int] | None] = inotify_budget,
-        watches: Callable[[Sink], DirWatches] = native_watches,
+        watches: WatchesFactory = native_watches,
     ) -> None:
         self._adapters = adapters
         self._read_budget = budget
@@ -171,13 +202,63 @@ class Watcher:
         self._wake = threading.Condition()
         self._stopping = False
         self._worker = threading.Thread(target=self._work, name="agentkeep-watch", daemon=True)
-        self._dirs = watches(self.queue)
+        self._make_watches = watches
+        self._dirs = watches(self.queue, self.lost)
+        # When the watching last ended by itself, and why (status says so).
+        self._ends: list[float] = []
+        self._ended: str | None = None
+        # Why every root polls, once the watching kept ending.
+        self._given_up: str | None = None
 
     # -- life -------------------------------------------------------------
     def start(self) -> None:
         self._dirs.start()
+        self._monitor(self._dirs)
         self._worker.start()
         self.resync(replan=True)
+
+    def _monitor(self, dirs: DirWatches) -> None:
+        """A thread that waits for `dirs` to end: no timer, nothing to do
+        while they run."""
+
+        def wait() -> None:
+            why = dirs.wait()
+            with self._wake:
+                if self._stopping or dirs is not self._dirs:
+                    return
+            self._watch_again(why)
+
+        threading.Thread(target=wait, name="agentkeep-watch-monitor", daemon=True).start()
+
+    def _watch_again(self, why: str) -> None:
+        """The watching ended by itself: watch everything again on new
+        watches, then reconcile what went unseen meanwhile; past
+        RESTARTS_MAX ends in RESTART_WINDOW, every root polls instead."""
+        now = time.monotonic()
+        with self._lock:
+            self._ends = [t for t in self._ends if now - t < RESTART_WINDOW] + [now]
+            times = len(self._ends)
+            self._ended = f"{why} ({times} time{'s' if times > 1 else ''} in the last hour)"
+            self._watches.clear()  # they went with the watching that ended
+            self._dirs.stop(timeout=1)
+            self._dirs = self._make_watches(self.queue, self.lost)
+            if times > RESTARTS_MAX:
+                log.error("the watching keeps ending; every root polls", why=why, times=times)
+                self._given_up = self._ended
+            else:
+                log.error("the watching ended; watching again", why=why, times=times)
+                self._dirs.start()
+                self._monitor(self._dirs)
+        self.resync(replan=True)
+        self.lost()
+
+    def lost(self) -> None:
+        """Events were lost (the kernel's queue overflowed, or the watching
+        was replaced): a reconcile looks at the disk instead."""
+        with self._wake:
+            self._pending.clear()
+            self._flooded = True
+            self._wake.notify_all()
 
     def stop(self) -> None:
         with self._wake:
@@ -197,7 +278,13 @@ class Watcher:
         with self._lock:
             modes = {g.mode for g in self._groups}
             mode = MIXED if len(modes) > 1 else (modes.pop() if modes else INOTIFY)
-            return {"mode": mode, "roots": [g.as_json() for g in self._groups]}
+            return {
+                "mode": mode,
+                "roots": [g.as_json() for g in self._groups],
+                # Why the watching ended by itself lately (it was replaced,
+                # or every root polls since), or None.
+                "ended": self._ended,
+            }
 
     # -- watches ----------------------------------------------------------
     def resync(self, *, replan: bool = False) -> set[Path]:
@@ -231,7 +318,9 @@ class Watcher:
                 # One adapter's bad day must not stop the others being watched.
                 log.warning("watch dirs unavailable", agent=agent, error=str(exc))
         for group in groups:
-            if group.path in self._failed:
+            if self._given_up is not None:
+                group.mode, group.reason = POLLING, self._given_up
+            elif group.path in self._failed:
                 group.mode, group.reason = POLLING, self._failed[group.path]
         return groups
 
