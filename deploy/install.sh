@@ -172,21 +172,27 @@ if [ "$uninstall" -eq 1 ]; then
         say "agentkeep is uninstalled; it left nothing behind"
         exit 0
     fi
-    say "agentkeep is uninstalled. Left in place:"
-    if [ -n "$state_dir" ]; then
-        case $trash_count in
-            '' | 0) held= ;;
-            1) held=" (1 pruned session in the trash)" ;;
-            *) held=" ($trash_count pruned sessions in the trash)" ;;
-        esac
-        say "  $state_dir: the index, pins and the trash$held"
-    fi
-    [ -z "$config" ] || say "  $config: the config"
-    [ -z "$logs" ] || say "  $logs: the service's logs"
+    kept_list() { # what agentkeep keeps, one line each
+        if [ -n "$state_dir" ]; then
+            case $trash_count in
+                '' | 0) held= ;;
+                1) held=" (1 pruned session in the trash)" ;;
+                *) held=" ($trash_count pruned sessions in the trash)" ;;
+            esac
+            say "  $state_dir: the index, pins and the trash$held"
+        fi
+        [ -z "$config" ] || say "  $config: the config"
+        [ -z "$logs" ] || say "  $logs: the service's logs"
+    }
     if [ "$purge" -eq 0 ] && [ "$dry_run" -eq 0 ] && [ -t 0 ] && [ -t 1 ]; then
+        say "agentkeep is uninstalled. Still here:"
+        kept_list
         printf 'Remove them too? What is in the trash cannot be restored after this. [y/N] '
         read -r answer || answer=
         case $answer in [yY] | [yY][eE][sS]) purge=1 ;; esac
+    elif [ "$purge" -eq 0 ]; then
+        say "agentkeep is uninstalled. Left in place:"
+        kept_list
     fi
     if [ "$purge" -eq 0 ]; then
         say "to remove them too: $0 --uninstall --purge"
@@ -205,6 +211,12 @@ if [ "$uninstall" -eq 1 ]; then
             rmdir "$config_dir" 2>/dev/null || true
         fi
     fi
+    if [ "$dry_run" -eq 1 ]; then
+        say "agentkeep would be uninstalled, and these removed too:"
+    else
+        say "agentkeep is uninstalled, and these are removed too:"
+    fi
+    kept_list
     exit 0
 fi
 
@@ -244,9 +256,12 @@ else
         die "could not create $venv (on Debian/Ubuntu: apt install python3-venv)"
 fi
 
-# 2. The package, from this source tree (an upgrade when it is already there),
-# with the `ui` extra (Textual) for `agentkeep ui`.
-run "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "$repo[ui]"
+# 2. The dependencies, exactly as CI tested them (requirements/runtime.lock:
+# versions and hashes, the `ui` extra's Textual among them), then the
+# package itself from this source tree (an upgrade when it is already there).
+pip_quiet="--quiet --disable-pip-version-check"
+run "$venv/bin/python" -m pip install $pip_quiet --require-hashes -r "$repo/requirements/runtime.lock"
+run "$venv/bin/python" -m pip install $pip_quiet --no-deps --upgrade "$repo"
 
 # 3. The command on PATH: a link to the venv's script.
 run mkdir -p "$bin_dir"

@@ -1011,11 +1011,24 @@ def _uninstall_flow(fh: FakeHome, environ: dict[str, str], is_running: Any) -> N
     assert state.is_dir() and config.is_file(), "removed after a no"
     code, out = _install_sh_on_a_terminal(fh, "y", "--uninstall", environ=environ)
     assert code == 0, out
+    assert "these are removed too" in out and f"{state}: the index" in out, out
     assert not state.exists() and not config.exists() and not config.parent.exists()
     assert sorted(p.relative_to(claude) for p in claude.rglob("*")) == before
     assert fh.home.is_dir() and (fh.home / ".config").is_dir()
     again = _install_sh(fh, "--uninstall", "--purge", environ=environ)
     assert again.returncode == 0 and "left nothing behind" in again.stdout, again
+
+
+def test_install_sh_purge_says_it_removes_what_it_removes(fake_home: FakeHome) -> None:
+    """--purge removes the state dir and the config, and says so: it never
+    lists them as left in place."""
+    fake_home.state.mkdir(parents=True, exist_ok=True)
+    config = fake_home.write_config('retention = "30d"\n')
+    done = _install_sh(fake_home, "--uninstall", "--purge")
+    assert done.returncode == 0, done.stderr
+    assert not fake_home.state.exists() and not config.exists()
+    assert "Left in place" not in done.stdout, done.stdout
+    assert "these are removed too" in done.stdout and f"{config}: the config" in done.stdout
 
 
 def test_install_sh_uninstall_takes_back_what_install_did(fake_home: FakeHome) -> None:
