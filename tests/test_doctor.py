@@ -435,6 +435,7 @@ def test_doctor_json_is_one_document(fake_home: FakeHome) -> None:
     assert done.returncode == 1, done.stderr
     names = [c["name"] for c in json.loads(done.stdout)]
     assert names == [
+        "dependencies",
         "config",
         "watches",
         "service",

@@ -522,6 +522,13 @@ def ui() -> None:
 @main.command()
 def serve() -> None:
     """Run the daemon in the foreground (what the service runs)."""
+    from agentkeep import dependencies
+
+    # Checked before the daemon's modules are imported: a dependency of
+    # another version may not import at all, or fail later in a thread.
+    wrong = dependencies.problems()
+    if wrong:
+        fail(EXIT_USAGE, "cannot start: " + "; ".join(wrong) + " (reinstall: deploy/install.sh)")
     from agentkeep.daemon.main import serve as run_daemon
 
     sys.exit(run_daemon(Env.from_environ()))

@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import adapters, client, service, watchplan
+from agentkeep import adapters, client, dependencies, service, watchplan
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.adapters.gemini import GeminiAdapter
 from agentkeep.agents import AGENTS
@@ -475,10 +475,18 @@ def check_state_disk(env: Env) -> Check:
     return Check("state disk", True, f"{free // (1 << 20)} MB free at {where}")
 
 
+def check_dependencies() -> Check:
+    wrong = dependencies.problems()
+    if not wrong:
+        return Check("dependencies", True, "every dependency is of a tested version")
+    return Check("dependencies", False, "; ".join(wrong), "reinstall: sh deploy/install.sh")
+
+
 def run_checks(env: Env) -> list[Check]:
     config, error = _load(env)
     daemon = _daemon(env)
     return [
+        check_dependencies(),
         check_config(env, config, error),
         check_watches(env, config, daemon),
         check_service(env, daemon),

@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "agentkeep",
             "agentkeep.agents",
+            "agentkeep.dependencies",
             "agentkeep.descriptors",
             "agentkeep.disk",
             "agentkeep.errors",

@@ -1,0 +1,83 @@
+"""The dependencies agentkeep runs on, checked against the ranges it was
+tested with (pyproject.toml, which the lock files pin inside).
+
+A dependency that is missing, or of a version outside its tested range, is
+named in words when the daemon starts (it refuses to start) and by `doctor`,
+never met later as a traceback in a thread: watchdog 7.1's reader thread
+died on a callback member older versions did not have. Only the simple
+specifiers the project writes are read (`>=X`, `<Y`, `==Z`); the `ui`
+extra's are checked only when installed, and the `dev` extra's (the tests'
+tools) not at all.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import metadata
+
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*(\[[^\]]*\])?\s*([^;]*?)\s*(;.*)?$")
+_SPECIFIER = re.compile(r"^(>=|<=|==|<|>)\s*([0-9][0-9A-Za-z.]*)$")
+
+
+def problems(distribution: str = "agentkeep") -> list[str]:
+    """What is wrong with the installed dependencies, one sentence each."""
+    try:
+        requires = metadata.requires(distribution) or []
+    except metadata.PackageNotFoundError:
+        return [f"{distribution} itself is not installed (its metadata is missing)"]
+    found: list[str] = []
+    for line in requires:
+        parsed = _REQUIREMENT.match(line)
+        if parsed is None:
+            continue
+        name, _, specifiers, marker = parsed.groups()
+        extra = re.search(r"extra\s*==\s*['\"]([^'\"]+)", marker or "")
+        if extra is not None and extra.group(1) != "ui":
+            continue
+        problem = _problem(name, specifiers, optional=extra is not None)
+        if problem is not None:
+            found.append(problem)
+    return found
+
+
+def _problem(name: str, specifiers: str, optional: bool) -> str | None:
+    # Lower bounds first, as pyproject.toml writes them (metadata sorts them).
+    specs = [s.strip() for s in specifiers.split(",") if s.strip()]
+    specs.sort(key=lambda s: s[0] != ">")
+    wanted = name + ",".join(specs)
+    try:
+        installed = metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None if optional else f"{name} is missing (agentkeep needs {wanted})"
+    for spec in specs:
+        match = _SPECIFIER.match(spec)
+        if match is not None and not _holds(_version(installed), *match.groups()):
+            return f"{name} {installed} is installed; agentkeep is tested with {wanted}"
+    return None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """The leading numeric release of a version (7.1.1rc1 -> (7, 1, 1))."""
+    numbers: list[int] = []
+    for part in text.split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        numbers.append(int(digits.group()))
+        if digits.group() != part:
+            break
+    return tuple(numbers)
+
+
+def _holds(installed: tuple[int, ...], op: str, wanted: str) -> bool:
+    want = _version(wanted)
+    width = max(len(installed), len(want))
+    have = installed + (0,) * (width - len(installed))
+    want = want + (0,) * (width - len(want))
+    return {
+        ">=": have >= want,
+        "<=": have <= want,
+        "==": have == want,
+        "<": have < want,
+        ">": have > want,
+    }[op]
