@@ -609,12 +609,12 @@ def test_in_process_commands_import_nothing_of_the_daemon(
 
 
 # What each command answered in-process never calls: the prune's act (its
-# leases, journal, removal and second process), which `core` and `prune`
+# leases, journal and removal), which `core` and `prune`
 # imported whole before their names were imported when asked for
 # (agentkeep.lazy); a scan does not even plan.
 NOT_ACTING = (
     "agentkeep.prune.act",
-    "agentkeep.prune.spread",
+    "agentkeep.prune.run",
     "agentkeep.journal",
     "agentkeep.removal",
     "agentkeep.rmtree",

@@ -41,7 +41,7 @@ def {fn}(*args, **kwargs):
 """
 
 
-_PRUNED_BY = _noting("PRUNED_BY", "agentkeep.prune.act", "Pruner.run")
+_PRUNED_BY = _noting("PRUNED_BY", "agentkeep.prune.run", "Pruner.run")
 _RECONCILED_BY = _noting("RECONCILED_BY", "agentkeep.core", "reconcile")
 # A scan apart then waits $SCAN_SLEEP seconds (the daemon's own start-up
 # scans do not).
@@ -129,8 +129,8 @@ def test_what_changed_while_a_prune_ran_reaches_the_index_after_it(fake_home) ->
     make_session(fake_home, age_days=0)
     few = "from agentkeep.daemon import watch\nwatch.PENDING_MAX = 5"
     slow = (
-        "import time\nfrom agentkeep.prune import act\n"
-        "act._after_lease = lambda agent, sid: time.sleep(1)\n"
+        "import time\nfrom agentkeep.prune import remove\n"
+        "remove._after_lease = lambda agent, sid: time.sleep(1)\n"
     ) + _RECONCILED_BY
     noted = fake_home.root / "reconciled-by"
     daemon = start_daemon(

@@ -190,7 +190,7 @@ def pruning_slowly(fake_home) -> tuple[Any, list[Any]]:
     # The prune runs in a process of its own (daemon.apart): the
     # seam must reach it.
     seam = (
-        "import time\nfrom agentkeep.prune import act as prune\n"
+        "import time\nfrom agentkeep.prune import remove as prune\n"
         "prune._after_lease = lambda agent, sid: time.sleep(2)"
     )
     daemon = start_daemon(fake_home, everywhere=seam, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.5"})

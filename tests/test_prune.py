@@ -35,6 +35,8 @@ from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
 from agentkeep.prune import PruneOptions, Pruner, PruneRefused, ancestors, check_floor
 from agentkeep.prune import act as prune_act
+from agentkeep.prune import remove as prune_remove
+from agentkeep.prune import run as prune_run
 from build_agents import make_zero_session, zero_root
 from build_claude import (
     ClaudeSessionPaths,
@@ -391,7 +393,7 @@ def test_a_process_started_after_the_plan_keeps_the_session_live(
         started.append(spawn([sys.executable, "-c", SLEEP, sid]).pid)
         wait_for(lambda: names(sid), "the new process showing in the process table")
 
-    monkeypatch.setattr(prune_act, "_after_lease", resume_it)
+    monkeypatch.setattr(prune_remove, "_after_lease", resume_it)
     doc = run_prune(older_than="30d")
 
     if len(started) != 1:
@@ -417,7 +419,7 @@ def test_a_process_started_while_its_batch_takes_leases_keeps_the_session_live(
             wait_for(lambda: names(leased[0]), "the new process showing in the process table")
 
     monkeypatch.setattr(prune_act, "BATCH", 2)
-    monkeypatch.setattr(prune_act, "_after_lease", resume_the_other)
+    monkeypatch.setattr(prune_remove, "_after_lease", resume_the_other)
     doc = run_prune(older_than="30d")
 
     if len(started) != 1:
@@ -575,7 +577,7 @@ def test_a_session_written_between_plan_and_removal_is_kept_updated(
             f.write(jsonl([{"type": "user", "sessionId": sid, "cwd": s.cwd}]))
         written.append(sid)
 
-    monkeypatch.setattr(prune_act, "_after_lease", write_to_it)
+    monkeypatch.setattr(prune_remove, "_after_lease", write_to_it)
     doc = run_prune(older_than="30d")
 
     if written != [s.id]:
@@ -594,7 +596,7 @@ def test_a_fork_made_after_the_plan_keeps_its_old_parent(
     def fork_it() -> None:
         forks.append(make_session(fake_home, parent=parent.id, cwd=parent.cwd, age_days=0.01))
 
-    monkeypatch.setattr(prune_act, "_after_plan", fork_it)
+    monkeypatch.setattr(prune_run, "_after_plan", fork_it)
     doc = run_prune(older_than="30d")
 
     if len(forks) != 1 or not whole(forks[0]):
@@ -659,7 +661,7 @@ def test_a_fork_in_a_directory_whose_mtime_stays_keeps_its_old_parent(
         if fork.transcript.parent == project and project.stat().st_mtime_ns == stamp:
             forks.append(fork)
 
-    monkeypatch.setattr(prune_act, "_after_plan", fork_in_the_same_tick)
+    monkeypatch.setattr(prune_run, "_after_plan", fork_in_the_same_tick)
     doc = run_prune(older_than="30d")
 
     if len(forks) != 1:
@@ -684,7 +686,7 @@ def test_a_fork_made_after_the_plan_in_a_new_project_keeps_its_old_parent(
         )
         forks.append(fork)
 
-    monkeypatch.setattr(prune_act, "_after_plan", fork_it)
+    monkeypatch.setattr(prune_run, "_after_plan", fork_it)
     doc = run_prune(older_than="30d")
 
     if len(forks) != 1 or forks[0].transcript.parent == parent.transcript.parent:
@@ -722,7 +724,7 @@ def test_a_home_in_use_is_not_listed_again_whole_between_batches(
     monkeypatch.setattr(ClaudeAdapter, "scan", counted_scan)
     monkeypatch.setattr(ClaudeAdapter, "sessions_named", counted_named)
     planned: list[int] = []
-    monkeypatch.setattr(prune_act, "_after_plan", lambda: planned.append(calls["scan"]))
+    monkeypatch.setattr(prune_run, "_after_plan", lambda: planned.append(calls["scan"]))
 
     def claude_at_work(agent: str, sid: str) -> None:
         for n in range(new_entries):
@@ -730,7 +732,7 @@ def test_a_home_in_use_is_not_listed_again_whole_between_batches(
             name = f"{sid}-work-{n}.log" if named == "known" else f"{uuid.uuid4()}.txt"
             (fake_home.claude / "debug" / name).write_text("x")
 
-    monkeypatch.setattr(prune_act, "_after_lease", claude_at_work)
+    monkeypatch.setattr(prune_remove, "_after_lease", claude_at_work)
     doc = run_prune(older_than="30d")
 
     scans_in_act = calls["scan"] - planned[0] if planned else 0
@@ -766,7 +768,7 @@ def test_a_changed_directory_asks_whose_only_its_names_new_since_the_plan(
             path.write_text("x")
             written.append(str(path))
 
-    monkeypatch.setattr(prune_act, "_after_lease", another_writer)
+    monkeypatch.setattr(prune_remove, "_after_lease", another_writer)
     doc = run_prune(older_than="30d")
 
     if not written or not asked:
@@ -787,7 +789,7 @@ def test_a_recent_parent_of_a_session_kept_at_removal_is_not_reported(
             f.write(jsonl([{"type": "user", "sessionId": sid, "cwd": child.cwd}]))
         written.append(sid)
 
-    monkeypatch.setattr(prune_act, "_after_lease", write_to_it)
+    monkeypatch.setattr(prune_remove, "_after_lease", write_to_it)
     doc = run_prune(older_than="30d")
 
     if written != [child.id]:
@@ -1089,7 +1091,7 @@ def test_a_removal_failing_half_way_is_reported_and_finished_by_the_next_run(
 
 KILL_MID_REMOVAL = """
 import os, signal
-import agentkeep.prune.act as prune
+import agentkeep.prune.remove as prune
 import agentkeep.rmtree as rmtree
 
 counts = {"sessions": 0, "leaves": 0}
@@ -1141,7 +1143,7 @@ def test_a_prune_killed_mid_removal_is_finished_by_the_next_run(fake_home: FakeH
 
 HOLD_AFTER_PLAN = """
 import os, pathlib, time
-import agentkeep.prune.act as prune
+import agentkeep.prune.run as prune
 
 def wait_at_barrier():
     barrier = pathlib.Path(os.environ["BARRIER"])

@@ -835,6 +835,29 @@ def test_ancestors_of_a_kept_child_stay_and_old_chains_go_children_first(
     assert binary_log(fake_home, b) == b.binary_calls([s.id for s in reversed(chain)])
 
 
+@pytest.mark.parametrize("variant", [0, 2], ids=["spawn-edge", "spawned"])
+@pytest.mark.parametrize("b", LINEAGE, ids=repr)
+def test_a_dry_run_takes_the_children_it_would_remove_as_gone(
+    fake_home: FakeHome, b: Builder, variant: int
+) -> None:
+    """An old parent and its old child: the real prune removes the child,
+    then the parent. The dry run must say the same, not fail the parent
+    because its child is still on disk (it would be gone by then); it
+    changes nothing, not even the agent's binary is run."""
+    b.setup(fake_home)
+    parent = b.make(fake_home, days=60)
+    child = b.make(fake_home, days=55, parent=parent.id, variant=variant)
+    before = {s.id: s.state() for s in (parent, child)}
+    proc = fake_home.cli("prune", "--older-than", "30d", "--dry-run", "--json")
+    dry = report_of(proc)
+    assert proc.returncode == 0 and dry["failed"] == [], dry
+    assert [r["id"] for r in dry["removed"]] == [child.id, parent.id]
+    assert {s.id: s.state() for s in (parent, child)} == before
+    assert binary_log(fake_home, b) == []
+    real = prune(fake_home)
+    assert real.code == 0 and [r["id"] for r in real.doc["removed"]] == [child.id, parent.id]
+
+
 # -- a database another process holds open for writing ------------------------------
 
 

@@ -24,6 +24,7 @@ import re
 import stat
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import NoReturn
@@ -259,6 +260,63 @@ def try_exclusive(path: Path, *, create_dirs: bool = True) -> Lease | None:
     except OSError as exc:
         log.warning("lease cannot be taken", path=str(path), error=str(exc))
         raise LeaseError(f"{path}: {exc}") from exc
+
+
+class Taken:
+    """Every lease of one session held exclusively: agentkeep's own lease
+    file and the agent's own lock files (zero's `lease.lock`). Released
+    together; `discard()` also removes agentkeep's lease file, once the
+    session is gone."""
+
+    def __init__(self, own: Lease | None, locks: list[Lease]) -> None:
+        self.own = own
+        self.locks = locks
+
+    def release(self) -> None:
+        for lease in reversed(self.locks):
+            lease.release()
+
+    def discard(self) -> None:
+        """The session is gone: its lease file goes too (the last step
+        under the leases, see Lease.discard), then every lease is released."""
+        if self.own is not None:
+            self.own.discard()
+        self.release()
+
+
+def take_session(
+    state_dir: Path,
+    agent: str,
+    session_id: str,
+    lock_files: Sequence[Path] = (),
+    *,
+    dry_run: bool = False,
+) -> Taken | str:
+    """Take every lease of a session exclusively, without waiting: the one
+    way a prune, a journal's finish, a trash expiry and a restore take a
+    session (invariants 2 and 4: whoever holds any of them keeps it). Gives
+    the leases, or says which one is held. LeaseError (LeaseUnsafe for what
+    is no lock file) when one cannot be checked: the caller keeps the
+    session. An agent's lock file may be created, never its directory: that
+    would bring a removed session back. A dry run creates no file: a lease
+    file that does not exist holds nothing."""
+    own_path = lease_path(state_dir, agent, session_id)
+    taken = Taken(None, [])
+    try:
+        for path in [own_path, *lock_files]:
+            if dry_run and not os.path.lexists(path):
+                continue
+            lease = try_exclusive(path, create_dirs=path == own_path)
+            if lease is None:
+                taken.release()
+                return f"lease {path}"
+            taken.locks.append(lease)
+            if path == own_path:
+                taken.own = lease
+    except BaseException:
+        taken.release()
+        raise
+    return taken
 
 
 def hold_exclusive(path: Path) -> Lease:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,13 +51,16 @@ class SessionRemoval:
         trash: TrashWriter | None,
         same_fs_as: Path | None = None,
         parents: Parents | None = None,
+        gone: Callable[[str], bool] = lambda session_id: False,
     ) -> None:
         """`same_fs_as`: artifacts on this path's mount are moved into the
         trash (default: the trash entry's own directory); the rest, which no
         rename could move, are removed at once and the entry is marked
         partial. `parents`: cursors kept open across a batch of removals
-        (their owner closes them); without, each is opened and closed here."""
+        (their owner closes them); without, each is opened and closed here.
+        `gone`: see Remover.gone."""
         self.agent = agent
+        self.gone = gone
         self.parents = parents
         self.session_id = session_id
         self.dry_run = dry_run

@@ -89,7 +89,10 @@ def _write_json(path: Path, value: Any) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(value, f, indent=1, sort_keys=True)
+            # One string from json's C encoder: json.dump (and any indent)
+            # goes through its Python encoder, whose closures leave a
+            # reference cycle per write (thousands in a prune into the trash).
+            f.write(json.dumps(value, sort_keys=True))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from agentkeep.demo.agents import make_zero_session, zero_root
 from agentkeep.journal import Journal
 from build_claude import FILE_HISTORY, SESSION_ENV, make_session
 from fakehome import FakeHome, Spawn
@@ -128,3 +129,54 @@ main()
     report = json.loads(fake_home.cli("prune", "--older-than", "30d", "--json").stdout)
     assert [r["id"] for r in report["removed"]] == [s.id], report
     assert not any(os.path.lexists(p) for p in s.all_paths())
+
+
+@pytest.mark.parametrize("trash", ["0", "7d"])
+def test_finishing_honours_the_agent_s_own_lock_as_a_fresh_removal_does(
+    fake_home: FakeHome, spawn: Spawn, trash: str
+) -> None:
+    """Two old zero sessions; a prune is killed once the first lost its
+    metadata.json (its removal is journaled and half done). Then a zero
+    process opens each, holding its `lease.lock` shared as zero does. The
+    next prune keeps both `held`: finishing takes every lease of a session,
+    the agent's own lock files among them, exactly as a fresh removal does."""
+    fake_home.write_config(f'trash = "{trash}"\n')
+    root = zero_root(Path(fake_home.environ["XDG_DATA_HOME"]))
+    half, whole = (make_zero_session(root, sid, days=50) for sid in ("half-done", "whole"))
+    seam = """
+import os, signal
+import agentkeep.rmtree as rmtree
+def kill(path):
+    if not path.endswith("metadata.json"):
+        os.kill(os.getpid(), signal.SIGKILL)
+rmtree._before_leaf = kill
+from agentkeep.cli import main
+main()
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", seam, "prune", "--older-than", "30d"],
+        env=fake_home.environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    metadata = {s.id: root / s.id / "metadata.json" for s in (half, whole)}
+    states = {sid: p.exists() for sid, p in metadata.items()}
+    if proc.returncode != -signal.SIGKILL or sorted(states.values()) != [False, True]:
+        pytest.fail(f"SETUP INVALID: not one half-removed zero session: {states} {proc.stderr}")
+    (done,) = [sid for sid, there in states.items() if not there]
+    if journaled(fake_home) != {half.id, whole.id}:
+        pytest.fail(f"SETUP INVALID: the journal names {journaled(fake_home)}")
+    for sid in (half.id, whole.id):
+        # The lock's path in the environment, not on a command line (a
+        # command line naming the id would keep it `live` instead).
+        environ = dict(fake_home.environ, LOCK=str(root / sid / "lease.lock"))
+        hold = 'exec 9<"$LOCK"; flock -s 9; echo ready; exec sleep 600'
+        spawn(["sh", "-c", hold], environ, ready=True)
+
+    report = json.loads(fake_home.cli("prune", "--older-than", "30d", "--json").stdout)
+    kept = {k["id"]: k["reason"] for k in report["kept"]}
+    assert report["removed"] == [], report
+    assert kept == {half.id: "held", whole.id: "held"}, report
+    assert (root / done / "events.jsonl").exists(), "finishing removed a held session"
+    assert done in journaled(fake_home), "a held finish must wait for a later run"

@@ -82,7 +82,7 @@ CONFIG = 'retention = "30d"\nmax_removals = 1000\ntrash = "{trash}"\n'
 KILL_SEAMS = """
 import os, signal
 import agentkeep.journal as journal
-import agentkeep.prune.act as prune
+import agentkeep.prune.remove as prune
 import agentkeep.rmtree as rmtree
 import agentkeep.trash as trash
 

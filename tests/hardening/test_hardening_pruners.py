@@ -50,7 +50,7 @@ rmtree._before_leaf = at_leaf
 # The CLI's prune stops after its plan until the test opens the barrier.
 BARRIER = """
 import os, pathlib, time
-import agentkeep.prune.act as prune
+import agentkeep.prune.run as prune
 
 def wait_at_barrier():
     barrier = pathlib.Path(os.environ["BARRIER"])

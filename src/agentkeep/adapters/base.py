@@ -119,6 +119,11 @@ class Remover(Protocol):
     def residual(self, path: str) -> None:
         """Report something that still names the session and is not ours."""
 
+    def gone(self, session_id: str) -> bool:
+        """Whether this run removed another session of the agent (a dry run:
+        would have removed it), which the disk may still show in a dry run:
+        a child removed before its parent is gone for the parent's removal."""
+
     def keep_rows(self, rows: TableRows) -> None:
         """Rows about to be removed with the session (by agentkeep or by the
         agent's own command): saved into its trash entry, so that restore

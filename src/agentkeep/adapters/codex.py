@@ -227,7 +227,7 @@ class CodexAdapter(Adapter):
         if dbs:
             sqlite.ensure_alone(dbs, ProcessTable.snapshot(self.env.uid))
         if binary is not None:
-            self._ensure_no_subagents(session)
+            self._ensure_no_subagents(session, remover)
         if binary is not None and remover.dry_run:
             # A dry run calls no binary, not even for its version: it reports
             # what a real run moves and hands to `codex delete`.
@@ -252,12 +252,12 @@ class CodexAdapter(Adapter):
             return False
         return True
 
-    def _ensure_no_subagents(self, session: Session) -> None:
+    def _ensure_no_subagents(self, session: Session, remover: Remover) -> None:
         """`codex delete` removes the session's subagent threads with it: one
         still on disk would go unlisted, unjournaled and untrashed. agentkeep
         removes descendants first (invariant 3), so this only refuses what
-        changed since the plan."""
-        children = self._spawned_children(session.id)
+        changed since the plan (a dry run's removed children are gone)."""
+        children = frozenset(c for c in self._spawned_children(session.id) if not remover.gone(c))
         present = self.list_again(children) if children else {}
         for child in sorted(present):
             s = present[child]

@@ -254,7 +254,7 @@ class OpencodeAdapter(Adapter):
         if rows:
             # Checked before the binary runs, so a refusal leaves the session whole.
             sqlite.ensure_alone({_db(a) for a in rows}, ProcessTable.snapshot(self.env.uid))
-        self._ensure_childless(session.id)
+        self._ensure_childless(session.id, remover)
         if remover.dry_run:
             remover.removed_at_once(f"opencode session delete {session.id}")
             self._finish(session, remover, handled=_V2_TABLES, outputs=outputs)
@@ -310,10 +310,11 @@ class OpencodeAdapter(Adapter):
             return False
         return True
 
-    def _ensure_childless(self, sid: str) -> None:
+    def _ensure_childless(self, sid: str, remover: Remover) -> None:
         """`opencode session delete` takes a session's children with it; the
         pruner removes children first, so a child here is one made since the
-        session was listed: it must not go unlisted and unkept."""
+        session was listed: it must not go unlisted and unkept. (A dry run's
+        children, which it would have removed first, are gone.)"""
         if not os.path.lexists(self.db_path):
             return
         try:
@@ -328,6 +329,7 @@ class OpencodeAdapter(Adapter):
                 ]
         except sqlite3.Error as exc:
             raise RemovalError(f"cannot read {self.db_path}: {exc}") from exc
+        children = [c for c in children if not remover.gone(str(c))]
         if children:
             raise RemovalError(
                 f"has child sessions {', '.join(sorted(set(map(str, children))))}, which "

@@ -77,13 +77,11 @@ def _counted(tally: Tally, agent: str, rows: Iterable[Rows]) -> Iterator[Rows]:
 
 
 class CollectorPause:
-    """Python's cycle collector off while any scan or prune runs. Both make
-    hundreds of thousands of objects (the listing, the rows coming back),
-    none of them in a cycle; the collector walked them again and again as
-    they were made: a tenth of a scan's own CPU. A prune's removals do make
-    cycles: it collects them after each batch (prune.act). Counted, because
-    daemon threads may scan and prune at once; the collector comes back (if
-    it was on) with the last of them."""
+    """Python's cycle collector off while a scan runs. It makes hundreds of
+    thousands of objects (the listing, the rows coming back), none of them
+    in a cycle; the collector walked them again and again as they were
+    made: a tenth of a scan's own CPU. Counted, because daemon threads may
+    scan at once; the collector comes back (if it was on) with the last."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

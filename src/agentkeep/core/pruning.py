@@ -13,7 +13,6 @@ import structlog
 from agentkeep import leases, preview, trash
 from agentkeep.adapters.base import Adapter
 from agentkeep.core.context import Context, parse_age
-from agentkeep.core.indexing import collector_paused
 from agentkeep.core.reclaim import SUGGESTED_RETENTION
 from agentkeep.errors import BadParams, Failure, NotFound
 from agentkeep.progress import Progress
@@ -109,10 +108,7 @@ def _run_locked(
         raise Failure(1, f"cannot take the prune lock: {exc}; nothing was removed") from None
     try:
         try:
-            # A prune lists every session as a scan does, and holds them:
-            # the cycle collector would walk them at every removal.
-            with collector_paused():
-                report = _pruner(ctx).run(opts)
+            report = _pruner(ctx).run(opts)
         except PruneRefused as exc:
             raise Failure(exc.exit_code, str(exc), INVALID_PARAMS) from None
         except trash.TrashError as exc:

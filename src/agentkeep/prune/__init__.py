@@ -3,8 +3,9 @@
 Every session old enough to go ends in the report: removed, kept with a
 reason, or failed (invariant 9). The modules: report (what a run reports),
 view (the disk as listed), evidence (who holds a session), plan (the pure
-decision), act (leases, the check again, the journal, the removal),
-recovery (finishing the journal), pause (the scheduled prune's pause files).
+decision), remove (taking and removing one session), act (the plan carried
+out batch by batch), recovery (finishing the journal), run (one run's
+steps), pause (the scheduled prune's pause files).
 Each name is imported from its module when first asked for (agentkeep.lazy).
 """
 
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from agentkeep import lazy
 
 if TYPE_CHECKING:
-    from agentkeep.prune.act import BATCH, STOP, Pruner
+    from agentkeep.prune.act import BATCH, STOP
     from agentkeep.prune.pause import (
         lift_pause,
         pause_reason,
@@ -32,12 +33,13 @@ if TYPE_CHECKING:
         PruneReport,
         Removed,
     )
+    from agentkeep.prune.run import Pruner
     from agentkeep.prune.view import DiskView
 else:  # the type checker sees the imports, Python this
     __all__, __getattr__ = lazy.names(
         __name__,
         {
-            "act": ("BATCH", "STOP", "Pruner"),
+            "act": ("BATCH", "STOP"),
             "pause": (
                 "lift_pause",
                 "pause_reason",
@@ -47,6 +49,7 @@ else:  # the type checker sees the imports, Python this
             ),
             "plan": ("PrunePlan", "ancestors", "check_floor", "decide", "descendants"),
             "report": ("Failed", "Kept", "PruneOptions", "PruneRefused", "PruneReport", "Removed"),
+            "run": ("Pruner",),
             "view": ("DiskView",),
         },
     )

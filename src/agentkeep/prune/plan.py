@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from agentkeep.config import MIN_RETENTION
-from agentkeep.model import Reason, Session
+from agentkeep.model import Reason, Session, rfc3339
 from agentkeep.prune.evidence import Evidence
 from agentkeep.prune.report import Kept, PruneOptions, PruneRefused
 
@@ -64,28 +64,6 @@ def descendants(session_id: str, children_of: Callable[[str], Iterable[str]]) ->
     return out
 
 
-def halves(
-    candidates: Sequence[Session], parent_of: Mapping[str, Callable[[str], str | None]]
-) -> tuple[list[Session], list[Session]]:
-    """The candidates in two halves of whole families (the sessions under
-    one eldest ancestor), each in the candidates' order, near the same
-    size: whoever acts on a half checks each of its sessions after its
-    descendants, which are all in the same half."""
-    families: dict[Key, list[Session]] = {}
-    for s in candidates:
-        eldest = [s.id, *ancestors(s.id, parent_of[s.agent])][-1]
-        families.setdefault((s.agent, eldest), []).append(s)
-    sizes = [0, 0]
-    half_of: dict[Key, int] = {}
-    for family in sorted(families.values(), key=len, reverse=True):
-        half = 0 if sizes[0] <= sizes[1] else 1
-        sizes[half] += len(family)
-        half_of.update((s.key, half) for s in family)
-    first = [s for s in candidates if half_of[s.key] == 0]
-    second = [s for s in candidates if half_of[s.key] == 1]
-    return first, second
-
-
 def known_activity(s: Session, restored: float | None) -> float | None:
     """The newest time of the session that could be read (ordering and age
     only; an unreadable time keeps it, see static_reason)."""
@@ -103,9 +81,10 @@ def static_reason(
     under_lease: bool = False,
 ) -> Kept | None:
     """Why a session stays whatever its age (invariants 2 and 4). A purge
-    ignores age, so an unreadable time does not stop it. Under our own
-    exclusive leases (`under_lease`) nobody else can hold them, and the
-    evidence is looked at afresh."""
+    ignores age, so an unreadable time does not stop it. `under_lease`:
+    every lease of the session is held by the caller exclusively
+    (leases.take_session: ours and the agent's lock files), so nobody else
+    holds one, and the evidence is looked at afresh."""
     if not purge and activity is None:
         return Kept(s.agent, s.id, Reason.UNDATED, "a time of it cannot be read")
     holders = evidence.holders(s)
@@ -118,6 +97,34 @@ def static_reason(
         return Kept(s.agent, s.id, Reason.PINNED, "pinned")
     if s.unsafe:
         return Kept(s.agent, s.id, Reason.UNSAFE, s.unsafe)
+    return None
+
+
+def check_again(
+    s: Session,
+    activity: float | None,
+    *,
+    since: float,
+    evidence: Evidence,
+    children: Sequence[str],
+    purge: bool,
+) -> Kept | None:
+    """Invariant 4, the last word before a removal: `s` as listed again from
+    the disk while every lease of it is held (leases.take_session), and
+    checked again. Written at or after `since` (the cutoff; for a purge,
+    when it began; for a journaled removal, when that began), held by a
+    process, pinned, unsafe, or the parent of any of `children` (those
+    still on disk and not removed by this run): it stays. The prune's act
+    and the journal's finish both decide here, so the two cannot differ."""
+    if not purge and activity is None:
+        return Kept(s.agent, s.id, Reason.UNDATED, "a time of it cannot be read")
+    if activity is not None and activity >= since:
+        return Kept(s.agent, s.id, Reason.UPDATED, f"written at {rfc3339(activity)}")
+    static = static_reason(s, evidence, activity, purge=purge, under_lease=True)
+    if static is not None:
+        return static
+    if children:
+        return Kept(s.agent, s.id, Reason.ANCESTOR, f"parent of {children[0]}")
     return None
 
 

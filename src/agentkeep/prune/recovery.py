@@ -1,141 +1,126 @@
 """Finishing the journal: a removal killed half way is finished by the
-next run (invariant 5), held to the rules of a fresh removal."""
+next run (invariant 5), through the same steps as a fresh removal (take,
+check again, remove: prune.remove and plan.check_again)."""
 
 from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
-from typing import Protocol, cast
+from typing import cast
 
 import structlog
 
-from agentkeep import disk, leases, trash
-from agentkeep.adapters.base import Adapter
+from agentkeep import disk, trash
 from agentkeep.errors import RemovalError
 from agentkeep.journal import Journal, JournalEntry
-from agentkeep.model import Reason, Session, rfc3339
-from agentkeep.prune.evidence import Watch
-from agentkeep.prune.plan import ancestors, static_reason
+from agentkeep.model import Session
+from agentkeep.prune.plan import ancestors, check_again
+from agentkeep.prune.remove import Removing
 from agentkeep.prune.report import Failed, Kept, PruneReport, Removed
 from agentkeep.prune.view import DiskView
-from agentkeep.removal import SessionRemoval
 
 log = structlog.get_logger("agentkeep.prune")
 
 
-class Remover(Protocol):
-    """What finishing needs of the prune's act (act.Pruner)."""
-
-    adapters: dict[str, Adapter]
-    state_dir: Path
-    journal: Journal
-    watch: Watch
-    restored: dict[tuple[str, str], float]
-
-    def activity(self, s: Session) -> float | None: ...
-
-    def removal(
-        self, s: Session, *, dry_run: bool, trash_for: float, now: float
-    ) -> SessionRemoval: ...
-
-    def close_trash(self, removal: SessionRemoval) -> None: ...
-
-
 def finish_journal(
-    p: Remover, views: dict[str, DiskView], report: PruneReport, trash_for: float
+    removing: Removing,
+    journal: Journal,
+    views: dict[str, DiskView],
+    report: PruneReport,
+    trash_for: float,
 ) -> bool:
-    """Invariant 5: a removal killed half way is finished by the next run,
-    under the exclusive lease, after listing the session from the disk
-    again. Finishing is a removal like any other: the session is checked
-    again as a fresh removal would be (_finishing_keeps), so one written,
-    opened or pinned since, or the parent of one that stays, stays; and a
-    session the journal named whose removal never began (its batch was
-    journaled whole) is held to the same rules. A session whose primary
-    record is back (or never went) is left for the ordinary plan to
-    judge. What is finished or kept is in this run's report (invariant
-    9). True when anything was removed."""
-    finished = False
-    unsettled = p.journal.pending()
-    # Descendants first, as a plan orders them: a child finished here
-    # no longer keeps its parent.
-    unsettled.sort(key=lambda e: -_journal_depth(p, e, views))
+    """Finish each removal the journal names, descendants first (as a plan
+    orders them: a child finished here no longer keeps its parent). Each is
+    taken as a fresh removal is (every lease of it, the agent's lock files
+    among them), listed from the disk again and checked again under them: a
+    session written, opened, held or pinned since, or the parent of one
+    that stays, stays. A session whose primary record is back (or never
+    went: its batch was journaled whole) is left to the plan. What is
+    finished or kept is in the report (invariant 9). True when anything
+    was removed."""
+    pending = journal.pending()
+    pending.sort(key=lambda e: -_depth(e, views))
     removed: set[tuple[str, str]] = set()
-    for entry in list(unsettled):
-        adapter = p.adapters.get(entry.agent)
-        if adapter is None:
+    for entry in list(pending):
+        if entry.agent not in removing.adapters:
             continue
         try:
-            lease = leases.try_exclusive(leases.lease_path(p.state_dir, entry.agent, entry.id))
-        except leases.LeaseError as exc:
-            report.failed.append(Failed(entry.agent, entry.id, f"finishing: {exc}"))
-            continue
-        if lease is None:
-            # Held: kept, and finished by a later run.
-            report.kept.append(Kept(entry.agent, entry.id, Reason.HELD, "finishing: lease held"))
-            continue
-        try:
-            done = _finish_one(p, adapter, entry, views, removed, report, trash_for)
+            done = _finish(removing, entry, views, removed, report, trash_for)
         except (RemovalError, trash.TrashError, OSError) as exc:
             report.failed.append(Failed(entry.agent, entry.id, f"finishing: {exc}"))
-            lease.release()
             continue
-        if done is not None:
-            lease.discard()  # the session is gone: so is its lease file
-        lease.release()
-        unsettled = [e for e in unsettled if e is not entry]
-        p.journal.settle(entry, unsettled)
-        if done is not None:
+        if done is False:
+            continue  # held: finished by a later run
+        pending = [e for e in pending if e is not entry]
+        journal.settle(entry, pending)
+        if isinstance(done, Removed):
             removed.add((done.agent, done.id))
             report.removed.append(done)
             report.residual.extend((done.agent, done.id, p) for p in done.residual)
-            finished = True
-    return finished
+    return bool(removed)
 
 
-def _journal_depth(p: Remover, entry: JournalEntry, views: dict[str, DiskView]) -> int:
+def _depth(entry: JournalEntry, views: dict[str, DiskView]) -> int:
     view = views.get(entry.agent)
     return sum(1 for _ in ancestors(entry.id, view.parent_of)) if view else 0
 
 
-def _finish_one(
-    p: Remover,
-    adapter: Adapter,
+def _finish(
+    removing: Removing,
     entry: JournalEntry,
     views: dict[str, DiskView],
     removed: set[tuple[str, str]],
     report: PruneReport,
     trash_for: float,
-) -> Removed | None:
-    """Finish one journaled removal under its lease; None when nothing
-    was removed (gone already, left to the plan, or kept: in report.kept)."""
-    s = adapter.load(entry.id)
-    if s is None or s.primary:
-        return None
-    kept = _finishing_keeps(p, s, entry, views.get(entry.agent), removed)
-    if kept is not None:
-        log.info("an interrupted removal is not finished", agent=s.agent, id=s.id, why=kept.reason)
-        report.kept.append(kept)
-        return None
-    removal = p.removal(
-        s, dry_run=False, trash_for=trash_for if entry.trash else 0.0, now=time.time()
-    )
+) -> Removed | None | bool:
+    """One journaled removal: the Removed record when finished; None when
+    there is nothing to finish (gone, left to the plan, or kept: in
+    report.kept); False when a lease of it is held (it waits)."""
+    adapter = removing.adapters[entry.agent]
+    taken = removing.take(Session(entry.agent, entry.id), dry_run=False)
+    if isinstance(taken, Kept):
+        report.kept.append(Kept(taken.agent, taken.id, taken.reason, f"finishing: {taken.detail}"))
+        return False
     try:
-        adapter.remove(s, removal)
+        s = adapter.load(entry.id)
+        if s is None or s.primary:
+            return None
+        view = views.get(entry.agent)
+        children = [] if view is None else view.children(s.id)
+        purge = entry.cutoff is None
+        # Activity since the removal began keeps it, or at or after the
+        # cutoff it began under (a purge named it whatever its age, but not
+        # whatever is written since).
+        since = entry.started if purge else min(entry.started, cast(float, entry.cutoff))
+        kept = check_again(
+            s,
+            _activity(removing, s),
+            since=since,
+            evidence=removing.watch.evidence(fresh=True),
+            children=[c for c in children if (s.agent, c) not in removed],
+            purge=purge,
+        )
+        if kept is not None:
+            log.info("an interrupted removal is not finished", agent=s.agent, id=s.id, why=kept)
+            report.kept.append(kept)
+            return None
+        done = removing.remove(
+            s, dry_run=False, trash_for=trash_for if entry.trash else 0.0, now=time.time()
+        )
+        if isinstance(done, Failed):
+            raise RemovalError(done.reason)
+        log.info("finished an interrupted removal", agent=s.agent, id=s.id)
+        taken.discard()  # the session is gone: so is its lease file
+        return done
     finally:
-        p.close_trash(removal)
-    log.info("finished an interrupted removal", agent=s.agent, id=s.id)
-    trashed = removal.trash.entry.bytes if removal.trash is not None else 0
-    return Removed(
-        s.agent, s.id, s.bytes, p.activity(s), removal.removed, removal.residuals, trashed
-    )
+        taken.release()
 
 
-def _finishing_activity(p: Remover, s: Session) -> float | None:
+def _activity(removing: Removing, s: Session) -> float | None:
     """The session's activity, with the directories' own mtimes left out:
-    the interrupted removal moved them, and only a write says the
-    session was used since (a file's mtime)."""
-    times = [p.restored.get(s.key), s.updated]
+    the interrupted removal moved them, and only a write says the session
+    was used since (a file's mtime)."""
+    times = [removing.restored.get(s.key), s.updated]
     for artifact in s.own_artifacts:
         if artifact.root is None or not artifact.is_dir:
             times.append(artifact.mtime)  # a file, or rows: as listed
@@ -150,33 +135,3 @@ def _finishing_activity(p: Remover, s: Session) -> float | None:
         return None
     known = [t for t in times if t is not None and t != -math.inf]
     return max(known) if known else -math.inf
-
-
-def _finishing_keeps(
-    p: Remover,
-    s: Session,
-    entry: JournalEntry,
-    view: DiskView | None,
-    removed: set[tuple[str, str]],
-) -> Kept | None:
-    """Why a journaled session must not be finished: the checks of a fresh
-    removal under its lease (invariants 1-4). Activity since the removal
-    began, or at or after the cutoff it began under, keeps it (a purge
-    named it whatever its age, but not whatever is written since); so
-    do holders, a pin, an unsafe record and a child that stays."""
-    purge = entry.cutoff is None
-    activity = _finishing_activity(p, s)
-    if activity is None and not purge:
-        return Kept(s.agent, s.id, Reason.UNDATED, "finishing: a time of it cannot be read")
-    since = entry.started if purge else min(entry.started, cast(float, entry.cutoff))
-    if activity is not None and activity >= since:
-        return Kept(s.agent, s.id, Reason.UPDATED, f"finishing: written at {rfc3339(activity)}")
-    evidence = p.watch.evidence(fresh=True)
-    static = static_reason(s, evidence, p.activity(s), purge=purge, under_lease=True)
-    if static is not None:
-        return static
-    children = [] if view is None else view.children(s.id)
-    staying = [c for c in children if (s.agent, c) not in removed]
-    if staying:
-        return Kept(s.agent, s.id, Reason.ANCESTOR, f"parent of {staying[0]}")
-    return None

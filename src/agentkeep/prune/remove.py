@@ -1,0 +1,144 @@
+"""Taking, checking and removing one session: the steps the prune's act
+and the journal's finish share, so that a removal finished after a kill is
+held to exactly the rules of a fresh one (invariant 5)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from agentkeep import leases, trash
+from agentkeep.adapters.base import Adapter
+from agentkeep.errors import RemovalError
+from agentkeep.model import Reason, Session
+from agentkeep.prune.evidence import Watch
+from agentkeep.prune.report import Failed, Kept, Removed
+from agentkeep.removal import SessionRemoval
+from agentkeep.rmtree import Parents
+
+log = structlog.get_logger("agentkeep.prune")
+
+# Test seam, None in production: called once a session's leases are taken
+# and before it is listed again, so a test can write to it, fork it or hold
+# it between the plan and the act.
+_after_lease: Callable[[str, str], None] | None = None
+
+
+@dataclass(frozen=True)
+class Removing:
+    """What taking and removing a session needs to know of the user: the
+    adapters, the state dir (leases, trash), the evidence of use and when
+    sessions were last restored."""
+
+    adapters: Mapping[str, Adapter]
+    state_dir: Path
+    watch: Watch
+    restored: dict[tuple[str, str], float]
+
+    def activity(self, s: Session) -> float | None:
+        return s.last_activity(self.restored.get(s.key))
+
+    def take(self, s: Session, *, dry_run: bool) -> leases.Taken | Kept:
+        """Every lease of `s` held exclusively (ours and the agent's own lock
+        files), or why it stays: whoever holds one keeps it (invariant 2)."""
+        try:
+            taken = leases.take_session(
+                self.state_dir,
+                s.agent,
+                s.id,
+                self.adapters[s.agent].lock_files(s),
+                dry_run=dry_run,
+            )
+        except leases.LeaseError as exc:
+            return Kept(s.agent, s.id, exc.reason, f"lease error: {exc}")
+        if isinstance(taken, str):
+            return Kept(s.agent, s.id, Reason.HELD, taken)
+        if _after_lease is not None:
+            _after_lease(s.agent, s.id)
+        return taken
+
+    def remove(
+        self,
+        s: Session,
+        *,
+        dry_run: bool,
+        trash_for: float,
+        now: float,
+        gone: Callable[[str], bool] = lambda sid: False,
+        parents: Parents | None = None,
+    ) -> Removed | Failed:
+        """Remove `s` (held and checked) through its adapter: into a trash
+        entry of its own when `trash_for`, else at once. `gone`: whether
+        this run removed (a dry run: would have removed) another session of
+        the same agent, so a dry run takes a child it would remove first as
+        gone, as the real run finds it."""
+        try:
+            removal = self._removal(s, dry_run, trash_for, now, gone, parents)
+        except (trash.TrashError, OSError) as exc:
+            return Failed(s.agent, s.id, f"cannot open its trash entry: {exc}")
+        try:
+            self.adapters[s.agent].remove(s, removal)
+        except (RemovalError, OSError) as exc:
+            log.error("removal failed", agent=s.agent, id=s.id, error=str(exc))
+            return Failed(s.agent, s.id, f"{type(exc).__name__}: {exc}")
+        finally:
+            _close_trash(removal)
+        log.info(
+            "would remove" if dry_run else "removed",
+            agent=s.agent,
+            id=s.id,
+            bytes=s.bytes,
+            paths=len(removal.removed),
+        )
+        trashed = removal.trash.entry.bytes if removal.trash is not None else 0
+        return Removed(
+            s.agent,
+            s.id,
+            s.bytes,
+            self.activity(s),
+            list(removal.removed),
+            list(removal.residuals),
+            trashed,
+        )
+
+    def _removal(
+        self,
+        s: Session,
+        dry_run: bool,
+        trash_for: float,
+        now: float,
+        gone: Callable[[str], bool],
+        parents: Parents | None,
+    ) -> SessionRemoval:
+        writer = None
+        if trash_for > 0 and not dry_run:
+            writer = trash.open_entry(
+                self.state_dir,
+                s.agent,
+                s.id,
+                parent=s.parent,
+                keep_for=trash_for,
+                now=now,
+                last_activity=self.activity(s),
+            )
+        return SessionRemoval(
+            s.agent,
+            s.id,
+            dry_run=dry_run,
+            trash=writer,
+            same_fs_as=self.state_dir,
+            parents=parents,
+            gone=gone,
+        )
+
+
+def _close_trash(removal: SessionRemoval) -> None:
+    if removal.trash is None:
+        return
+    try:
+        removal.trash.close()
+    except OSError as exc:  # never hide the removal's own outcome
+        log.error("trash entry could not be saved", path=str(removal.trash.path), error=str(exc))

@@ -1,0 +1,208 @@
+"""One prune run, as a short sequence of named steps (Pruner.run)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import structlog
+
+from agentkeep import lookagain, trash
+from agentkeep.adapters.base import Adapter
+from agentkeep.index import Index
+from agentkeep.journal import Journal
+from agentkeep.model import Session
+from agentkeep.progress import Tally, estimate
+from agentkeep.prune.act import Act
+from agentkeep.prune.evidence import Watch
+from agentkeep.prune.pause import pause_for
+from agentkeep.prune.plan import PrunePlan, check_floor, decide
+from agentkeep.prune.recovery import finish_journal
+from agentkeep.prune.remove import Removing
+from agentkeep.prune.report import PruneOptions, PruneReport
+from agentkeep.prune.view import DiskView
+
+log = structlog.get_logger("agentkeep.prune")
+
+# Test seam, None in production: called once the plan is made, before the
+# act, so a test can change the disk between the two.
+_after_plan: Callable[[], None] | None = None
+
+
+class Pruner:
+    """Plans and acts for one user: one adapter per agent, the state dir."""
+
+    def __init__(
+        self,
+        adapters: dict[str, Adapter],
+        state_dir: Path,
+        *,
+        index: Index | None = None,
+        pins: set[tuple[str, str]] | None = None,
+        expiry: trash.Expiry | None = None,
+    ) -> None:
+        self.adapters = adapters
+        self.state_dir = state_dir
+        self.index = index
+        self.pins = pins or set()
+        self.expiry = expiry or trash.Expiry(state_dir)
+        self.journal = Journal(state_dir)
+        self.removing = Removing(
+            adapters, state_dir, Watch(adapters, state_dir, self.pins), trash.restored_at(state_dir)
+        )
+
+    def run(self, opts: PruneOptions) -> PruneReport:
+        """One prune (or purge), every session old enough to go ending in the
+        report (invariant 9):
+
+        1. refuse a cutoff under the 24-hour floor (invariant 1);
+        2. list every agent of the run from the disk, into the index on the
+           way (the disk is the truth, the index a cache);
+        3. a scheduled run pauses, changing nothing, when the clock or the
+           home looks wrong (prune.pause);
+        4. finish the journal's removals that a kill stopped half way, each
+           held to the rules of a fresh removal (recovery), and let the
+           trash's due entries go: neither in a dry run;
+        5. plan: the pure decision (plan.decide);
+        6. act on the plan: each candidate's leases taken, the batch listed
+           again and checked again under them, journaled, removed (act);
+        7. forget the removed sessions in the index;
+        8. look again: what still names a removed session is residual."""
+        if opts.purge is None:
+            check_floor(opts.cutoffs, opts.now)
+        report = _report(opts)
+        views = self._list_all(opts)
+        if opts.scheduled:
+            # A paused run changes nothing at all: not even the trash, the
+            # last place a session can be had back from.
+            report.paused = pause_for(self.state_dir, views, opts, self.removing.activity)
+            if report.paused:
+                return report
+        if not opts.dry_run:
+            if finish_journal(self.removing, self.journal, views, report, opts.trash_for):
+                views = self._list_all(opts)
+            self.expiry.run(time.time())
+        plan = self._plan(views, opts)
+        report.kept.extend(plan.kept)
+        if _after_plan is not None:
+            _after_plan()
+        Act(self.removing, self.journal, views, opts, report).run(list(plan.candidates))
+        if report.removed and not opts.dry_run:
+            self._index_write(lambda i: i.delete((r.agent, r.id) for r in report.removed))
+        if not opts.dry_run:
+            self._look_again(report)
+        return report
+
+    def _plan(self, views: dict[str, DiskView], opts: PruneOptions) -> PrunePlan:
+        sessions = {agent: list(view.sessions.values()) for agent, view in views.items()}
+        return decide(sessions, self.removing.watch.evidence(), opts, self.removing.restored)
+
+    def _look_again(self, report: PruneReport) -> None:
+        """What still names a removed session, found by looking again from
+        the disk, is residual (an artifact kind the adapter does not know
+        shows here, never vanishes)."""
+        by_agent: dict[str, list[str]] = {}
+        for r in report.removed:
+            by_agent.setdefault(r.agent, []).append(r.id)
+        known = set(report.residual)
+        for agent, ids in by_agent.items():
+            for sid, what in lookagain.residual(self.adapters[agent], ids):
+                if (agent, sid, what) not in known:
+                    known.add((agent, sid, what))
+                    report.residual.append((agent, sid, what))
+                    log.warning("a removed session is still named", agent=agent, id=sid, by=what)
+
+    def _list_all(self, opts: PruneOptions) -> dict[str, DiskView]:
+        """Every agent of the run listed from the disk, told to opts.progress
+        (agents with no estimate first, so that the total is known early)."""
+        if opts.progress is None:
+            return {agent: self._list(agent) for agent in opts.cutoffs}
+        indexed = self.index.count if self.index is not None else lambda agent: 0
+        estimates = {
+            agent: estimate(self.adapters[agent].expected_sessions(), indexed(agent))
+            for agent in opts.cutoffs
+        }
+        tally = Tally(opts.progress, "listing", estimates)
+        views = {
+            agent: self._list(agent, tally)
+            for agent in sorted(opts.cutoffs, key=lambda agent: estimates[agent] is not None)
+        }
+        return {agent: views[agent] for agent in opts.cutoffs}
+
+    def _list(self, agent: str, tally: Tally | None = None) -> DiskView:
+        """The agent listed from the disk into a view, each session on its
+        way to the index too: neither holds every session's listing at once.
+        What the index does not take (there is none, or its write failed) is
+        listed into the view all the same; a failure of the listing itself
+        is the run's, never taken for the index's."""
+        view = DiskView(self.adapters[agent])
+        listing = _Listing(agent, self.adapters[agent].scan(), view, tally)
+        try:
+            self._index_write(lambda i: i.replace_agent(agent, listing, self.removing.restored))
+            listing.finish()
+        except _ListingFailed as failed:
+            raise failed.error from None
+        return view
+
+    def _index_write(self, write: Callable[[Index], object]) -> None:
+        """The index is a cache of the disk: a write that fails (a full disk)
+        is logged and the prune, which works from the disk, goes on."""
+        if self.index is None:
+            return
+        try:
+            write(self.index)
+        except (sqlite3.Error, OSError) as exc:
+            log.error("index not updated", index=str(self.index.path), error=str(exc))
+
+
+def _report(opts: PruneOptions) -> PruneReport:
+    same = set(opts.cutoffs.values())
+    return PruneReport(
+        cutoff=same.pop() if len(same) == 1 and opts.purge is None else None,
+        cutoffs={} if opts.purge is not None else dict(opts.cutoffs),
+        dry_run=opts.dry_run,
+        trash_until=opts.now + opts.trash_for if opts.trash_for > 0 else None,
+    )
+
+
+class _ListingFailed(Exception):
+    """The adapter's failure, carried through the index's write, which
+    would take an OSError for one of its own and go on."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Listing:
+    """An agent's sessions as they are listed from the disk, each put into
+    the view on its way (to the index, when one takes them)."""
+
+    def __init__(
+        self, agent: str, sessions: Iterator[Session], view: DiskView, tally: Tally | None
+    ) -> None:
+        self.agent, self._sessions, self._view, self._tally = agent, sessions, view, tally
+
+    def __iter__(self) -> Iterator[Session]:
+        return self
+
+    def __next__(self) -> Session:
+        try:
+            s = next(self._sessions)
+        except StopIteration:
+            raise
+        except Exception as exc:
+            raise _ListingFailed(exc) from exc
+        self._view.add(s)
+        if self._tally is not None:
+            self._tally.add(self.agent, 1)
+        return s
+
+    def finish(self) -> None:
+        """List what is left into the view."""
+        for _ in self:
+            pass
+        if self._tally is not None:
+            self._tally.finish(self.agent)
