@@ -314,7 +314,7 @@ def bench_prune(s: Settings, n: int) -> None:
             twin = base / "b"
             subprocess.run(["cp", "-a", str(bh.root), str(twin)], check=True)
             rm = _rm(base, bh, twin)
-        r = m.run(_timed_prune("--older-than", "30d", "--json"), bh.environ)
+        r = m.run(m.agentkeep("prune", "--older-than", "30d", "--json"), bh.environ)
         if r.rc != 0:
             s.problem(f"prune at {n} exited {r.rc}: {r.stderr[-500:]}")
         report = r.json() if r.stdout.strip() else {}
@@ -330,7 +330,6 @@ def bench_prune(s: Settings, n: int) -> None:
                 s.problem(f"prune at {n}: {len(left)} idle paths left, {left[:3]}")
         else:
             _compare_after(s, n, bh.root, twin)
-        met = r.seconds / rm.seconds <= 2.0 if n == 10_000 else None
         s.add(
             Figure(
                 n,
@@ -339,13 +338,10 @@ def bench_prune(s: Settings, n: int) -> None:
                 "s",
                 rm.seconds,
                 f"rm -rf of the same {len(bh.claude_idle_paths)} paths",
-                "<= 2x rm -rf" if n == 10_000 else "",
-                met,
             )
         )
         s.add(Figure(n, "prune CPU (user+sys)", r.cpu_s, "cpu-s", rm.cpu_s, "rm CPU"))
         s.add(Figure(n, "prune peak RSS", r.maxrss_mb, "MB", note=f"{removed} removed"))
-        prune_phases(s, n, r)
         bh.remove()
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -376,63 +372,6 @@ def _rm_a_twin_built_alike(s: Settings, base: Path, n: int) -> tuple[m.Run, home
     rm = _rm(base, twin, twin.root)
     twin.remove()
     return rm, _prune_home(base / "a", n)
-
-
-# The phases the prune logs at the end of its run ("prune phases"), in order.
-PRUNE_PHASES = {
-    "listing": "plan listing (every session from the disk, the index written)",
-    "recovery": "journal recovery and trash expiry",
-    "plan": "plan (the decision)",
-    "lease": "leases taken",
-    "recheck": "re-check under the lease (listed again)",
-    "journal": "journal (written, then forgotten)",
-    "removal": "removal",
-    "apart:lease": "second process: leases taken",
-    "apart:recheck": "second process: re-check under the lease",
-    "apart:journal": "second process: journal",
-    "apart:removal": "second process: removal",
-    "wait": "waiting for the second process",
-    "index": "index rows deleted",
-    "look_again": "look again (residual)",
-}
-
-
-# `agentkeep prune` as the CLI runs it, with the prune's timing hook set to
-# print its phases as one line on stderr (only what was imported anyway).
-_TIMED = """
-import json, sys
-from agentkeep.prune import act
-act._on_phases = lambda p: print(_MARK + json.dumps(p), file=sys.stderr, flush=True)
-from agentkeep.cli import main
-main(prog_name="agentkeep")
-"""
-_PHASES_MARK = "prune phases: "
-
-
-def _timed_prune(*args: str) -> list[str]:
-    code = f"_MARK = {_PHASES_MARK!r}\n{_TIMED}"
-    return [sys.executable, "-c", code, "prune", *args]
-
-
-def prune_phases(s: Settings, n: int, r: m.Run) -> None:
-    """The prune's own split of its wall time (its timing hook); the rest of
-    the wall time is start-up and the report's output."""
-    phases: dict[str, float] | None = None
-    for line in r.stderr.splitlines():
-        if line.startswith(_PHASES_MARK):
-            phases = json.loads(line[len(_PHASES_MARK) :])
-    if phases is None:
-        s.problem(f"prune at {n}: no phases line on its stderr")
-        return
-    for key, name in PRUNE_PHASES.items():
-        if key in phases:
-            cpu = phases.get(f"cpu:{key}")
-            note = "" if cpu is None else f"CPU {cpu:.2f} s"
-            wall = phases[key]
-            s.add(Figure(n, f"prune phase: {name}", wall, "s", r.seconds, "prune wall", note=note))
-    rest = r.seconds - phases["seconds"]
-    name = "prune phase: start-up and the report's output"
-    s.add(Figure(n, name, rest, "s", r.seconds, "prune wall"))
 
 
 def _compare_after(s: Settings, n: int, pruned: Path, removed: Path) -> None:
@@ -469,7 +408,7 @@ def bench_prune_share(s: Settings, n: int) -> None:
         bh = homes.make_home(base / "a", n, mix={"claude": 1.0}, idle_share=0.1)
         bh.write_config(PRUNE_CONFIG)
         bh.fake.state.mkdir(parents=True)
-        r = m.run(_timed_prune("--older-than", "30d", "--json"), bh.environ)
+        r = m.run(m.agentkeep("prune", "--older-than", "30d", "--json"), bh.environ)
         report = r.json() if r.rc == 0 and r.stdout.strip() else {}
         removed = len(report.get("removed", []))
         if r.rc != 0 or removed != bh.claude_idle:
@@ -490,7 +429,7 @@ def bench_prune_trash(s: Settings, n: int) -> None:
     try:
         bh = _prune_home(base / "a", n)
         bh.write_config("max_removals = 1000000\n")
-        r = m.run(_timed_prune("--older-than", "30d", "--json"), bh.environ)
+        r = m.run(m.agentkeep("prune", "--older-than", "30d", "--json"), bh.environ)
         report = r.json() if r.rc == 0 and r.stdout.strip() else {}
         removed = len(report.get("removed", []))
         if r.rc != 0 or removed != n or not report.get("trash", {}).get("bytes"):
