@@ -32,7 +32,7 @@ from agentkeep.adapters.base import valid_name
 from agentkeep.adapters.sqlite import TableRows
 from agentkeep.disk import DirCursor
 from agentkeep.errors import RemovalError
-from agentkeep.leases import Lease, LeaseError, encode_id, hold_exclusive, lease_path, try_exclusive
+from agentkeep.leases import LeaseError, Taken, encode_id, hold_exclusive, take_session
 from agentkeep.paths import ensure_private_dir
 from agentkeep.processes import ProcessTable
 from agentkeep.statefiles import write_json
@@ -473,17 +473,15 @@ def _discard_due(
     for entry in entries:
         if not due(entry):
             continue
-        path = lease_path(state_dir, entry.agent, entry.id)
-        made = not os.path.lexists(path)
         try:
-            lease = try_exclusive(path)
+            taken = take_session(state_dir, entry.agent, entry.id)
         except LeaseError:
             continue
-        if lease is None:
+        if isinstance(taken, str):
             log.info("trash entry held, kept", agent=entry.agent, id=entry.id)
             held.append(entry)
             continue
-        with lease:
+        try:
             # Read again under the lease: a restore may have taken it meanwhile.
             current = _read_entry(entry.path) if entry.path.is_dir() else None
             if current is None or not due(current):
@@ -493,9 +491,10 @@ def _discard_due(
             except OSError as exc:
                 log.warning("trash entry cannot be removed", path=str(current.path), error=str(exc))
                 continue
-            if made:
-                lease.discard()  # the last step: expiry leaves no lease file it made
+            taken.discard()  # the session is gone for good: its lease file too
             expired.append(current)
+        finally:
+            taken.release()
     for agent_dir in _agent_dirs(state_dir):
         for path in agent_dir.iterdir():
             if path.name.startswith(_ASIDE):
@@ -655,22 +654,23 @@ def _entry_of(state_dir: Path, agent: str, session_id: str) -> TrashEntry | None
     return _read_entry(path)
 
 
-def _lease_all(state_dir: Path, chain: list[TrashEntry]) -> list[Lease]:
-    leases: list[Lease] = []
+def _lease_all(state_dir: Path, chain: list[TrashEntry]) -> list[Taken]:
+    """Every entry's session taken (leases.take_session), or RestoreRefused."""
+    taken: list[Taken] = []
     try:
         for entry in chain:
             try:
-                lease = try_exclusive(lease_path(state_dir, entry.agent, entry.id))
+                one = take_session(state_dir, entry.agent, entry.id)
             except LeaseError as exc:
                 raise RestoreRefused(f"{entry.agent} {entry.id}: {exc}") from exc
-            if lease is None:
+            if isinstance(one, str):
                 raise RestoreRefused(f"{entry.agent} {entry.id} is held")
-            leases.append(lease)
+            taken.append(one)
     except BaseException:
-        for lease in leases:
-            lease.release()
+        for one in taken:
+            one.release()
         raise
-    return leases
+    return taken
 
 
 def restore(state_dir: Path, agent: str, session_id: str, *, now: float) -> RestoreResult:
