@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import json
 import os
@@ -85,24 +84,6 @@ def test_a_batch_goes_once_every_entry_of_it_is_settled(state: Path) -> None:
     j.settle(b, [])
     assert j.pending() == []
     assert files_below(state / "journal") == []
-
-
-def test_entries_written_by_an_earlier_release_are_read_and_settled(state: Path) -> None:
-    """Earlier releases wrote one file per removal: an upgrade must still
-    finish what such a file names."""
-    folder = state / "journal" / "codex-issue-stores"
-    folder.mkdir(parents=True)
-    old = {"agent": "codex-issue-stores", "id": "issue/42", "started": 5.0, "paths": ["/x"]}
-    (folder / "issue%2F42.json").write_text(json.dumps({**old, "trash": True}))
-    j = Journal(state)
-    j.begin_batch([entry("claude", "new", 9.0, [], False)])
-
-    pending = j.pending()
-    # It names no cutoff: finishing holds it to the floor before its start.
-    legacy = entry("codex-issue-stores", "issue/42", 5.0, ["/x"], True)
-    assert pending[0] == dataclasses.replace(legacy, cutoff=5.0 - 86400)
-    j.settle(pending[0], pending[1:])
-    assert ids(j.pending()) == [("claude", "new")]
 
 
 def test_unreadable_entries_are_skipped(state: Path) -> None:

@@ -29,9 +29,7 @@ from typing import Any
 import structlog
 
 from agentkeep.adapters.base import valid_name
-from agentkeep.config import MIN_RETENTION
 from agentkeep.disk import read_regular
-from agentkeep.leases import encode_id
 from agentkeep.paths import ensure_private_dir
 
 log = structlog.get_logger("agentkeep.journal")
@@ -72,10 +70,7 @@ class JournalEntry:
     def from_json(cls, data: Any) -> JournalEntry:
         """Raises ValueError (or TypeError, KeyError) for anything malformed."""
         agent, session_id, started = data["agent"], data["id"], data["started"]
-        paths, trash = data["paths"], data["trash"]
-        # Entries of earlier releases name no cutoff: they are held to the
-        # floor before their start (never guess towards removing more).
-        cutoff = data["cutoff"] if "cutoff" in data else _number(started) - MIN_RETENTION
+        paths, trash, cutoff = data["paths"], data["trash"], data["cutoff"]
         if not isinstance(agent, str) or not valid_name(agent):
             raise ValueError(f"bad agent {agent!r}")
         if not isinstance(session_id, str) or not session_id:
@@ -110,18 +105,11 @@ def _fsync_dir(path: Path) -> None:
 
 class Journal:
     """`<state>/journal/batch-<ns>-<pid>.json`, one file per batch of
-    removals in progress. `<state>/journal/<agent>/<encoded id>.json`, one
-    file per removal, was written by earlier releases: still read and
-    finished."""
+    removals in progress."""
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
         self.dir = state_dir / "journal"
-
-    def _path(self, agent: str, session_id: str) -> Path:
-        if not valid_name(agent):
-            raise ValueError(f"invalid agent name {agent!r}")
-        return self.dir / agent / f"{encode_id(session_id)}{_SUFFIX}"
 
     def begin_batch(self, entries: list[JournalEntry]) -> Path:
         """Record that the removals of `entries` start: one file, durable
@@ -129,8 +117,9 @@ class Journal:
         it cannot be, and then the caller must remove nothing: a removal
         nobody can finish must not begin. Nothing half-written is ever left
         to read. end_batch() forgets it."""
-        for entry in entries:
-            self._path(entry.agent, entry.id)  # a bad name fails before anything is written
+        for entry in entries:  # a bad name fails before anything is written
+            if not valid_name(entry.agent):
+                raise ValueError(f"invalid agent name {entry.agent!r}")
         path = self.dir / f"{_BATCH}{time.time_ns()}-{os.getpid()}{_SUFFIX}"
         self._write(path, {"batch": [e.as_json() for e in entries]})
         return path
@@ -182,9 +171,7 @@ class Journal:
         """A pending entry was finished (or left to the plan): forget it. A
         batch goes when none of `rest` (the pending entries still to be
         settled) came from it."""
-        if entry.file is None:
-            return
-        if entry.file.name.startswith(_BATCH) and any(o.file == entry.file for o in rest):
+        if entry.file is None or any(o.file == entry.file for o in rest):
             return
         try:
             os.unlink(entry.file)
@@ -205,14 +192,6 @@ class Journal:
         for path in listed:
             if path.name.startswith(_BATCH) and path.name.endswith(_SUFFIX):
                 entries.extend(self._read_batch(path))
-            if not path.is_dir() or path.is_symlink():
-                continue
-            for entry_path in sorted(path.iterdir()):
-                if not entry_path.name.endswith(_SUFFIX):
-                    continue
-                entry = self._read(entry_path)
-                if entry is not None:
-                    entries.append(entry)
         return sorted(entries, key=lambda e: e.started)
 
     def _read_batch(self, path: Path) -> list[JournalEntry]:
@@ -226,15 +205,3 @@ class Journal:
         for entry in entries:
             entry.file = path
         return entries
-
-    def _read(self, path: Path) -> JournalEntry | None:
-        try:
-            entry = JournalEntry.from_json(json.loads(read_regular(path)))
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            log.warning("journal entry unreadable, skipped", path=str(path), error=str(exc))
-            return None
-        if path != self._path(entry.agent, entry.id):
-            log.warning("journal entry does not match its name, skipped", path=str(path))
-            return None
-        entry.file = path
-        return entry
