@@ -86,7 +86,14 @@ def test_the_daemon_shows_the_preview_in_status(fake_home: FakeHome) -> None:
     daemon = start_daemon(fake_home, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.2"})
     last = daemon.wait(lambda: daemon.status()["last_prune"], 30, "the first scheduled prune")
     assert "new or shorter retention" in last["preview"]
-    assert last["removed"] == 1
+    # Nothing was removed, in status and in the daemon's log line.
+    assert (last["removed"], last["would_remove"], last["dry_run"]) == (0, 1, True), last
+    def logged() -> list[str]:
+        return [line for line in daemon.stderr().splitlines() if "scheduled prune done" in line]
+
+    done = daemon.wait(logged, 10, "the daemon's line on its scheduled prune")
+    assert json.loads(done[-1])["removed"] == 0, done
+    assert json.loads(done[-1])["would_remove"] == 1
     assert all(p.exists() for p in old.all_paths())
     text = fake_home.cli("status").stdout
     assert "would remove 1" in text and "agentkeep prune --dry-run" in text, text

@@ -514,10 +514,10 @@ def status(out: Out, doc: dict[str, Any]) -> None:
     for error in (last or {}).get("errors") or []:
         field("failed", str(error), _RED)
     if last and last.get("preview"):
-        would = count(last.get("removed") or 0, "session")
+        would = count(last.get("would_remove") or 0, "session")
         field(
             "preview",
-            f"{last['preview']}: it would remove {would} ({size(last.get('bytes'))});"
+            f"{last['preview']}: it would remove {would} ({size(last.get('would_free'))});"
             " see them with `agentkeep prune --dry-run`",
             _YELLOW,
         )

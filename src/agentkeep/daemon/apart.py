@@ -240,12 +240,7 @@ def _answered(answer: prune.PruneReport | dict[str, Any] | int | None) -> dict[s
         "peak_rss_mb": round(peak / (1 << 20 if sys.platform == "darwin" else 1 << 10), 1)
     }
     if report is not None:
-        counts |= {
-            "removed": len(report.removed),
-            "kept": len(report.kept),
-            "failed": len(report.failed),
-            "paused": report.paused,
-        }
+        counts |= report.counts()
     return counts
 
 

@@ -167,17 +167,29 @@ class PruneReport:
             doc["paused"] = self.paused
         return doc
 
+    def counts(self) -> dict[str, Any]:
+        """How many sessions each outcome had: a dry run removed nothing,
+        and says what it would have removed (`would_remove`)."""
+        removed = len(self.removed)
+        return {
+            "removed": 0 if self.dry_run else removed,
+            **({"would_remove": removed} if self.dry_run else {}),
+            "kept": len(self.kept),
+            "failed": len(self.failed),
+            "paused": self.paused,
+        }
+
     def summary(self, now: float, scheduled: bool) -> dict[str, Any]:
+        """What `status` shows of the run (its last_prune)."""
         return {
             "time": rfc3339(now),
             "ts": now,
             "scheduled": scheduled,
-            "removed": len(self.removed),
-            "kept": len(self.kept),
-            "failed": len(self.failed),
-            "bytes": self.bytes,
+            "dry_run": self.dry_run,
+            **self.counts(),
+            "bytes": 0 if self.dry_run else self.bytes,
+            **({"would_free": self.bytes} if self.dry_run else {}),
             "trashed_bytes": self.trashed,
-            "paused": self.paused,
             # What went wrong, in words (status must say why, not only how many).
             "errors": sorted({f.reason for f in self.failed})[:5],
         }
