@@ -1451,3 +1451,24 @@ def test_a_fork_made_while_the_plan_lists_keeps_its_parent(
         pytest.fail("SETUP INVALID: no fork was made in the listed directory while it was listed")
     assert reasons(doc) == {parent.id: "ancestor"}
     assert removed_ids(doc) == [] and whole(parent)
+
+
+def test_a_session_all_behind_a_link_is_kept_unsafe_at_every_prune(
+    fake_home: FakeHome,
+) -> None:
+    """A Claude session of which only its tmp dir is left, below a key dir
+    that is a link to elsewhere: the link and what it leads to stay, and
+    every prune keeps it `unsafe`; none reports it removed (with no paths)."""
+    s = make_session(fake_home, kinds=["tmp"], age_days=40)
+    elsewhere = fake_home.root / "elsewhere" / "tmpkey"
+    key_dir = s.layout.tmp_root / s.key
+    elsewhere.parent.mkdir(parents=True)
+    key_dir.rename(elsewhere)
+    key_dir.symlink_to(elsewhere)
+    for _ in range(2):
+        done = fake_home.cli("prune", "--older-than", "30d", "--json")
+        report = json.loads(done.stdout)
+        assert done.returncode == 0, done.stderr
+        assert report["removed"] == [], report
+        assert [(k["id"], k["reason"]) for k in report["kept"]] == [(s.id, "unsafe")]
+    assert key_dir.is_symlink() and (elsewhere / s.id).is_dir()

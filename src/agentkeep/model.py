@@ -120,12 +120,17 @@ class Session:
 
     @property
     def unsafe(self) -> str | None:
-        """Why the session must be kept `unsafe`, or None."""
+        """Why the session must be kept `unsafe`, or None: the record the
+        agent lists it by lies behind a link (or on a root others can write
+        to), or all of it does. Nothing of such a session can be removed
+        (invariant 6), and reporting it `removed` would say so at every run."""
         if self.recorded_unsafe:
             return self.recorded_unsafe
         for artifact in self.artifacts:
             if artifact.primary and artifact.linked:
                 return f"{artifact.path} lies behind a link or on an unsafe root"
+        if self.artifacts and all(a.linked for a in self.artifacts):
+            return f"all of it lies behind a link or on an unsafe root ({self.artifacts[0].path})"
         return None
 
     @property
