@@ -327,7 +327,7 @@ def test_unknown_top_level_key_refused(fake_home: FakeHome) -> None:
     exc = refused(fake_home, 'retension = "30d"\n')
     assert str(exc) == f"{fake_home.config_path}: retension = '30d': " + (
         "unknown key (known: retention, prune_interval, max_removals, trash, enabled, "
-        "agents, stores)"
+        "keep_last, max_size, agents, stores)"
     )
 
 
@@ -533,3 +533,48 @@ def test_sibling_with_shared_prefix_does_not_overlap(fake_home: FakeHome) -> Non
 def test_prefix_sibling_of_an_agent_root_allowed(fake_home: FakeHome) -> None:
     config = load(fake_home, store("s", "~/.claude-stores"))
     assert config.stores[0].root == fake_home.home / ".claude-stores"
+
+
+# -- keep_last and max_size ------------------------------------------------------
+
+
+def test_keep_last_and_max_size_global_and_per_agent(fake_home: FakeHome) -> None:
+    fake_home.write_config(
+        'keep_last = 3\nmax_size = "20G"\n'
+        '[agents.codex]\nkeep_last = 5\nmax_size = "500M"\n'
+        '[agents.claude]\nretention = "30d"\n'
+    )
+    config = load(fake_home)
+    assert (config.keep_last_for("claude"), config.keep_last_for("codex")) == (3, 5)
+    assert config.max_size_for("claude") == (20 << 30, "*")
+    assert config.max_size_for("codex") == (500 << 20, "codex")
+    assert config.has_retention()
+
+
+def test_a_size_cap_alone_lets_a_prune_remove(fake_home: FakeHome) -> None:
+    fake_home.write_config('max_size = "1T"\n')
+    config = load(fake_home)
+    assert config.retention_for("claude") is None and config.has_retention()
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ('max_size = 20', "max_size"),
+        ('max_size = "20"', "max_size"),
+        ('max_size = "20g"', "max_size"),
+        ('max_size = "0G"', "max_size"),
+        ('max_size = "1.5G"', "max_size"),
+        ('max_size = "-1G"', "max_size"),
+        ('keep_last = -1', "keep_last"),
+        ('keep_last = "3"', "keep_last"),
+        ('keep_last = true', "keep_last"),
+        ('keep_last = 2.0', "keep_last"),
+        ('[agents.codex]\nmax_size = "big"', "agents.codex.max_size"),
+        ('[agents.codex]\nkeep_last = -2', "agents.codex.keep_last"),
+    ],
+)
+def test_a_bad_size_or_count_is_refused_naming_the_key(
+    fake_home: FakeHome, line: str, key: str
+) -> None:
+    assert refused(fake_home, line + "\n").key == key

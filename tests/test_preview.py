@@ -97,3 +97,31 @@ def test_the_daemon_shows_the_preview_in_status(fake_home: FakeHome) -> None:
     assert all(p.exists() for p in old.all_paths())
     text = fake_home.cli("status").stdout
     assert "would remove 1" in text and "agentkeep prune --dry-run" in text, text
+
+
+def test_a_new_size_cap_or_a_smaller_keep_last_is_previewed_first(fake_home: FakeHome) -> None:
+    """Any new shape that would remove more waits to be seen, as a new
+    retention does; one that only keeps more does not."""
+    make_session(fake_home, age_days=1)
+    make_session(fake_home, age_days=10, cwd="/home/u/a")
+    mid = make_session(fake_home, age_days=12, cwd="/home/u/a")
+    old = make_session(fake_home, age_days=50, cwd="/home/u/b")
+    fake_home.write_config('retention = "30d"\nkeep_last = 1\n')
+    scheduled(fake_home)
+    an_interval_passed(fake_home)
+    confirmed = scheduled(fake_home)
+    assert confirmed is not None and confirmed["dry_run"] is False
+    assert confirmed["removed"] == [] and [k["reason"] for k in confirmed["kept"]] == ["recent"]
+
+    fake_home.write_config('retention = "30d"\nkeep_last = 2\n')  # keeps more: no preview
+    assert scheduled(fake_home)["dry_run"] is False  # type: ignore[index]
+    fake_home.write_config('retention = "30d"\nkeep_last = 0\n')  # keeps less: previewed
+    fewer = scheduled(fake_home)
+    assert fewer is not None and fewer["dry_run"] is True
+    assert [r["id"] for r in fewer["removed"]] == [old.id]
+
+    fake_home.write_config('retention = "30d"\nkeep_last = 1\nmax_size = "1K"\n')
+    capped = scheduled(fake_home)
+    assert capped is not None and capped["dry_run"] is True, "a new size cap is previewed"
+    assert [(r["id"], r["why"]) for r in capped["removed"]] == [(mid.id, "size")]
+    assert all(p.exists() for p in mid.all_paths())

@@ -132,7 +132,7 @@ def assert_report_shape(doc: dict[str, Any]) -> None:
     assert all(RFC3339_Z.fullmatch(v) for v in doc["cutoffs"].values())
     assert isinstance(doc["dry_run"], bool)
     for r in doc["removed"]:
-        assert set(r) == {"agent", "id", "bytes", "last_activity", "paths"}
+        assert set(r) == {"agent", "id", "bytes", "last_activity", "paths", "why"}
         assert isinstance(r["bytes"], int) and RFC3339_Z.fullmatch(r["last_activity"])
         assert all(isinstance(p, str) for p in r["paths"])
     for k in doc["kept"]:

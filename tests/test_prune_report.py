@@ -120,7 +120,7 @@ def test_a_prune_writes_the_document_of_its_report(
     assert all(r["paths"] for r in doc["removed"])
     assert report.bytes == sum(r["bytes"] for r in doc["removed"]) > 0
     assert [set(r) for r in report.to_json(paths=False)["removed"]] == [
-        {"agent", "id", "bytes", "last_activity"}
+        {"agent", "id", "bytes", "last_activity", "why"}
     ] * len(sessions)
 
 

@@ -16,6 +16,12 @@ Rules beyond the contract's words (each one errs towards keeping):
   for `trash` only; `prune_interval` and every retention must be more than 0.
 - `enabled` may be empty (stores only); a name listed twice counts once.
 - `max_removals` is a TOML integer >= 1; `true`, `1.0` and `"200"` are refused.
+- `keep_last` is a TOML integer >= 0 (0: none kept for being recent).
+- A size is a string: ASCII digits then one of `K M G T` (powers of 1024,
+  uppercase), more than zero; `max_size = 20` (a number) is refused.
+- An agent's own `keep_last` and `max_size` override the global ones, as its
+  retention does. The global `max_size` is one cap shared by every agent
+  without a `max_size` of its own; an agent's own caps its sessions alone.
 - A store's name is 1-64 of `[A-Za-z0-9_.-]`, starting alphanumeric, not a
   built-in agent's name, unique. Its root may start with `~` or `~/` (the
   user's home); `~user` is not expanded and so refused as relative.
@@ -37,7 +43,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentkeep.agents import AGENTS
@@ -55,8 +61,21 @@ _UNITS: dict[str, int] = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"([0-9]+)([mhdw])")
 _GRAMMAR = "a whole number followed by m, h, d or w"
 _STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_TOP_KEYS = ("retention", "prune_interval", "max_removals", "trash", "enabled", "agents", "stores")
-_AGENT_KEYS = ("retention",)
+_TOP_KEYS = (
+    "retention",
+    "prune_interval",
+    "max_removals",
+    "trash",
+    "enabled",
+    "keep_last",
+    "max_size",
+    "agents",
+    "stores",
+)
+_AGENT_KEYS = ("retention", "keep_last", "max_size")
+_SIZE_UNITS: dict[str, int] = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_SIZE = re.compile(r"([0-9]+)([KMGT])")
+_SIZE_GRAMMAR = "a whole number followed by K, M, G or T"
 _STORE_KEYS = ("name", "root", "depth")
 
 
@@ -105,6 +124,20 @@ def parse_duration(text: object, key: str, *, allow_zero: bool = False) -> float
     return seconds
 
 
+def parse_size(text: object, key: str) -> int:
+    """Bytes in a size string (`500M`, `20G`: powers of 1024). Anything else
+    is a ConfigError naming key and value."""
+    match = _SIZE.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        raise ConfigError(
+            'not a size (a whole number followed by K, M, G or T, e.g. "20G")', key, text
+        )
+    digits, unit = match.groups()
+    if len(digits) > 12 or int(digits) == 0:
+        raise ConfigError("must be more than zero and less than a million T", key, text)
+    return int(digits) * _SIZE_UNITS[unit]
+
+
 def check_retention(seconds: float, key: str, *, value: object = None) -> None:
     """Refuse a retention under 24 hours (invariant 1: nothing updated in the
     last day is ever pruned). `value` is what to show, default the seconds."""
@@ -142,13 +175,35 @@ class Config:
     trash: float
     enabled: tuple[str, ...]
     stores: tuple[StoreConfig, ...]
+    keep_last: int = 0
+    agent_keep_last: Mapping[str, int] = field(default_factory=dict)
+    max_size: int | None = None
+    agent_max_size: Mapping[str, int] = field(default_factory=dict)
+    # The sizes as written, by key (`max_size`, `agents.codex.max_size`).
+    size_text: Mapping[str, str] = field(default_factory=dict)
 
     def retention_for(self, agent: str) -> float | None:
         """An agent's own retention overrides the global one, even when there is no global one."""
         return self.agent_retention.get(agent, self.retention)
 
+    def keep_last_for(self, agent: str) -> int:
+        return self.agent_keep_last.get(agent, self.keep_last)
+
+    def max_size_for(self, agent: str) -> tuple[int, str] | None:
+        """The cap on `agent`'s sessions and the group that shares it (the
+        agent's own name, or "*" for the global cap), or None."""
+        if agent in self.agent_max_size:
+            return self.agent_max_size[agent], agent
+        return None if self.max_size is None else (self.max_size, "*")
+
     def has_retention(self) -> bool:
-        return self.retention is not None or bool(self.agent_retention)
+        """Whether anything here lets a prune remove: a retention, or a size cap."""
+        return (
+            self.retention is not None
+            or bool(self.agent_retention)
+            or self.max_size is not None
+            or bool(self.agent_max_size)
+        )
 
 
 def load_config(
@@ -201,7 +256,11 @@ def _config(
 ) -> Config:
     _no_unknown(data, _TOP_KEYS, "")
     text = data.get("retention")
-    agent_retention, agent_text = _agents(data.get("agents", {}))
+    agents = _agents(data.get("agents", {}))
+    agent_retention, agent_text = agents.retention, agents.retention_text
+    size_text = dict(agents.size_text)
+    if "max_size" in data:
+        size_text["max_size"] = str(data["max_size"])
     return Config(
         path=path,
         exists=exists,
@@ -214,6 +273,11 @@ def _config(
         trash=_duration(data, "trash", DEFAULT_TRASH, allow_zero=True),
         enabled=_enabled(data.get("enabled", list(AGENTS))),
         stores=_stores(data.get("stores", []), home, state_dir, agent_roots),
+        keep_last=_keep_last(data.get("keep_last", 0), "keep_last"),
+        agent_keep_last=agents.keep_last,
+        max_size=parse_size(data["max_size"], "max_size") if "max_size" in data else None,
+        agent_max_size=agents.max_size,
+        size_text=size_text,
     )
 
 
@@ -236,11 +300,21 @@ def _duration(
     return parse_duration(data[key], key, allow_zero=allow_zero) if key in data else default
 
 
-def _agents(table: object) -> tuple[dict[str, float], dict[str, str]]:
+@dataclass
+class _AgentTables:
+    """What `[agents.<name>]` tables set, by agent."""
+
+    retention: dict[str, float] = field(default_factory=dict)
+    retention_text: dict[str, str] = field(default_factory=dict)
+    keep_last: dict[str, int] = field(default_factory=dict)
+    max_size: dict[str, int] = field(default_factory=dict)
+    size_text: dict[str, str] = field(default_factory=dict)
+
+
+def _agents(table: object) -> _AgentTables:
     if not isinstance(table, dict):
         raise ConfigError("must be a table of [agents.<name>]", "agents", table)
-    seconds: dict[str, float] = {}
-    texts: dict[str, str] = {}
+    found = _AgentTables()
     for agent, entry in table.items():
         key = f"agents.{agent}"
         if agent not in AGENTS:
@@ -249,9 +323,20 @@ def _agents(table: object) -> tuple[dict[str, float], dict[str, str]]:
             raise ConfigError("must be a table", key, entry)
         _no_unknown(entry, _AGENT_KEYS, key + ".")
         if "retention" in entry:
-            seconds[agent] = _retention(entry["retention"], key + ".retention")
-            texts[agent] = str(entry["retention"])
-    return seconds, texts
+            found.retention[agent] = _retention(entry["retention"], key + ".retention")
+            found.retention_text[agent] = str(entry["retention"])
+        if "keep_last" in entry:
+            found.keep_last[agent] = _keep_last(entry["keep_last"], key + ".keep_last")
+        if "max_size" in entry:
+            found.max_size[agent] = parse_size(entry["max_size"], key + ".max_size")
+            found.size_text[key + ".max_size"] = str(entry["max_size"])
+    return found
+
+
+def _keep_last(value: object, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
+        raise ConfigError("must be a whole number of at least 0", key, value)
+    return value
 
 
 def _max_removals(value: object) -> int:
@@ -294,9 +379,9 @@ def _stores(
 
 def _store(table: Mapping[str, object], key: str, home: Path) -> StoreConfig:
     _no_unknown(table, _STORE_KEYS, key + ".")
-    for field in _STORE_KEYS:
-        if field not in table:
-            raise ConfigError("missing (every store needs name, root and depth)", f"{key}.{field}")
+    for name in _STORE_KEYS:
+        if name not in table:
+            raise ConfigError("missing (every store needs name, root and depth)", f"{key}.{name}")
     return StoreConfig(
         name=_store_name(table["name"], key + ".name"),
         root=_store_root(table["root"], key + ".root", home),

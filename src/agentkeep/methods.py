@@ -32,7 +32,9 @@ class Method:
 METHODS: dict[str, Method] = {
     "status": Method(()),
     "ls": Method(("agent", "idle_over"), reads_index=True),
-    "show": Method(("agent", "id"), reads_index=True),
+    # `verdict` (default true): what the plan says of it; the UI, which
+    # holds the plan, asks without.
+    "show": Method(("agent", "id", "verdict"), reads_index=True),
     "du": Method(("by",), reads_index=True),
     "prune": Method(("dry_run", "older_than", "agent"), changes=True),
     "purge": Method(("agent", "id", "dry_run", "cascade"), changes=True),

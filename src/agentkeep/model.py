@@ -32,6 +32,7 @@ class Reason(StrEnum):
     UNDATED = "undated"
     UNSAFE = "unsafe"
     CAPPED = "capped"
+    RECENT = "recent"
 
 
 class HolderKind(StrEnum):
@@ -108,6 +109,9 @@ class Session:
     # Why it is unsafe as the index recorded it (a session read back from the
     # index, whose artifacts are not all at hand).
     recorded_unsafe: str | None = None
+    # What it takes on disk (allocated, as du counts) when its artifacts are
+    # not all at hand (None: their sum, see prune.shapes.allocated).
+    disk_bytes: int | None = None
     # (agent, id), made once: the plan looks a session up by it many times.
     key: tuple[str, str] = field(init=False, repr=False, compare=False)
 
@@ -151,6 +155,17 @@ class Session:
         if restored_at is not None:
             times.append(restored_at)
         return max(times) if times else None
+
+
+@dataclass(frozen=True)
+class Shape:
+    """An agent's retention beside its age: `keep_last` (in each workspace
+    the N most recently active stay) and `max_size` (a cap, in bytes,
+    shared by the agents of `size_group`; None: no cap)."""
+
+    keep_last: int = 0
+    max_size: int | None = None
+    size_group: str = ""
 
 
 def rfc3339(ts: float | None) -> str | None:

@@ -30,9 +30,36 @@ SEEN = "retention.json"
 PREVIEW = "preview.json"
 
 
+# A shape's key beside the agent's own (its retention): `<agent>:<shape>`.
+_CAP, _LAST = ":max_size", ":keep_last"
+
+
 def retentions(config: Config, agents: Iterable[str]) -> dict[str, float]:
-    """Each agent's retention under `config` (agents with none left out)."""
-    return {a: r for a in agents if (r := config.retention_for(a)) is not None}
+    """Each agent's retention shapes under `config`, as numbers that get
+    smaller when the shape would remove more: its retention (`<agent>`),
+    its size cap (`<agent>:max_size`) and its keep_last
+    (`<agent>:keep_last`, 0 when unset). Agents that remove by neither age
+    nor size are left out."""
+    wanted: dict[str, float] = {}
+    for a in agents:
+        retention, cap = config.retention_for(a), config.max_size_for(a)
+        if retention is None and cap is None:
+            continue
+        if retention is not None:
+            wanted[a] = retention
+        if cap is not None:
+            wanted[a + _CAP] = float(cap[0])
+        wanted[a + _LAST] = float(config.keep_last_for(a))
+    return wanted
+
+
+def _removes_more(key: str, value: float, seen: dict[str, float]) -> bool:
+    """A shape new since the last real prune, or one that now removes more.
+    A keep_last never seen is no change (it only keeps more): a record of
+    an earlier version names none."""
+    if key not in seen:
+        return not key.endswith(_LAST)
+    return value < seen[key]
 
 
 def _seconds(value: Any) -> dict[str, float]:
@@ -65,13 +92,14 @@ def due(state_dir: Path, wanted: dict[str, float], now: float, interval: float) 
     it may remove). A preview of these very retentions an interval ago lets
     the real prune run."""
     seen = _read(state_dir, SEEN, _seconds) or {}
-    new = {a: r for a, r in wanted.items() if a not in seen or r < seen[a]}
+    new = {key for key, value in wanted.items() if _removes_more(key, value, seen)}
+    new |= {key for key in seen if key.endswith(_LAST) and key not in wanted}
     if not new:
         return None
     previewed = _read(state_dir, PREVIEW, _preview)
     if previewed is not None and previewed[0] == wanted and now >= previewed[1] + interval:
         return None
-    agents = ", ".join(sorted(new))
+    agents = ", ".join(sorted({key.split(":")[0] for key in new}))
     return (
         f"a new or shorter retention ({agents}): this prune only shows what it would remove;"
         " the first real one runs one prune_interval later, or at once after you run"

@@ -377,6 +377,11 @@ def show(out: Out, doc: dict[str, Any]) -> None:
         out.say(f"{label:<14} {_printable(value)}", indent="  ")
     if doc.get("unsafe"):
         out.say(f"{out.style('unsafe:', _YELLOW)} {_printable(doc['unsafe'])}", indent="  ")
+    verdict = doc.get("verdict")
+    if verdict:
+        out.say(f"{'verdict':<14} {_printable(verdict['words'])}", indent="  ")
+        if verdict.get("do"):
+            out.say(f"{'':<14} {_printable(verdict['do'])}", indent="  ")
     for h in doc["holders"]:
         pid = h["pid"] if h["pid"] is not None else "-"
         out.say(f"held by {h['kind']} {pid} {_printable(h.get('detail', ''))}".rstrip(), "  ")

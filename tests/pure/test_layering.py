@@ -83,6 +83,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.prune.recovery",
             "agentkeep.prune.remove",
             "agentkeep.prune.run",
+            "agentkeep.prune.shapes",
             "agentkeep.prune.report",
             "agentkeep.prune.view",
             "agentkeep.removal",
@@ -104,6 +105,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.core.trashcan",
             "agentkeep.preview",
             "agentkeep.render",
+            "agentkeep.verdict",
             "agentkeep.view",
         },
     ),
@@ -144,7 +146,6 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.ui.sessions",
             "agentkeep.ui.text",
             "agentkeep.ui.trash",
-            "agentkeep.ui.verdict",
         },
     ),
 ]

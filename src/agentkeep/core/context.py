@@ -16,6 +16,7 @@ from agentkeep.adapters.base import Adapter
 from agentkeep.config import Config, ConfigError, parse_duration
 from agentkeep.errors import BadParams, Failure, NotFound
 from agentkeep.index import SQLITE_NEEDED, Index
+from agentkeep.model import Shape
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
 from agentkeep.statefiles import Pins, StateFileError
 
@@ -129,13 +130,33 @@ class Context:
 
         return Watch(self.adapters, self.state_dir, self.pins(), self.env.uid)
 
-    def cutoffs(self, override: float | None, agent: str | None, now: float) -> dict[str, float]:
-        """Each agent's cutoff: exactly now minus its retention (no rounding)."""
-        out: dict[str, float] = {}
+    def cutoffs(
+        self, override: float | None, agent: str | None, now: float
+    ) -> dict[str, float | None]:
+        """Each agent's cutoff: exactly now minus its retention (no rounding);
+        None for an agent with a size cap and no retention (by the config,
+        not an override: a person's --older-than asks for age alone)."""
+        out: dict[str, float | None] = {}
         for name in [agent] if agent else list(self.adapters):
             retention = override if override is not None else self.config.retention_for(name)
             if retention is not None:
                 out[name] = now - retention
+            elif override is None and self.config.max_size_for(name) is not None:
+                out[name] = None
+        return out
+
+    def shapes(self, override: float | None) -> dict[str, Shape]:
+        """Every agent's keep_last and max_size (prune.shapes); a person's
+        --older-than keeps keep_last (it only keeps more) and drops the
+        size caps (they would remove more than the age asked for)."""
+        out: dict[str, Shape] = {}
+        for name in self.adapters:
+            cap = self.config.max_size_for(name) if override is None else None
+            out[name] = Shape(
+                keep_last=self.config.keep_last_for(name),
+                max_size=cap[0] if cap else None,
+                size_group=cap[1] if cap else "",
+            )
         return out
 
 

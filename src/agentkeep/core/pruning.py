@@ -76,6 +76,7 @@ def prune(
         trash_for=config.trash,
         scheduled=scheduled,
         progress=progress,
+        shapes=ctx.shapes(override),
     )
     report = _run_locked(ctx, opts, wait=not scheduled, preview=waits)
     if report is None:
@@ -158,7 +159,7 @@ def purge(
     if cascade:
         targets += [(agent, c) for c in _cascade(adapter, sid)]
     opts = PruneOptions(
-        cutoffs={agent: time.time()},
+        cutoffs={agent: None},
         now=time.time(),
         dry_run=dry_run,
         trash_for=ctx.config.trash,

@@ -14,9 +14,10 @@ from typing import Any
 from agentkeep.core.context import Context
 from agentkeep.errors import BadParams
 from agentkeep.index import IndexedSession
-from agentkeep.model import Holder, HolderKind, Session, State
-from agentkeep.prune import PruneOptions, decide
+from agentkeep.model import Holder, HolderKind, Session, State, rfc3339
+from agentkeep.prune import PruneOptions, PrunePlan, decide
 from agentkeep.prune.evidence import Observed, indexed, survey
+from agentkeep.verdict import Plans, Verdict
 
 Key = tuple[str, str]
 
@@ -60,10 +61,22 @@ def reclaimable(
     reclaim"). `known`: the states of sessions just looked at (an `ls`
     listing's), not looked at again; `rows`: the index's sessions, when
     they were read already."""
+    plan = indexed_plan(ctx, retention, known, rows)
+    return set() if plan is None else {s.key for s in plan.candidates}
+
+
+def indexed_plan(
+    ctx: Context,
+    retention: float | None = None,
+    known: Mapping[Key, str] | None = None,
+    rows: list[IndexedSession] | None = None,
+) -> PrunePlan | None:
+    """The prune's own plan (decide) of the sessions as indexed, now; None
+    when nothing would be pruned at all (no retention, no size cap)."""
     now = time.time()
     cutoffs = ctx.cutoffs(retention, None, now)
     if not cutoffs:
-        return set()
+        return None
     sessions: dict[str, list[Session]] = {agent: [] for agent in cutoffs}
     old: dict[str, list[str]] = {}
     known = known or {}
@@ -71,15 +84,43 @@ def reclaimable(
         if r.agent not in sessions:
             continue  # no retention: it stays, and so do its ancestors
         sessions[r.agent].append(indexed(r))
-        dated_old = r.last_activity is not None and r.last_activity < cutoffs[r.agent]
+        cutoff = cutoffs[r.agent]
+        # The use of sessions old enough by age is looked up at once; the
+        # plan asks about the rest (a size cap's) one by one, when it must.
+        dated_old = cutoff is not None and r.last_activity is not None and r.last_activity < cutoff
         if dated_old and (r.agent, r.id) not in known:
             old.setdefault(r.agent, []).append(r.id)
     # Only the old sessions' use is asked about (the plan asks no other).
     watch = ctx.watch()
     looked = survey(watch, ctx.index, old) if old else Observed(pins=frozenset(watch.pins))
     seen = _merged(looked, _as_evidence(known))
-    plan = decide(sessions, seen, PruneOptions(cutoffs=cutoffs, now=now))
-    return {s.key for s in plan.candidates}
+    options = PruneOptions(cutoffs=cutoffs, now=now, shapes=ctx.shapes(retention))
+    return decide(sessions, seen, options)
+
+
+def plan_words(ctx: Context, session: dict[str, Any]) -> Verdict:
+    """What the plan says of one indexed session (its `ls` row), in the
+    words `show` and the `ui` use: it goes at the next prune (and why), it
+    is kept (and why), or it stays (not old enough)."""
+    plan = indexed_plan(ctx)
+    now = time.time()
+    if plan is None:
+        return Plans(None, "no retention and no max_size are set", now, [session]).of(
+            session["agent"], session["id"]
+        )
+    report = {
+        "removed": [
+            {"agent": s.agent, "id": s.id, "why": plan.why[s.key]} for s in plan.candidates
+        ],
+        "kept": [
+            {"agent": k.agent, "id": k.id, "reason": k.reason.value, "detail": k.detail}
+            for k in plan.kept
+        ],
+        "failed": [],
+        "cutoffs": {a: rfc3339(c) for a, c in plan.cutoffs.items()},
+        "trash": {} if ctx.config.trash > 0 else None,
+    }
+    return Plans(report, None, now, [session]).of(session["agent"], session["id"])
 
 
 _LISTED_LIVE = Holder(None, HolderKind.PROCESS, "live when listed")

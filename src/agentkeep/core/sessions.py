@@ -13,6 +13,7 @@ from typing import Any
 
 from agentkeep.core.context import Context, parse_age
 from agentkeep.core.indexing import refresh
+from agentkeep.core.reclaim import plan_words
 from agentkeep.errors import NotFound
 from agentkeep.index import IDLE_TAIL, IndexedSession, written_as_python
 from agentkeep.jsontext import JSONText, folded_item, folded_list
@@ -132,7 +133,9 @@ def find(ctx: Context, agent: str, raw_id: str) -> IndexedSession:
     return found
 
 
-def show(ctx: Context, agent: str, id: str) -> dict[str, Any]:
+def show(ctx: Context, agent: str, id: str, *, verdict: bool = True) -> dict[str, Any]:
+    """One session, with its artifacts, holders and children; `verdict`:
+    also what the prune's plan says of it (plan_words), with what to do."""
     found = find(ctx, agent, id)
     watch = ctx.watch()
     session = evidence.indexed(found, ctx.index.artifacts(agent, found.id))
@@ -154,7 +157,31 @@ def show(ctx: Context, agent: str, id: str) -> dict[str, Any]:
     doc["children"] = ctx.index.children(agent, found.id)
     doc["unsafe"] = found.unsafe
     doc["pinned"] = session.key in watch.pins
+    if verdict and ctx.config_error is None:
+        words = plan_words(ctx, doc)
+        doc["verdict"] = {
+            "fate": words.fate.value,
+            "reason": words.reason,
+            "words": words.words,
+            "do": _WHAT_TO_DO.get(words.reason or words.fate.value, "").format(
+                agent=agent, id=found.id
+            ),
+        }
     return doc
+
+
+# What a person can do about each verdict (README, "Why was my session kept?").
+_WHAT_TO_DO = {
+    "goes": "to keep it: agentkeep pin {agent} {id}",
+    "live": "it goes once no process has it open",
+    "held": "it goes once its lease is released (agentkeep show lists the holder)",
+    "pinned": "to let it go: agentkeep unpin {agent} {id}",
+    "ancestor": "it goes after the sessions made from it (its children) go",
+    "recent": "one of the keep_last most recent of its workspace: lower keep_last to let it go",
+    "undated": "a time of it cannot be read: look at its artifacts' permissions",
+    "unsafe": "it lies behind a link or in an unreadable place: agentkeep never removes it",
+    "capped": "max_removals stopped the last prune first: the next one takes it",
+}
 
 
 def pin(ctx: Context, agent: str, id: str, pinned: bool = True) -> dict[str, Any]:

@@ -646,7 +646,10 @@ ANSWERS: dict[str, Answer] = _answering(
         "status": lambda d, c, p: d._status(),
         "ls": lambda d, c, p: core.ls_text(_ctx(d), _opt_str(p, "agent"), _opt_str(p, "idle_over")),
         "show": lambda d, c, p: core.show(
-            _ctx(d), _str(p.get("agent"), "agent"), _str(p.get("id"), "id")
+            _ctx(d),
+            _str(p.get("agent"), "agent"),
+            _str(p.get("id"), "id"),
+            verdict=_bool(p.get("verdict", True), "verdict"),
         ),
         "du": lambda d, c, p: core.du(_ctx(d), _opt_str(p, "by") or "agent"),
         "prune": lambda d, c, p: _answer_apart(

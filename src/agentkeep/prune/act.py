@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
 from agentkeep import descriptors, leases
+from agentkeep.config import MIN_RETENTION
 from agentkeep.journal import Journal, JournalEntry
 from agentkeep.model import Reason, Session
-from agentkeep.prune.plan import ancestors, check_again
+from agentkeep.prune.plan import AGE, PURGE, SIZE, ancestors, check_again
 from agentkeep.prune.remove import Removing
 from agentkeep.prune.report import Failed, Kept, PruneOptions, PruneReport, Removed
 from agentkeep.prune.view import DiskView
@@ -47,6 +49,18 @@ def batch_size() -> int:
     return max(1, min(BATCH, (soft - FDS_BESIDE) // FDS_PER_SESSION))
 
 
+def since(why: str, agent: str, opts: PruneOptions) -> float:
+    """Activity from this time on keeps a planned session (invariant 4):
+    the cutoff it is idle past; for one going for size, the 24-hour floor
+    (it may be younger than any retention); for a purge, its start."""
+    if why == PURGE:
+        return opts.now
+    cutoff = opts.cutoffs.get(agent)
+    if why == SIZE or cutoff is None:
+        return opts.now - MIN_RETENTION
+    return cutoff
+
+
 @dataclass
 class _Held:
     """A planned session whose leases are held; once checked again, the
@@ -54,11 +68,12 @@ class _Held:
 
     session: Session
     taken: leases.Taken
+    why: str
 
     def entry(self, opts: PruneOptions) -> JournalEntry:
         s = self.session
         paths = [a.path for a in s.artifacts]
-        cutoff = None if opts.purge is not None else opts.cutoffs[s.agent]
+        cutoff = None if self.why == PURGE else since(self.why, s.agent, opts)
         return JournalEntry(s.agent, s.id, time.time(), paths, opts.trash_for > 0, cutoff)
 
 
@@ -87,10 +102,11 @@ class Act:
         self.goal = 0
 
     # -- the act ----------------------------------------------------------
-    def run(self, plan: list[Session]) -> None:
-        """Act on `plan` (in removal order) a batch at a time: a batch ends
-        at batch_size(), before a session whose child waits in it (a parent
-        is checked once its children are gone), and at max_removals."""
+    def run(self, plan: list[Session], why: Mapping[tuple[str, str], str]) -> None:
+        """Act on `plan` (in removal order; `why` each goes) a batch at a
+        time: a batch ends at batch_size(), before a session whose child
+        waits in it (a parent is checked once its children are gone), and
+        at max_removals."""
         self._count(plan)
         size = batch_size()
         batch: list[_Held] = []
@@ -110,7 +126,7 @@ class Act:
             elif isinstance(taken := self.removing.take(s, dry_run=self.opts.dry_run), Kept):
                 self.stay(taken)
             else:
-                batch.append(_Held(s, taken))
+                batch.append(_Held(s, taken, why.get(s.key, AGE)))
                 waiting.add(s.key)
         if batch:
             self._remove_batch(self._checked(batch))
@@ -134,7 +150,6 @@ class Act:
         by_agent: dict[str, list[_Held]] = {}
         for held in batch:
             by_agent.setdefault(held.session.agent, []).append(held)
-        purge = self.opts.purge is not None
         for agent, items in by_agent.items():
             fresh = self.removing.adapters[agent].load_many([h.session.id for h in items])
             view = self.views[agent]
@@ -142,7 +157,6 @@ class Act:
             # Read after every lease of the batch was taken: a process
             # started since the plan shows.
             evidence = self.removing.watch.evidence(fresh=True)
-            since = self.opts.now if purge else self.opts.cutoffs[agent]
             for held in items:
                 s = fresh[held.session.id]
                 kept = None
@@ -150,7 +164,12 @@ class Act:
                     children = [c for c in view.children(s.id) if (agent, c) not in self.removed]
                     activity = self.removing.activity(s)
                     kept = check_again(
-                        s, activity, since=since, evidence=evidence, children=children, purge=purge
+                        s,
+                        activity,
+                        since=since(held.why, agent, self.opts),
+                        evidence=evidence,
+                        children=children,
+                        purge=held.why == PURGE,
                     )
                 if s is None or kept is not None:
                     held.taken.release()  # gone already, or it stays
@@ -211,6 +230,7 @@ class Act:
             parents=parents,
         )
         if isinstance(outcome, Removed):
+            outcome.why = held.why
             if not self.opts.dry_run:
                 held.taken.discard()  # the session is gone: its lease file too
             held.taken.release()

@@ -180,6 +180,7 @@ def indexed(s: IndexedSession, artifacts: list[Artifact] | None = None) -> Sessi
         undated=s.last_activity is None,
         bytes=s.bytes,
         recorded_unsafe=s.unsafe,
+        disk_bytes=s.disk_bytes,
     )
 
 

@@ -57,21 +57,24 @@ def pause_reason(
         # Without it the clock cannot be checked: pause (a person's prune
         # writes it afresh).
         return f"the record of the last prune cannot be read: {exc}"
-    retention = min((opts.now - c for c in opts.cutoffs.values()), default=None)
-    if last and isinstance(last.get("ts"), int | float) and retention is not None:
+    # Agents with a size cap alone have no cutoff: only the clock is checked.
+    cutoffs = {a: c for a, c in opts.cutoffs.items() if c is not None}
+    retention = min((opts.now - c for c in cutoffs.values()), default=None)
+    if last and isinstance(last.get("ts"), int | float):
         if opts.now < last["ts"]:
             return (
                 f"the clock reads {rfc3339(opts.now)}, before the last prune at {last.get('time')}"
             )
-        if opts.now - last["ts"] > retention:
+        if retention is not None and opts.now - last["ts"] > retention:
             return f"more than the retention has passed since the last prune at {last.get('time')}"
     times = [
         (t, view_agent)
         for view_agent, view in views.items()
+        if view_agent in cutoffs
         for s in view.sessions.values()
         if (t := activity(s)) is not None
     ]
-    all_idle = bool(times) and all(t < opts.cutoffs[a] for t, a in times)
+    all_idle = bool(times) and all(t < cutoffs[a] for t, a in times)
     acknowledged = state_dir / "pause-lifted.json"
     if not all_idle:
         remove(acknowledged)  # the machine looks normal again

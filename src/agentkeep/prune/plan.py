@@ -11,28 +11,34 @@ from dataclasses import dataclass
 
 from agentkeep.config import MIN_RETENTION
 from agentkeep.model import Reason, Session, rfc3339
+from agentkeep.prune import shapes
 from agentkeep.prune.evidence import Evidence
 from agentkeep.prune.report import Kept, PruneOptions, PruneRefused
 
 Key = tuple[str, str]
 
 
+AGE, SIZE, PURGE = "age", "size", "purge"
+
+
 @dataclass(frozen=True)
 class PrunePlan:
     """`candidates` in removal order (longest idle first across agents, each
-    after its descendants); `kept`: every old session that stays, with why,
-    in the order found (each ancestor of one that stays among them)."""
+    after its descendants), with `why` each goes (AGE, SIZE or PURGE);
+    `kept`: every old session that stays, with why, in the order found
+    (each ancestor of one that stays among them)."""
 
     candidates: tuple[Session, ...]
     kept: tuple[Kept, ...]
-    cutoffs: Mapping[str, float]
+    cutoffs: Mapping[str, float | None]
+    why: Mapping[Key, str]
 
 
-def check_floor(cutoffs: Mapping[str, float], now: float) -> None:
+def check_floor(cutoffs: Mapping[str, float | None], now: float) -> None:
     """Invariant 1: nothing updated in the last 24 hours is ever pruned.
     Enforced here, inside the prune, whatever the caller checked before."""
     for agent, cutoff in cutoffs.items():
-        if not math.isfinite(cutoff) or cutoff > now - MIN_RETENTION:
+        if cutoff is not None and (not math.isfinite(cutoff) or cutoff > now - MIN_RETENTION):
             raise PruneRefused(
                 f"refused: the cutoff for {agent} is less than 24 hours ago; "
                 "nothing updated in the last 24 hours is ever pruned"
@@ -136,7 +142,14 @@ def decide(
 ) -> PrunePlan:
     """The plan for `sessions` (each agent's, as listed; every agent of
     options.cutoffs). `restored`: when a session was last restored from the
-    trash. Refused (PruneRefused) under the floor, as the prune is."""
+    trash. Refused (PruneRefused) under the floor, as the prune is.
+
+    Old enough to go: idle past the agent's cutoff (or named by a purge).
+    Of those, each stays that is live, held, pinned, undated or unsafe
+    (static_reason), or one of its workspace's keep_last most recent
+    (shapes.recent); then every ancestor of a session that stays stays.
+    Last, while a size cap (max_size) is exceeded by what is left, the
+    longest idle others go too (shapes.over_size)."""
     restored = restored or {}
     purge = options.purge is not None
     if not purge:
@@ -145,14 +158,19 @@ def decide(
     kept: dict[Key, Kept] = {}
     candidates: list[Session] = []
     staying: list[Key] = []
+    recent_keys: set[Key] = set()
     for agent, listed in by_id.items():
         targets = _targets(agent, listed.values(), options, restored)
+        recent = _recent(agent, listed.values(), options, restored) if not purge else {}
+        recent_keys.update((agent, sid) for sid in recent)
         for s in listed.values():
             if s.id not in targets:
                 staying.append(s.key)
                 continue
             activity = s.last_activity(restored.get(s.key))
             reason = static_reason(s, evidence, activity, purge=purge)
+            if reason is None and s.id in recent:
+                reason = Kept(s.agent, s.id, Reason.RECENT, recent[s.id])
             if reason is None:
                 candidates.append(s)
             else:
@@ -162,8 +180,61 @@ def decide(
     for agent, sid in staying:
         _keep_ancestors(agent, sid, _parents(by_id[agent]), kept, candidate_keys)
     remaining = [s for s in candidates if s.key not in kept]
+    why = {s.key: PURGE if purge else AGE for s in remaining}
+    if not purge:
+        keep = set(kept) | recent_keys
+        for s in _for_size(by_id, evidence, options, restored, keep, set(why)):
+            remaining.append(s)
+            why[s.key] = SIZE
     order = removal_order(remaining, by_id, restored)
-    return PrunePlan(tuple(order), tuple(kept.values()), dict(options.cutoffs))
+    return PrunePlan(tuple(order), tuple(kept.values()), dict(options.cutoffs), why)
+
+
+def _recent(
+    agent: str, listed: Iterable[Session], options: PruneOptions, restored: Mapping[Key, float]
+) -> dict[str, str]:
+    shape = options.shapes.get(agent)
+    if shape is None or shape.keep_last <= 0:
+        return {}
+    return shapes.recent(listed, shape.keep_last, lambda s: known_activity(s, restored.get(s.key)))
+
+
+def _for_size(
+    by_id: Mapping[str, Mapping[str, Session]],
+    evidence: Evidence,
+    options: PruneOptions,
+    restored: Mapping[Key, float],
+    keep: set[Key],
+    planned: set[Key],
+) -> list[Session]:
+    """What goes for size: each cap (max_size) whose agents are all in this
+    run, applied to every session of theirs, those staying for any reason
+    (`keep`: kept in the report, or one of the last N) counted and never
+    taken (shapes.over_size)."""
+    groups: dict[str, tuple[int, list[str]]] = {}
+    for agent, shape in options.shapes.items():
+        if shape.max_size is not None:
+            groups.setdefault(shape.size_group, (shape.max_size, []))[1].append(agent)
+    children: dict[Key, list[Key]] = {}
+    for agent, listed in by_id.items():
+        for s in listed.values():
+            if s.parent is not None:
+                children.setdefault((agent, s.parent), []).append(s.key)
+    chosen: list[Session] = []
+    for limit, agents in groups.values():
+        if not all(agent in by_id for agent in agents):
+            continue  # a cap shared with agents this run does not list
+        cap = shapes.SizeCap(limit, [s for a in agents for s in by_id[a].values()])
+        chosen += shapes.over_size(
+            cap,
+            planned,
+            keep,
+            activity=lambda s: s.last_activity(restored.get(s.key)),
+            floor=options.now - MIN_RETENTION,
+            children=lambda s: children.get(s.key, ()),
+            stays=lambda s: static_reason(s, evidence, s.last_activity(restored.get(s.key))),
+        )
+    return chosen
 
 
 def _parents(listed: Mapping[str, Session]) -> Callable[[str], str | None]:
@@ -181,6 +252,8 @@ def _targets(
     if options.purge is not None:
         return {sid for a, sid in options.purge if a == agent}
     cutoff = options.cutoffs[agent]
+    if cutoff is None:
+        return set()
     return {
         s.id
         for s in listed

@@ -10,7 +10,7 @@ from typing import Any
 import structlog
 
 from agentkeep.jsontext import indented_parts
-from agentkeep.model import Reason, rfc3339
+from agentkeep.model import Reason, Shape, rfc3339
 from agentkeep.progress import Progress
 from agentkeep.spool import Spool
 
@@ -41,6 +41,8 @@ class Removed:
     residual: list[str] = field(default_factory=list)
     # Of `bytes`, what went into the trash: still on disk until it expires.
     trashed: int = 0
+    # Why it went: "age" (idle past the cutoff), "size" (over max_size) or "purge".
+    why: str = "age"
 
 
 class RemovedLog:
@@ -98,7 +100,7 @@ class Failed:
 @dataclass
 class PruneReport:
     cutoff: float | None
-    cutoffs: dict[str, float]
+    cutoffs: dict[str, float | None]
     dry_run: bool
     removed: RemovedLog = field(default_factory=RemovedLog)
     kept: list[Kept] = field(default_factory=list)
@@ -143,6 +145,7 @@ class PruneReport:
                     "id": r.id,
                     "bytes": r.bytes,
                     "last_activity": rfc3339(r.last_activity),
+                    "why": r.why,
                     **({"paths": r.paths} if paths else {}),
                 }
                 for r in self.removed
@@ -197,15 +200,18 @@ class PruneReport:
 
 @dataclass
 class PruneOptions:
-    """One run. `cutoffs` names every agent considered and its cutoff;
-    `purge` names the sessions a person asked for (ignoring age)."""
+    """One run. `cutoffs` names every agent considered and its cutoff (None:
+    no retention by age, a size cap only); `shapes` the shapes of every
+    enabled agent (a shared cap is applied only when all its agents are in
+    the run); `purge` names the sessions a person asked for (ignoring age)."""
 
-    cutoffs: dict[str, float]
+    cutoffs: dict[str, float | None]
     now: float
     dry_run: bool = False
     max_removals: int | None = None
     trash_for: float = 0.0
     scheduled: bool = False
     purge: list[tuple[str, str]] | None = None
+    shapes: dict[str, Shape] = field(default_factory=dict)
     # Told of the listing, then of the act (see _Act.tell).
     progress: Progress | None = None

@@ -88,7 +88,7 @@ class Pruner:
         report.kept.extend(plan.kept)
         if _after_plan is not None:
             _after_plan()
-        Act(self.removing, self.journal, views, opts, report).run(list(plan.candidates))
+        Act(self.removing, self.journal, views, opts, report).run(list(plan.candidates), plan.why)
         if report.removed and not opts.dry_run:
             self._index_write(lambda i: i.delete((r.agent, r.id) for r in report.removed))
         if not opts.dry_run:

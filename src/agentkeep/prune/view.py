@@ -128,4 +128,5 @@ def planned(s: Session, adapter: Adapter) -> Session:
         undated=s.last_activity() is None,
         bytes=s.bytes,
         recorded_unsafe=s.unsafe,
+        disk_bytes=sum(a.disk_bytes for a in s.artifacts),
     )

@@ -35,7 +35,7 @@ from agentkeep.ui.overview import Overview
 from agentkeep.ui.sessions import SessionsPane, detail_text
 from agentkeep.ui.text import home_relative
 from agentkeep.ui.trash import TrashPane
-from agentkeep.ui.verdict import Plans, short
+from agentkeep.verdict import Plans, short
 
 T = TypeVar("T")
 Key = tuple[str, str]

@@ -109,8 +109,11 @@ class Backend:
         from agentkeep import core
 
         with self._lock:
+            # The verdict is the plan's, which the UI holds already.
             return self.runner.ask(
-                "show", {"agent": agent, "id": sid}, lambda c: core.show(c, agent, sid)
+                "show",
+                {"agent": agent, "id": sid, "verdict": False},
+                lambda c: core.show(c, agent, sid, verdict=False),
             )
 
     def purge(self, agent: str, sid: str, *, dry_run: bool, cascade: bool) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from rich.text import Text
 
 from agentkeep.model import parse_rfc3339
 from agentkeep.render import count, size
-from agentkeep.ui.text import days_label, fit_end
+from agentkeep.ui.text import fit_end
+from agentkeep.verdict import days_label
 
 STAYS, RECLAIM = "█", "▒"
 STAYS_STYLE, RECLAIM_STYLE = "cyan", "yellow"

@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Static
 
 from agentkeep.render import age, count, size, when
-from agentkeep.ui.verdict import Plans, short
+from agentkeep.verdict import Plans, short
 
 
 class Confirm(ModalScreen[bool]):

@@ -17,8 +17,8 @@ from agentkeep.model import rfc3339
 from agentkeep.render import age, count, size, when
 from agentkeep.ui import charts
 from agentkeep.ui.backend import Plan, Snapshot
-from agentkeep.ui.text import home_relative, retention_label
-from agentkeep.ui.verdict import short
+from agentkeep.ui.text import home_relative
+from agentkeep.verdict import retention_label, short
 
 DAY = 86400.0
 

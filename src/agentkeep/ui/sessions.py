@@ -17,7 +17,7 @@ from textual.widgets.data_table import ColumnKey
 
 from agentkeep.render import age, size
 from agentkeep.ui.text import compact_age, fit_end, home_relative
-from agentkeep.ui.verdict import Fate, Plans, Verdict, short
+from agentkeep.verdict import Fate, Plans, Verdict, short
 
 Key = tuple[str, str]
 

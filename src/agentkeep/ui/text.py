@@ -31,22 +31,3 @@ def compact_age(rfc: str | None, now: float | None = None) -> str:
         if seconds >= length:
             return f"{int(seconds // length)}{unit}"
     return "now"
-
-
-def days_label(days: float) -> str:
-    """A retention or a bin edge in days, as a person writes it: 30d, 2w, 6mo, 1y."""
-    if days >= 365 and days % 365 == 0:
-        return f"{int(days // 365)}y"
-    if days >= 60 and days % 30 == 0:
-        return f"{int(days // 30)}mo"
-    if 7 <= days < 30 and days % 7 == 0:
-        return f"{int(days // 7)}w"
-    if days >= 1:
-        return f"{days:g}d"
-    return f"{days * 24:g}h"
-
-
-def retention_label(seconds: float) -> str:
-    """A retention seen as the distance of its cutoff from a moment a little
-    later (the report's cutoff, the plan's time): to the minute."""
-    return days_label(round(seconds / 60) / 1440)

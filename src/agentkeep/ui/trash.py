@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from agentkeep.render import count, size, when
-from agentkeep.ui.verdict import short
+from agentkeep.verdict import short
 
 Key = tuple[str, str]
 

@@ -1,10 +1,12 @@
-"""A session's line of the plan, in words.
+"""A session's line of the plan, in words: what `show` and the `ui` say.
 
-The plan is the configured retention's dry run (backend.Plan): every
-session old enough to go is in its report, removed (it would go), kept with
-a reason, or failed (invariant 9). A session in none of them is not old
-enough, and its agent's cutoff says by how much. Nothing here decides: it
-only reads the report, so the UI can never disagree with `agentkeep prune`.
+The plan is the configured retention's dry run (the UI's), or the plan of
+the sessions as indexed (`show`, as `du` reads it): every session old
+enough to go is in its report, removed (it would go, and why: age or
+size), kept with a reason, or failed (invariant 9). A session in none of
+them is not old enough, and its agent's cutoff says by how much. Nothing
+here decides: it only reads the report, so neither can disagree with
+`agentkeep prune`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from typing import Any
 
 from agentkeep.model import parse_rfc3339
 from agentkeep.render import age
-from agentkeep.ui.text import retention_label
 
 SHORT_ID = 8
 
@@ -81,6 +82,8 @@ class Plans:
             return Verdict(Fate.STAYS, f"stays: {self.error or 'no plan'}")
         if key in self._removed:
             where = "moves to the trash" if self.report.get("trash") else "is removed"
+            if self._removed[key].get("why") == "size":
+                return Verdict(Fate.GOES, f"goes: {where} at the next prune (over max_size)")
             return Verdict(Fate.GOES, f"goes: {where} at the next prune ({self._idle(key)})")
         if key in self._failed:
             return Verdict(Fate.FAILS, f"would fail: {self._failed[key]['reason']}")
@@ -120,6 +123,7 @@ class Plans:
             "updated": f"written since the plan was made ({detail})",
             "undated": "its last activity cannot be read",
             "unsafe": f"unsafe: {detail}" if detail else "unsafe",
+            "recent": f"{detail} (keep_last)" if detail else "one of the most recent (keep_last)",
         }
         if reason == "capped":
             return Verdict(
@@ -144,3 +148,22 @@ class Plans:
             used = age(s["last_activity"], self.taken_at)
             return f"parent of a session used {used} ago ({short(child)})"
         return f"parent of {short(child)}, which stays"
+
+
+def days_label(days: float) -> str:
+    """A retention or a bin edge in days, as a person writes it: 30d, 2w, 6mo, 1y."""
+    if days >= 365 and days % 365 == 0:
+        return f"{int(days // 365)}y"
+    if days >= 60 and days % 30 == 0:
+        return f"{int(days // 30)}mo"
+    if 7 <= days < 30 and days % 7 == 0:
+        return f"{int(days // 7)}w"
+    if days >= 1:
+        return f"{days:g}d"
+    return f"{days * 24:g}h"
+
+
+def retention_label(seconds: float) -> str:
+    """A retention seen as the distance of its cutoff from a moment a little
+    later (the report's cutoff, the plan's time): to the minute."""
+    return days_label(round(seconds / 60) / 1440)

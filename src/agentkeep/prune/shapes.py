@@ -1,0 +1,112 @@
+"""Retention shapes beside age, pure like the plan that composes them
+(plan.decide): `keep_last`, the N most recently active sessions of each
+workspace stay however idle (borg's and restic's --keep-last), and
+`max_size`, while the sessions take more than a cap the longest idle go,
+even younger than the retention (journald's SystemMaxUse=). A session kept
+for any reason counts toward the size and never goes for it, and nothing
+active in the last 24 hours ever goes (invariant 1)."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+
+from agentkeep.model import Session
+from agentkeep.prune.report import Kept
+
+Key = tuple[str, str]
+Activity = Callable[[Session], float | None]
+
+
+def recent(listed: Iterable[Session], keep_last: int, activity: Activity) -> dict[str, str]:
+    """The ids among the `keep_last` most recently active of their
+    workspace (an unknown workspace is one of its own), with the words
+    that say so. A session whose time cannot be read ranks as the most
+    recent: never guess towards removing."""
+    if keep_last <= 0:
+        return {}
+    by_workspace: dict[str | None, list[Session]] = {}
+    for s in listed:
+        by_workspace.setdefault(s.workspace, []).append(s)
+    found: dict[str, str] = {}
+    for workspace, group in by_workspace.items():
+        group.sort(key=lambda s: _newest_first(activity(s)))
+        where = workspace or "its unknown workspace"
+        for s in group[:keep_last]:
+            found[s.id] = f"one of the {keep_last} most recently active in {where}"
+    return found
+
+
+def _newest_first(activity: float | None) -> float:
+    return -activity if activity is not None else float("-inf")
+
+
+@dataclass(frozen=True)
+class SizeCap:
+    """One cap and the sessions it counts: every session of the agents that
+    share it, each with what it takes on disk."""
+
+    limit: int
+    sessions: list[Session]
+
+
+def over_size(
+    cap: SizeCap,
+    planned: set[Key],
+    kept: Collection[Key],
+    *,
+    activity: Activity,
+    floor: float,
+    children: Callable[[Session], Iterable[Key]],
+    stays: Callable[[Session], Kept | None],
+) -> list[Session]:
+    """The sessions to remove so that what `cap` counts fits in it, longest
+    idle first: never one `planned` already (it goes anyway), `kept`, or
+    active since `floor`; never one with a child that stays (invariant 3:
+    once each of its children goes, it may). `stays` is asked last, of each
+    one that would go (the evidence of use is looked up only then). What
+    cannot fit stays: it is no removal's."""
+    total = sum(allocated(s) for s in cap.sessions if s.key not in planned)
+    if total <= cap.limit:
+        return []
+    eligible = {
+        s.key: s
+        for s in cap.sessions
+        if s.key not in planned and s.key not in kept and _idle_since(activity(s), floor)
+    }
+    # Each eligible session waits for its children still there; one with
+    # none waiting is ready, and the idlest ready one goes first.
+    waiting: dict[Key, int] = {}
+    parent_of: dict[Key, Key] = {}
+    for key, s in eligible.items():
+        staying = [c for c in children(s) if c not in planned]
+        waiting[key] = len(staying)
+        for child in staying:
+            parent_of[child] = key
+    ready = [(activity(s) or 0.0, key) for key, s in eligible.items() if not waiting[key]]
+    heapq.heapify(ready)
+    chosen: list[Session] = []
+    while total > cap.limit and ready:
+        _, key = heapq.heappop(ready)
+        s = eligible[key]
+        if stays(s) is not None:
+            continue  # and so does its parent, which waits for it for ever
+        chosen.append(s)
+        total -= allocated(s)
+        parent = parent_of.get(key)
+        if parent is not None:
+            waiting[parent] -= 1
+            if not waiting[parent]:
+                heapq.heappush(ready, (activity(eligible[parent]) or 0.0, parent))
+    return chosen
+
+
+def _idle_since(activity: float | None, floor: float) -> bool:
+    return activity is not None and activity < floor
+
+
+def allocated(s: Session) -> int:
+    """What a session takes on disk, as `du` counts it (allocated blocks,
+    each inode once)."""
+    return s.disk_bytes if s.disk_bytes is not None else sum(a.disk_bytes for a in s.artifacts)
