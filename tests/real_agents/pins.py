@@ -34,8 +34,8 @@ class Pin:
 PINS: dict[str, Pin] = {
     pin.agent: pin
     for pin in (
-        Pin("claude", "@anthropic-ai/claude-code", "2.1.197", "claude"),
-        Pin("codex", "@openai/codex", "0.169.0", "codex"),
+        Pin("claude", "@anthropic-ai/claude-code", "2.1.332", "claude"),
+        Pin("codex", "@openai/codex", "0.171.0", "codex"),
         Pin("opencode", "opencode-ai", "1.18.33", "opencode"),
         Pin("gemini", "@google/gemini-cli", "0.61.0", "gemini"),
     )
