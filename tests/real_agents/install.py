@@ -39,6 +39,7 @@ from pins import NEWEST, PINNED, PINS, SWITCH, Pin
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 UNREACHABLE = 3
+USAGE = 2
 # `npm ping` and `npm view` answer in seconds; a registry that does not
 # answer in this long is taken as unreachable rather than waited for.
 ASK_TIMEOUT_S = 90
@@ -85,7 +86,7 @@ def installed(pin: Pin) -> bool:
 def mode() -> str:
     chosen = os.environ.get(SWITCH, PINNED) or PINNED
     if chosen not in (PINNED, NEWEST):
-        raise InstallFailed(f"{SWITCH}={chosen!r}: say {PINNED!r} or {NEWEST!r}", code=2)
+        raise InstallFailed(f"{SWITCH}={chosen!r}: say {PINNED!r} or {NEWEST!r}", USAGE)
     return chosen
 
 
@@ -94,7 +95,8 @@ def wanted(agents: list[str] | None = None) -> dict[str, Pin]:
     names = agents or list(PINS)
     unknown = sorted(set(names) - set(PINS))
     if unknown:
-        raise InstallFailed(f"no such agent: {', '.join(unknown)} (known: {', '.join(PINS)})", 2)
+        known = ", ".join(PINS)
+        raise InstallFailed(f"no such agent: {', '.join(unknown)} (known: {known})", USAGE)
     if mode() == PINNED:
         return {name: PINS[name] for name in names}
     return {name: PINS[name].at(newest(PINS[name].package)) for name in names}
@@ -176,11 +178,14 @@ def install(pin: Pin) -> None:
 
 def ensure(agents: list[str] | None = None) -> dict[str, Pin]:
     """The agents asked for, installed; InstallFailed when they cannot be."""
-    if mode() == NEWEST:
+    # The registry is asked first when it is needed: npm's own retries on
+    # a registry that does not answer take minutes.
+    asked = mode() == NEWEST
+    if asked:
         reachable()
     pins = wanted(agents)
     missing = [pin for pin in pins.values() if not installed(pin)]
-    if missing:
+    if missing and not asked:
         reachable()
     for pin in missing:
         print(f"real agents: installing {pin.spec}", flush=True)
@@ -191,7 +196,7 @@ def ensure(agents: list[str] | None = None) -> dict[str, Pin]:
 def remember(exc: InstallFailed) -> None:
     """Say loudly that the agents cannot be had, and remember it (a wrong
     argument aside), so that the suite skips at once (conftest.py)."""
-    if exc.code != 2:
+    if exc.code != USAGE:
         failed_marker().parent.mkdir(parents=True, exist_ok=True)
         failed_marker().write_text(f"{exc}\n")
     print(
