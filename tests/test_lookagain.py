@@ -5,11 +5,14 @@ shows there, never vanishes)."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
 from agentkeep import lookagain
-from build_claude import make_session, new_id
+from agentkeep.adapters.claude import ClaudeAdapter
+from agentkeep.paths import Env
+from build_claude import make_session, make_shared, new_id
 
 
 def test_an_unknown_artifact_kind_is_reported_after_a_prune(fake_home) -> None:
@@ -31,6 +34,36 @@ def test_an_unknown_artifact_kind_is_reported_after_a_prune(fake_home) -> None:
     assert (gone.id, str(novel)) in residual
     assert all(sid != stays.id for sid, _ in residual), "a kept session is not looked at"
     assert novel.exists() and other.exists(), "what the adapter does not know is never removed"
+
+
+def test_a_shared_file_naming_a_removed_session_is_left_and_not_residual(fake_home) -> None:
+    """Claude 2.1.332's `plugins/store/<plugin>.json` names the latest
+    session in its content, and the next session rewrites it: a shared file
+    (FIELD-NOTES), as history.jsonl is. It is no session's artifact, a prune
+    leaves it as it was, and looking again does not list it: residual is for
+    what is left naming a removed session, not for the files Claude keeps
+    for every session."""
+    older = make_session(fake_home, age_days=50)
+    latest = make_session(fake_home, age_days=45)
+    shared = make_shared(fake_home, session_ids=[older.id, latest.id], age_days=45)
+    store = shared.plugin_store
+    assert latest.id in store.read_text() and older.id not in store.read_text(), "SETUP INVALID"
+    before = (store.read_bytes(), os.lstat(store).st_mtime_ns)
+    shown = json.loads(fake_home.cli("show", "claude", latest.id, "--json", check=True).stdout)
+    assert str(store) not in {a["path"] for a in shown["artifacts"]}
+
+    proc = fake_home.cli("prune", "--older-than", "30d", "--json", check=True)
+    report = json.loads(proc.stdout)
+    assert {r["id"] for r in report["removed"]} == {older.id, latest.id}
+    assert report["failed"] == []
+    assert not {r["path"] for r in report["residual"]} & {str(store), str(store.parent)}
+    assert (store.read_bytes(), os.lstat(store).st_mtime_ns) == before, "shared: never touched"
+    adapter = ClaudeAdapter(Env.from_environ(fake_home.environ))
+    assert adapter.session_for_path(str(store)) is None
+    again = {what for _, what in lookagain.residual(adapter, {older.id, latest.id})}
+    # It looked: the image-cache dir named by the id is there (residual).
+    assert str(shared.image_cache / latest.id) in again
+    assert str(store) not in again and latest.id in store.read_text()
 
 
 def test_a_dry_run_does_not_look_again(fake_home) -> None:

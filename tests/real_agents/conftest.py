@@ -1,9 +1,12 @@
 """Fixtures of the conformance suite against the real agents.
 
-Each test gets a whole fake user (fakehome) with the pinned agent on PATH;
-the agent runs isolated (isolation.run) against the mock model. When the
-agent is not installed and npm's registry cannot be reached, or no network
-namespace can be made, the test is skipped, saying why.
+Each test gets a whole fake user (fakehome) with the agents on PATH (the
+pinned ones, or npm's newest with AGENTKEEP_AGENTS=newest: install.py); the
+agent runs isolated (isolation.run) against the mock model. When no network
+namespace can be made, or the agents are not installed and cannot be, the
+suite is skipped, saying why: the first test to find out tries once, and
+every later one skips at once with the same reason. An install that failed
+before (install.py remembers it) is not tried again here.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 import install
 import isolation
 import pytest
-from pins import PINS
+from pins import Pin
 
 from fakehome import FakeHome, make_fake_home
 
@@ -30,37 +33,64 @@ QUIET = {
     "npm_config_update_notifier": "false",
 }
 
-_checked: dict[str, str | None] = {}
+SKIPPED = "REAL AGENT SKIPPED"
+
+# The one verdict of this run: the agents (by name), or why they cannot run.
+_verdict: list[dict[str, Pin] | str] = []
 
 
-def _problem(agent: str) -> str | None:
-    if agent not in _checked:
-        pin = PINS[agent]
-        problem = isolation.isolation_problem()
-        if problem is None and not install.installed(pin) and install.main([agent]) != 0:
-            problem = f"{pin.spec} is not installed and could not be installed from npm"
-        _checked[agent] = problem
-    return _checked[agent]
+def _check() -> dict[str, Pin] | str:
+    problem = isolation.isolation_problem()
+    if problem is not None:
+        return problem
+    failed = install.failure()
+    if failed is not None:
+        return f"the last install failed ({failed}); run tests/real_agents/install.py again"
+    try:
+        return install.ensure()
+    except install.InstallFailed as exc:
+        install.remember(exc)
+        return f"the agents could not be installed from npm: {exc}"
+
+
+def agents() -> dict[str, Pin]:
+    """The agents of this run, installed; skips the test (loudly) when they
+    cannot run here, at once once that is known."""
+    if not _verdict:
+        _verdict.append(_check())
+    verdict = _verdict[0]
+    if isinstance(verdict, str):
+        pytest.skip(f"{SKIPPED}: {verdict}")
+    return verdict
 
 
 def agent_binary(agent: str) -> Path:
-    """The pinned agent's command; skips the test (loudly) when it cannot run here."""
-    problem = _problem(agent)
-    if problem is not None:
-        pytest.skip(f"REAL AGENT SKIPPED: {problem}")
-    return install.binary(PINS[agent])
+    """The agent's command; skips the test (loudly) when it cannot run here."""
+    return install.binary(agents()[agent])
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Which agents ran, or, loudly, why none did."""
+    if not _verdict:
+        return
+    verdict = _verdict[0]
+    if isinstance(verdict, str):
+        terminalreporter.write_sep("!", f"{SKIPPED}: {verdict}", red=True)
+    else:
+        specs = ", ".join(pin.spec for pin in verdict.values())
+        terminalreporter.write_line(f"real agents ({install.mode()}): {specs}")
 
 
 @pytest.fixture
 def agent_home(tmp_path: Path) -> FakeHome:
-    """A fake user whose PATH has every installed pinned agent and node."""
+    """A fake user whose PATH has every agent of this run and node."""
     return make_agent_home(tmp_path)
 
 
 def make_agent_home(root: Path) -> FakeHome:
     """agent_home in `root` (for a fixture of a wider scope)."""
+    bins = [str(install.binary(pin).parent) for pin in agents().values()]
     fh = make_fake_home(root)
-    bins = [str(install.binary(pin).parent) for pin in PINS.values() if install.installed(pin)]
     node = shutil.which("node")
     system = [os.path.dirname(node)] if node else []
     fh.environ["PATH"] = os.pathsep.join(

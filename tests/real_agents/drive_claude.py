@@ -10,6 +10,9 @@ What the environment must hold, and why:
   without it (the tools must run without asking);
 - CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING=true: headless runs write
   `file-history/<id>/` only with it;
+- CLAUDE_CODE_ENABLE_TODO_TOOLS=true: 2.1.332 offers the task tools
+  (TaskCreate, which writes `tasks/<id>/`) to its newest default model only
+  with it ("TaskCreate is disabled for this session" without);
 - settings.json's cleanupPeriodDays large: Claude's own sweep runs inside
   every claude process, ~5 s after start, and deletes by mtime what the
   test has aged (it must never be 0: that stops transcripts being written).
@@ -62,6 +65,7 @@ class Claude:
             ANTHROPIC_API_KEY="sk-ant-mock-key",
             IS_SANDBOX="1",
             CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING="true",
+            CLAUDE_CODE_ENABLE_TODO_TOOLS="true",
         )
         # A suite started from inside Claude Code must not look nested to it.
         for name in ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SESSION_ID"):

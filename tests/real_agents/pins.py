@@ -1,13 +1,19 @@
 """The agent versions the conformance suite installs and checks against.
 
 Bumping one: change its version here, run `python tests/real_agents/install.py`
-and the suite (README, "The real agents"), and write in FIELD-NOTES what the
-new version writes differently.
+and the suite (README, "Tests and speed"), and write in FIELD-NOTES what the
+new version writes differently. To try what npm has newest without bumping,
+set `AGENTKEEP_AGENTS=newest` for both (install.py resolves the versions).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+# The switch: unset (or "pinned") runs PINS; "newest" runs each agent's
+# newest version on npm instead.
+SWITCH = "AGENTKEEP_AGENTS"
+PINNED, NEWEST = "pinned", "newest"
 
 
 @dataclass(frozen=True)
@@ -21,12 +27,15 @@ class Pin:
     def spec(self) -> str:
         return f"{self.package}@{self.version}"
 
+    def at(self, version: str) -> Pin:
+        return replace(self, version=version)
+
 
 PINS: dict[str, Pin] = {
     pin.agent: pin
     for pin in (
-        Pin("claude", "@anthropic-ai/claude-code", "2.1.197", "claude"),
-        Pin("codex", "@openai/codex", "0.169.0", "codex"),
+        Pin("claude", "@anthropic-ai/claude-code", "2.1.332", "claude"),
+        Pin("codex", "@openai/codex", "0.171.0", "codex"),
         Pin("opencode", "opencode-ai", "1.18.33", "opencode"),
         Pin("gemini", "@google/gemini-cli", "0.61.0", "gemini"),
     )

@@ -34,6 +34,7 @@ from fakehome import FakeHome, kill_group
 from waiting import wait_until
 
 AGED_DAYS = 60
+WAIT = "tail -f /dev/null"
 
 
 def _cli(home: FakeHome, *args: str) -> Any:
@@ -99,13 +100,21 @@ def _wrote_everything(home: FakeHome, sid: str, names: set[str]) -> None:
     assert any(not o.is_symlink() for o in outputs), "SETUP INVALID: no command output"
 
 
-# Files that name sessions and are nobody's to remove, each with why.
+# Files (and folders) that name sessions and are nobody's to remove, each with why.
 def _shared(home: FakeHome) -> dict[Path, str]:
     c = home.claude
     return {
         c / ".claude.json": "Claude's own state (projects, last session): shared",
         c / "history.jsonl": "one line per prompt of every session: shared",
+        c / "plugins": "the plugins' own state: 2.1.332's plugins/store/<plugin>.json"
+        " names the latest session, and the next session rewrites it: shared",
     }
+
+
+def _plugin_stores(home: FakeHome, naming: dict[str, groundtruth.Naming]) -> dict[str, set[str]]:
+    """The plugin stores naming each session in their content."""
+    store = f"{home.claude}/plugins/store/"
+    return {sid: {p for p in n.contents if p.startswith(store)} for sid, n in naming.items()}
 
 
 @pytest.mark.timeout(1200)
@@ -132,7 +141,7 @@ def test_claude_sessions_are_found_pruned_and_purged_whole(
     assert set(listed) == set(every)
     for sid in every:
         assert listed[sid]["workspace"] == str(sessions["workspace"][sid])
-        # --fork-session records no parent in 2.1.197 (FIELD-NOTES.md).
+        # --fork-session records no parent in 2.1.197 and 2.1.332 (FIELD-NOTES.md).
         assert listed[sid]["parent"] is None, sid
     shown = {sid: _cli(agent_home, "show", "claude", sid) for sid in every}
     artifacts = {sid: {a["path"] for a in shown[sid]["artifacts"]} for sid in every}
@@ -148,7 +157,7 @@ def test_claude_sessions_are_found_pruned_and_purged_whole(
     copied = {ids["R"]: artifacts[ids["F"]]}
 
     def accounted(sid: str, path: str) -> bool:
-        return path in shared or _covered(path, artifacts[sid] | copied.get(sid, set()))
+        return _covered(path, shared | artifacts[sid] | copied.get(sid, set()))
 
     unaccounted = {
         sid: sorted(p for p in truth[sid].names if not accounted(sid, p))
@@ -161,6 +170,11 @@ def test_claude_sessions_are_found_pruned_and_purged_whole(
         for sid in every
     }
     print("artifacts found / ground truth names, by session:", figures)
+    # A plugin's store names the latest session (P): shared, no session's.
+    stores = _plugin_stores(agent_home, truth)
+    assert any(stores.values()), "SETUP INVALID: no plugins/store/ file names a session"
+    assert not any(_covered(p, artifacts[sid]) for sid in every for p in stores[sid])
+    print("plugin stores naming a session:", {sid: sorted(p) for sid, p in stores.items() if p})
 
     # -- prune R and S, purge P --------------------------------------------
     removed_ids = {ids["R"], ids["S"], ids["P"]}
@@ -192,6 +206,11 @@ def test_claude_sessions_are_found_pruned_and_purged_whole(
         for sid in removed_ids
     }
     assert leftovers == {sid: [] for sid in removed_ids}
+    # The plugin store still names a removed session (P, purged last), and
+    # is not residual: a shared file Claude rewrites, as history.jsonl.
+    stores = _plugin_stores(agent_home, left)
+    assert any(stores.values()), "SETUP INVALID: no plugin store names a removed session"
+    assert not set().union(*stores.values()) & residual
     # And residual is honest: each entry still names its session.
     named = {(sid, p) for sid in removed_ids for p in left[sid].names}
     assert {(r["id"], r["path"]) for rep in (report, purge) for r in rep["residual"]} <= named
@@ -230,7 +249,9 @@ def test_a_session_open_in_a_running_claude_is_kept_live(agent_home: FakeHome) -
     claude.keep_everything()
     work = agent_home.home / "work" / "live"
     work.mkdir(parents=True)
-    wait = {"command": "sleep 600", "description": "Wait", "timeout": 600000}
+    # A command that waits until it is killed: 2.1.332 refuses a standalone
+    # `sleep 600` ("Blocked: standalone sleep").
+    wait = {"command": WAIT, "description": "Wait", "timeout": 600000}
     rules = [
         {"when": "tool_result", "reply": [{"text": "done"}]},
         {"reply": [{"tool": "Bash", "input": wait}]},
@@ -246,22 +267,24 @@ def test_a_session_open_in_a_running_claude_is_kept_live(agent_home: FakeHome) -
         def sleeping() -> bool:
             # The tool call is in the transcript and its command runs: Claude
             # writes nothing more to the session until the command ends.
-            written = any("sleep 600" in t.read_text() for t in projects.glob(f"*/{sid}.jsonl"))
+            written = any(WAIT in t.read_text() for t in projects.glob(f"*/{sid}.jsonl"))
             return written and any(
-                "sleep 600" in " ".join(_cmdline(p))
+                WAIT in " ".join(_cmdline(p))
                 for p in psutil.Process(record["pid"]).children(recursive=True)
             )
 
         wait_until(sleeping, "the Bash tool call running", 120)
-        # The record as 2.1.197 writes it; procStart is /proc/<pid>/stat's field 22.
+        # The record as 2.1.197 and 2.1.332 write it; procStart is
+        # /proc/<pid>/stat's field 22.
         assert {"pid", "sessionId", "cwd", "startedAt", "procStart"} <= set(record)
         cmdline = Path(f"/proc/{record['pid']}/cmdline").read_text().replace("\0", " ")
         assert sid not in cmdline, "SETUP INVALID: the command line names the session"
         roots = [agent_home.claude, work, agent_home.root / "tmp"]
-        # As if claude had been left open for two months: its registry file
-        # (named by pid, not by the session) is as old as the rest.
-        registered = str(agent_home.claude / "sessions" / f"{record['pid']}.json")
-        age([*groundtruth.naming(roots, [sid])[sid].names, registered], AGED_DAYS)
+        # As if claude had been left open for two months: its registry files
+        # (named by pid, not by the session: `<pid>.json` and, from 2.1.332
+        # again, `<pid>.<hex>.key`) are as old as the rest.
+        registered = [str(p) for p in (agent_home.claude / "sessions").glob(f"{record['pid']}.*")]
+        age([*groundtruth.naming(roots, [sid])[sid].names, *registered], AGED_DAYS)
         report = _cli(agent_home, "prune", "--older-than", "30d")
         assert [(k["id"], k["reason"]) for k in report["kept"]] == [(sid, "live")]
         assert report["removed"] == []

@@ -470,6 +470,7 @@ class ClaudeSharedPaths:
     shell_snapshots: Path
     claude_json: Path
     debug_latest: Path
+    plugin_store: Path
 
     def all_paths(self) -> list[Path]:
         """Every shared path, including what lies inside the shared dirs."""
@@ -483,6 +484,7 @@ class ClaudeSharedPaths:
             self.shell_snapshots,
             self.claude_json,
             self.debug_latest,
+            self.plugin_store,
         ]
         inside = [
             p for top in tops if top.is_dir() and not top.is_symlink() for p in top.rglob("*")
@@ -499,7 +501,8 @@ def make_shared(
 ) -> ClaudeSharedPaths:
     """The shared files, each naming the given sessions the way Claude does
     (history lines with sessionId, per-session image-cache dirs, debug/latest
-    linked to the last session's debug log)."""
+    linked to the last session's debug log, a plugin's store naming the last
+    session as 2.1.332 writes it)."""
     layout = ClaudeLayout.of(where)
     ids = list(session_ids)
     c = layout.config
@@ -534,6 +537,10 @@ def make_shared(
     if latest.is_symlink():
         latest.unlink()
     latest.symlink_to(c / "debug" / f"{ids[-1] if ids else new_id()}.txt")
+    store = c / "plugins" / "store" / "cc-plugin-agents-md_builtin-b049b47b3618.json"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    queued = f"{ids[-1] if ids else new_id()} claude-md-or-agents-md ok"
+    store.write_text(json.dumps({"usage-rows-queued": queued}, indent=2) + "\n")
     shared = ClaudeSharedPaths(
         history=history,
         memory=memory,
@@ -544,6 +551,7 @@ def make_shared(
         shell_snapshots=snapshots,
         claude_json=claude_json,
         debug_latest=latest,
+        plugin_store=store,
     )
     set_age(shared.all_paths(), age_days)
     return shared

@@ -3,8 +3,12 @@
 the config areas (file-history, session-env, tasks, uploads, todos, debug,
 usage-data), `jobs/<id[:8]>/` when its state.json names the id, the
 registry, and the tmp trees. Only a name that positively carries the id is
-the session's: everything else there (memory/, shell snapshots, settings)
-is shared and never touched."""
+the session's: everything else there (memory/, shell snapshots, settings,
+plugins/) is shared and never touched. A shared file may name a session in
+its content (history.jsonl; 2.1.332's `plugins/store/<plugin>.json` names
+the latest session, and the next session rewrites it): it is still no
+session's, and looking again after a removal, which reads names and rows,
+does not list it as residual."""
 
 from __future__ import annotations
 
