@@ -279,25 +279,30 @@ class CopilotTree:
         return path
 
     # -- lineage ------------------------------------------------------------------
-    def fork(self, parent: Made, *, when: float, cwd: str = "/work/alpha") -> Made:
+    def fork(
+        self, parent: str, *, when: float, cwd: str = "/work/alpha", tell_parent: bool = True
+    ) -> Made:
         """What `/fork` leaves: the parent's events copied under a new id
-        (its session.start rewritten, every other line naming the parent
-        still, fork events of the parent's own ancestry included) and a fork
-        event of the child's own, and in the parent a fork event naming the
-        child."""
-        assert parent.events is not None
+        (its session.start rewritten to the child and the fork's time, every
+        other line as it was: naming the parent, its tool outputs, the fork
+        events of its own ancestry) and a fork event of the child's own, and
+        (`tell_parent`) in the parent a fork event naming the child."""
+        parent_events = self.state / parent / "events.jsonl"
         child = new_id()
-        copied = parent.events.read_text().splitlines()
+        copied = parent_events.read_text().splitlines()
         head = json.loads(copied[0])
-        head["data"]["sessionId"] = child
-        own = f'Forked from "say hello" ({parent.id}) as "say hello (fork)" ({child}).'
+        head["data"].update(sessionId=child, startTime=stamp(when))
+        head["timestamp"] = stamp(when)
+        own = f'Forked from "say hello" ({parent}) as "say hello (fork)" ({child}).'
         lines = [json.dumps(head), *copied[1:], event("session.info", fork(own), when)]
         made = self.session(child, when=when, cwd=cwd, events=lines)
+        if not tell_parent:
+            return made
         told = f'Forked this session into "say hello (fork)" ({child}).'
-        before = parent.events.stat().st_mtime  # as if forked at its last moment
-        with parent.events.open("a") as f:
+        before = parent_events.stat().st_mtime  # as if forked at its last moment
+        with parent_events.open("a") as f:
             f.write(event("session.info", fork(told), before) + "\n")
-        set_mtime(parent.events, before)
+        set_mtime(parent_events, before)
         return made
 
     # -- what Copilot's own delete and the legacy dir leave ---------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import sqlite3
 import sys
 import textwrap
@@ -216,13 +217,17 @@ def test_a_fork_names_its_parent_in_its_own_fork_event_only(
     """A fork's events are a copy: its parent's fork events (naming other
     children) and lines naming the parent come along and make no link."""
     when = time.time() - 40 * DAY
-    parent = tree.session(when=when)
-    child = tree.fork(parent, when=when + 60)
-    grandchild = tree.fork(child, when=when + 120)
-    second = tree.fork(parent, when=when + 180)  # its copy says "forked into <child>"
+    parent = tree.session(when=when, outputs=1)
+    child = tree.fork(parent.id, when=when + 60)
+    grandchild = tree.fork(child.id, when=when + 120)
+    second = tree.fork(parent.id, when=when + 180)  # its copy says "forked into <child>"
     assert second.events is not None and child.id in second.events.read_text()
+    assert parent.outputs[0].name in second.events.read_text()
     sessions = scan(adapter)
     assert sessions[parent.id].parent is None
+    # The tool output its copy names was written before the fork: the parent's.
+    outputs = {s.id for s in sessions.values() for a in s.artifacts if a.kind == "tool-output"}
+    assert outputs == {parent.id}
     assert sessions[child.id].parent == parent.id
     assert sessions[grandchild.id].parent == child.id
     assert sessions[second.id].parent == parent.id
@@ -426,3 +431,74 @@ def test_a_tool_output_that_is_not_the_users_file_is_not_the_sessions(
     output.symlink_to(target)
     s = adapter.load(made.id)
     assert s is not None and str(output) not in {a.path for a in s.artifacts}
+
+
+# -- through the real CLI ------------------------------------------------------------
+
+
+def rows_of(db: Path, sid: str) -> dict[str, list[tuple[object, ...]]]:
+    """Every row of the session, table by table (read-only)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        found = {}
+        for table in ROW_TABLES:
+            column = "id" if table == "sessions" else "session_id"
+            sql = f'SELECT * FROM "{table}" WHERE {column} = ? ORDER BY 1'
+            found[table] = conn.execute(sql, (sid,)).fetchall()
+        return found
+    finally:
+        conn.close()
+
+
+def files_of(made_files: list[Path]) -> dict[str, str | None]:
+    return {
+        p: hashlib.sha256(Path(p).read_bytes()).hexdigest() if Path(p).is_file() else None
+        for path in made_files
+        for p in sorted(below(path))
+    }
+
+
+def test_purge_then_restore_puts_files_and_rows_back_and_copilots_search_finds_it(
+    fake_home: FakeHome, tree: CopilotTree
+) -> None:
+    fake_home.write_config('trash = "7d"\n')
+    made = tree.session(when=time.time() - 3 * DAY, outputs=1, inuse=DEAD_PID)
+    files, rows = files_of(made.files()), rows_of(tree.db, made.id)
+    assert all(rows.values()), "SETUP INVALID: a table without its row"
+
+    purged = fake_home.cli("purge", "copilot", made.id, "--json")
+    assert purged.returncode == 0, purged.stderr
+    assert not any(p.exists() for p in made.files())
+    assert not any(rows_of(tree.db, made.id).values())
+
+    restored = fake_home.cli("restore", "copilot", made.id, "--json")
+    assert restored.returncode == 0, restored.stderr
+    assert files_of(made.files()) == files
+    assert rows_of(tree.db, made.id) == rows
+    conn = sqlite3.connect(f"file:{tree.db}?mode=ro", uri=True)
+    hits = conn.execute("SELECT session_id FROM search_index WHERE search_index MATCH 'hello'")
+    assert [h[0] for h in hits] == [made.id]
+    conn.close()
+
+
+def test_a_prune_while_copilot_has_the_database_open_leaves_rows_a_later_prune_takes(
+    fake_home: FakeHome, tree: CopilotTree, spawn: Spawn
+) -> None:
+    made = tree.session(when=time.time() - 40 * DAY)
+    holder = spawn([sys.executable, "-c", HOLD_OPEN, str(tree.db)], ready=True)
+
+    first = fake_home.cli("prune", "--older-than", "30d", "--json")
+    doc = json.loads(first.stdout)
+    assert first.returncode == 0, first.stderr
+    assert [r["id"] for r in doc["removed"]] == [made.id] and doc["failed"] == []
+    assert {f"{tree.db}#{t}" for t in ROW_TABLES} <= {r["path"] for r in doc["residual"]}
+    assert not any(p.exists() for p in made.files()) and all(rows_of(tree.db, made.id).values())
+
+    holder.kill()
+    holder.wait(timeout=10)
+    second = fake_home.cli("prune", "--older-than", "30d", "--json")
+    doc = json.loads(second.stdout)
+    assert second.returncode == 0, second.stderr
+    removed = [(r["id"], r["paths"]) for r in doc["removed"]]
+    assert removed == [(made.id, [f"{tree.db}#{t}" for t in ROW_TABLES])]
+    assert not any(rows_of(tree.db, made.id).values())

@@ -46,6 +46,7 @@ did), `sidebar-sessions-state/`, `open-sessions-state.json`,
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -133,6 +134,8 @@ class _Events:
     """What a session's events.jsonl says of it."""
 
     cwd: str | None = None
+    # When the session began: a fork's session.start is the fork's own.
+    start: float | None = None
     parent: str | None = None
     outputs: frozenset[str] = frozenset()
     # The first event is not a session.start naming this session.
@@ -534,7 +537,7 @@ def _read_events(path: Path, sid: str) -> _Events:
     parent: str | None = None
     with handle:
         head = handle.readline(_PIECE)
-        cwd, undated = _first_event(head, sid, path)
+        first = _first_event(head, sid, path)
         tail, starts_line = b"", True
         for piece in itertools.chain([head], iter(lambda: handle.readline(_PIECE), b"")):
             outputs.update(m[0].decode() for m in _TOOL_OUTPUT_BYTES.finditer(tail + piece))
@@ -543,33 +546,36 @@ def _read_events(path: Path, sid: str) -> _Events:
                 parent = _fork_parent(piece, sid) or parent
             starts_line = ends_line
             tail = b"" if ends_line else piece[-_OVERLAP:]
-    return _Events(cwd, parent, frozenset(outputs), undated)
+    # A fork's copied events name its parent's tool outputs, written before
+    # the fork began: those stay the parent's.
+    if first.start is not None:
+        outputs = {name for name in outputs if int(name.split("-", 1)[0]) / 1000 >= first.start}
+    return dataclasses.replace(first, parent=parent, outputs=frozenset(outputs))
 
 
-def _first_event(line: bytes, sid: str, path: Path) -> tuple[str | None, bool]:
-    """(workspace, undated) from the first event."""
+def _first_event(line: bytes, sid: str, path: Path) -> _Events:
+    """The workspace and start the first event gives; undated when it is
+    not the session.start of this session."""
     if not line.strip():
-        return None, False
+        return _Events()
     try:
         record = json.loads(line)
     except (ValueError, RecursionError):
         log.info("malformed first event; the session is undated", path=str(path))
-        return None, True
+        return _Events(undated=True)
     data = record.get("data") if isinstance(record, dict) else None
     if not isinstance(data, dict) or record.get("type") != "session.start":
         log.info("first event is no session.start; the session is undated", path=str(path))
-        return None, True
+        return _Events(undated=True)
     if data.get("sessionId") != sid:
-        log.info(
-            "events name another session; undated",
-            path=str(path),
-            names=str(data.get("sessionId"))[:80],
-        )
-        return None, True
+        named = str(data.get("sessionId"))[:80]
+        log.info("events name another session; undated", path=str(path), names=named)
+        return _Events(undated=True)
     context = data.get("context")
     cwd = context.get("cwd") if isinstance(context, dict) else None
     ok = isinstance(cwd, str) and os.path.isabs(cwd) and "\0" not in cwd
-    return (cwd if ok else None), False
+    start = parse_agent_time(data.get("startTime") or record.get("timestamp"))
+    return _Events(cwd=cwd if ok else None, start=start)
 
 
 def _fork_parent(line: bytes, sid: str) -> str | None:
