@@ -38,8 +38,8 @@ event name another child, never this session last: only the one ending with
 the session's own id makes the link.
 
 Shared, never removed, and residual where they name a removed session:
-`logs/process-<ms>-<pid>.log` (those whose process ran while the session
-did), `sidebar-sessions-state/`, `open-sessions-state.json`,
+`logs/*.log` (Copilot keeps 50 process logs of the last 7 days at most),
+`sidebar-sessions-state/`, `open-sessions-state.json`,
 `command-history-state.json` and `config.json`. Copilot's own package
 (`~/.cache/copilot/pkg`, `<home>/pkg`) is never read.
 """
@@ -104,7 +104,6 @@ _TOOL_OUTPUT = re.compile(rf"\d{{10,17}}-copilot-tool-output-(\d{{1,10}})-{_UUID
 _TOOL_OUTPUT_BYTES = re.compile(_TOOL_OUTPUT.pattern.encode())
 # The child's own fork event: `Forked from "<name>" (<parent>) as "<name>" (<child>).`
 _FORKED = re.compile(rf'^Forked from .*\(({_UUID})\) as ".*" \(({_UUID})\)\.?$', re.DOTALL)
-_LOG = re.compile(r"process-(\d{10,17})-\d{1,10}\.log")
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # The FTS5 shadow tables (`<table>_content` holds the session id as `c1`):
 # they go with their virtual table, never on their own.
@@ -114,9 +113,6 @@ SESSIONS, SESSION_ID = "sessions", "session_id"
 # longer than the overlap kept between two pieces of one line.
 _PIECE, _OVERLAP = 1 << 20, 256
 _SHARED_LIMIT = 32 << 20
-# A process's log spans its start (in its name) to its mtime; one that ran
-# this close to the session's own span may name it.
-_LOG_SLACK_S = 120.0
 _SHARED_FILES = ("open-sessions-state.json", "command-history-state.json", "config.json")
 
 
@@ -162,11 +158,8 @@ class _Listing:
     incomplete: bool = False
     # Tool outputs in the tmp dirs: (path, root, linked) by the writer's pid.
     outputs: dict[int, list[tuple[str, str, bool]]] = field(default_factory=dict)
-    # (log path, its start, its mtime); the ids found in each log read.
-    logs: list[tuple[str, float, float]] = field(default_factory=list)
-    log_ids: dict[str, frozenset[str]] = field(default_factory=dict)
-    # Small shared files, with what they hold.
-    shared: dict[str, bytes] = field(default_factory=dict)
+    # The shared files (logs, state) and the ids each of them names.
+    shared: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 class CopilotAdapter(Adapter):
@@ -403,23 +396,14 @@ class CopilotAdapter(Adapter):
                 listing.outputs.setdefault(pid, []).append((entry.path, str(tmp), linked))
 
     def _list_shared(self, root: Path, listing: _Listing) -> None:
-        for entry in entries(root / "logs"):
-            match = _LOG.fullmatch(entry.name)
-            if match is None or entry.dir:
-                continue
-            try:
-                mtime = os.lstat(entry.path).st_mtime
-            except OSError:
-                continue
-            start = parse_agent_time(int(match[1]))
-            if start is not None:
-                listing.logs.append((entry.path, start, mtime))
-        small = [root / name for name in _SHARED_FILES]
-        small += [Path(e.path) for e in entries(root / "sidebar-sessions-state") if not e.dir]
-        for path in small:
-            data = _read_bounded(path)
-            if data:
-                listing.shared[str(path)] = data
+        """What the shared files name: read whole at each look, as they are
+        small and few (Copilot itself deletes process logs past 50 or a week)."""
+        logs = [Path(e.path) for e in entries(root / "logs") if e.name.endswith(".log")]
+        state = [Path(e.path) for e in entries(root / "sidebar-sessions-state")]
+        for path in [*logs, *state, *(root / name for name in _SHARED_FILES)]:
+            named = ID.findall(_read_bounded(path).decode("utf-8", "replace"))
+            if named:
+                listing.shared[str(path)] = frozenset(named)
 
     def _session(self, sid: str, places: list[_Place], listing: _Listing) -> Session | None:
         seen: set[tuple[int, int]] = set()
@@ -450,7 +434,7 @@ class CopilotAdapter(Adapter):
             updated=rows.updated,
             undated=events.undated or rows.undated or listing.incomplete,
             bytes=sum(a.bytes for a in artifacts),
-            residual=_naming(sid, file_times, listing),
+            residual=_naming(sid, listing),
         )
 
     def _in_place(
@@ -674,23 +658,6 @@ def _read_bounded(path: Path) -> bytes:
     return b"" if len(data) > _SHARED_LIMIT else data
 
 
-def _naming(sid: str, times: list[float], listing: _Listing) -> list[str]:
-    """The shared files that name the session: the small state files, and
-    the logs of the processes that ran while the session did (reading every
-    log at every look would cost what the logs weigh)."""
-    needle = sid.encode()
-    found = [path for path, data in listing.shared.items() if needle in data]
-    if times:
-        start, end = min(times) - _LOG_SLACK_S, max(times) + _LOG_SLACK_S
-        for path, began, mtime in listing.logs:
-            if began <= end and mtime >= start and sid in _log_ids(path, listing):
-                found.append(path)
-    return sorted(found)
-
-
-def _log_ids(path: str, listing: _Listing) -> frozenset[str]:
-    """The ids a log names, read once a listing."""
-    if path not in listing.log_ids:
-        data = _read_bounded(Path(path)).decode("utf-8", "replace")
-        listing.log_ids[path] = frozenset(ID.findall(data))
-    return listing.log_ids[path]
+def _naming(sid: str, listing: _Listing) -> list[str]:
+    """The shared files that name the session."""
+    return sorted(path for path, ids in listing.shared.items() if sid in ids)
