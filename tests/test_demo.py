@@ -36,6 +36,7 @@ PLACES = (
     "AGENTKEEP_SYSTEM_TMP",
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
+    "COPILOT_HOME",
 )
 
 RECORDER = """#!{python}

@@ -48,6 +48,7 @@ from build_agents import (
 )
 from build_codex import HOLD_WRITE_LOCK, ROWS, CodexTree, calls, install_fake_codex, without
 from build_codex import new_id as codex_id
+from build_copilot import DEAD_PID, ROW_TABLES, CopilotTree
 from build_opencode import TABLES as OPENCODE_ALL_TABLES
 from build_opencode import OpencodeTree, install_fake_opencode
 from build_opencode import new_id as opencode_id
@@ -618,6 +619,93 @@ class Zero(Builder):
         )
 
 
+class Copilot(Builder):
+    name = agent = "copilot"
+    lineage = True
+
+    @staticmethod
+    def tree(fh: FakeHome) -> CopilotTree:
+        env = fh.environ
+        legacy = Path(env["XDG_STATE_HOME"]) / ".copilot"
+        return CopilotTree(Path(env["COPILOT_HOME"]), Path(env["TMPDIR"]), legacy)
+
+    def database(self, fh: FakeHome) -> Path:
+        return self.tree(fh).db
+
+    def make(
+        self, fh: FakeHome, *, days: float, parent: str | None = None, variant: int = 0
+    ) -> Made:
+        """Even variants have a tool output their events name; odd ones are
+        a crash's, a stale `inuse` pair of a dead pid whose tool output is
+        named nowhere. A child is a fork of `parent`. Every session has a row
+        in every table, and is named by its process's log, the sidebar and
+        the open sessions (shared: reported, never touched)."""
+        tree, when = self.tree(fh), ago(days)
+        if parent is not None:
+            # The parent's own fork event would change it after its Made was
+            # taken (the adapter's tests have it).
+            s = tree.fork(parent, when=when, tell_parent=False)
+        else:
+            crash = variant % 2 == 1
+            s = tree.session(
+                when=when, outputs=0 if crash else 1, inuse=DEAD_PID if crash else None
+            )
+        assert s.dir is not None and s.oplock is not None
+        shared = tree.shared(s, when=when)
+        entries = sorted(p.name for p in s.dir.iterdir())
+        paths = [str(s.events)] + [str(s.dir / n) for n in entries if n != "events.jsonl"]
+        paths += [str(s.dir), str(s.oplock), *map(str, s.outputs)]
+        paths += [f"{tree.db}#{t}" for t in ROW_TABLES]
+        rows = [
+            Row(tree.db, t, "id" if t == "sessions" else "session_id", s.id) for t in ROW_TABLES
+        ]
+        return Made(
+            self.agent,
+            s.id,
+            when,
+            paths=paths,
+            files=s.files(),
+            rows=rows,
+            residual=[str(p) for p in shared],
+            shared=shared,
+        )
+
+    def malformed(self, fh: FakeHome) -> Bad:
+        tree, when = self.tree(fh), ago(40)
+        garbled = tree.session(when=when, events=["{not json", '{"type":"user.message"}'])
+        other = tree.session(when=ago(1))
+        assert other.events is not None
+        liar = tree.session(when=when, events=other.events.read_text().splitlines())
+        cut = self.make(fh, days=40)
+        with open(cut.paths[0], "a") as f:
+            f.write('{"type":"assistant.message","data":{"content":"He')  # a crash mid-line
+        stamp(cut.when, *cut.files)
+        cut.bytes = file_bytes(cut.files)
+        not_an_id = write(tree.state / "not-a-session" / "events.jsonl", "{}\n")
+        stray = write(tree.state / "stray.txt", "x")
+        conn = tree.database()
+        with conn:
+            conn.execute("INSERT INTO sessions (id, updated_at) VALUES ('../x', ?)", ("2020",))
+        conn.close()
+        undated = [garbled, liar]
+        stamp(when, not_an_id.parent, stray)
+        return Bad(
+            untouched=[p for s in undated for p in s.files()] + [not_an_id.parent, stray],
+            events=[
+                "malformed first event; the session is undated",
+                "events name another session; undated",
+                "skipped: not a copilot session dir",
+                "sessions row id is not a session id; skipped",
+            ],
+            rows=[Row(tree.db, "sessions", "id", s) for s in ("../x", garbled.id, liar.id)],
+            kept=[
+                {"agent": self.agent, "id": s.id, "reason": "undated", "detail": UNDATED}
+                for s in undated
+            ],
+            removed=[cut],
+        )
+
+
 class Store(Builder):
     """A `[[stores]]` store from the user's config, sessions two levels deep."""
 
@@ -677,9 +765,13 @@ OPENCODE = Opencode(db=True, binary=False)
 OPENCODE_JSON = Opencode(db=False, binary=False)
 OPENCODE_BIN = Opencode(db=True, binary=True)
 GEMINI, GROK, ZERO, STORES = Gemini(), Grok(), Zero(), Store()
-BUILDERS = [CODEX, CODEX_BIN, OPENCODE, OPENCODE_JSON, OPENCODE_BIN, GEMINI, GROK, ZERO, STORES]
+COPILOT = Copilot()
+BUILDERS = [
+    *(CODEX, CODEX_BIN, OPENCODE, OPENCODE_JSON, OPENCODE_BIN, GEMINI, GROK, ZERO, STORES),
+    COPILOT,
+]
 LINEAGE = [b for b in BUILDERS if b.lineage]
-MALFORMED = [CODEX, OPENCODE, GEMINI, GROK, ZERO, STORES]
+MALFORMED = [CODEX, OPENCODE, GEMINI, GROK, ZERO, STORES, COPILOT]
 
 
 # -- running the real CLI --------------------------------------------------------
@@ -1111,6 +1203,7 @@ def test_an_unreadable_database_keeps_every_session_undated(
         (GEMINI, False),
         (ZERO, False),
         (GROK, False),
+        (COPILOT, False),  # its rows are kept in the trash too
     ],
     ids=repr,
 )

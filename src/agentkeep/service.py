@@ -82,6 +82,7 @@ CARRIED_VARS: tuple[str, ...] = (
     "CLAUDE_CODE_TMPDIR",
     "CODEX_HOME",
     "GEMINI_CLI_HOME",
+    "COPILOT_HOME",
 )
 
 _UNIT_TEMPLATE = Template("""\

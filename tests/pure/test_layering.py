@@ -58,6 +58,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.adapters.claude.roots",
             "agentkeep.adapters.claude.transcripts",
             "agentkeep.adapters.codex",
+            "agentkeep.adapters.copilot",
             "agentkeep.adapters.gemini",
             "agentkeep.adapters.grok",
             "agentkeep.adapters.opencode",

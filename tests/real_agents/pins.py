@@ -38,5 +38,6 @@ PINS: dict[str, Pin] = {
         Pin("codex", "@openai/codex", "0.171.0", "codex"),
         Pin("opencode", "opencode-ai", "1.18.33", "opencode"),
         Pin("gemini", "@google/gemini-cli", "0.61.0", "gemini"),
+        Pin("copilot", "@github/copilot", "1.0.102", "copilot"),
     )
 }

@@ -1,9 +1,9 @@
 """A whole fake user in a folder, for the demo, the tests and the benchmark.
 
 `environ` sets HOME, XDG_*, TMPDIR, TMP, TEMP, AGENTKEEP_SYSTEM_TMP,
-CLAUDE_CONFIG_DIR and CODEX_HOME inside the fake user's tree, and removes
-every variable that could point at real data, so agentkeep run with it reads
-and writes nothing of the real user's.
+CLAUDE_CONFIG_DIR, CODEX_HOME and COPILOT_HOME inside the fake user's tree,
+and removes every variable that could point at real data, so agentkeep run
+with it reads and writes nothing of the real user's.
 """
 
 from __future__ import annotations
@@ -133,6 +133,7 @@ def make_fake_home(root: Path, runtime: Path) -> FakeHome:
         AGENTKEEP_SYSTEM_TMP=str(systmp),
         CLAUDE_CONFIG_DIR=str(home / ".claude"),
         CODEX_HOME=str(home / ".codex"),
+        COPILOT_HOME=str(home / ".copilot"),
         PYTHONDONTWRITEBYTECODE="1",
     )
     return FakeHome(root=root, home=home, environ=environ)
