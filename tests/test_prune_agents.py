@@ -125,12 +125,13 @@ class Made:
         self.holder_arg = self.holder_arg or self.id
         self.bytes = file_bytes(self.files)
 
-    def removed(self) -> dict[str, Any]:
+    def removed(self, why: str = "age") -> dict[str, Any]:
         return {
             "agent": self.agent,
             "id": self.id,
             "bytes": self.bytes,
             "last_activity": rfc3339(self.when),
+            "why": why,
             "paths": self.paths,
         }
 
