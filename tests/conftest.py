@@ -1,7 +1,8 @@
 """Fixtures shared by every test: a whole fake user in a tmp dir.
 
 Every test runs with HOME, XDG_*, TMPDIR, TMP, TEMP, AGENTKEEP_SYSTEM_TMP,
-CLAUDE_CONFIG_DIR and CODEX_HOME pointing into its own tmp tree, in this
+CLAUDE_CONFIG_DIR, CODEX_HOME, QWEN_HOME, QWEN_RUNTIME_DIR and
+PI_CODING_AGENT_DIR pointing into its own tmp tree, in this
 process and in every subprocess it starts (fakehome.py), so no test can read
 or touch the real home, the real /tmp/claude-<uid> or a real agent database.
 """

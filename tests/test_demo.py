@@ -36,6 +36,9 @@ PLACES = (
     "AGENTKEEP_SYSTEM_TMP",
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
+    "QWEN_HOME",
+    "QWEN_RUNTIME_DIR",
+    "PI_CODING_AGENT_DIR",
 )
 
 RECORDER = """#!{python}

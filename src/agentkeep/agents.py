@@ -4,4 +4,4 @@ importing the adapters."""
 
 from __future__ import annotations
 
-AGENTS: tuple[str, ...] = ("claude", "codex", "opencode", "gemini", "grok", "zero")
+AGENTS: tuple[str, ...] = ("claude", "codex", "opencode", "gemini", "grok", "zero", "qwen", "pi")

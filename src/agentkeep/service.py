@@ -82,6 +82,10 @@ CARRIED_VARS: tuple[str, ...] = (
     "CLAUDE_CODE_TMPDIR",
     "CODEX_HOME",
     "GEMINI_CLI_HOME",
+    "QWEN_HOME",
+    "QWEN_RUNTIME_DIR",
+    "PI_CODING_AGENT_DIR",
+    "PI_CODING_AGENT_SESSION_DIR",
 )
 
 _UNIT_TEMPLATE = Template("""\
