@@ -274,11 +274,8 @@ def _is_pi(cmdline: tuple[str, ...]) -> bool:
     """pi's process: its title `pi` (arguments hidden: empty strings
     follow it), or pi's command as started (`pi ...`, `node .../pi ...`,
     `node .../pi-coding-agent/dist/cli.js ...`)."""
-    args = [arg for arg in cmdline if arg]
-    if not args:
-        return False
-    heads = [os.path.basename(arg) for arg in args[:2]]
-    return "pi" in heads or any(arg.endswith(PI_CLI) for arg in args[:3])
+    heads = [os.path.basename(arg) for arg in cmdline[:2]]
+    return "pi" in heads or any(arg.endswith(PI_CLI) for arg in cmdline[:3])
 
 
 def _uses(

@@ -140,9 +140,10 @@ class QwenAdapter(Adapter):
         dirs = [home, runtime, projects, runtime / "debug", runtime / "tmp"]
         dirs += [home / "file-history", home / "plans", home / "sessions"]
         dirs.append(runtime / "tmp" / WRITER_LOCKS)
+        # A project's tmp dir is not watched: the outputs there are named
+        # only by a transcript, whose change is the session's news.
         for key in _dirs(projects):
             dirs += [key, key / "chats", key / "chats" / "archive", key / "subagents"]
-        dirs += _dirs(runtime / "tmp")
         return [d for d in dict.fromkeys(dirs) if d.is_dir()]
 
     # -- what -----------------------------------------------------------
