@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from agentkeep import disk
+from agentkeep.agents import AGENTS
 from build_agents import (
     gemini_root,
     make_gemini_session,
@@ -604,7 +605,7 @@ printf '%s\\n' "${{COMPREPLY[@]}}"
 
     assert {"ls", "show", "prune", "purge", "du", "trash"} <= set(tab("agentkeep "))
     assert tab("agentkeep sh") == ["show"]
-    assert set(tab("agentkeep show ")) == {"claude", "codex", "opencode", "gemini", "grok", "zero"}
+    assert set(tab("agentkeep show ")) == set(AGENTS)
     # Newest first; only what the index holds (the session made since the
     # scan is not offered: nothing was scanned).
     assert tab("agentkeep show claude ") == [a.id, b.id]

@@ -98,11 +98,11 @@ def render(main: click.Group) -> str:
         ".SH DESCRIPTION",
         *_para(
             "agentkeep keeps the sessions of AI coding agents (Claude Code, Codex, opencode,"
-            " Gemini CLI, grok, zero) and removes those idle longer than your retention,"
-            " completely, and never one in use. Every command takes --json (one JSON document"
-            " on stdout). Text is for a person: each table row is one line, fitted to the"
-            " terminal, whole with --wide or in a pipe; long work shows a progress bar on"
-            " stderr when it is a terminal."
+            " Gemini CLI, grok, zero, Qwen Code, pi) and removes those idle longer than your"
+            " retention, completely, and never one in use. Every command takes --json (one"
+            " JSON document on stdout). Text is for a person: each table row is one line,"
+            " fitted to the terminal, whole with --wide or in a pipe; long work shows a"
+            " progress bar on stderr when it is a terminal."
         ),
         ".SH GLOBAL OPTIONS",
         *_para("Before the command's name or after it."),

@@ -83,6 +83,10 @@ CARRIED_VARS: tuple[str, ...] = (
     "CODEX_HOME",
     "GEMINI_CLI_HOME",
     "COPILOT_HOME",
+    "QWEN_HOME",
+    "QWEN_RUNTIME_DIR",
+    "PI_CODING_AGENT_DIR",
+    "PI_CODING_AGENT_SESSION_DIR",
 )
 
 _UNIT_TEMPLATE = Template("""\

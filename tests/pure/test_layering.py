@@ -62,6 +62,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.adapters.gemini",
             "agentkeep.adapters.grok",
             "agentkeep.adapters.opencode",
+            "agentkeep.adapters.pi",
+            "agentkeep.adapters.qwen",
             "agentkeep.adapters.sqlite",
             "agentkeep.adapters.stores",
             "agentkeep.adapters.times",

@@ -306,6 +306,37 @@ class AgentRun:
     failure: str | None
 
 
+def dir_var(env: Env, var: str) -> Path | None:
+    """The directory an agent's variable names (`~` and `~/...` expanded as
+    the agents expand them), or None when it is unset or empty. A relative
+    path is ignored with a warning: the agent resolves it against its own
+    working directory, which agentkeep cannot know."""
+    value = env.get(var)
+    if not value:
+        return None
+    if value == "~" or value.startswith("~/"):
+        value = str(env.home) + value[1:]
+    path = Path(value)
+    if not path.is_absolute():
+        log.warning("relative directory ignored", variable=var, value=value)
+        return None
+    return path
+
+
+def tmp_dirs(env: Env, first: Sequence[str] = (), below: str = "") -> list[Path]:
+    """`below` in each tmp dir an agent may use: those the variables `first`
+    name, $TMPDIR, $TMP, $TEMP and the system tmp dir (the order Node's and
+    Bun's tmpdir() read them in), the first spelling of each real path."""
+    candidates = [dir_var(env, var) for var in (*first, "TMPDIR", "TMP", "TEMP")]
+    candidates.append(env.system_tmp)
+    unique: dict[str, Path] = {}
+    for base in candidates:
+        if base is not None:
+            path = base / below if below else base
+            unique.setdefault(os.path.realpath(path), path)
+    return list(unique.values())
+
+
 # The ids of zero, grok, gemini and opencode (and a store's path components
 # are checked by valid_name): a letter or digit, then up to 127 more of
 # letters, digits, `_` and `-`. No `/`, `.` or `..` can ever pass.
