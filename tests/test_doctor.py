@@ -24,6 +24,7 @@ from tests.test_service import fake_service_manager
 from agentkeep import client, doctor, service
 from agentkeep.daemon.server import Server
 from agentkeep.doctor import Check
+from agentkeep.errors import Failure
 from agentkeep.paths import Env
 
 HUGE = str(10**9)
@@ -88,7 +89,7 @@ def real_daemon(fake_home: FakeHome) -> Iterator[subprocess.Popen[bytes]]:
             try:
                 client.call(env, "status", {}, timeout=5)
                 break
-            except (client.NoDaemon, client.RemoteError):
+            except (client.NoDaemon, Failure):
                 assert proc.poll() is None, f"the daemon exited {proc.returncode}"
                 assert time.monotonic() < deadline, "the daemon never answered"
                 time.sleep(0.1)

@@ -25,12 +25,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from agentkeep import VERSION_LINE, __version__, completion
-from agentkeep.errors import Failure
+from agentkeep.errors import BadParams, ConfigInvalid, Failed, Failure, ServiceError, SetupError
 from agentkeep.paths import Env
 from agentkeep.runner import (
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
     QUIET,
     Runner,
     emit_json,
@@ -100,7 +97,7 @@ def _log_level(ctx: click.Context, default: str) -> str:
 
     quiet, verbose = ctx.meta.get(QUIET, 0), ctx.meta.get(_VERBOSE, 0)
     if quiet and verbose:
-        fail(EXIT_USAGE, "-q and -v say opposite things: give one of them")
+        raise BadParams("-q and -v say opposite things: give one of them")
     if quiet:
         return "error"
     if verbose:
@@ -108,7 +105,7 @@ def _log_level(ctx: click.Context, default: str) -> str:
     try:
         return level_from(os.environ, default)
     except ValueError as exc:
-        fail(EXIT_USAGE, str(exc))
+        raise BadParams(str(exc)) from None
 
 
 def _reader_gone(code: int) -> NoReturn:
@@ -143,7 +140,7 @@ class _Command(click.Command):
         if self.name not in _BAD_CONFIG_RUNS:
             error = config_error(Env.from_environ())
             if error is not None:
-                fail(EXIT_USAGE, f"config error: {error}")
+                raise ConfigInvalid(f"config error: {error}")
         return super().invoke(ctx)
 
 
@@ -167,7 +164,7 @@ class _Group(click.Group):
         code = 0
         try:
             try:
-                return super().invoke(ctx)
+                return self._answer(ctx)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
                 raise
@@ -177,6 +174,13 @@ class _Group(click.Group):
                 sys.stdout.flush()
         except BrokenPipeError:
             _reader_gone(code)
+
+    def _answer(self, ctx: click.Context) -> Any:
+        """The command's answer; the error it ended in said, and exited with."""
+        try:
+            return super().invoke(ctx)
+        except Failure as exc:
+            fail(exc)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -207,7 +211,7 @@ def scan(as_json: bool) -> None:
 
             doc = r.ask("scan", {}, local)
         emit_json(doc) if as_json else render.scan(text_out(), doc)
-        return EXIT_OK
+        return 0
 
     r.run(body)
 
@@ -250,7 +254,7 @@ def ls_cmd(agent: str | None, idle_over: str | None, wide: bool, as_json: bool) 
             # The states just listed are not looked at again for the hint.
             known = {(row["agent"], row["id"]): row["state"] for row in rows}
             render.sessions(text_out(wide), rows, core.reclaim_hint(r.ctx, known))
-        return EXIT_OK
+        return 0
 
     r.run(body)
 
@@ -277,7 +281,7 @@ def show(agent: str, session_id: str, wide: bool, as_json: bool) -> None:
             from agentkeep import render
 
             render.show(text_out(wide), doc)
-        return EXIT_OK
+        return 0
 
     r.run(body)
 
@@ -311,7 +315,7 @@ def du(by: str, wide: bool, as_json: bool) -> None:
 
             held = core.trash_total(r.env.state_dir)
             render.du(text_out(wide), doc, core.reclaim_hint(r.ctx), held)
-        return EXIT_OK
+        return 0
 
     r.run(body)
 
@@ -323,14 +327,14 @@ def _print_report(report: dict[str, Any] | PruneReport | None, as_json: bool, wi
     if as_json:
         if isinstance(report, dict):
             emit_json(report)
-            return EXIT_FAILED if report["failed"] else EXIT_OK
+            return Failed.exit if report["failed"] else 0
         emit_parts(report.json_parts())
-        return EXIT_FAILED if report.failed else EXIT_OK
+        return Failed.exit if report.failed else 0
     from agentkeep import render
 
     doc = report if isinstance(report, dict) else report.to_json(paths=False)
     render.report(text_out(wide), doc)
-    return EXIT_FAILED if doc["failed"] else EXIT_OK
+    return Failed.exit if doc["failed"] else 0
 
 
 @main.command()
@@ -401,19 +405,17 @@ def purge(
 def hold(agent: str, session_id: str, command: tuple[str, ...]) -> None:
     """Hold a session's lease for as long as COMMAND runs: hold AGENT ID -- CMD [ARG...]."""
     from agentkeep import leases
+    from agentkeep.core.ending import ends_as
 
     r = Runner()
     argv = list(command[1:] if command and command[0] == "--" else command)
     if not argv:
-        fail(EXIT_USAGE, "hold needs a command after --")
-    try:
-        sid = r.ctx.session_id(agent, session_id)
-    except Failure as exc:
-        fail(exc.exit, exc.message)
+        raise BadParams("hold needs a command after --")
+    sid = r.ctx.session_id(agent, session_id)
     try:
         leases.hold_and_exec(leases.lease_path(r.ctx.state_dir, agent, sid), argv)
     except leases.LeaseError as exc:
-        fail(EXIT_FAILED, f"cannot hold {agent} {sid}: {exc}")
+        raise ends_as(exc, f"cannot hold {agent} {sid}: {exc}") from None
 
 
 def _pin(agent: str, session_id: str, pinned: bool, as_json: bool) -> None:
@@ -431,7 +433,7 @@ def _pin(agent: str, session_id: str, pinned: bool, as_json: bool) -> None:
             emit_json(doc)
         else:
             click.echo(f"{'pinned' if pinned else 'unpinned'} {doc['agent']} {doc['id']}")
-        return EXIT_OK
+        return 0
 
     r.run(body)
 
@@ -464,7 +466,7 @@ def trash_cmd(empty: bool, older_than: str | None, wide: bool, as_json: bool) ->
     from agentkeep import core, render
 
     if older_than is not None and not empty:
-        fail(EXIT_USAGE, "--older-than goes with --empty")
+        raise BadParams("--older-than goes with --empty")
     state_dir = Env.from_environ().state_dir
 
     def body() -> int:
@@ -474,13 +476,13 @@ def trash_cmd(empty: bool, older_than: str | None, wide: bool, as_json: bool) ->
                 emit_json(doc)
             else:
                 render.trash_entries(text_out(wide), doc["entries"])
-            return EXIT_OK
+            return 0
         doc = core.trash_empty(state_dir, older_than)
         if as_json:
             emit_json(doc)
         else:
             render.emptied(text_out(wide), doc)
-        return EXIT_OK
+        return 0
 
     Runner().run(body, as_json)
 
@@ -502,7 +504,7 @@ def restore(agent: str, session_id: str, as_json: bool) -> None:
         else:
             for e in doc["restored"]:
                 click.echo(f"restored {e['agent']} {e['id']} ({render.size(e['bytes'])})")
-        return EXIT_OK
+        return 0
 
     r.run(body)
 
@@ -515,7 +517,7 @@ def ui() -> None:
     except ImportError as exc:
         if (exc.name or "").split(".")[0] != "textual":
             raise
-        fail(EXIT_USAGE, "`agentkeep ui` needs Textual: pip install 'agentkeep[ui]'")
+        raise SetupError("`agentkeep ui` needs Textual: pip install 'agentkeep[ui]'") from None
     sys.exit(run())
 
 
@@ -528,7 +530,7 @@ def serve() -> None:
     # another version may not import at all, or fail later in a thread.
     wrong = dependencies.problems()
     if wrong:
-        fail(EXIT_USAGE, "cannot start: " + "; ".join(wrong) + " (reinstall: deploy/install.sh)")
+        raise SetupError("cannot start: " + "; ".join(wrong) + " (reinstall: deploy/install.sh)")
     from agentkeep.daemon.main import serve as run_daemon
 
     sys.exit(run_daemon(Env.from_environ()))
@@ -568,10 +570,10 @@ def _service_plan(verb: str, dry_run: bool, as_json: bool) -> NoReturn:
 
     try:
         plan = svc.install_plan(env) if verb == "install" else svc.uninstall_plan(env)
-    except svc.ServiceError as exc:
+    except ServiceError as exc:
         if as_json:
             emit_json(svc.plan_json(verb, env, [], dry_run=dry_run, error=str(exc)))
-        fail(exc.exit, str(exc))
+        raise
     steps = svc.apply(plan, dry_run=dry_run, env=env, report=None if as_json else say)
     if as_json:
         emit_json(svc.plan_json(verb, env, steps, dry_run=dry_run))
@@ -601,10 +603,7 @@ def service_status(as_json: bool) -> None:
     from agentkeep import service as svc
 
     env = Env.from_environ()
-    try:
-        state = svc.status(env)
-    except svc.ServiceError as exc:
-        fail(exc.exit, str(exc))
+    state = svc.status(env)
     if as_json:
         emit_json(state.to_json())
     else:
@@ -628,6 +627,4 @@ def doctor(as_json: bool) -> None:
         emit_json([c.__dict__ for c in checks])
     else:
         doc_mod.render(checks, click.echo)
-    if any(c.name == "config" and not c.ok for c in checks):
-        sys.exit(EXIT_USAGE)
-    sys.exit(EXIT_OK if all(c.ok for c in checks) else EXIT_FAILED)
+    sys.exit(doc_mod.exit_code(checks))

@@ -35,6 +35,7 @@ from agentkeep.config import (
     load_config,
 )
 from agentkeep.disk import read_regular
+from agentkeep.errors import ConfigInvalid, Failed, Failure, ServiceError
 from agentkeep.paths import Env
 from agentkeep.prune import read_pause
 
@@ -96,7 +97,7 @@ def _daemon(env: Env) -> dict[str, Any] | str:
         answer = client.call(env, "status", {}, timeout=SOCKET_TIMEOUT)
     except client.NoDaemon as exc:
         return str(exc)
-    except client.RemoteError as exc:
+    except Failure as exc:
         return f"the daemon answered with an error: {exc.message}"
     return answer if isinstance(answer, dict) else f"unexpected answer: {answer!r}"
 
@@ -230,7 +231,7 @@ def check_watches(env: Env, config: Config, daemon: dict[str, Any] | str) -> Che
 def check_service(env: Env, daemon: dict[str, Any] | str) -> Check:
     try:
         state = service.status(env)
-    except service.ServiceError as exc:
+    except ServiceError as exc:
         return Check("service", False, str(exc), "unset AGENTKEEP_SERVICE_KIND")
     path = state.unit_path
     if not state.installed:
@@ -499,7 +500,10 @@ def run_checks(env: Env) -> list[Check]:
 
 
 def exit_code(checks: list[Check]) -> int:
-    return 0 if all(c.ok for c in checks) else 1
+    """A bad config first (what to fix first), then any other problem."""
+    if any(c.name == "config" and not c.ok for c in checks):
+        return ConfigInvalid.exit
+    return 0 if all(c.ok for c in checks) else Failed.exit
 
 
 def render(checks: list[Check], out: Callable[[str], None]) -> None:

@@ -41,6 +41,7 @@ from typing import Any
 import structlog
 
 from agentkeep import client
+from agentkeep.errors import Failed, Failure, ManagerUnreachable, ServiceError
 from agentkeep.model import rfc3339
 from agentkeep.paths import Env, ensure_private_dir
 
@@ -132,19 +133,6 @@ $environment
 [Install]
 WantedBy=default.target
 """)
-
-
-class ServiceError(Exception):
-    """The service cannot be described for this installation (a path a unit
-    file cannot hold, a bad AGENTKEEP_SERVICE_KIND): a usage error."""
-
-    exit = 2
-
-
-class ManagerUnreachable(ServiceError):
-    """No user service manager answers here: nothing can be installed."""
-
-    exit = 1
 
 
 @dataclass(frozen=True)
@@ -549,7 +537,7 @@ def answering_daemon(env: Env) -> int | None:
     """The pid of the daemon answering on this user's socket, if any."""
     try:
         answer = client.call(env, "status", {}, timeout=5)
-    except (client.NoDaemon, client.RemoteError):
+    except (client.NoDaemon, Failure):
         return None
     pid = answer.get("pid") if isinstance(answer, dict) else None
     return pid if isinstance(pid, int) else None
@@ -882,8 +870,8 @@ def apply(
 
 
 def exit_code(steps: list[Step]) -> int:
-    """0 when every step of the plan was done, 1 otherwise."""
-    return 1 if any(s.error is not None for s in steps) else 0
+    """0 when every step of the plan was done, 1 (Failed) otherwise."""
+    return Failed.exit if any(s.error is not None for s in steps) else 0
 
 
 _DONE = {"write": "wrote", "mkdir": "created directory", "remove": "removed", "run": "ran:"}
@@ -925,5 +913,5 @@ def plan_json(
 
 def second_daemon_exit(env: Env) -> int:
     """What a daemon exits with when another of this user already runs (see
-    RUN_BY_SERVICE): ALREADY_RUNNING_EXIT under the service, else 1."""
-    return ALREADY_RUNNING_EXIT if env.get(RUN_BY_SERVICE) == "1" else 1
+    RUN_BY_SERVICE): ALREADY_RUNNING_EXIT under the service, else 1 (Failed)."""
+    return ALREADY_RUNNING_EXIT if env.get(RUN_BY_SERVICE) == "1" else Failed.exit

@@ -95,6 +95,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.client",
             "agentkeep.core",
             "agentkeep.core.context",
+            "agentkeep.core.ending",
             "agentkeep.core.indexing",
             "agentkeep.core.pruning",
             "agentkeep.core.reclaim",
