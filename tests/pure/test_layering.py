@@ -107,7 +107,19 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.view",
         },
     ),
-    ("service", {"agentkeep.service"}),
+    (
+        "service",
+        {
+            "agentkeep.service",
+            "agentkeep.service.apply",
+            "agentkeep.service.launchd",
+            "agentkeep.service.plan",
+            "agentkeep.service.state",
+            "agentkeep.service.systemd",
+            "agentkeep.service.text",
+            "agentkeep.service.where",
+        },
+    ),
     (
         "front ends",
         {
