@@ -34,34 +34,25 @@ from agentkeep.errors import ManagerUnreachable, ServiceError
 from agentkeep.paths import Env
 from agentkeep.service import launchd, systemd
 from agentkeep.service.apply import Step, apply, describe, exit_code
-from agentkeep.service.plan import Action, Plan
+from agentkeep.service.plan import Plan
 from agentkeep.service.state import (
-    FAILED,
     NOT_INSTALLED,
-    RESTARTING,
     RUNNING,
     STARTING,
-    STOPPED,
-    STOPPING,
     UNKNOWN,
     State,
     answering_daemon,
-    linger,
-    manager_problem,
     user_name,
 )
 from agentkeep.service.text import (
     ALREADY_RUNNING_EXIT,
-    CARRIED_VARS,
     RUN_BY_SERVICE,
     daemon_command,
     plist_bytes,
-    plist_dict,
     second_daemon_exit,
     unit_text,
 )
 from agentkeep.service.where import (
-    KINDS,
     LABEL,
     UNIT_NAME,
     log_dir,
@@ -72,50 +63,7 @@ from agentkeep.service.where import (
     wants_link,
 )
 
-__all__ = [
-    "ALREADY_RUNNING_EXIT",
-    "CARRIED_VARS",
-    "FAILED",
-    "KINDS",
-    "LABEL",
-    "NOT_INSTALLED",
-    "RESTARTING",
-    "RUNNING",
-    "RUN_BY_SERVICE",
-    "STARTING",
-    "STOPPED",
-    "STOPPING",
-    "UNIT_NAME",
-    "UNKNOWN",
-    "Action",
-    "ManagerUnreachable",
-    "Plan",
-    "ServiceError",
-    "State",
-    "Step",
-    "answering_daemon",
-    "apply",
-    "daemon_command",
-    "describe",
-    "exit_code",
-    "install_plan",
-    "linger",
-    "log_dir",
-    "manager_problem",
-    "plan_json",
-    "platform_kind",
-    "plist_bytes",
-    "plist_dict",
-    "plist_path",
-    "second_daemon_exit",
-    "service_path",
-    "status",
-    "uninstall_plan",
-    "unit_path",
-    "unit_text",
-    "user_name",
-    "wants_link",
-]
+# The names imported above are the package's: its callers use them from here.
 
 
 def status(env: Env) -> State:
