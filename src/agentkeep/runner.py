@@ -1,7 +1,7 @@
 """Answering one command: through the daemon when one answers with the same
 view, else in-process; and ending it with its output and exit code.
 
-Shared by the `agentkeep` command (cli.py) and the terminal view (ui/).
+Shared by the `agentkeep` command (cli/) and the terminal view (ui/).
 """
 
 from __future__ import annotations

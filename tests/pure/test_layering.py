@@ -131,6 +131,10 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "agentkeep.__main__",
             "agentkeep.cli",
+            "agentkeep.cli.daemon",
+            "agentkeep.cli.group",
+            "agentkeep.cli.pruning",
+            "agentkeep.cli.sessions",
             "agentkeep.completion",
             "agentkeep.daemon",
             "agentkeep.daemon.events",

@@ -16,6 +16,7 @@ from agentkeep.render.table import terminal_columns
 # work however fast it goes. False in production.
 _frame_each_update = False
 
+
 class Bar:
     """A progress line on stderr for long work, drawn only when stderr is a
     terminal, after `delay` seconds, and erased when the work is done.
