@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from agentkeep import client
+from agentkeep.errors import Failure
 from agentkeep.protocol import INVALID_PARAMS
 from build_claude import make_session
 from hardening.hardening_util import events_named
@@ -111,7 +112,7 @@ def test_bad_parameters_come_back_named(
 ) -> None:
     make_session(fake_home, age_days=40)
     daemon = start_daemon(fake_home)
-    with pytest.raises(client.RemoteError) as raised:
+    with pytest.raises(Failure) as raised:
         daemon.call(method, params)
     assert named in raised.value.message
     if method == "prune":
@@ -203,5 +204,5 @@ def _ask_quietly(daemon: Any, method: str) -> None:
     """Ask, and let the daemon's end answer it however it does."""
     try:
         daemon.call(method, timeout=60)
-    except (client.RemoteError, client.NoDaemon, OSError):
+    except (Failure, client.NoDaemon, OSError):
         pass

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from agentkeep import client, leases
+from agentkeep.errors import Failure
 from agentkeep.paths import Env
 from waiting import wait_until
 
@@ -324,7 +325,7 @@ def test_hold_and_release_over_a_connection(fake_home) -> None:
         assert again["error"]["code"] == -32602
         # A lease taken on one connection cannot be released from another.
         token = ask(sock, hold)["result"]["lease"]
-        with pytest.raises(client.RemoteError):
+        with pytest.raises(Failure):
             daemon.call("release", {"lease": token})
         assert leases.is_held(lease_file)
     # Closing the connection ends its lease.
@@ -338,10 +339,10 @@ def test_hold_and_release_over_a_connection(fake_home) -> None:
 
 def test_hold_refuses_bad_agents_and_ids(fake_home) -> None:
     daemon = start_daemon(fake_home)
-    with pytest.raises(client.RemoteError) as err:
+    with pytest.raises(Failure) as err:
         daemon.call("hold", {"agent": "nosuch", "id": str(uuid.uuid4())})
     assert err.value.code == -32602 and err.value.exit == 2
-    with pytest.raises(client.RemoteError) as err:
+    with pytest.raises(Failure) as err:
         daemon.call("hold", {"agent": "claude", "id": "../../etc/passwd"})
     assert err.value.exit == 5
     assert not (fake_home.state / "leases" / "claude").exists() or not any(
@@ -358,13 +359,13 @@ def test_another_uid_is_refused(fake_home) -> None:
     daemon = start_daemon(fake_home, seams=seam, ready=False)
     sid = str(uuid.uuid4())
 
-    def refused() -> client.RemoteError | None:
+    def refused() -> Failure | None:
         assert daemon.proc.poll() is None, daemon.stderr()
         try:
             daemon.call("hold", {"agent": "claude", "id": sid})
         except client.NoDaemon:
             return None
-        except client.RemoteError as exc:
+        except Failure as exc:
             return exc
         raise AssertionError("a connection from another uid was served")
 
@@ -377,7 +378,7 @@ def test_another_uid_is_refused(fake_home) -> None:
 def test_a_different_view_is_answered_with_32001(fake_home) -> None:
     daemon = start_daemon(fake_home)
     theirs = {"config": "/elsewhere/config.toml", "state": "/elsewhere", "roots": {}}
-    with pytest.raises(client.RemoteError) as err:
+    with pytest.raises(Failure) as err:
         client.request_with_env(daemon.env, theirs, "status", {})
     assert err.value.code == -32001
     ours = err.value.data["daemon"]

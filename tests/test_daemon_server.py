@@ -25,6 +25,7 @@ from agentkeep import client, protocol
 from agentkeep.daemon import limits, server
 from agentkeep.daemon.limits import Budgets
 from agentkeep.daemon.server import AlreadyServing, Connection, RpcError, Server, ServerError
+from agentkeep.errors import Failure
 from agentkeep.paths import Env
 from waiting import wait_until
 
@@ -200,7 +201,7 @@ def test_bad_lines_get_errors_and_the_connection_goes_on(running, env: Env, line
 
 
 def test_an_exception_in_a_handler_is_an_error_answer(running, env: Env) -> None:
-    with pytest.raises(client.RemoteError) as err:
+    with pytest.raises(Failure) as err:
         client.call(env, "boom", {})
     assert err.value.code == protocol.SERVER_ERROR and "kaboom" in err.value.message
     assert err.value.exit == 1
@@ -332,7 +333,7 @@ def test_a_daemon_that_closes_without_answering_is_a_remote_error(env: Env) -> N
 
     t = threading.Thread(target=close_at_once)
     t.start()
-    with pytest.raises(client.RemoteError) as err:
+    with pytest.raises(Failure) as err:
         client.call(env, "status", {})
     assert err.value.code == protocol.SERVER_ERROR
     t.join()

@@ -21,9 +21,10 @@ import pytest
 from tests.conftest import FakeHome
 from tests.test_service import fake_service_manager
 
-from agentkeep import client, doctor, service
+from agentkeep import client, doctor, service, watchplan
 from agentkeep.daemon.server import Server
 from agentkeep.doctor import Check
+from agentkeep.errors import Failure
 from agentkeep.paths import Env
 
 HUGE = str(10**9)
@@ -88,7 +89,7 @@ def real_daemon(fake_home: FakeHome) -> Iterator[subprocess.Popen[bytes]]:
             try:
                 client.call(env, "status", {}, timeout=5)
                 break
-            except (client.NoDaemon, client.RemoteError):
+            except (client.NoDaemon, Failure):
                 assert proc.poll() is None, f"the daemon exited {proc.returncode}"
                 assert time.monotonic() < deadline, "the daemon never answered"
                 time.sleep(0.1)
@@ -141,7 +142,7 @@ def test_all_well_exits_0_and_problems_exit_1(fake_home: FakeHome, real_daemon: 
 
 
 def test_a_low_watch_limit_is_a_problem(fake_home: FakeHome) -> None:
-    if doctor.watchplan.inotify_budget() is None:
+    if watchplan.inotify_budget() is None:
         pytest.skip("no inotify on this platform")
     _stage_projects(fake_home, 5)
     low = _check(_env(fake_home, AGENTKEEP_INOTIFY_MAX="3"), "watches")
@@ -156,7 +157,7 @@ def test_a_low_watch_limit_is_a_problem(fake_home: FakeHome) -> None:
 def test_the_running_daemon_reports_its_own_watches(
     fake_home: FakeHome, daemon: dict[str, object]
 ) -> None:
-    if doctor.watchplan.inotify_budget() is None:
+    if watchplan.inotify_budget() is None:
         pytest.skip("no inotify on this platform")
     environ = dict(_env(fake_home).environ)
     del environ["AGENTKEEP_INOTIFY_MAX"]  # the daemon's word, not the budget, decides

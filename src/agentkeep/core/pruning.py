@@ -13,10 +13,10 @@ import structlog
 from agentkeep import leases, preview, trash
 from agentkeep.adapters.base import Adapter
 from agentkeep.core.context import Context, parse_age
+from agentkeep.core.ending import ends_as
 from agentkeep.core.reclaim import SUGGESTED_RETENTION
-from agentkeep.errors import BadParams, Failure, NotFound
+from agentkeep.errors import BadParams, NotFound, Refused
 from agentkeep.progress import Progress
-from agentkeep.protocol import INVALID_PARAMS
 from agentkeep.prune import (
     PruneOptions,
     Pruner,
@@ -101,19 +101,17 @@ def _run_locked(
     ctx: Context, opts: PruneOptions, *, wait: bool, preview: str | None = None
 ) -> PruneReport | None:
     lock = leases.PrunerLock(ctx.state_dir)
-    try:
-        if not lock.acquire(wait=wait):
-            log.info("a prune is already running; this turn is skipped")
-            return None
-    except leases.LeaseError as exc:
-        raise Failure(1, f"cannot take the prune lock: {exc}; nothing was removed") from None
+    # acquire() raises Failed when the lock cannot be taken at all.
+    if not lock.acquire(wait=wait):
+        log.info("a prune is already running; this turn is skipped")
+        return None
     try:
         try:
             report = _pruner(ctx).run(opts)
         except PruneRefused as exc:
-            raise Failure(exc.exit_code, str(exc), INVALID_PARAMS) from None
+            raise ends_as(exc) from None
         except trash.TrashError as exc:
-            raise Failure(1, f"prune refused: {exc}") from None
+            raise ends_as(exc, f"prune refused: {exc}") from None
         summary = None
         if report.paused:
             summary = report.summary(opts.now, opts.scheduled) | _last_ts(ctx)
@@ -169,7 +167,7 @@ def purge(
     assert report is not None
     if any(k.agent == agent and k.id == sid for k in report.kept):
         why = _why(report, agent, sid)
-        raise Failure(4, f"refused: {agent} {sid} stays ({why})", report=report.to_json())
+        raise Refused(f"refused: {agent} {sid} stays ({why})", report=report.to_json())
     return report
 
 
