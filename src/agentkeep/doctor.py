@@ -35,6 +35,7 @@ from agentkeep.config import (
     load_config,
 )
 from agentkeep.disk import read_regular
+from agentkeep.index import recorded_unreadable
 from agentkeep.paths import Env
 from agentkeep.prune import read_pause
 
@@ -482,6 +483,24 @@ def check_dependencies() -> Check:
     return Check("dependencies", False, "; ".join(wrong), "reinstall: sh deploy/install.sh")
 
 
+def check_listing(env: Env, config: Config) -> Check:
+    """The agents' directories that cannot be listed now: the sessions that
+    may have entries there are kept unsafe, never pruned."""
+    recorded = recorded_unreadable(env.state_dir / "index.sqlite")
+    found = adapters.unreadable(env, config, recorded)
+    if not found:
+        return Check("listing", True, "every agent directory can be listed")
+    places = "; ".join(f"{a}: {p} ({why})" for a, ps in found.items() for p, why in ps.items())
+    return Check(
+        "listing",
+        False,
+        f"cannot list {places}: the sessions that may have entries there are kept"
+        " (unsafe), never pruned",
+        "let yourself list it again (chmod u+rx, or give it back with chown);"
+        " the daemon's next reconcile, or `agentkeep scan`, lists them whole",
+    )
+
+
 def run_checks(env: Env) -> list[Check]:
     config, error = _load(env)
     daemon = _daemon(env)
@@ -495,6 +514,7 @@ def run_checks(env: Env) -> list[Check]:
         check_state_disk(env),
         check_claude(env, config),
         check_gemini(env, config),
+        check_listing(env, config),
     ]
 
 

@@ -346,6 +346,8 @@ def sessions(out: Out, rows: list[dict[str, Any]], hint: dict[str, Any] | None) 
     )
     total = sum(r["bytes"] for r in rows)
     out.line(f"{count(len(rows), 'session')}, {size(total)}")
+    if partly := sum(bool(r.get("unreadable")) for r in rows):
+        out.say(f"{count(partly, 'session')} not listed whole, kept: see `agentkeep doctor`")
     _hint(out, hint)
 
 
@@ -430,6 +432,14 @@ def scan(out: Out, doc: dict[str, Any]) -> None:
     cols = (_AGENT, Col("SESSIONS", right=True))
     table(out, cols, [(agent, str(n)) for agent, n in doc["sessions"].items()])
     out.line(f"{doc['artifacts']} artifacts, {size(doc['bytes'])}, in {doc['seconds']:.2f} s")
+    for line in unreadable(doc):
+        out.say(f"{out.style('cannot list', _YELLOW)} {line}")
+
+
+def unreadable(doc: dict[str, Any]) -> list[str]:
+    """`unreadable` of a scan or status, a line a place: their sessions are kept."""
+    places = (doc.get("unreadable") or {}).items()
+    return [f"{_printable(p)} ({a}): its sessions are kept" for a, ps in places for p in ps]
 
 
 def report(out: Out, doc: dict[str, Any]) -> None:
@@ -525,6 +535,8 @@ def status(out: Out, doc: dict[str, Any]) -> None:
         field("next prune", when(doc["next_prune"]) if doc.get("next_prune") else "none scheduled")
     if doc.get("paused"):
         field("paused", f"{doc['paused']} (run `agentkeep prune` once to resume)", _YELLOW)
+    for line in unreadable(doc):
+        field("cannot list", line, _YELLOW)
     _hint(out, doc.get("reclaim_hint"))
 
 
