@@ -136,6 +136,18 @@ def claude_shared(fh: FakeHome) -> Case:
     return Case("claude", s.id, fh.claude / "file-history", [fh.claude, s.layout.tmp_root])
 
 
+def claude_tmp_key(fh: FakeHome) -> Case:
+    """The project's scratch dir under the tmp root."""
+    s = make_session(fh, age_days=40)
+    return Case("claude", s.id, s.layout.tmp_root / s.key, [fh.claude, s.layout.tmp_root])
+
+
+def claude_job(fh: FakeHome) -> Case:
+    """A job dir whose state.json cannot be read: whose it is, is unknown."""
+    s = make_session(fh, age_days=40)
+    return Case("claude", s.id, s.job, [fh.claude, s.layout.tmp_root])
+
+
 def codex_date_dir(fh: FakeHome) -> Case:
     """A date dir: the session known from its threads row."""
     codex = build_codex(fh)
@@ -184,6 +196,8 @@ def store_inner_dir(fh: FakeHome) -> Case:
 CASES: list[Callable[[FakeHome], Case]] = [
     claude_project,
     claude_shared,
+    claude_tmp_key,
+    claude_job,
     codex_date_dir,
     opencode_project,
     gemini_chats,
@@ -228,10 +242,22 @@ def test_a_session_that_may_have_entries_where_nothing_can_be_listed_is_kept(
     # No mtime moved: the next reconcile (ls runs one first) sees it all the same.
     whole = row_of(cli_json(fake_home, "ls"), case)
     assert "unreadable" not in whole and whole["last_activity"] is not None, whole
-    assert "unreadable" not in cli_json(fake_home, "status")
-    assert "PROBLEM  listing" not in cli(fake_home, "doctor").stdout
     report = cli_json(fake_home, "prune", "--older-than", "30d", "--dry-run")
     assert (case.agent, case.id) in {(r["agent"], r["id"]) for r in report["removed"]}
+
+
+def test_a_session_of_another_project_is_not_kept_for_it(fake_home: FakeHome) -> None:
+    """Only the sessions that may have entries where nothing can be listed
+    stay: one whose transcript lies in another project's dir goes."""
+    case = claude_project(fake_home)
+    other = make_session(fake_home, age_days=40, cwd="/home/user/other")
+    with unlistable(case.place):
+        rows = {r["id"]: r for r in cli_json(fake_home, "ls")}
+        assert rows[case.id]["unreadable"] == [str(case.place)]
+        assert "unreadable" not in rows[other.id]
+        report = cli_json(fake_home, "prune", "--older-than", "30d")
+        assert [r["id"] for r in report["removed"]] == [other.id], report
+        assert [(k["id"], k["reason"]) for k in report["kept"]] == [(case.id, "unsafe")]
 
 
 def test_the_report_case_moves_nothing_and_names_the_dir_in_text(fake_home: FakeHome) -> None:
