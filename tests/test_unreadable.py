@@ -262,7 +262,7 @@ def test_a_session_of_another_project_is_not_kept_for_it(fake_home: FakeHome) ->
 
 def test_the_report_case_moves_nothing_and_names_the_dir_in_text(fake_home: FakeHome) -> None:
     """The text a person reads: scan, ls and status say what cannot be
-    listed."""
+    listed, and stop saying it once it can."""
     case = claude_project(fake_home)
     place = str(case.place)
     with unlistable(case.place):
@@ -272,6 +272,9 @@ def test_the_report_case_moves_nothing_and_names_the_dir_in_text(fake_home: Fake
         assert "1 session not listed whole" in ls.stdout, ls.stdout
         status = cli(fake_home, "status")
         assert place in status.stdout, status.stdout
+    cli(fake_home, "ls")  # a reconcile: status shows the index as it left it
+    assert "unreadable" not in cli_json(fake_home, "status")
+    assert "PROBLEM  listing" not in cli(fake_home, "doctor").stdout
 
 
 def test_a_session_made_unlistable_after_the_scan_is_kept_by_the_prune(
