@@ -275,10 +275,10 @@ def _one_of(kinds: Iterable[str]) -> str:
 def recorded_unreadable(path: Path) -> dict[str, list[str]]:
     """Index.unreadable() of the index at `path`, opened read-only (never
     made); nothing when there is none, or it is another version's."""
-    if not path.exists():
+    if not os.path.exists(path):  # Path.exists raises where the state dir cannot be searched
         return {}
     try:
-        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5)
+        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=5)
     except sqlite3.Error:
         return {}
     try:
