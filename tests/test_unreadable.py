@@ -260,6 +260,20 @@ def test_a_session_of_another_project_is_not_kept_for_it(fake_home: FakeHome) ->
         assert [(k["id"], k["reason"]) for k in report["kept"]] == [(case.id, "unsafe")]
 
 
+def test_a_root_that_cannot_be_listed_is_named_though_no_session_shows(
+    fake_home: FakeHome,
+) -> None:
+    """Nothing of zero's sessions can be seen, so none is listed: the root
+    is named all the same, and once it can be listed its sessions come."""
+    root = zero_root(fake_home.data)
+    z = make_zero_session(root, "z1", days=40)
+    with unlistable(root):
+        assert cli_json(fake_home, "scan")["unreadable"] == {"zero": [str(root)]}
+        assert [r for r in cli_json(fake_home, "ls") if r["agent"] == "zero"] == []
+        assert f"zero: {root} (Permission denied)" in cli(fake_home, "doctor").stdout
+    assert [r["id"] for r in cli_json(fake_home, "ls") if r["agent"] == "zero"] == [z.id]
+
+
 def test_the_report_case_moves_nothing_and_names_the_dir_in_text(fake_home: FakeHome) -> None:
     """The text a person reads: scan, ls and status say what cannot be
     listed, and stop saying it once it can."""
