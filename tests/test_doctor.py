@@ -445,4 +445,5 @@ def test_doctor_json_is_one_document(fake_home: FakeHome) -> None:
         "state disk",
         "claude",
         "gemini",
+        "listing",
     ]

@@ -1,5 +1,6 @@
 """The fields of `status` the core knows: the index's count, the config's
-health, the last prune and whether the schedule is paused."""
+health, the last prune, whether the schedule is paused, and what could not
+be listed."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from agentkeep.statefiles import read_json
 
 
 def status_fields(ctx: Context) -> dict[str, Any]:
+    """`unreadable`: the places the index recorded as not listable, by
+    agent, only when there are some (their sessions are kept unsafe)."""
     last = ctx.unsaved_prune or read_json(ctx.state_dir / "last_prune.json", None)
     if isinstance(last, dict):
         last = {k: v for k, v in last.items() if k != "ts"}
-    return {
+    fields = {
         "version": __version__,
         "sessions": ctx.index.count(),
         "config": {
@@ -26,3 +29,7 @@ def status_fields(ctx: Context) -> dict[str, Any]:
         "last_prune": last,
         "paused": read_pause(ctx.state_dir) or state_disk_full(ctx.state_dir),
     }
+    unreadable = ctx.index.unreadable()
+    if unreadable:
+        fields["unreadable"] = unreadable
+    return fields

@@ -479,7 +479,7 @@ class Daemon:
         assert self.ctx is not None and self.watcher is not None and self.schedule is not None
         fields = core.status_fields(self.ctx)
         next_prune = self.schedule.next_prune() if self.ctx.prunes_on_schedule() else None
-        return {
+        doc = {
             "pid": os.getpid(),
             "version": fields["version"],
             "uptime_s": int(time.monotonic() - self.started),
@@ -490,6 +490,9 @@ class Daemon:
             "next_prune": rfc3339(next_prune.timestamp()) if next_prune else None,
             "paused": fields["paused"],
         }
+        if "unreadable" in fields:  # what cannot be listed, only when something cannot
+            doc["unreadable"] = fields["unreadable"]
+        return doc
 
     def _status_line(self) -> str:
         try:

@@ -133,6 +133,17 @@ class ClaudeAdapter(Adapter):
         return [layout.config, layout.projects, *layout.tmp]
 
     def watch_dirs(self) -> list[Path]:
+        # os.path.isdir: Path.is_dir raises below a directory we may not search.
+        return [d for d in self._named_dirs() if os.path.isdir(d)]
+
+    def listed_dirs(self) -> list[Path]:
+        """The directories whose entries name sessions, there or not, and
+        the config areas' parents (usage-data/)."""
+        config = self._paths.config
+        return [*self._named_dirs(), *{(config / area).parent for area in WATCHED_AREAS}]
+
+    def _named_dirs(self) -> list[Path]:
+        """Every directory whose entries name sessions, there or not."""
         layout = self._layout(check=False)
         config, projects = layout.config.path, layout.projects.path
         dirs = [config, projects]
@@ -141,7 +152,7 @@ class ClaudeAdapter(Adapter):
         for root in layout.tmp:
             dirs.append(root.path)
             dirs += [Path(e.path) for e in list_entries(str(root.path), None) if listable(e)]
-        return [d for d in dict.fromkeys(dirs) if d.is_dir()]
+        return list(dict.fromkeys(dirs))
 
     # -- what -----------------------------------------------------------
     def canonical_id(self, raw: str) -> str | None:
