@@ -187,7 +187,7 @@ def pruning_slowly(fake_home) -> tuple[Any, list[Any]]:
     fake_home.write_config('retention = "2d"\n', seen=True)
     old = [make_session(fake_home, age_days=40 + n) for n in range(4)]
     make_session(fake_home, age_days=0)  # a recent session: the prune does not pause
-    # The prune runs in a process of its own (daemon.apart): the
+    # The prune runs in a process of its own (daemon.child): the
     # seam must reach it.
     seam = (
         "import time\nfrom agentkeep.prune import act as prune\n"

@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 
 from agentkeep import core, leases, processes, prune, watchplan
-from agentkeep.daemon import apart, memory, schedule
+from agentkeep.daemon import child, memory, schedule
 from agentkeep.daemon.notify import Notifier
 from agentkeep.daemon.schedule import Jobs, Schedule
 from agentkeep.daemon.server import (
@@ -403,7 +403,7 @@ class Daemon:
             done = None
             try:
                 if self.ctx.prunes_on_schedule():
-                    done = self._apart("prune", {"scheduled": True})
+                    done = self._in_child("prune", {"scheduled": True})
             except Failure as exc:
                 log.error("scheduled prune refused", error=exc.message)
             except Exception:
@@ -416,15 +416,15 @@ class Daemon:
         else:
             log.info("scheduled prune done", **done.counts)
 
-    def _apart(
+    def _in_child(
         self, method: str, params: dict[str, Any], asked_by: int | None = None
-    ) -> apart.Done:
-        """A prune, purge, scan or reconcile in its own process, the
+    ) -> child.Done:
+        """A prune, purge, scan or reconcile in the daemon's child, the
         watcher's events held meanwhile (Watcher.held): they are listed
         again after what it removed or wrote."""
         assert self.ctx is not None and self.watcher is not None
         with self.watcher.held():
-            return apart.run(self.ctx, method, params, asked_by)
+            return child.run(self.ctx, method, params, asked_by)
 
     def _reconcile_job(self) -> None:
         self._reconcile(replan=True)
@@ -450,7 +450,7 @@ class Daemon:
                 if replan:
                     self.watcher.resync(replan=True)
                 if flood:
-                    answer = self._apart("reconcile", {}).answer
+                    answer = self._in_child("reconcile", {}).answer
                     relisted = int(answer.text) if answer is not None else 0
                 else:
                     relisted = core.reconcile(self.ctx)
@@ -597,11 +597,13 @@ def _ctx(daemon: Daemon) -> core.Context:
     return daemon.ctx
 
 
-def _answer_apart(d: Daemon, c: Connection, method: str, params: dict[str, Any]) -> JSONText | None:
-    """The answer of work run in a process of its own (daemon.apart), sent
+def _answer_from_child(
+    d: Daemon, c: Connection, method: str, params: dict[str, Any]
+) -> JSONText | None:
+    """The answer of work run in the daemon's child (daemon.child), sent
     as it is read back from the file it was written to: the daemon never
     holds a prune's tens of thousands of removals at once."""
-    done = d._apart(method, params, c.pid)
+    done = d._in_child(method, params, c.pid)
     if done.answer is not None:
         log.info(f"{method} done", **done.counts)
     return done.answer
@@ -649,7 +651,7 @@ ANSWERS: dict[str, Answer] = _answering(
             _ctx(d), _str(p.get("agent"), "agent"), _str(p.get("id"), "id")
         ),
         "du": lambda d, c, p: core.du(_ctx(d), _opt_str(p, "by") or "agent"),
-        "prune": lambda d, c, p: _answer_apart(
+        "prune": lambda d, c, p: _answer_from_child(
             d,
             c,
             "prune",
@@ -659,7 +661,7 @@ ANSWERS: dict[str, Answer] = _answering(
                 "agent": _opt_str(p, "agent"),
             },
         ),
-        "purge": lambda d, c, p: _answer_apart(
+        "purge": lambda d, c, p: _answer_from_child(
             d,
             c,
             "purge",
@@ -674,7 +676,7 @@ ANSWERS: dict[str, Answer] = _answering(
         "release": lambda d, c, p: d._release(c, p),
         "pin": lambda d, c, p: _pin(d, p, True),
         "unpin": lambda d, c, p: _pin(d, p, False),
-        "scan": lambda d, c, p: _answer_apart(d, c, "scan", {}),
+        "scan": lambda d, c, p: _answer_from_child(d, c, "scan", {}),
         "reload": lambda d, c, p: d._reload("request"),
         "subscribe": lambda d, c, p: Stream(d.changes.stream()),
     }

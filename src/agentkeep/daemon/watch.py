@@ -374,11 +374,11 @@ class Watcher:
     @contextmanager
     def held(self) -> Iterator[None]:
         """Events wait while held: around each prune, purge, scan and
-        reconcile the daemon runs apart. That work keeps the index up to
-        date for what it touches, and listing again what it removed, batch
-        after batch, held the listing of every directory the sessions share
-        in the daemon (some 45 MB at 50,000 sessions), and took a core from
-        the work."""
+        reconcile the daemon runs in its child. That work keeps the index
+        up to date for what it touches, and listing again what it removed,
+        batch after batch, held the listing of every directory the sessions
+        share in the daemon (some 45 MB at 50,000 sessions), and took a core
+        from the work."""
         with self._wake:
             self._holds += 1
         try:

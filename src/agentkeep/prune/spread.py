@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from agentkeep import workers
+from agentkeep.children import scan as workers
 
 # Below this many planned sessions one process acts alone: a fork costs
 # little, but a half of a few hundred sessions is over in under a second.

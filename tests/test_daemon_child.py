@@ -1,4 +1,4 @@
-"""The daemon's prunes and scans run in a process of their own (daemon.apart):
+"""The daemon's prunes and scans run in its child (daemon.child):
 the report comes back whole through the daemon, a refusal comes back as
 the same error, with its report, that the CLI gives in-process, and the
 watcher's events wait for it (or, past PENDING_MAX, a reconcile after it)."""
@@ -43,13 +43,13 @@ def {fn}(*args, **kwargs):
 
 _PRUNED_BY = _noting("PRUNED_BY", "agentkeep.prune.act", "Pruner.run")
 _RECONCILED_BY = _noting("RECONCILED_BY", "agentkeep.core", "reconcile")
-# A scan apart then waits $SCAN_SLEEP seconds (the daemon's own start-up
+# A scan in the daemon's child then waits $SCAN_SLEEP seconds (the daemon's own start-up
 # scans do not).
 _SCANNED_BY = _noting(
     "SCANNED_BY",
     "agentkeep.core.indexing",
     "_scan",
-    'sys.argv[0].endswith("apart.py") and time.sleep(float(os.environ.get("SCAN_SLEEP", "0")))',
+    'sys.argv[0].endswith("child.py") and time.sleep(float(os.environ.get("SCAN_SLEEP", "0")))',
 )
 
 

@@ -1,15 +1,8 @@
-"""Heavy work the daemon does for its clients and its schedule, each run in
-a process of its own: a prune, a purge, a scan, the reconcile after a flood
-of events.
+"""The daemon's child: a prune, a purge, a scan or the reconcile after a
+flood of events, each run in a process of its own (why: see
+agentkeep.children).
 
-Each holds what it listed until it ends: a prune the plan's view of every
-session and the listings its batches re-check under the lease, a scan the
-rows it writes. At 50,000 sessions a prune took the daemon from 47 MB to
-170 MB, and an allocator keeps much of what it was given (macOS has no
-malloc_trim). A process of its own gives all of it back when it exits; the
-daemon only passes the answer on.
-
-The child is `python -m agentkeep.daemon.apart`, in the daemon's
+The child is `python -m agentkeep.daemon.child`, in the daemon's
 environment. It opens a Context of its own and calls the same core.prune,
 core.purge or core.scan as the CLI, which take the same flock locks (the
 prune lock, each session's lease): a lease the daemon holds for a client
@@ -120,9 +113,8 @@ def _child(ask: dict[str, Any], answer: IO[bytes], ctx: Context) -> dict[str, An
         outcome.seek(0)
         text = outcome.read()
     if child.returncode != 0 or not text:
-        raise Failure(
-            1, f"the {ask['method']}'s process exited {child.returncode}; see the daemon's log"
-        )
+        why = f"the {ask['method']}'s child process exited {child.returncode}"
+        raise Failure(1, f"{why}; see the daemon's log")
     doc: dict[str, Any] = json.loads(text)
     return doc
 
@@ -163,7 +155,7 @@ def main() -> int:
     try:
         doc = _outcome(ask)
     except Exception:
-        log.exception("the daemon's process for a request failed", method=ask["method"])
+        log.exception("the daemon's child failed", method=ask["method"])
         return 1
     with os.fdopen(ask["outcome_fd"], "w") as outcome:
         json.dump(doc, outcome)
