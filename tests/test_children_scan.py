@@ -253,11 +253,24 @@ def _gone(proc: psutil.Process) -> bool:
         return True
 
 
+@pytest.mark.parametrize("watching", ["kernel", "polling"])
 @pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_a_killed_scan_leaves_no_child_behind(home: FakeHome, spawn: Spawn, method: str) -> None:
+def test_a_killed_scan_leaves_no_child_behind(
+    home: FakeHome, spawn: Spawn, method: str, watching: str
+) -> None:
+    """The kernel tells each child its scan is gone (or, as off Linux, the
+    child sees its parent change), and the child ends."""
     if children.cpus() < 2:
         pytest.skip("one CPU: a scan never spreads")
-    scan = spawn([sys.executable, "-c", STOPS_HALF_WAY, method], ready=True)
+    env = dict(home.environ)
+    if watching == "polling":
+        site = home.root / "site"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(
+            "import agentkeep.children\nagentkeep.children.KERNEL_TELLS = False\n"
+        )
+        env["PYTHONPATH"] = str(site)
+    scan = spawn([sys.executable, "-c", STOPS_HALF_WAY, method], env, ready=True)
     started = psutil.Process(scan.pid).children(recursive=True)
     assert len(started) >= 2, "SETUP INVALID: the scan started no children"
     os.kill(scan.pid, signal.SIGKILL)  # the scan alone, as the OOM killer would
@@ -327,7 +340,10 @@ def test_a_child_imports_structlog_without_rich(fake_home: FakeHome) -> None:
     rich (some 40 ms) is the CLI's, not a child's."""
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
-        1, mp_context=spawn, initializer=children._start_child, initargs=logs.settings()
+        1,
+        mp_context=spawn,
+        initializer=children._start_child,
+        initargs=(os.getpid(), *logs.settings()),
     ) as pool:
         loaded = pool.submit(eval, "sorted(__import__('sys').modules)").result(timeout=60)
     assert "structlog" in loaded and "agentkeep.children.scan" in loaded, "SETUP INVALID"

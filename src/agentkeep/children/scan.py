@@ -15,7 +15,6 @@ from __future__ import annotations
 import gc
 import itertools
 import multiprocessing
-import multiprocessing.connection
 import os
 import pickle
 import signal
@@ -34,7 +33,7 @@ from agentkeep import logs
 # isort: split
 import structlog
 
-from agentkeep import index, statefiles
+from agentkeep import children, index, statefiles
 from agentkeep.adapters.base import ScanPart
 from agentkeep.index import Rows
 
@@ -117,7 +116,7 @@ def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, children:
             children,
             mp_context=multiprocessing.get_context(method),
             initializer=_start_child,
-            initargs=logs.settings(),
+            initargs=(os.getpid(), *logs.settings()),
         )
     except OSError as exc:  # no POSIX semaphores here (/dev/shm), no interpreter to start
         yield from _instead(exc, list(parts), restored)
@@ -204,27 +203,20 @@ def _instead(exc: BaseException, left: Parts, restored: Restored) -> Done:
     return _here(left, restored)
 
 
-def _start_child(json: bool | None, level: str) -> None:
+def _start_child(parent: int, json: bool | None, level: str) -> None:
     # Ctrl-C reaches the whole process group: the scan's own process
     # decides what stops, and shutting the pool down stops its children.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A child learns nothing from the pool's queues when the scan's process
+    # is killed (every child holds their writing ends too): it would wait
+    # forever. It only reads, so SIGTERM ends it at once.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    children.end_with_parent(parent)
     # A child lives for one scan and makes no cycles worth collecting: the
     # cycle collector would only walk its rows again and again (see
     # core.indexing.CollectorPause).
     gc.disable()
     logs.configure(json, level)
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        guard = threading.Thread(target=_end_with, args=(parent.sentinel,), daemon=True)
-        guard.start()
-
-
-def _end_with(parent: int) -> None:
-    """Exit when the scan's process is gone. A child learns nothing from
-    the pool's queues when it is killed (every child holds their writing
-    ends too), so a killed scan would leave its children waiting forever."""
-    multiprocessing.connection.wait([parent])
-    os._exit(1)
 
 
 def _measure(part: ScanPart, restored: Restored, path: str | None) -> Measured:
