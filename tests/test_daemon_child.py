@@ -14,11 +14,12 @@ from typing import Any
 import psutil
 import pytest
 
-from agentkeep import client
+from agentkeep import client, leases
 from agentkeep.protocol import INVALID_PARAMS
 from build_claude import make_session
-from hardening.hardening_util import events_named
+from hardening.hardening_util import events_named, log_events, pending_journal
 from test_daemon_serve import start_daemon, stop_daemons
+from waiting import wait_until
 
 # Imported for its effect: every daemon a test here starts is killed after it.
 __all__ = ["stop_daemons"]
@@ -199,9 +200,227 @@ def test_a_scan_ends_with_its_daemon(fake_home, end: str) -> None:
     assert alive == [], f"the scan went on after its daemon was {end}"
 
 
-def _ask_quietly(daemon: Any, method: str) -> None:
+def _ask_quietly(daemon: Any, method: str, params: dict[str, Any] | None = None) -> None:
     """Ask, and let the daemon's end answer it however it does."""
     try:
-        daemon.call(method, timeout=60)
+        daemon.call(method, params, timeout=60)
     except (client.RemoteError, client.NoDaemon, OSError):
         pass
+
+
+def _asking(daemon: Any, method: str, params: dict[str, Any] | None = None) -> None:
+    threading.Thread(target=_ask_quietly, args=(daemon, method, params), daemon=True).start()
+
+
+# In the daemon's child, listing an agent for a prune waits a minute first
+# (noting the child's pid in $PLANNING): a big home's listing and plan.
+_SLOW_PLANNING = """
+import os, sys, time
+from agentkeep.adapters import claude
+_listing = claude.ClaudeAdapter.scan
+def _slowly(self):
+    if sys.argv[0].endswith("child.py"):
+        with open(os.environ["PLANNING"], "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        time.sleep(60)
+    yield from _listing(self)
+claude.ClaudeAdapter.scan = _slowly
+"""
+# A child watches its parent as it does where the kernel does not tell it.
+_BY_POLLING = "import agentkeep.children\nagentkeep.children.KERNEL_TELLS = False\n"
+
+
+def _child_events(daemon: Any) -> list[dict[str, Any]]:
+    return [e for e in log_events(daemon.log) if e.get("logger") == "agentkeep.daemon.child"]
+
+
+def _prune_lock_free(daemon: Any) -> bool:
+    lock = leases.PrunerLock(daemon.env.state_dir)
+    if not lock.acquire(wait=False):
+        return False
+    lock.release()
+    return True
+
+
+@pytest.mark.parametrize("watching", ["kernel", "polling"])
+@pytest.mark.parametrize("end", ["killed", "stopped"])
+def test_a_prune_still_planning_ends_with_its_daemon(fake_home, end: str, watching: str) -> None:
+    """Listing and planning leave nothing half done: the prune's child ends
+    at once when its daemon is killed (the kernel tells it, or it sees its
+    parent change) or stops, and the prune lock is free again."""
+    for n in range(3):
+        make_session(fake_home, age_days=40 + n)
+    planning = fake_home.root / "planning"
+    seams = _SLOW_PLANNING + (_BY_POLLING if watching == "polling" else "")
+    daemon = start_daemon(fake_home, everywhere=seams, extra={"PLANNING": str(planning)})
+    _asking(daemon, "prune", {"older_than": "30d"})
+    wait_until(lambda: _pids(planning), "the prune's child planning")
+    [pid] = _pids(planning)
+    child = psutil.Process(pid)
+    if child.ppid() != daemon.proc.pid:
+        pytest.fail("SETUP INVALID: the prune plans in no child of the daemon")
+
+    if end == "stopped":
+        assert daemon.stop(signal.SIGTERM) == 0, daemon.stderr()
+    else:
+        daemon.proc.kill()
+        daemon.proc.wait(10)
+    _, alive = psutil.wait_procs([child], timeout=5)
+
+    assert alive == [], f"the prune went on planning after its daemon was {end}"
+    assert _prune_lock_free(daemon), "the prune lock is still held"
+    said = _child_events(daemon)
+    assert [e["event"] for e in said] == ["stopped: nothing was being removed"], said
+    assert "Traceback" not in daemon.stderr()
+
+
+# The prune's second removed file waits for $GATE/go (noting the child's pid
+# in $GATE/removing first): a session half removed.
+_GATED_REMOVAL = """
+import os, pathlib, time
+import agentkeep.rmtree as rmtree
+gate = pathlib.Path(os.environ["GATE"])
+leaves = []
+def _at_leaf(path):
+    leaves.append(path)
+    if len(leaves) == 2:
+        (gate / "removing").write_text(str(os.getpid()))
+        deadline = time.monotonic() + 60
+        while not (gate / "go").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+rmtree._before_leaf = _at_leaf
+"""
+
+
+@pytest.mark.parametrize("watching", ["kernel", "polling"])
+def test_a_prune_removing_when_its_daemon_dies_finishes_that_session_only(
+    fake_home, watching: str
+) -> None:
+    old = [make_session(fake_home, age_days=40 + n) for n in range(4)]
+    make_session(fake_home, age_days=1)
+    gate = fake_home.root / "gate"
+    gate.mkdir()
+    seams = _GATED_REMOVAL + (_BY_POLLING if watching == "polling" else "")
+    daemon = start_daemon(fake_home, everywhere=seams, extra={"GATE": str(gate)})
+    _asking(daemon, "prune", {"older_than": "30d"})
+    wait_until((gate / "removing").exists, "the prune's child removing a session")
+    child = psutil.Process(int((gate / "removing").read_text()))
+
+    daemon.proc.kill()
+    daemon.proc.wait(10)
+    daemon.wait(
+        lambda: any(
+            e["event"] == "stopping after the session being removed" for e in _child_events(daemon)
+        ),
+        5,
+        "the child told its daemon is gone",
+    )
+    (gate / "go").touch()
+    _, alive = psutil.wait_procs([child], timeout=10)
+
+    assert alive == [], "the prune went on after the session it was removing"
+    assert sum(not s.transcript.exists() for s in old) == 1, "not one session removed, whole"
+    assert pending_journal(fake_home) == set()
+    assert "Traceback" not in daemon.stderr()
+
+
+# The daemon's child binds itself to the daemon only once the daemon is
+# gone (noting its pid, then "gone", in $BINDING): the race a kernel's
+# notice set too late would lose.
+_BOUND_LATE = """
+import os, time
+import agentkeep.children as children
+_bind = children.end_with_parent
+def _late(parent):
+    with open(os.environ["BINDING"], "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    while os.getppid() == parent:
+        time.sleep(0.01)
+    with open(os.environ["BINDING"], "a") as f:
+        f.write("gone\\n")
+    _bind(parent)
+children.end_with_parent = _late
+"""
+
+
+def test_a_child_whose_daemon_died_before_it_was_bound_ends(fake_home) -> None:
+    for n in range(3):
+        make_session(fake_home, age_days=40 + n)
+    binding, planning = fake_home.root / "binding", fake_home.root / "planning"
+    daemon = start_daemon(
+        fake_home,
+        everywhere=_BOUND_LATE + _SLOW_PLANNING,
+        extra={"BINDING": str(binding), "PLANNING": str(planning)},
+    )
+    _asking(daemon, "prune", {"older_than": "30d"})
+    wait_until(binding.exists, "the prune's child binding itself to its daemon")
+    child = psutil.Process(int(binding.read_text().split()[0]))
+
+    daemon.proc.kill()
+    daemon.proc.wait(10)
+    wait_until(lambda: "gone" in binding.read_text(), "the child seeing its daemon gone")
+    _, alive = psutil.wait_procs([child], timeout=5)
+
+    assert alive == [], "the child went on: its daemon died before it was bound"
+    assert not _pids(planning), "the child started a prune for a daemon already gone"
+
+
+# The daemon is killed as soon as its child is started, before it can ask
+# it anything (the child's pid goes to $CHILD).
+_KILLED_BEFORE_ASKING = """
+import os, signal, subprocess
+_start = subprocess.Popen.__init__
+def _started(self, args, *rest, **kwargs):
+    _start(self, args, *rest, **kwargs)
+    if "agentkeep.daemon.child" in args:
+        with open(os.environ["CHILD"], "w") as f:
+            f.write(str(self.pid))
+        os.kill(os.getpid(), signal.SIGKILL)
+subprocess.Popen.__init__ = _started
+"""
+
+
+def test_a_daemon_killed_before_it_asks_its_child_leaves_one_quiet_line(fake_home) -> None:
+    make_session(fake_home, age_days=1)
+    pid_file = fake_home.root / "child"
+    daemon = start_daemon(fake_home, seams=_KILLED_BEFORE_ASKING, extra={"CHILD": str(pid_file)})
+    _asking(daemon, "scan")
+    assert daemon.proc.wait(20) == -signal.SIGKILL, "SETUP INVALID: the daemon was not killed"
+    try:
+        child = psutil.Process(int(pid_file.read_text()))
+    except psutil.NoSuchProcess:
+        child = None
+    if child is not None:
+        _, alive = psutil.wait_procs([child], timeout=10)
+        assert alive == [], "the child went on without its daemon"
+
+    said = _child_events(daemon)
+    assert len(said) == 1 and said[0]["level"] in ("info", "warning"), said
+    assert "Traceback" not in daemon.stderr(), daemon.stderr()
+
+
+# After the prune, every write to a file fails in the daemon's child, as
+# on a state disk with no room left (EFBIG: a file size limit of 0).
+_FULL_AFTER_THE_PRUNE = """
+import resource, signal, sys
+import agentkeep.core as core
+_prune = core.prune
+def _then_full(*args, **kwargs):
+    report = _prune(*args, **kwargs)
+    if sys.argv[0].endswith("child.py"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    return report
+core.prune = _then_full
+"""
+
+
+def test_a_prune_that_finished_on_a_full_state_disk_is_answered(fake_home) -> None:
+    old = [make_session(fake_home, age_days=40 + n) for n in range(3)]
+    daemon = start_daemon(fake_home, everywhere=_FULL_AFTER_THE_PRUNE)
+
+    report = daemon.call("prune", {"older_than": "30d"})
+
+    assert sorted(r["id"] for r in report["removed"]) == sorted(s.id for s in old)
+    assert not any(s.transcript.exists() for s in old)
+    assert daemon.status()["last_prune"]["removed"] == 3

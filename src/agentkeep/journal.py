@@ -44,6 +44,18 @@ _write_hook: Callable[[Path], None] | None = None
 _SUFFIX = ".json"
 _BATCH = "batch-"
 
+# Whether this process has journaled a batch (see began_removing()).
+_journaled = False
+
+
+def began_removing() -> bool:
+    """Whether this process has begun removing the sessions of its plan (it
+    journaled a batch): a run stopped since then finishes the session it is
+    removing and records what it did (daemon/child.py). Stopped before, at
+    once, a run leaves nothing half done that the journal does not name: it
+    listed and planned, or finished what an earlier run left."""
+    return _journaled
+
 
 @dataclass
 class JournalEntry:
@@ -133,6 +145,8 @@ class Journal:
             self._path(entry.agent, entry.id)  # a bad name fails before anything is written
         path = self.dir / f"{_BATCH}{time.time_ns()}-{os.getpid()}{_SUFFIX}"
         self._write(path, {"batch": [e.as_json() for e in entries]})
+        global _journaled
+        _journaled = True
         return path
 
     def narrow_batch(self, path: Path, entries: list[JournalEntry]) -> None:

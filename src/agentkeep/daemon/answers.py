@@ -145,10 +145,10 @@ def _answer_from_child(
     d: Serving, c: Connection, method: str, params: dict[str, Any]
 ) -> JSONText | None:
     """The answer of work run in the daemon's child (daemon.child), sent
-    as it is read back from the file it was written to: the daemon never
-    holds a prune's tens of thousands of removals at once."""
+    as it is read from the child: the daemon never holds a prune's tens of
+    thousands of removals at once."""
     done = d.work.in_child(method, params, c.pid)
-    if done.answer is not None:
+    if done.counts is not None:
         log.info(f"{method} done", **done.counts)
     return done.answer
 

@@ -60,14 +60,19 @@ class Work:
                 self._busy -= 1
 
     def in_child(
-        self, method: str, params: dict[str, Any], asked_by: int | None = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        asked_by: int | None = None,
+        *,
+        answer: bool = True,
     ) -> child.Done:
-        """A prune, purge, scan or reconcile in the daemon's child, the
-        watcher's events held meanwhile (Watcher.held): they are listed
-        again after what it removed or wrote."""
+        """A prune, purge, scan or reconcile in the daemon's child (see
+        child.run), the watcher's events held meanwhile (Watcher.held): they
+        are listed again after what it removed or wrote."""
         assert self.ctx is not None and self.watcher is not None
         with self.watcher.held():
-            return child.run(self.ctx, method, params, asked_by)
+            return child.run(self.ctx, method, params, asked_by, answer=answer)
 
     def refresh(self, agent: str, session_ids: list[str], vanished: set[str]) -> None:
         """The sessions a watch event named, listed again."""
@@ -98,7 +103,9 @@ class Work:
             done = None
             try:
                 if self.ctx.prunes_on_schedule():
-                    done = self.in_child("prune", {"scheduled": True})
+                    done = self.in_child("prune", {"scheduled": True}, answer=False)
+            except child.Stopped:
+                log.info("scheduled prune stopped: the daemon is stopping")
             except Failure as exc:
                 log.error("scheduled prune refused", error=exc.message)
             except Exception:
@@ -106,7 +113,7 @@ class Work:
             finally:
                 self.changes.bump()
                 memory.after_work(self.ctx)
-        if done is None or done.answer is None:
+        if done is None or done.counts is None:
             log.info("scheduled prune skipped (no retention, bad config, or another prune running)")
         else:
             log.info("scheduled prune done", **done.counts)
@@ -142,6 +149,8 @@ class Work:
                 log.info("reconciled", relisted=relisted)
                 if relisted:
                     self.changes.bump()
+        except child.Stopped:
+            log.info("reconcile stopped: the daemon is stopping")
         except Exception:
             log.exception("reconcile failed")
         finally:
