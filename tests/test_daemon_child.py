@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from agentkeep import client, leases
+from agentkeep.paths import Env
 from agentkeep.protocol import INVALID_PARAMS
 from build_claude import make_session
 from hardening.hardening_util import events_named, log_events, pending_journal
@@ -424,3 +425,29 @@ def test_a_prune_that_finished_on_a_full_state_disk_is_answered(fake_home) -> No
     assert sorted(r["id"] for r in report["removed"]) == sorted(s.id for s in old)
     assert not any(s.transcript.exists() for s in old)
     assert daemon.status()["last_prune"]["removed"] == 3
+
+
+def test_a_scheduled_prune_the_prune_lock_kept_runs_once_it_is_free(fake_home) -> None:
+    """A daemon restarted while its killed predecessor's prune still ends
+    (or while the CLI prunes) finds the prune lock held: its turn waits for
+    the lock, not for the next prune_interval."""
+    fake_home.write_config('retention = "30d"\n', seen=True)
+    old = [make_session(fake_home, age_days=40 + n) for n in range(3)]
+    make_session(fake_home, age_days=1)  # or the prune pauses: everything idle?
+    lock = leases.PrunerLock(Env.from_environ(fake_home.environ).state_dir)
+    assert lock.acquire(wait=False)
+    try:
+        daemon = start_daemon(fake_home, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.2"})
+        wait_until(
+            lambda: events_named(daemon.log, _WAITS), "the scheduled prune finding the lock held"
+        )
+        assert all(s.transcript.exists() for s in old)
+    finally:
+        lock.release()
+
+    daemon.wait(lambda: events_named(daemon.log, "scheduled prune done"), 15, "the turn after")
+    assert not any(s.transcript.exists() for s in old)
+    assert daemon.status()["last_prune"]["removed"] == 3
+
+
+_WAITS = "another prune holds the prune lock: the scheduled prune waits for it"

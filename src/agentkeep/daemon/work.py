@@ -18,13 +18,16 @@ from typing import Any
 
 import structlog
 
-from agentkeep import core
+from agentkeep import core, leases, prune
 from agentkeep.daemon import child, memory
 from agentkeep.daemon.changes import Changes
 from agentkeep.daemon.watch import Watcher
 from agentkeep.errors import Failure
 
 log = structlog.get_logger("agentkeep.daemon")
+
+# How often a scheduled prune that waits for the prune lock looks again.
+LOCK_POLL = 1.0
 
 
 class Work:
@@ -95,15 +98,37 @@ class Work:
 
     # -- jobs -------------------------------------------------------------
     def prune(self) -> None:
+        """The scheduled prune. A turn that finds the prune lock held (the
+        CLI prunes, or the prune of a daemon killed meanwhile still ends)
+        waits until it is free and runs then: skipped, it would wait a
+        whole prune_interval."""
         assert self.ctx is not None
-        with self.working():
+        while True:
             # As a scheduled prune does (core.prune), and in the daemon too:
             # a prune that will not run starts no process.
             self._reread()
-            done = None
+            if not self.ctx.prunes_on_schedule():
+                log.info("scheduled prune skipped (no retention, or a bad config)")
+                return
+            if not self._prune_lock_waited():
+                return  # the daemon stops
+            done = self._scheduled_prune()
+            if done is None:
+                return
+            if done.counts is not None:
+                log.info("scheduled prune done", **done.counts)
+                return
+            if self._prune_lock_free():
+                log.info("scheduled prune skipped (it does not prune now)")
+                return
+            # Another prune took the lock first: this turn waits again.
+
+    def _scheduled_prune(self) -> child.Done | None:
+        """The prune in the daemon's child; None when it failed (logged)."""
+        assert self.ctx is not None
+        with self.working():
             try:
-                if self.ctx.prunes_on_schedule():
-                    done = self.in_child("prune", {"scheduled": True}, answer=False)
+                return self.in_child("prune", {"scheduled": True}, answer=False)
             except child.Stopped:
                 log.info("scheduled prune stopped: the daemon is stopping")
             except Failure as exc:
@@ -113,10 +138,32 @@ class Work:
             finally:
                 self.changes.bump()
                 memory.after_work(self.ctx)
-        if done is None or done.counts is None:
-            log.info("scheduled prune skipped (no retention, bad config, or another prune running)")
-        else:
-            log.info("scheduled prune done", **done.counts)
+        return None
+
+    def _prune_lock_waited(self) -> bool:
+        """Wait until no prune holds the prune lock (looking every
+        LOCK_POLL seconds); False when the daemon stops first. Not counted
+        as work: a stop does not wait for it."""
+        told = False
+        while not self._prune_lock_free():
+            if not told:
+                log.info("another prune holds the prune lock: the scheduled prune waits for it")
+                told = True
+            if prune.STOP.wait(LOCK_POLL):
+                return False
+        return True
+
+    def _prune_lock_free(self) -> bool:
+        """Whether the prune lock is free now (taken and let go). One that
+        cannot be taken at all counts as free: the prune says why."""
+        assert self.ctx is not None
+        lock = leases.PrunerLock(self.ctx.state_dir)
+        try:
+            free = lock.acquire(wait=False)
+        except Failure:
+            return True
+        lock.release()
+        return free
 
     def reconcile(self) -> None:
         self._reconcile(replan=True)
