@@ -33,12 +33,13 @@ from agentkeep.config import MIN_RETENTION
 from agentkeep.disk import read_regular
 from agentkeep.leases import encode_id
 from agentkeep.paths import ensure_private_dir
+from agentkeep.statefiles import temporary
 
 log = structlog.get_logger("agentkeep.journal")
 
 # Test seam, None in production: called with the path about to be written
-# (the temporary file, then the entry it is renamed to), so a test can make
-# either write fail (ENOSPC).
+# (the temporary file, made, then the entry it is renamed to), so a test can
+# make either write fail (ENOSPC).
 _write_hook: Callable[[Path], None] | None = None
 
 _SUFFIX = ".json"
@@ -167,21 +168,18 @@ class Journal:
     def _write(self, path: Path, data: dict[str, Any]) -> None:
         for directory in (self.state_dir, self.dir, path.parent):
             ensure_private_dir(directory)
-        tmp = path.with_name(f".{path.name}.tmp")
+        fd, tmp = temporary(path)
         try:
-            if _write_hook is not None:
-                _write_hook(tmp)
-            # O_NONBLOCK: a FIFO at the name fails (ENXIO) instead of waiting
-            # for a reader.
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
-            fd = os.open(tmp, flags | os.O_CLOEXEC, 0o600)
+            # Renamed while still open, so still locked (statefiles.clear_stale).
             with os.fdopen(fd, "w", encoding="utf-8") as f:
+                if _write_hook is not None:
+                    _write_hook(tmp)
                 json.dump(data, f)
                 f.flush()
                 os.fsync(f.fileno())
-            if _write_hook is not None:
-                _write_hook(path)
-            os.replace(tmp, path)
+                if _write_hook is not None:
+                    _write_hook(path)
+                os.replace(tmp, path)
             _fsync_dir(path.parent)
         except BaseException:
             # Only the temporary file goes: a batch already at `path` (one

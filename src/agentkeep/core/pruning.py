@@ -27,7 +27,7 @@ from agentkeep.prune import (
     lift_pause,
     record_last_prune,
 )
-from agentkeep.statefiles import read_json
+from agentkeep.statefiles import clear_stale, read_json
 
 log = structlog.get_logger("agentkeep.core")
 
@@ -108,6 +108,9 @@ def _run_locked(
     except leases.LeaseError as exc:
         raise Failure(1, f"cannot take the prune lock: {exc}; nothing was removed") from None
     try:
+        if not opts.dry_run:
+            # What a writer killed half way left (its temporary file).
+            clear_stale(ctx.state_dir)
         try:
             # A prune lists every session as a scan does, and holds them:
             # the cycle collector would walk them at every removal.
