@@ -103,6 +103,8 @@ def run(
     try:
         outcome, rest = _outcome(child, method)
     except BaseException:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)  # it stops as it would with the daemon
         _end(child)
         raise
     ctx.unsaved_prune = outcome["unsaved_prune"]
