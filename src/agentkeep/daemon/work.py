@@ -119,7 +119,7 @@ class Work:
                 log.info("scheduled prune done", **done.counts)
                 return
             if self._prune_lock_free():
-                log.info("scheduled prune skipped (it does not prune now)")
+                log.info("scheduled prune skipped (no retention, bad config, or a prune just ran)")
                 return
             # Another prune took the lock first: this turn waits again.
 
