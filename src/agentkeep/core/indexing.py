@@ -1,4 +1,4 @@
-"""The index brought up to the disk: a full scan (spread over worker
+"""The index brought up to the disk: a full scan (spread over child
 processes in a big home), a re-list of named sessions (watch events), and
 reconcile, which re-lists only what changed since the last look. Both
 record what could not be listed (Adapter.unlisted); a permission change
@@ -18,8 +18,9 @@ from typing import Any
 
 import structlog
 
-from agentkeep import disk, trash, workers
+from agentkeep import disk, trash
 from agentkeep.adapters.base import Adapter, Known, listing_again_is_cheaper
+from agentkeep.children.scan import run_parts, worth_spreading
 from agentkeep.core.context import Context
 from agentkeep.index import Rows
 from agentkeep.progress import Progress, Tally, estimate
@@ -48,8 +49,8 @@ def _scan(
     ctx: Context, agents: list[str], progress: Progress | None = None
 ) -> dict[str, tuple[int, int, int]]:
     """Scan `agents` into the index, in one transaction: (sessions,
-    artifacts, bytes) per agent. A big home is measured in worker
-    processes (see workers)."""
+    artifacts, bytes) per agent. A big home is measured in child
+    processes (see children.scan)."""
     # Taken before anything is listed: a directory that changes during the
     # scan then differs at the next reconcile, which lists it again.
     unlisted = {agent: ctx.adapters[agent].unlisted() for agent in agents}
@@ -58,12 +59,12 @@ def _scan(
     estimates = {a: estimate(hint, ctx.index.count(a)) for a, hint in hints.items()}
     expected = sum(n or 0 for n in estimates.values())
     # Agents that list here before they hand out parts go last, so that
-    # workers run the others' parts meanwhile (and the progress total, which
+    # children run the others' parts meanwhile (and the progress total, which
     # waits for every agent without an estimate, is known early).
     order = sorted(agents, key=lambda agent: hints[agent] is not None)
     # One agent that does not split its scan would be one part: nothing to spread.
     splits = len(agents) > 1 or any(hint is not None for hint in hints.values())
-    spread = splits and workers.worth_spreading(expected)
+    spread = splits and worth_spreading(expected)
     with collector_paused(), ctx.index.replacing(agents) as replacement:
         tally = Tally(progress, "scanning", estimates)
         parts = (
@@ -71,7 +72,7 @@ def _scan(
             for agent in order
             for part in tally.parts(agent, ctx.adapters[agent].scan_parts())
         )
-        for agent, rows in workers.run(parts, _restored(ctx), spread=spread):
+        for agent, rows in run_parts(parts, _restored(ctx), spread=spread):
             replacement.add(agent, _counted(tally, agent, rows))
         tally.finish()
     for agent, signature in signatures.items():

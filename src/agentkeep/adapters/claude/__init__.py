@@ -91,10 +91,10 @@ __all__ = [
     "canonical",
 ]
 
-# Sessions per scan part: enough that a part's hand-over to a worker
+# Sessions per scan part: enough that a part's hand-over to a child
 # process is small beside its measuring, few enough to share out evenly;
 # and what a spread scan holds at once is the parts handed out ahead
-# (workers.IN_FLIGHT per worker): at 1,000 a part, a scan of 10,000 held
+# (children.scan.IN_FLIGHT per child): at 1,000 a part, a scan of 10,000 held
 # nearly all it found (41 MB traced; 14 MB at 250, as fast).
 # Read here, by scan_parts, at every scan (tests set it on this module).
 SCAN_PART = 250
