@@ -47,8 +47,6 @@ class StateFileError(Exception):
     """A state file agentkeep wrote is damaged (empty, cut short, not JSON,
     not the shape agentkeep writes): a person must fix or delete it."""
 
-    exit_code = 1
-
     def __init__(self, path: Path, why: str) -> None:
         super().__init__(f"{path} is damaged ({why}): fix it or delete it")
         self.path = path

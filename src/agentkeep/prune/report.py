@@ -20,8 +20,6 @@ log = structlog.get_logger("agentkeep.prune")
 class PruneRefused(Exception):
     """The prune cannot run as asked (no cutoff, a cutoff under the floor)."""
 
-    exit_code = 2
-
 
 @dataclass
 class Kept:
