@@ -40,6 +40,7 @@ STATUS_KEYS = {
     "last_prune",
     "next_prune",
     "paused",
+    "compaction_waiting",
 }
 
 

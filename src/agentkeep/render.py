@@ -479,6 +479,7 @@ def report(out: Out, doc: dict[str, Any]) -> None:
         f"{len(doc['removed'])} {verb} ({size(reclaimed)}), {len(doc['kept'])} kept, "
         f"{len(doc['failed'])} failed"
     )
+    _beside_sessions(out, doc)
     if trash and doc["removed"]:
         freed = trash["freed_bytes"]
         out.say(
@@ -486,6 +487,20 @@ def report(out: Out, doc: dict[str, Any]) -> None:
             f" {'that frees' if doc['dry_run'] else 'this freed'} {size(freed)} now,"
             f" and {size(trash['bytes'])} then"
             " (`agentkeep trash --empty` frees it at once; `agentkeep restore` brings one back)."
+        )
+
+
+def _beside_sessions(out: Out, doc: dict[str, Any]) -> None:
+    """The runtime leftovers removed and the databases compacted."""
+    left = doc.get("leftovers") or []
+    if left:
+        verb = "would remove" if doc["dry_run"] else "removed"
+        total = size(sum(f["bytes"] for f in left))
+        out.say(f"runtime leftovers: {verb} {count(len(left), 'file')} ({total})")
+    for c in doc.get("compacted") or []:
+        out.say(
+            f"compacted {_printable(c['database'])}:"
+            f" {size(c['bytes_before'])} -> {size(c['bytes_after'])}"
         )
 
 
@@ -530,6 +545,13 @@ def status(out: Out, doc: dict[str, Any]) -> None:
         field("next prune", when(doc["next_prune"]) if doc.get("next_prune") else "none scheduled")
     if doc.get("paused"):
         field("paused", f"{doc['paused']} (run `agentkeep prune` once to resume)", _YELLOW)
+    waiting = doc.get("compaction_waiting")
+    if waiting:
+        field(
+            "compaction",
+            f"{size(waiting['bytes'])} of free pages wait in"
+            f" {count(waiting['databases'], 'database')} a process has open",
+        )
     _hint(out, doc.get("reclaim_hint"))
 
 

@@ -75,7 +75,9 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "removal",
         {
+            "agentkeep.compaction",
             "agentkeep.journal",
+            "agentkeep.leftovers",
             "agentkeep.prune",
             "agentkeep.prune.act",
             "agentkeep.prune.evidence",
