@@ -220,6 +220,9 @@ def test_a_database_a_process_holds_open_waits_and_a_later_prune_compacts_it(
         code, status, _ = cli_json(fake_home, "status")
         assert status["compaction_waiting"] == {"bytes": waiting, "databases": 1}
         assert "of free pages wait in 1 database" in fake_home.cli("status").stdout
+        code, du, _ = cli_json(fake_home, "du", "--by", "kind")
+        [free] = [g for g in du["groups"] if g["key"] == "database-free-pages"]
+        assert free["bytes"] == free["reclaimable_bytes"] == waiting
 
         os.kill(holder, signal.SIGKILL)
         wait_until(lambda: not Path(f"/proc/{holder}").exists() or _zombie(holder), "holder gone")

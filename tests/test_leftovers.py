@@ -126,6 +126,27 @@ def test_a_prune_removes_the_leftovers_no_process_uses_and_nothing_else(
     assert young.exists() and link.is_symlink() and target.exists() and twice.exists()
 
 
+def test_du_counts_the_leftovers_and_what_a_prune_would_take(
+    fake_home: FakeHome, spawn: Spawn
+) -> None:
+    tmp = Path(fake_home.environ["TMPDIR"])
+    old = leftover(tmp, bun_name(1), size=1 << 20)
+    young = leftover(tmp, bun_name(2), age=60, size=1 << 20)
+    mapped = leftover(tmp, bun_name(3), size=1 << 20)
+    spawn([sys.executable, "-c", MAPS, str(mapped)], ready=True)
+    leftover(tmp, "not-a-leftover.so", size=1 << 20)
+    fake_home.write_config(CONFIG)
+
+    code, doc, _ = cli_json(fake_home, "du", "--by", "kind")
+    assert code == 0
+    [group] = [g for g in doc["groups"] if g["key"] == "runtime-leftovers"]
+    allocated = sum(p.stat().st_blocks * 512 for p in (old, young, mapped))
+    assert group["bytes"] == 3 << 20 and group["disk_bytes"] == allocated
+    assert group["reclaimable_bytes"] == 1 << 20
+    assert group["reclaimable_disk_bytes"] == old.stat().st_blocks * 512
+    assert group["sessions"] == 0
+
+
 def test_a_purge_and_a_prune_of_other_agents_leave_the_leftovers(fake_home: FakeHome) -> None:
     from build_claude import make_session
 

@@ -285,10 +285,10 @@ def show(agent: str, session_id: str, wide: bool, as_json: bool) -> None:
 @main.command()
 @click.option(
     "--by",
-    type=click.Choice(["agent", "workspace"]),
+    type=click.Choice(["agent", "workspace", "kind"]),
     default="agent",
     show_default=True,
-    help="Group the sessions by agent or by workspace.",
+    help="Group the sessions by agent or by workspace, or the whole disk use by kind.",
 )
 @_wide_option
 @_json_option
@@ -309,7 +309,8 @@ def du(by: str, wide: bool, as_json: bool) -> None:
         else:
             from agentkeep import core, render
 
-            held = core.trash_total(r.env.state_dir)
+            # By kind, the trash is a group of its own.
+            held = core.trash_total(r.env.state_dir) if by != "kind" else None
             render.du(text_out(wide), doc, core.reclaim_hint(r.ctx), held)
         return EXIT_OK
 

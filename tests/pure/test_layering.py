@@ -99,6 +99,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "agentkeep.client",
             "agentkeep.core",
+            "agentkeep.core.bykind",
             "agentkeep.core.context",
             "agentkeep.core.indexing",
             "agentkeep.core.pruning",
