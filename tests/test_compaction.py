@@ -4,8 +4,9 @@ never while another process has it open, never with a setting changed, and
 never leaving a copy of itself behind, even when the prune is killed
 midway.
 
-The databases are the agents' real schemas (build_opencode, build_codex:
-opencode's with auto_vacuum off, Codex's INCREMENTAL), in WAL mode, with
+The databases are the agents' real schemas (build_opencode, build_codex,
+build_copilot: opencode's and Copilot's with auto_vacuum off, Copilot's with
+its FTS5 search index, Codex's INCREMENTAL), in WAL mode, with
 sessions whose rows are big enough to free pages. Every prune is the real
 CLI; the holder of a database is a real process; the kills are SIGKILL of
 the pruning process itself, from a seam (compaction._before_step).
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 
 from build_codex import build_codex
+from build_copilot import CopilotTree
 from build_opencode import OpencodeTree, build_opencode, new_id
 from fakehome import FakeHome, cli_json
 from waiting import wait_until
@@ -316,3 +318,42 @@ def test_vacuum_would_renumber_a_table_without_a_key_or_index_so_it_is_left(
     assert len(doc["removed"]) == 20 and doc["compacted"] == []
     assert read(oc.db, "SELECT rowid, text FROM notes") == rowids == [(2, "b"), (3, "c")]
     assert free_bytes(oc.db) > 0
+
+
+def test_copilots_store_with_its_full_text_index_gives_its_pages_back(
+    fake_home: FakeHome,
+) -> None:
+    tmp = Path(fake_home.environ["TMPDIR"])
+    copilot = CopilotTree(fake_home.home / ".copilot", tmp, fake_home.home / "legacy")
+    old = time.time() - 45 * DAY
+    made = [copilot.session(when=old if n < 8 else time.time()) for n in range(12)]
+    conn = copilot.database()
+    with conn:  # what a long exchange leaves: big turns, indexed for search
+        for n, s in enumerate(made):
+            text = f"turn {n} " + "words " * 8000
+            conn.execute(
+                "INSERT INTO turns (session_id, turn_index, user_message) VALUES (?, 1, ?)",
+                (s.id, text),
+            )
+            conn.execute(
+                "INSERT INTO search_index VALUES (?, ?, 'turn', ?)", (text, s.id, f"{s.id}:turn:1")
+            )
+    conn.close()
+    db = copilot.db
+    before, size = settings(db), db.stat().st_size
+    search = read(db, "SELECT rowid, source_id FROM search_index ORDER BY rowid")
+    fake_home.write_config(CONFIG)
+
+    code, doc, err = cli_json(fake_home, "prune")
+
+    assert code == 0, err
+    assert len(doc["removed"]) == 8
+    assert [c["database"] for c in doc["compacted"]] == [str(db)]
+    assert db.stat().st_size < size and free_bytes(db) == 0 and whole(db)
+    assert settings(db) == before
+    kept = {s.id for s in made[8:]}
+    assert read(db, "SELECT rowid, source_id FROM search_index ORDER BY rowid") == [
+        row for row in search if row[1].split(":")[0] in kept
+    ], "the search index lost or renumbered a row that stays"
+    assert read(db, "SELECT count(*) FROM search_index WHERE search_index MATCH 'words'") == [(4,)]
+    assert nothing_beside(db)
