@@ -36,6 +36,7 @@ import stat
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -43,6 +44,9 @@ from agentkeep import disk
 from agentkeep.adapters.base import Adapter
 from agentkeep.disk import Ident, ident_of
 from agentkeep.errors import RemovalError
+
+if TYPE_CHECKING:
+    from agentkeep.rmtree import Parent
 
 log = structlog.get_logger("agentkeep.leftovers")
 
@@ -155,7 +159,8 @@ def _found_in(directory: str, kinds: Collection[Kind]) -> list[Found]:
 def why_kept(
     f: Found, *, uid: int, now: float, mapped: Mapping[str, int], named: Collection[str]
 ) -> str | None:
-    """Why `f` is not garbage, or None when it is (the module's rules)."""
+    """Why `f` is not garbage, or None when it is: invariant 13, the
+    module's rules in order."""
     if not stat.S_ISREG(f.st.st_mode):
         return "not a regular file"
     if f.st.st_uid != uid:
@@ -282,7 +287,7 @@ def remove(f: Found, *, dry_run: bool) -> bool:
     lease and removes nothing); False when it stays: the name now names
     something else, the lease cannot be had, or the removal failed."""
     # Imported here: `du` reads leftovers, and only a prune removes them.
-    from agentkeep.rmtree import Walk, open_parent
+    from agentkeep.rmtree import open_parent
 
     try:
         parent = open_parent(f.dir, [f.name], lambda: None)
@@ -299,19 +304,27 @@ def remove(f: Found, *, dry_run: bool) -> bool:
             log.info("a leftover stays", path=f.path, why=exc.strerror or str(exc))
             return False
         try:
-            st = os.fstat(fd)
-            if ident_of(st) != f.ident or not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                log.info("a leftover changed since it was looked at; it stays", path=f.path)
-                return False
-            if not _lease(fd, f.path):
-                return False
-            try:
-                walk = Walk(parent.root_mount, dry_run=dry_run, seen=set())
-                gone = walk.run(parent.cursor, f.name)
-            finally:
-                _unlease(fd)
+            return _remove_leased(f, fd, parent, dry_run)
         finally:
             os.close(fd)
+
+
+def _remove_leased(f: Found, fd: int, parent: Parent, dry_run: bool) -> bool:
+    """Invariant 13: only the file decided on (its name still names it, as
+    opened at `fd`), and only while the lease says no process uses it."""
+    from agentkeep.rmtree import Walk
+
+    st = os.fstat(fd)
+    if ident_of(st) != f.ident or not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        log.info("a leftover changed since it was looked at; it stays", path=f.path)
+        return False
+    if not _lease(fd, f.path):
+        return False
+    try:
+        walk = Walk(parent.root_mount, dry_run=dry_run, seen=set())
+        gone = walk.run(parent.cursor, f.name)
+    finally:
+        _unlease(fd)
     if walk.errors or walk.residuals:
         log.warning("a leftover was not removed", path=f.path, errors=walk.errors + walk.residuals)
         return False
