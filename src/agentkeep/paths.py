@@ -73,6 +73,19 @@ class Env:
     def data_home(self) -> Path:
         return self.xdg("XDG_DATA_HOME", ".local/share")
 
+    @property
+    def tmp_dirs(self) -> list[Path]:
+        """The user's tmp dirs, where agents leave files by the process
+        ($TMPDIR, $TMP, $TEMP, then the system tmp dir), each real dir
+        once, as it was first named. Relative values are ignored."""
+        found: dict[str, Path] = {}
+        for var in ("TMPDIR", "TMP", "TEMP"):
+            value = self.get(var)
+            if value and os.path.isabs(value):
+                found.setdefault(os.path.realpath(value), Path(value))
+        found.setdefault(os.path.realpath(self.system_tmp), self.system_tmp)
+        return list(found.values())
+
 
 class UnsafeDirectory(OSError):
     """A folder agentkeep keeps its own files in is not the user's alone."""

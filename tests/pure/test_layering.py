@@ -78,7 +78,9 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "removal",
         {
+            "agentkeep.compaction",
             "agentkeep.journal",
+            "agentkeep.leftovers",
             "agentkeep.prune",
             "agentkeep.prune.act",
             "agentkeep.prune.evidence",
@@ -100,6 +102,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "agentkeep.client",
             "agentkeep.core",
+            "agentkeep.core.bykind",
             "agentkeep.core.context",
             "agentkeep.core.ending",
             "agentkeep.core.indexing",

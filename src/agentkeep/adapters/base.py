@@ -284,6 +284,13 @@ class Adapter(ABC):
         checks them): the watched ones, unless an agent lists others too."""
         return self.watch_dirs()
 
+    def names_leftovers(self, paths: list[str]) -> set[str]:
+        """Which of `paths`, runtime leftovers in the tmp dirs of a kind
+        this agent's sessions name (leftovers.KINDS, `named_by`), a session
+        still names: those stay. By default every one: an agent whose
+        adapter does not look for them keeps them all."""
+        return set(paths)
+
     # -- in use ---------------------------------------------------------
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         """Evidence that a process has the session open. The default: any of
@@ -490,6 +497,8 @@ def directory_artifacts(
     through = linked or stat.S_ISLNK(st.st_mode)
     found: list[Artifact] = []
     leftover, newest, complete = 0, st.st_mtime, True
+    # What the directory itself takes on disk, as du counts it.
+    leftover_disk = st.st_blocks * 512
     try:
         with disk.scandir(directory, follow=True) as listing:
             names = sorted(entry.name for entry in listing)
@@ -509,6 +518,7 @@ def directory_artifacts(
         tree = disk.measure(path, seen)
         if tree is not None:
             leftover += tree.bytes
+            leftover_disk += tree.disk_bytes
             newest = max(newest, tree.mtime or newest)
             complete = complete and tree.complete
     found.sort(key=lambda a: not a.primary)
@@ -521,6 +531,7 @@ def directory_artifacts(
             root=root,
             linked=linked,
             is_dir=True,
+            disk_bytes=leftover_disk,
         )
     )
     return found
