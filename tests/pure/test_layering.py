@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.descriptors",
             "agentkeep.disk",
             "agentkeep.errors",
+            "agentkeep.jsonedit",
             "agentkeep.jsontext",
             "agentkeep.lazy",
             "agentkeep.logs",
@@ -97,6 +98,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "answers",
         {
+            "agentkeep.adopt",
             "agentkeep.client",
             "agentkeep.core",
             "agentkeep.core.context",
@@ -112,6 +114,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.render.bar",
             "agentkeep.render.reports",
             "agentkeep.render.sessions",
+            "agentkeep.render.settings",
             "agentkeep.render.status",
             "agentkeep.render.table",
             "agentkeep.render.words",
@@ -141,6 +144,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.cli.group",
             "agentkeep.cli.pruning",
             "agentkeep.cli.sessions",
+            "agentkeep.cli.settings",
             "agentkeep.completion",
             "agentkeep.daemon",
             "agentkeep.daemon.events",
