@@ -447,3 +447,17 @@ def test_undo_when_the_user_already_put_it_back(fake_home: FakeHome) -> None:
     assert code == 0, err
     assert doc["before"] == doc["after"] == 30
     assert not record(fake_home, "claude").exists()
+
+
+def test_a_record_others_can_write_to_is_never_read(fake_home: FakeHome) -> None:
+    """A record says what undo writes into an agent's settings: in a folder
+    another user can write to, it could have been planted."""
+    path = claude_file(fake_home, CLAUDE_SETTINGS)
+    assert adopt(fake_home, "claude")[0] == 0
+    adopted = path.read_text()
+    os.chmod(fake_home.state / "adopted", 0o777)
+
+    code, _, err = adopt(fake_home, "claude", "--undo")
+
+    assert code == 1 and str(fake_home.state / "adopted") in err
+    assert path.read_text() == adopted

@@ -52,7 +52,7 @@ from agentkeep.agents import AGENTS
 from agentkeep.disk import file_kind, read_regular
 from agentkeep.errors import BadParams, Failed
 from agentkeep.jsonedit import Dialect, Document, JSONTextError, Node, Splice
-from agentkeep.paths import Env, ensure_private_dir
+from agentkeep.paths import Env, ensure_private_dir, private_dir_problem
 from agentkeep.statefiles import StateFileError, read_state, remove, replace_file, write_json
 
 log = structlog.get_logger("agentkeep.adopt")
@@ -556,8 +556,15 @@ def _load_record(env: Env, s: Setting) -> dict[str, Any]:
 
 
 def _recorded_before(env: Env, s: Setting) -> dict[str, Any] | None:
+    where = _record_path(env, s)
+    for folder in (env.state_dir, where.parent):
+        # A record says what undo writes into the agent's settings: only
+        # one from folders nobody else can write to is read.
+        problem = private_dir_problem(folder, env.uid) if folder.exists() else None
+        if problem is not None:
+            raise Failed(problem)
     try:
-        return read_state(_record_path(env, s), _record_shape)
+        return read_state(where, _record_shape)
     except StateFileError as exc:
         raise Failed(str(exc)) from None
 
