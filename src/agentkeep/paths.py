@@ -93,8 +93,9 @@ class UnsafeDirectory(OSError):
 
 # The state dir's own folders, checked with it: another user's hand in any
 # of them could steer a prune or a restore (the leases say what is held, the
-# journal names removals to finish, a trash entry says where restore writes).
-STATE_FOLDERS = ("trash", "journal", "leases")
+# journal names removals to finish, a trash entry says where restore writes,
+# an adopt record what undo writes into an agent's settings).
+STATE_FOLDERS = ("trash", "journal", "leases", "adopted")
 
 
 def private_dir_problem(path: Path, uid: int | None = None) -> str | None:

@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.descriptors",
             "agentkeep.disk",
             "agentkeep.errors",
+            "agentkeep.jsonedit",
             "agentkeep.jsontext",
             "agentkeep.lazy",
             "agentkeep.logs",
@@ -100,6 +101,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "answers",
         {
+            "agentkeep.adopt",
             "agentkeep.client",
             "agentkeep.core",
             "agentkeep.core.bykind",
@@ -116,6 +118,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.render.bar",
             "agentkeep.render.reports",
             "agentkeep.render.sessions",
+            "agentkeep.render.settings",
             "agentkeep.render.status",
             "agentkeep.render.table",
             "agentkeep.render.words",
@@ -145,6 +148,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.cli.group",
             "agentkeep.cli.pruning",
             "agentkeep.cli.sessions",
+            "agentkeep.cli.settings",
             "agentkeep.completion",
             "agentkeep.daemon",
             "agentkeep.daemon.child",
