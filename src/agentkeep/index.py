@@ -93,9 +93,6 @@ CREATE INDEX IF NOT EXISTS artifacts_by_session ON artifacts (agent, session_id)
 CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions (agent, parent);
 -- The few sessions with places that cannot be listed (status reads them).
 CREATE INDEX IF NOT EXISTS sessions_unreadable ON sessions (agent) WHERE unreadable IS NOT NULL;
--- An older version indexed every artifact by kind (a fifth of a big
--- scan's inserts); Index keeps a partial index of the few it reads instead.
-DROP INDEX IF EXISTS artifacts_by_kind;
 CREATE TABLE IF NOT EXISTS dirs (path TEXT PRIMARY KEY, agent TEXT NOT NULL, mtime_ns INTEGER);
 -- Each agent's roots and listed directories that could not be listed at the
 -- last scan or reconcile (Adapter.unlisted), with why.
