@@ -8,11 +8,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
+from typing import Any
 
+import pytest
 from textual.widgets import DataTable, Input
 from uihome import BIG_OLD, OLD_PARENT, OLDER, RECENT_FORK, Demo, settle, sync
 
 from agentkeep.ui.app import AgentkeepApp
+from agentkeep.ui.backend import Backend
 from agentkeep.ui.dialogs import Confirm, Help, Notice, PlanView
 from agentkeep.ui.sessions import SessionsPane
 
@@ -196,6 +201,66 @@ async def test_the_detail_pane_says_why(demo: Demo) -> None:
         assert "kept: parent of a session used 3 days ago (1f2e3d4c)" in text
         assert f"children {RECENT_FORK}" in text
         assert "transcript" in text and "file-history" in text
+
+
+class HeldShow(Backend):
+    """The real backend, whose `show` waits until `release` is set: the
+    seam that lets a newer selection arrive while a show is being read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.asked: list[str] = []
+
+    def show(self, agent: str, sid: str) -> dict[str, Any]:
+        self.asked.append(sid)
+        if not self.release.wait(30):
+            raise AssertionError(f"show {sid} was never released")
+        return super().show(agent, sid)
+
+
+class Overtaken(AgentkeepApp):
+    """The app, whose turn to show `target` releases the held backend: at
+    that moment the show before it is still being read."""
+
+    backend: HeldShow
+    target: tuple[str, str] | None = None
+    during: list[str] | None = None  # the shows asked for by then
+
+    def _show(self, key: tuple[str, str] | None) -> None:
+        super()._show(key)
+        if key is not None and key == self.target and not self.backend.release.is_set():
+            self.during = list(self.backend.asked)
+            self.backend.release.set()
+
+
+@sync
+async def test_a_show_overtaken_by_a_newer_selection(demo: Demo) -> None:
+    """The cursor moves on while a session's `show` is still being read, and
+    the app is being waited for: the wait does not raise, and the detail is
+    the session the cursor is on, read after the first one ended."""
+    backend = HeldShow()
+    backend.release.set()
+    app = Overtaken(backend)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("2")
+        await settle(app, pilot)
+        first, second, third = _rows(app)[:3]
+        backend.release.clear()
+        await pilot.press("down")
+        deadline = time.monotonic() + 20
+        while backend.asked[-1:] != [second[1]]:
+            if time.monotonic() > deadline:
+                pytest.fail("SETUP INVALID: the second session's show was never asked for")
+            await pilot.pause(0.02)
+        app.target = third
+        await pilot.press("down")
+        await settle(app, pilot)  # the third's turn comes while this waits
+        if app.during != [first[1], second[1]]:
+            pytest.fail(f"SETUP INVALID: the third's turn came with {app.during} asked")
+        assert backend.asked == [first[1], second[1], third[1]], backend.asked
+        text = str(app.query_one("#detail").render())
+        assert f"{third[0]} {third[1]}" in text, text
 
 
 def test_without_textual_ui_says_how_to_install_and_exits_2(demo: Demo, tmp_path) -> None:

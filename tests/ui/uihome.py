@@ -69,19 +69,26 @@ def build_demo(fh: FakeHome) -> Demo:
 
 
 async def settle(app: object, pilot: object, timeout: float = 30.0) -> None:
-    """Until the app has read everything and no action is under way."""
+    """Until the app has read everything and no action is under way. The
+    app's own account (`busy`) is what is waited on, never a worker's
+    `wait()`: that raises for a worker cancelled on purpose (the app's exit
+    cancels every one), and a thread goes on after its worker is cancelled.
+    A worker that raised fails the test with what it raised."""
     from agentkeep.ui.app import AgentkeepApp
 
     assert isinstance(app, AgentkeepApp)
     deadline = time.monotonic() + timeout
+    quiet = 0  # checks in a row that found it settled (a message may be on its way)
     while True:
         await pilot.pause()  # type: ignore[attr-defined]
-        await app.workers.wait_for_complete()
-        await pilot.pause()  # type: ignore[attr-defined]
-        if app.plan is not None and not app.busy and all(w.is_finished for w in app.workers):
+        assert not app.faults, app.faults
+        settled = not app.busy and all(w.is_finished for w in app.workers)
+        quiet = quiet + 1 if settled and app.plan is not None else 0
+        if quiet >= 2:
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for the app to settle")
+        await pilot.pause(0.02)  # type: ignore[attr-defined]
 
 
 def sync(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:

@@ -23,7 +23,7 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState
 
 from agentkeep.errors import Failed, Failure, Refused
 from agentkeep.model import rfc3339
@@ -113,6 +113,7 @@ class AgentkeepApp(App[None]):
         self.live = "no daemon"
         self.error: str | None = None
         self.loads = 0  # loads finished (tests wait on it)
+        self.faults: list[str] = []  # work that raised what no call catches
         self._loading = False
         self._again = False
         self._want_plan = False
@@ -121,6 +122,7 @@ class AgentkeepApp(App[None]):
         self._change_timer: Timer | None = None
         self._plan_timer: Timer | None = None
         self._show_timer: Timer | None = None
+        self._showing: Key | None = None  # the session a `show` worker reads
         self._docs: dict[Key, dict[str, Any]] = {}
 
     # -- layout -----------------------------------------------------------
@@ -146,7 +148,8 @@ class AgentkeepApp(App[None]):
     def busy(self) -> bool:
         """Reading or acting (tests wait until it is not)."""
         timers = (self._change_timer, self._show_timer)
-        return self._loading or self._acting > 0 or any(t is not None for t in timers)
+        working = self._loading or self._acting > 0 or self._showing is not None
+        return working or any(t is not None for t in timers)
 
     # -- reading ----------------------------------------------------------
     def reload(self, plan: bool = False) -> None:
@@ -230,6 +233,14 @@ class AgentkeepApp(App[None]):
             t.append(f"  {self.error}", "red")
         self.query_one("#title", Static).update(t)
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Each call catches what the core raises, so a worker that raised
+        is a fault of the app's own: said, never swallowed."""
+        if event.state == WorkerState.ERROR:
+            fault = f"{event.worker.group}: {event.worker.error!r}"
+            self.faults.append(fault)
+            self.notify(fault, title="internal error", severity="error", timeout=10)
+
     # -- live -------------------------------------------------------------
     def _subscribe(self, fingerprint: dict[str, Any]) -> None:
         if self._sub is not None:
@@ -283,25 +294,35 @@ class AgentkeepApp(App[None]):
         if key in self._docs:
             self._detail(key, self._docs[key])
             return
-        self.run_worker(
-            lambda: self._fetch(key), thread=True, group="show", exclusive=True, exit_on_error=False
-        )
+        # One `show` at a time, never cancelled: a thread worker cannot be
+        # stopped, so a cancelled one would run on unseen, holding the
+        # backend. The one asked for meanwhile is fetched when it ends.
+        if self._showing is None:
+            self._showing = key
+            self.run_worker(
+                lambda: self._fetch(key), thread=True, group="show", exit_on_error=False
+            )
 
     def _fetch(self, key: Key) -> None:
         try:
             doc: dict[str, Any] | str = self.backend.show(*key)
         except (Failure, OSError) as exc:
             doc = getattr(exc, "message", None) or str(exc)
-        if not get_current_worker().is_cancelled:
-            self.call_from_thread(self._fetched, key, doc)
+        self.call_from_thread(self._fetched, key, doc)
 
     def _fetched(self, key: Key, doc: dict[str, Any] | str) -> None:
+        self._showing = None
+        pane = self.query_one(SessionsPane)
+        selected = pane.selected
         if isinstance(doc, str):
-            self.query_one(SessionsPane).detail(Text(f"{key[0]} {key[1]}: {doc}", "yellow"))
-            return
-        self._docs[key] = doc
-        if self.query_one(SessionsPane).selected == key:
-            self._detail(key, doc)
+            if selected == key:
+                pane.detail(Text(f"{key[0]} {key[1]}: {doc}", "yellow"))
+        else:
+            self._docs[key] = doc
+            if selected == key:
+                self._detail(key, doc)
+        if selected is not None and selected != key and self._show_timer is None:
+            self._show(selected)
 
     def _detail(self, key: Key, doc: dict[str, Any]) -> None:
         assert self.plans is not None and self.snapshot is not None
