@@ -58,10 +58,6 @@ class Verdict:
         return self.brief or self.words.split(": ", 1)[-1]
 
 
-def short(sid: str) -> str:
-    return sid if len(sid) <= SHORT_ID else sid[:SHORT_ID]
-
-
 class Names:
     """Session ids as a person reads them: each by its shortest prefix of at
     least SHORT_ID characters that no other id here starts with (pi's

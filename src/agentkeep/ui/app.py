@@ -29,13 +29,13 @@ from agentkeep.errors import Failed, Failure, Refused
 from agentkeep.model import rfc3339
 from agentkeep.render import age, count, size, when
 from agentkeep.ui.backend import Backend, Plan, Snapshot
-from agentkeep.ui.dialogs import Confirm, Help, Notice, PlanView, summary
+from agentkeep.ui.dialogs import DIALOG_WIDE, Confirm, Help, Notice, PlanView, summary
 from agentkeep.ui.live import Subscription
 from agentkeep.ui.overview import Overview
 from agentkeep.ui.sessions import SessionsPane, detail_text
 from agentkeep.ui.text import home_relative
 from agentkeep.ui.trash import TrashPane
-from agentkeep.verdict import Plans, short
+from agentkeep.verdict import Names, Plans
 
 T = TypeVar("T")
 Key = tuple[str, str]
@@ -44,7 +44,8 @@ PLAN_EVERY = 30.0
 CHANGE_DELAY = 0.3
 SHOW_DELAY = 0.1
 
-CSS = """
+CSS = (
+    """
 #title { height: 1; background: $panel; padding: 0 1; }
 TabbedContent { height: 1fr; }
 TabPane { padding: 0; }
@@ -66,13 +67,14 @@ TrashPane { height: 1fr; }
 Confirm, Notice, PlanView, Help { align: center middle; }
 .dialog { width: 76; max-width: 100%; height: auto; max-height: 100%; border: thick $warning;
           background: $surface; padding: 0 1; }
-.dialog.wide { width: 120; height: 100%; }
 .dialog-title { text-style: bold; margin-bottom: 1; }
 .dialog-body { height: auto; max-height: 16; }
 #plan-table { height: 1fr; margin-top: 1; }
 .buttons { height: auto; align-horizontal: right; margin-top: 1; }
 .buttons Button { margin-left: 1; }
 """
+    + f".dialog.wide {{ width: {DIALOG_WIDE}; height: 100%; }}\n"
+)
 
 
 class Changed(Message):
@@ -212,11 +214,17 @@ class AgentkeepApp(App[None]):
         if snap is None:
             return
         plan = self.plan or Plan(None, "the plan is being made", snap.taken_at)
-        self.plans = Plans(plan.report, plan.error, plan.taken_at, snap.sessions)
+        names = _names(snap, plan.report)
+        self.plans = Plans(plan.report, plan.error, plan.taken_at, snap.sessions, names)
         self._title()
-        self.query_one(Overview).show(snap, self.plan, self.live, self.home)
+        self.query_one(Overview).show(snap, self.plan, self.live, self.home, names)
         self.query_one(SessionsPane).show(snap.sessions, self.plans, snap.taken_at)
-        self.query_one(TrashPane).show(snap.trash, snap.taken_at)
+        self.query_one(TrashPane).show(snap.trash, snap.taken_at, names)
+
+    @property
+    def names(self) -> Names:
+        """How ids are said: by a prefix only where it tells them apart."""
+        return self.plans.name if self.plans is not None else Names(())
 
     def _title(self) -> None:
         snap = self.snapshot
@@ -262,7 +270,9 @@ class AgentkeepApp(App[None]):
             self.live = f"not live ({message.why}): r reads again"
         self._title()
         if self.snapshot is not None:
-            self.query_one(Overview).show(self.snapshot, self.plan, self.live, self.home)
+            self.query_one(Overview).show(
+                self.snapshot, self.plan, self.live, self.home, self.names
+            )
 
     def on_changed(self, message: Changed) -> None:
         if self._change_timer is None:
@@ -376,7 +386,7 @@ class AgentkeepApp(App[None]):
 
     def _ask_pin(self, doc: dict[str, Any]) -> None:
         key = (doc["agent"], doc["id"])
-        name = f"{doc['agent']} {short(doc['id'])}"
+        name = f"{doc['agent']} {self.names(doc['id'])}"
         if doc.get("pinned"):
             title, yes = f"Unpin {name}?", "Unpin"
             body = "It can be pruned again once it is idle past the retention."
@@ -395,7 +405,7 @@ class AgentkeepApp(App[None]):
 
     def _pinned(self, doc: dict[str, Any]) -> None:
         verb = "pinned" if doc["pinned"] else "unpinned"
-        self.notify(f"{verb} {doc['agent']} {short(doc['id'])}")
+        self.notify(f"{verb} {doc['agent']} {self.names(doc['id'])}")
         self.reload(plan=True)
 
     def _purge_trial(self, key: Key) -> tuple[dict[str, Any], bool, str]:
@@ -405,27 +415,25 @@ class AgentkeepApp(App[None]):
         try:
             return self.backend.purge(*key, dry_run=True, cascade=False), False, ""
         except Failure as exc:
-            if not isinstance(exc, Refused) or exc.report is None:
-                raise
-            plans = Plans(
-                exc.report, None, time.time(), self.snapshot.sessions if self.snapshot else []
-            )
-            verdict = plans.of(*key)
+            verdict = self._refusal(exc).of(*key)
             if verdict.reason != "ancestor":
-                raise Refused(f"{key[0]} {short(key[1])} {verdict.words}") from None
+                raise Refused(f"{key[0]} {self.names(key[1])} {verdict.words}") from None
         try:
             report = self.backend.purge(*key, dry_run=True, cascade=True)
         except Failure as exc:
-            if not isinstance(exc, Refused) or exc.report is None:
-                raise
-            plans = Plans(
-                exc.report, None, time.time(), self.snapshot.sessions if self.snapshot else []
-            )
-            words = plans.of(*key).words
+            words = self._refusal(exc).of(*key).words
             raise Refused(
-                f"{key[0]} {short(key[1])} {words}; --cascade cannot take it either"
+                f"{key[0]} {self.names(key[1])} {words}; --cascade cannot take it either"
             ) from None
         return report, True, verdict.words
+
+    def _refusal(self, exc: Failure) -> Plans:
+        """A refused purge's report, whose kept entry says why; any other
+        failure is raised again."""
+        if not isinstance(exc, Refused) or exc.report is None:
+            raise exc
+        sessions = self.snapshot.sessions if self.snapshot else []
+        return Plans(exc.report, None, time.time(), sessions, self.names)
 
     def _ask_purge(self, trial: tuple[dict[str, Any], bool, str]) -> None:
         report, cascade, why = trial
@@ -434,7 +442,7 @@ class AgentkeepApp(App[None]):
             self.push_screen(Notice("purge", "nothing to purge"))
             return
         key = (target["agent"], target["id"])
-        name = f"{key[0]} {short(key[1])}"
+        name = f"{key[0]} {self.names(key[1])}"
         body = Text()
         if cascade:
             body.append(f"{name} alone is refused: {why}.\n", "yellow")
@@ -446,7 +454,7 @@ class AgentkeepApp(App[None]):
                 s = self._session((r["agent"], r["id"]))
                 idle = f", idle {age(r['last_activity'])}" if r.get("last_activity") else ""
                 ws = f", {home_relative(s['workspace'], self.home)}" if s and s["workspace"] else ""
-                body.append(f"  {r['agent']} {short(r['id'])}  {size(r['bytes'])}{idle}{ws}\n")
+                body.append(f"  {r['agent']} {self.names(r['id'])}  {size(r['bytes'])}{idle}{ws}\n")
         gone = sum(r["bytes"] for r in report["removed"])
         paths = sum(len(r["paths"]) for r in report["removed"])
         trash = report.get("trash")
@@ -484,7 +492,7 @@ class AgentkeepApp(App[None]):
 
     def on_trash_pane_restore(self, message: TrashPane.Restore) -> None:
         e = message.entry
-        name = f"{e['agent']} {short(e['id'])}"
+        name = f"{e['agent']} {self.names(e['id'])}"
         body = Text(
             f"Puts {name} ({size(e['bytes'])}) back where it was, with any of its"
             " ancestors still in the trash, database rows included. Nothing is"
@@ -502,7 +510,7 @@ class AgentkeepApp(App[None]):
         self.push_screen(Confirm(f"Restore {name}?", body, "Restore"), answer)
 
     def _restored(self, doc: dict[str, Any]) -> None:
-        names = ", ".join(f"{e['agent']} {short(e['id'])}" for e in doc["restored"])
+        names = ", ".join(f"{e['agent']} {self.names(e['id'])}" for e in doc["restored"])
         self.notify(f"restored {names} ({size(doc['bytes'])})")
         self.reload(plan=True)
 
@@ -537,7 +545,7 @@ class AgentkeepApp(App[None]):
         sessions = {
             (s["agent"], s["id"]): s for s in (self.snapshot.sessions if self.snapshot else [])
         }
-        plans = Plans(plan.report, None, plan.taken_at, list(sessions.values()))
+        plans = Plans(plan.report, None, plan.taken_at, list(sessions.values()), self.names)
 
         def answer(ok: bool | None) -> None:
             if ok:
@@ -548,6 +556,14 @@ class AgentkeepApp(App[None]):
     def _pruned(self, report: dict[str, Any]) -> None:
         self.push_screen(Notice("Pruned", summary(report, time.time())))
         self.reload(plan=True)
+
+
+def _names(snap: Snapshot, report: dict[str, Any] | None) -> Names:
+    """Every id the app may say: the sessions, the trash, the plan's."""
+    ids = [s["id"] for s in snap.sessions] + [e["id"] for e in snap.trash]
+    for part in ("removed", "kept", "failed"):
+        ids += [e["id"] for e in (report or {}).get(part, [])]
+    return Names(ids)
 
 
 class _ToApp(logging.Handler):

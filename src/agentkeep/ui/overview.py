@@ -18,7 +18,7 @@ from agentkeep.render import age, count, size, when
 from agentkeep.ui import charts
 from agentkeep.ui.backend import Plan, Snapshot
 from agentkeep.ui.text import home_relative
-from agentkeep.verdict import retention_label, short
+from agentkeep.verdict import Names, retention_label
 
 DAY = 86400.0
 
@@ -42,9 +42,9 @@ class Overview(VerticalScroll):
         yield Static("", id="by-workspace", classes="chart")
         yield Static("", id="histogram", classes="chart")
 
-    def show(self, snap: Snapshot, plan: Plan | None, live: str, home: str) -> None:
+    def show(self, snap: Snapshot, plan: Plan | None, live: str, home: str, names: Names) -> None:
         daemon = daemon_text(snap, plan, live)
-        daemon.append("\n").append_text(trash_text(snap.trash, snap.taken_at))
+        daemon.append("\n").append_text(trash_text(snap.trash, snap.taken_at, names))
         self.query_one("#daemon", Static).update(daemon)
         retention = (snap.status.get("config") or {}).get("retention")
         if snap.retentions and not retention:
@@ -129,7 +129,7 @@ def _per_agent(snap: Snapshot) -> str:
     return ", ".join(f"{a} {retention_label(s)}" for a, s in sorted(snap.retentions.items()))
 
 
-def trash_text(entries: list[dict[str, Any]], now: float) -> Text:
+def trash_text(entries: list[dict[str, Any]], now: float, names: Names) -> Text:
     text = Text()
     text.append("trash ", "bold")
     if not entries:
@@ -138,5 +138,5 @@ def trash_text(entries: list[dict[str, Any]], now: float) -> Text:
     first = min(entries, key=lambda e: e["expires_at"])
     text.append(f"{count(len(entries), 'session')}, {size(total)}; next expiry ")
     text.append(when(first["expires_at"], now))
-    text.append(f" ({first['agent']} {short(first['id'])})", "dim")
+    text.append(f" ({first['agent']} {names(first['id'])})", "dim")
     return text
