@@ -51,7 +51,6 @@ TabbedContent { height: 1fr; }
 TabPane { padding: 0; }
 Overview { padding: 0 1; }
 .chart { height: auto; }
-Screen.-tall .chart { margin-top: 1; }
 SessionsPane { height: 1fr; }
 #filter { height: 1; border: none; padding: 0 1; background: $boost; }
 #filter:focus { border: none; background: $accent 30%; }
