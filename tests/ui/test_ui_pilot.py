@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import pytest
+from textual.geometry import Region
 from textual.widgets import DataTable, Input
 from uihome import BIG_OLD, OLD_PARENT, OLDER, RECENT_FORK, Demo, settle, sync
 
@@ -281,3 +282,64 @@ def test_without_textual_ui_says_how_to_install_and_exits_2(demo: Demo, tmp_path
     assert "agentkeep[ui]" in proc.stderr
     assert json.dumps  # (the CLI's other commands still work without it)
     assert demo.fh.cli("ls", env=env).returncode == 0
+
+
+SIZES = [(80, 24), (120, 36)]
+
+
+def _regions(app: AgentkeepApp, selector: str) -> list[Any]:
+    return [w.region for w in app.screen.query(selector) if w.display and w.region.area]
+
+
+@pytest.mark.parametrize("size", SIZES)
+@sync
+async def test_every_pane_fits_the_screen_whole(demo: Demo, size: tuple[int, int]) -> None:
+    """Each pane's footer keys, and the overview to its histogram's last
+    line, lie within the screen (nothing scrolls out of sight)."""
+    app = AgentkeepApp()
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        screen = app.screen.region
+        for pane in ("1", "2", "3"):
+            await pilot.press(pane)
+            await settle(app, pilot)
+            keys = _regions(app, "FooterKey")
+            assert keys, "no key in the footer"
+            cut = [r for r in keys if screen.intersection(r) != r]
+            cut += [a for n, a in enumerate(keys) for b in keys[n + 1 :] if a.overlaps(b)]
+            assert not cut, f"pane {pane}: footer keys cut at {size}: {cut}"
+        await pilot.press("1")
+        await settle(app, pilot)
+        histogram = app.query_one("#histogram")
+        overview = app.query_one("#overview-pane")
+        assert histogram.region.area, "the histogram is not drawn"
+        assert overview.max_scroll_y == 0, f"the overview scrolls at {size}"
+        assert overview.region.contains_region(histogram.region), (histogram.region, size)
+        lines = histogram.render_lines(Region(0, 0, *histogram.size))
+        assert "<1d" in lines[-1].text, "the histogram's last line is not its ages"
+
+
+@sync
+async def test_a_toast_leaves_a_dialogs_buttons_free(demo: Demo) -> None:
+    """At 80x24 the prune's dialog, and the notice after it (its one
+    button), stay clickable while a notification shows."""
+    app = AgentkeepApp()
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await settle(app, pilot)
+        await pilot.press("P")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PlanView)
+        for dialog in ("the plan", "the notice after the prune"):
+            app.notify("a notification long enough to wrap onto a second line " * 2)
+            deadline = time.monotonic() + 10
+            while not (toasts := _regions(app, "Toast")) and time.monotonic() < deadline:
+                await pilot.pause(0.05)
+            buttons = _regions(app, "Button")
+            assert toasts and buttons, f"SETUP INVALID: {dialog}: {toasts} {buttons}"
+            covered = [(b, t) for b in buttons for t in toasts if b.overlaps(t)]
+            assert not covered, f"{dialog}: a toast covers a button: {covered}"
+            if dialog == "the plan":
+                await pilot.press("y")
+                await settle(app, pilot)
+                assert isinstance(app.screen, Notice)
+                assert len(_regions(app, "Button")) == 1

@@ -71,6 +71,8 @@ Confirm, Notice, PlanView, Help { align: center middle; }
 #plan-table { height: 1fr; margin-top: 1; }
 .buttons { height: auto; align-horizontal: right; margin-top: 1; }
 .buttons Button { margin-left: 1; }
+/* Toasts under the title, not at the foot: there they covered the buttons of a dialog. */
+ToastRack { dock: top; align: right top; margin-top: 1; margin-bottom: 0; }
 """
     + f".dialog.wide {{ width: {DIALOG_WIDE}; height: 100%; }}\n"
 )
@@ -136,7 +138,7 @@ class AgentkeepApp(App[None]):
                 yield SessionsPane(self.home, id="sessions-pane")
             with TabPane("3 Trash", id="trash"):
                 yield TrashPane(id="trash-pane")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.reload(plan=True)

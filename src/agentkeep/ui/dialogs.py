@@ -196,7 +196,7 @@ KEYS = (
     ("escape", "clear the filter, close a dialog"),
     ("s  S", "sort by the next column / reverse (or click a heading)"),
     ("p", "pin or unpin the session (a pinned session is never pruned)"),
-    ("d", "purge the session into the trash (offers --cascade for its children)"),
+    ("d", "purge it into the trash (offers --cascade for its children)"),
     ("u", "in the trash: restore the session"),
     ("y  n", "in a dialog: yes / no"),
     ("?", "these keys"),
