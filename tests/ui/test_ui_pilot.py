@@ -15,7 +15,17 @@ from typing import Any
 import pytest
 from textual.geometry import Region
 from textual.widgets import DataTable, Input
-from uihome import BIG_OLD, OLD_PARENT, OLDER, RECENT_FORK, Demo, settle, sync
+from uihome import (
+    BIG_OLD,
+    OLD_PARENT,
+    OLDER,
+    PI_EARLIER,
+    PI_LATER,
+    RECENT_FORK,
+    Demo,
+    settle,
+    sync,
+)
 
 from agentkeep.ui.app import AgentkeepApp
 from agentkeep.ui.backend import Backend
@@ -317,6 +327,30 @@ async def test_every_pane_fits_the_screen_whole(demo: Demo, size: tuple[int, int
         assert overview.region.contains_region(histogram.region), (histogram.region, size)
         lines = histogram.render_lines(Region(0, 0, *histogram.size))
         assert "<1d" in lines[-1].text, "the histogram's last line is not its ages"
+
+
+@pytest.mark.parametrize("size", SIZES)
+@sync
+async def test_ids_and_agents_are_told_apart(demo: Demo, size: tuple[int, int]) -> None:
+    """pi's two ids share their first 9 characters: each row's id is a
+    prefix of its own id that starts no other session's; agents are whole."""
+    app = AgentkeepApp()
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2")
+        await settle(app, pilot)
+        table = app.query_one("#table", DataTable)
+        ids = {sid for _, sid in _rows(app)}
+        assert {PI_EARLIER, PI_LATER} <= ids, "SETUP INVALID: the pi sessions are not listed"
+        assert PI_EARLIER[:9] == PI_LATER[:9], "SETUP INVALID: the pi ids share no prefix"
+        for n, (agent, sid) in enumerate(_rows(app)):
+            shown_id, shown_agent = table.get_row_at(n)[:2]
+            assert shown_agent == agent
+            assert sid.startswith(shown_id), (shown_id, sid)
+            others = [o for o in ids if o != sid and o.startswith(shown_id)]
+            assert not others, f"{shown_id!r} names {sid} and {others}"
+        width = table.columns[next(iter(table.columns))].width
+        assert all(len(str(table.get_row_at(n)[0])) <= width for n in range(table.row_count))
 
 
 @sync
