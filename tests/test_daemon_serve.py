@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ STATUS_KEYS = {
     "last_prune",
     "next_prune",
     "paused",
+    "compaction_waiting",
 }
 
 
@@ -91,11 +92,13 @@ def start_daemon(
     extra: dict[str, str] | None = None,
     ready: bool = True,
     name: str = "daemon",
+    prefix: Sequence[str] = (),
 ) -> Daemon:
     """Start `agentkeep serve`; with `ready`, wait until it answers status.
     `seams` run in the daemon's process before it starts; `everywhere` run
     in it and in every Python process it starts (its prunes' processes, its
-    scans' workers), as the sitecustomize module Python imports at start."""
+    scans' workers), as the sitecustomize module Python imports at start.
+    `prefix` is put before its command (setpriv ...)."""
     environ = {**fh.environ, **(extra or {})}
     if everywhere:
         site = fh.root / f"site-{uuid.uuid4().hex[:6]}"
@@ -112,7 +115,9 @@ def start_daemon(
         argv = [sys.executable, "-m", "agentkeep", "serve"]
     log = fh.root / f"{name}-{uuid.uuid4().hex[:6]}.stderr"
     with log.open("wb") as err:
-        proc = subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(
+            [*prefix, *argv], env=environ, stdout=subprocess.DEVNULL, stderr=err
+        )
     daemon = Daemon(fh, proc, log, environ)
     _RUNNING.append(daemon)
     if ready:

@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 
 from agentkeep import client, protocol
-from agentkeep.daemon import limits, server
+from agentkeep.daemon import connection, limits, server
+from agentkeep.daemon.connection import Connection
 from agentkeep.daemon.limits import Budgets
-from agentkeep.daemon.server import AlreadyServing, Connection, RpcError, Server, ServerError
-from agentkeep.errors import Failure
+from agentkeep.daemon.server import AlreadyServing, Server, ServerError
+from agentkeep.errors import Failure, UnknownMethod
 from agentkeep.paths import Env
 from waiting import wait_until
 
@@ -58,7 +59,7 @@ class Recorder:
                 self.waiting += 1
             self.go.wait(30)
             return "went"
-        raise RpcError(protocol.METHOD_NOT_FOUND, f"unknown method {method!r}", exit=2)
+        raise UnknownMethod(f"unknown method {method!r}")
 
     def _closed(self, token: str) -> None:
         with self.lock:
@@ -238,7 +239,7 @@ def test_stalled_and_non_reading_clients_do_not_block_others(
     running, env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, handler = running
-    monkeypatch.setattr(server, "SEND_TIMEOUT", 1.0)
+    monkeypatch.setattr(connection, "SEND_TIMEOUT", 1.0)
     stalled = raw_connect(env)
     stalled.sendall(b'{"jsonrpc": "2.0", "id": 1, "meth')  # half a line, then nothing
     deaf = raw_connect(env)

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from agentkeep import client
 from agentkeep.daemon.limits import MAX_CONNECTIONS
-from agentkeep.daemon.main import METHODS
 from agentkeep.errors import Failure
+from agentkeep.methods import METHODS
 from agentkeep.protocol import MAX_LINE
 from fakehome import make_fake_home
 from test_daemon_serve import Daemon, ask, read_answer, start_daemon

@@ -26,14 +26,19 @@ from agentkeep.prune import (
     lift_pause,
     record_last_prune,
 )
-from agentkeep.statefiles import read_json
+from agentkeep.statefiles import clear_stale, read_json
 
 log = structlog.get_logger("agentkeep.core")
 
 
 def _pruner(ctx: Context) -> Pruner:
     return Pruner(
-        ctx.adapters, ctx.state_dir, index=ctx.index, pins=ctx.pins(), expiry=ctx.trash_expiry
+        ctx.adapters,
+        ctx.state_dir,
+        index=ctx.index,
+        pins=ctx.pins(),
+        expiry=ctx.trash_expiry,
+        env=ctx.env,
     )
 
 
@@ -106,6 +111,9 @@ def _run_locked(
         log.info("a prune is already running; this turn is skipped")
         return None
     try:
+        if not opts.dry_run:
+            # What a writer killed half way left (its temporary file).
+            clear_stale(ctx.state_dir)
         try:
             report = _pruner(ctx).run(opts)
         except PruneRefused as exc:

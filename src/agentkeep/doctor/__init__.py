@@ -28,10 +28,11 @@ from agentkeep.config import (
     ConfigError,
     load_config,
 )
-from agentkeep.doctor.agents import check_claude, check_gemini
+from agentkeep.doctor.agents import check_claude, check_gemini, check_qwen
 from agentkeep.doctor.check import Check
 from agentkeep.doctor.daemon import check_pause, check_service, check_socket, check_watches
 from agentkeep.errors import ConfigInvalid, Failed, Failure
+from agentkeep.index import recorded_unreadable
 from agentkeep.paths import Env
 
 SOCKET_TIMEOUT = 5.0
@@ -141,7 +142,27 @@ def run_checks(env: Env) -> list[Check]:
         check_state_disk(env),
         check_claude(env, config),
         check_gemini(env, config),
+        check_listing(env, config),
+        check_qwen(env, config),
     ]
+
+
+def check_listing(env: Env, config: Config) -> Check:
+    """The agents' directories that cannot be listed now: the sessions that
+    may have entries there are kept unsafe, never pruned."""
+    recorded = recorded_unreadable(env.state_dir / "index.sqlite")
+    found = adapters.unreadable(env, config, recorded)
+    if not found:
+        return Check("listing", True, "every agent directory can be listed")
+    places = "; ".join(f"{a}: {p} ({why})" for a, ps in found.items() for p, why in ps.items())
+    return Check(
+        "listing",
+        False,
+        f"cannot list {places}: the sessions that may have entries there are kept"
+        " (unsafe), never pruned",
+        "let yourself list it again (chmod u+rx, or give it back with chown);"
+        " the daemon's next reconcile, or `agentkeep scan`, lists them whole",
+    )
 
 
 def exit_code(checks: list[Check]) -> int:

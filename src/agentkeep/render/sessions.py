@@ -37,6 +37,8 @@ def sessions(out: Out, rows: list[dict[str, Any]], hint: dict[str, Any] | None) 
     )
     total = sum(r["bytes"] for r in rows)
     out.line(f"{count(len(rows), 'session')}, {size(total)}")
+    if partly := sum(bool(r.get("unreadable")) for r in rows):
+        out.say(f"{count(partly, 'session')} not listed whole, kept: see `agentkeep doctor`")
     retention_hint(out, hint)
 
 
@@ -126,3 +128,11 @@ def scan(out: Out, doc: dict[str, Any]) -> None:
     cols = (AGENT, Col("SESSIONS", right=True))
     table(out, cols, [(agent, str(n)) for agent, n in doc["sessions"].items()])
     out.line(f"{doc['artifacts']} artifacts, {size(doc['bytes'])}, in {doc['seconds']:.2f} s")
+    for line in unreadable(doc):
+        out.say(f"{out.style('cannot list', YELLOW)} {line}")
+
+
+def unreadable(doc: dict[str, Any]) -> list[str]:
+    """`unreadable` of a scan or status, a line a place: their sessions are kept."""
+    places = (doc.get("unreadable") or {}).items()
+    return [f"{printable(p)} ({a}): its sessions are kept" for a, ps in places for p in ps]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentkeep.render.sessions import retention_hint
+from agentkeep.render.sessions import retention_hint, unreadable
 from agentkeep.render.table import RED, YELLOW, Out
 from agentkeep.render.words import count, duration, size, when
 
@@ -44,4 +44,13 @@ def status(out: Out, doc: dict[str, Any]) -> None:
         field("next prune", when(doc["next_prune"]) if doc.get("next_prune") else "none scheduled")
     if doc.get("paused"):
         field("paused", f"{doc['paused']} (run `agentkeep prune` once to resume)", YELLOW)
+    for line in unreadable(doc):
+        field("cannot list", line, YELLOW)
+    waiting = doc.get("compaction_waiting")
+    if waiting:
+        field(
+            "compaction",
+            f"{size(waiting['bytes'])} of free pages wait in"
+            f" {count(waiting['databases'], 'database')} a process has open",
+        )
     retention_hint(out, doc.get("reclaim_hint"))

@@ -34,11 +34,11 @@ REGISTRY_KEY_NAME = re.compile(r"(?P<pid>[0-9]{1,10})\.[0-9a-fA-F]+\.key")
 
 @dataclass
 class Registry:
-    """`sessions/` read into who names whom, as of the directory's mtime:
+    """`sessions/` read into who names whom, as of the directory's ctime:
     each pid's `<pid>.json`, its `<pid>.<digest>.key` files, the session its
     record names, and the reverse of that."""
 
-    mtime: int
+    ctime: int
     files: dict[str, Entry]
     keys: dict[str, list[Entry]]
     sid_of: dict[str, str | None]
