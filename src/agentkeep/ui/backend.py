@@ -26,8 +26,8 @@ class Snapshot:
     sessions: list[dict[str, Any]]
     by_agent: list[dict[str, Any]]
     by_workspace: list[dict[str, Any]]
-    # `du --by kind`'s groups; None where the core or the daemon does not
-    # split the disk by kind.
+    # `du --by kind`'s groups; None where a daemon started before `--by
+    # kind` was known answers (it refuses the parameter).
     by_kind: list[dict[str, Any]] | None
     trash: list[dict[str, Any]]
     # With no retention: what a 30-day one would reclaim (core.reclaim_hint).
@@ -155,8 +155,8 @@ class Backend:
 
 
 def _by_kind(r: Runner) -> list[dict[str, Any]] | None:
-    """The disk by kind, or None where `du` has no `--by kind` (an older
-    daemon or core refuses the parameter)."""
+    """The disk by kind, or None where the daemon answering is older than
+    `du --by kind` and refuses the parameter: the rest still shows."""
     from agentkeep import core
 
     try:

@@ -95,8 +95,7 @@ def group_rows(
 
 
 def figure(group: dict[str, Any], field: str) -> int:
-    """A group's count of `field`, 0 where it has none (read defensively:
-    `du --by kind` groups may lack a field)."""
+    """A group's count of `field`, 0 where it has none."""
     value = group.get(field)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
