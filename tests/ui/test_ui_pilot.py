@@ -17,6 +17,7 @@ from textual.geometry import Region
 from textual.widgets import DataTable, Input
 from uihome import (
     BIG_OLD,
+    COPILOT,
     OLD_PARENT,
     OLDER,
     PI_EARLIER,
@@ -333,7 +334,8 @@ async def test_every_pane_fits_the_screen_whole(demo: Demo, size: tuple[int, int
 @sync
 async def test_ids_and_agents_are_told_apart(demo: Demo, size: tuple[int, int]) -> None:
     """pi's two ids share their first 9 characters: each row's id is a
-    prefix of its own id that starts no other session's; agents are whole."""
+    prefix of its own id that starts no other session's, agents are whole,
+    and the detail says the id whole."""
     app = AgentkeepApp()
     async with app.run_test(size=size) as pilot:
         await settle(app, pilot)
@@ -351,6 +353,11 @@ async def test_ids_and_agents_are_told_apart(demo: Demo, size: tuple[int, int]) 
             assert not others, f"{shown_id!r} names {sid} and {others}"
         width = table.columns[next(iter(table.columns))].width
         assert all(len(str(table.get_row_at(n)[0])) <= width for n in range(table.row_count))
+        # The detail names the highlighted session by its whole id.
+        await pilot.press(*["down"] * _rows(app).index(("pi", PI_LATER)))
+        await settle(app, pilot)
+        text = str(app.query_one("#detail").render())
+        assert f"pi {PI_LATER}" in text, text
 
 
 @sync
@@ -377,3 +384,57 @@ async def test_a_toast_leaves_a_dialogs_buttons_free(demo: Demo) -> None:
                 await settle(app, pilot)
                 assert isinstance(app.screen, Notice)
                 assert len(_regions(app, "Button")) == 1
+
+
+# keep_last keeps each agent's most recent session of a workspace; Copilot
+# alone has a size cap and no keep_last, so its one session, young enough
+# for the retention, goes for its size.
+SHAPES = 'retention = "30d"\nkeep_last = 1\n[agents.copilot]\nmax_size = "4K"\nkeep_last = 0\n'
+
+
+@sync
+async def test_every_retention_shape_in_the_plans_words(demo: Demo) -> None:
+    """At 80x24, with a retention, keep_last and max_size: the sessions'
+    PLAN column, the detail pane and the prune's dialog say why each goes
+    or stays, as the one plan (the dry run) decided it."""
+    demo.fh.write_config(SHAPES)
+    app = AgentkeepApp()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        report = app.plan.report
+        why = {(r["agent"], r["id"]): r["why"] for r in report["removed"]}
+        reasons = {(k["agent"], k["id"]): k["reason"] for k in report["kept"]}
+        if why.get(("copilot", COPILOT)) != "size" or reasons.get(("grok", "grok-notes")) != (
+            "recent"
+        ):
+            pytest.fail(f"SETUP INVALID: the plan took no shape but age: {why} {reasons}")
+        assert why[("claude", BIG_OLD)] == "age"
+        await pilot.press("2")
+        await settle(app, pilot)
+        table = app.query_one("#table", DataTable)
+        plan = {key: str(table.get_row_at(n)[-1]) for n, key in enumerate(_rows(app))}
+        assert plan[("copilot", COPILOT)] == "goes: size"
+        assert plan[("grok", "grok-notes")] == "kept: recent"
+        assert plan[("claude", BIG_OLD)] == "goes"
+        widths = {c.key.value: c.width for c in table.columns.values()}
+        assert widths["plan"] >= len("kept: recent"), widths
+        for sid, words in (
+            (COPILOT, "over max_size: the longest idle go first"),
+            ("grok-notes", "one of the 1 most recently active in /home/you/notes (keep_last)"),
+            (BIG_OLD, "past the retention (30d)"),
+        ):
+            await _select(app, pilot, sid)
+            text = str(app.query_one("#detail").render())
+            assert words in text, text
+            await pilot.press("escape")
+        await pilot.press("P")
+        await settle(app, pilot)
+        assert isinstance(app.screen, PlanView)
+        dialog = app.screen.query_one("#plan-table", DataTable)
+        cause = {
+            str(dialog.get_row_at(n)[2]): str(dialog.get_row_at(n)[-1])
+            for n in range(dialog.row_count)
+        }
+        assert cause[app.names(COPILOT)] == "over max_size: the longest idle go first"
+        assert cause[app.names("grok-notes")].startswith("one of the 1 most recently active"), cause
+        assert cause[app.names(BIG_OLD)] == "past the retention (30d)"
