@@ -90,6 +90,13 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.removal",
             "agentkeep.rmtree",
             "agentkeep.trash",
+            "agentkeep.trash.entries",
+            "agentkeep.trash.expiry",
+            "agentkeep.trash.moveback",
+            "agentkeep.trash.restore",
+            "agentkeep.trash.restored",
+            "agentkeep.trash.rows",
+            "agentkeep.trash.writing",
         },
     ),
     (
