@@ -333,6 +333,18 @@ def _print_report(report: dict[str, Any] | PruneReport | None, as_json: bool, wi
     return EXIT_FAILED if doc["failed"] else EXIT_OK
 
 
+def _compress_here(r: Runner, report: dict[str, Any] | PruneReport | None) -> None:
+    """A prune run here moved sessions into the trash: compress them once
+    its report is out (trash.packing says why then). The daemon does so
+    for the prunes it runs."""
+    if report is None or isinstance(report, dict) or report.dry_run or not report.removed:
+        return
+    sys.stdout.flush()
+    from agentkeep import core
+
+    core.compress_trash(r.ctx.state_dir)
+
+
 @main.command()
 @click.option("--dry-run", is_flag=True, help="Decide everything, remove nothing.")
 @click.option(
@@ -364,7 +376,9 @@ def prune(
                 )
 
             doc = r.ask("prune", params, local)
-        return _print_report(doc, as_json, wide)
+        code = _print_report(doc, as_json, wide)
+        _compress_here(r, doc)
+        return code
 
     r.run(body, wide=wide)
 
@@ -389,7 +403,10 @@ def purge(
 
     def body() -> int:
         params = {"agent": agent, "id": session_id, "dry_run": dry_run, "cascade": cascade}
-        return _print_report(r.ask("purge", params, local), as_json, wide)
+        doc = r.ask("purge", params, local)
+        code = _print_report(doc, as_json, wide)
+        _compress_here(r, doc)
+        return code
 
     r.run(body, as_json, wide)
 

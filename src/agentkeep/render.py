@@ -548,6 +548,7 @@ def trash_entries(out: Out, entries: list[dict[str, Any]]) -> None:
         _AGENT,
         _ID,
         Col("SIZE", right=True),
+        Col("PACKED", right=True),  # its size compressed ("-": not yet)
         Col("TRASHED", right=True),
         Col("EXPIRES", right=True),
     )
@@ -556,6 +557,7 @@ def trash_entries(out: Out, entries: list[dict[str, Any]]) -> None:
             e["agent"],
             e["id"],
             size(e["bytes"]) + ("*" if e["partial"] else ""),
+            "-" if e["compressed_bytes"] is None else size(e["compressed_bytes"]),
             when(e["trashed_at"], now),
             when(e["expires_at"], now),
         )
@@ -563,7 +565,13 @@ def trash_entries(out: Out, entries: list[dict[str, Any]]) -> None:
     ]
     table(out, cols, rows)
     total = size(sum(e["bytes"] for e in entries))
-    out.line(f"{count(len(entries), 'session')} in the trash, {total}")
+    line = f"{count(len(entries), 'session')} in the trash, {total}"
+    waiting = sum(1 for e in entries if e["compressed_bytes"] is None)
+    if waiting < len(entries):
+        kept = size(sum(e["compressed_bytes"] or e["bytes"] for e in entries))
+        line += f", kept compressed in {kept}"
+        line += f" ({count(waiting, 'session')} not compressed yet)" if waiting else ""
+    out.line(line)
     if any(e["partial"] for e in entries):
         out.say(
             "* partly: some of it was removed at once (it lay on another file system,"

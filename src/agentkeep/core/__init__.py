@@ -24,7 +24,14 @@ if TYPE_CHECKING:
     from agentkeep.core.reclaim import SUGGESTED_RETENTION, du, reclaim_hint, reclaimable
     from agentkeep.core.sessions import find, ls_text, pin, session_json, show, states
     from agentkeep.core.status import status_fields
-    from agentkeep.core.trashcan import expire_trash, restore, trash_empty, trash_list, trash_total
+    from agentkeep.core.trashcan import (
+        compress_trash,
+        expire_trash,
+        restore,
+        trash_empty,
+        trash_list,
+        trash_total,
+    )
 else:  # the type checker sees the imports, Python this
     __all__, __getattr__ = lazy.names(
         __name__,
@@ -35,6 +42,13 @@ else:  # the type checker sees the imports, Python this
             "reclaim": ("SUGGESTED_RETENTION", "du", "reclaim_hint", "reclaimable"),
             "sessions": ("find", "ls_text", "pin", "session_json", "show", "states"),
             "status": ("status_fields",),
-            "trashcan": ("expire_trash", "restore", "trash_empty", "trash_list", "trash_total"),
+            "trashcan": (
+                "compress_trash",
+                "expire_trash",
+                "restore",
+                "trash_empty",
+                "trash_list",
+                "trash_total",
+            ),
         },
     )

@@ -12,10 +12,28 @@ from agentkeep.core.context import Context, parse_age
 from agentkeep.core.indexing import refresh
 from agentkeep.errors import Failure, NotFound
 from agentkeep.model import rfc3339
+from agentkeep.prune import STOP
 
 
 def expire_trash(ctx: Context) -> list[trash.TrashEntry]:
     return ctx.trash_expiry.run(time.time())
+
+
+def compress_trash(state_dir: Path) -> dict[str, int]:
+    """Compress every trash entry still waiting (trash.packing): after a
+    prune's report is out, and hourly in the daemon."""
+    waiting = trash.waiting(state_dir)
+    if not waiting:
+        return {"compressed": 0, "bytes": 0, "compressed_bytes": 0, "waiting": 0}
+    # The daemon stopping stops it between two entries (prune.STOP).
+    done = trash.compress(waiting, state_dir, STOP.is_set)
+    packed = [e.packed for e in done.packed if e.packed is not None]
+    return {
+        "compressed": len(packed),
+        "bytes": sum(p.original for p in packed),
+        "compressed_bytes": sum(p.bytes for p in packed),
+        "waiting": done.waiting,
+    }
 
 
 def _entry_json(e: trash.TrashEntry) -> dict[str, Any]:
@@ -24,6 +42,8 @@ def _entry_json(e: trash.TrashEntry) -> dict[str, Any]:
         "id": e.id,
         "parent": e.parent,
         "bytes": e.bytes,
+        # What it takes now that it is compressed; null until it is.
+        "compressed_bytes": None if e.packed is None else e.packed.bytes,
         "partial": e.partial,
         "trashed_at": rfc3339(e.trashed_at),
         "expires_at": rfc3339(e.expires_at),

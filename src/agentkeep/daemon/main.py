@@ -415,6 +415,7 @@ class Daemon:
             log.info("scheduled prune skipped (no retention, bad config, or another prune running)")
         else:
             log.info("scheduled prune done", **done.counts)
+            self._after_removal("prune", {})
 
     def _apart(
         self, method: str, params: dict[str, Any], asked_by: int | None = None
@@ -465,14 +466,25 @@ class Daemon:
             self._poke()  # a root may have fallen back to polling, or come back
 
     def _trash_job(self) -> None:
+        """Hourly, and once a prune or purge has answered: the trash's
+        expiry, then the compression of what waits (trash.packing)."""
         assert self.ctx is not None
         with self._working():
             try:
                 core.expire_trash(self.ctx)
+                done = core.compress_trash(self.ctx.state_dir)
+                if done["compressed"]:
+                    log.info("trash compressed", **done)
             except Exception:
-                log.exception("trash expiry failed")
+                log.exception("trash expiry or compression failed")
             finally:
                 self.changes.bump()
+
+    def _after_removal(self, method: str, params: dict[str, Any]) -> None:
+        """A prune or purge that removed: the trash job runs now (it packs
+        what the run moved in), after the answer, in its own thread."""
+        if method in ("prune", "purge") and not params.get("dry_run") and self.schedule:
+            self.schedule.soon(schedule.TRASH)
 
     # -- status -----------------------------------------------------------
     def _status(self) -> dict[str, Any]:
@@ -604,6 +616,7 @@ def _answer_apart(d: Daemon, c: Connection, method: str, params: dict[str, Any])
     done = d._apart(method, params, c.pid)
     if done.answer is not None:
         log.info(f"{method} done", **done.counts)
+        d._after_removal(method, params)
     return done.answer
 
 

@@ -2,10 +2,11 @@
 
 The modules: entries (an entry and its entry.json, finding and reading
 them), writing (an entry written during a prune: renamed in, nothing
-copied), rows (the database rows an entry keeps), moveback (a tree moved
-back, never overwriting), restore (a session and its trashed ancestors put
-back), restored (when each was last restored), expiry (expiry and
-emptying). Every action on an entry takes its session's leases
+copied), rows (the database rows an entry keeps), packing (an entry
+compressed after the prune, and unpacked again: archive and unpack are
+its format), moveback (a tree moved back, never overwriting), restoring
+(a session and its trashed ancestors put back), restored (when each was
+last restored), expiry (expiry and emptying). Every action on an entry takes its session's leases
 (leases.take_session): it never acts on a session someone holds, nor
 races a prune of it.
 Each name is imported from its module when first asked for (agentkeep.lazy).
@@ -20,6 +21,7 @@ from agentkeep import lazy
 if TYPE_CHECKING:
     from agentkeep.trash.entries import (
         NoSuchEntry,
+        Packing,
         RestoreConflict,
         RestoreRefused,
         TrashEntry,
@@ -30,16 +32,19 @@ if TYPE_CHECKING:
         trash_dir,
     )
     from agentkeep.trash.expiry import Emptied, Expiry, empty
-    from agentkeep.trash.restore import RestoreResult, restore
+    from agentkeep.trash.packing import Compressed, compress, waiting
     from agentkeep.trash.restored import restored_at
+    from agentkeep.trash.restoring import RestoreResult, restore
     from agentkeep.trash.rows import saved_rows
     from agentkeep.trash.writing import TrashWriter, open_entry
 else:  # the type checker sees the imports, Python this
     __all__, __getattr__ = lazy.names(
         __name__,
         {
+            "packing": ("Compressed", "compress", "waiting"),
             "entries": (
                 "NoSuchEntry",
+                "Packing",
                 "RestoreConflict",
                 "RestoreRefused",
                 "TrashEntry",
@@ -50,7 +55,7 @@ else:  # the type checker sees the imports, Python this
                 "trash_dir",
             ),
             "expiry": ("Emptied", "Expiry", "empty"),
-            "restore": ("RestoreResult", "restore"),
+            "restoring": ("RestoreResult", "restore"),
             "restored": ("restored_at",),
             "rows": ("saved_rows",),
             "writing": ("TrashWriter", "open_entry"),

@@ -13,7 +13,7 @@ import json
 import math
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,24 @@ class TrashItem:
     rel: str
 
 
+@dataclass(frozen=True)
+class Packing:
+    """The entry's files and rows packed into one compressed archive
+    (trash.packing): its name in the entry, its size, and the bytes of
+    the files it holds."""
+
+    name: str
+    bytes: int
+    original: int
+
+    @classmethod
+    def from_json(cls, data: Any) -> Packing:
+        name = text(data["name"])
+        if name == ENTRY or not valid_name(name):
+            raise ValueError(f"not an archive's name: {name!r}")
+        return cls(name, whole(data["bytes"]), whole(data["original"]))
+
+
 @dataclass
 class TrashEntry:
     agent: str
@@ -80,6 +98,12 @@ class TrashEntry:
     # what was moved in, as it was before the first move changed it: restore
     # gives the directories it makes again their own times back.
     dir_times: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Set once its archive is complete and durable (trash.packing): from
+    # then on the archive, not roots/, holds what the entry keeps.
+    packed: Packing | None = None
+    # Why it stays uncompressed (it holds what an archive would not give
+    # back as it was): it is not tried again.
+    unpackable: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -94,6 +118,8 @@ class TrashEntry:
             "items": [{"root": i.root, "rel": i.rel} for i in self.items],
             "last_activity": self.last_activity,
             "dir_times": {rel: list(times) for rel, times in self.dir_times.items()},
+            "packed": None if self.packed is None else asdict(self.packed),
+            "unpackable": self.unpackable,
         }
 
     @classmethod
@@ -111,6 +137,7 @@ class TrashEntry:
             text(rel): (whole(times[0]), whole(times[1]))
             for rel, times in dict(data.get("dir_times", {})).items()
         }
+        packed, unpackable = data.get("packed"), data.get("unpackable")
         return cls(
             agent=text(data["agent"]),
             id=text(data["id"]),
@@ -124,6 +151,8 @@ class TrashEntry:
             last_activity=None if last is None else number(last),
             path=path,
             dir_times=dir_times,
+            packed=None if packed is None else Packing.from_json(packed),
+            unpackable=None if unpackable is None else text(unpackable),
         )
 
 

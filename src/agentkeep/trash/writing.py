@@ -26,6 +26,7 @@ from agentkeep.trash.entries import (
     read_entry,
     trash_dir,
 )
+from agentkeep.trash.packing import unpacked
 
 log = structlog.get_logger("agentkeep.trash")
 
@@ -150,6 +151,9 @@ def open_entry(
         entry = read_entry(path)
         if entry is None:
             raise TrashError(f"{path / ENTRY} cannot be read; move it away to trash this session")
+        # Moves go into roots/ and rows into rows.sqlite, beside nothing
+        # packed (trash.packing packs the whole entry again later).
+        entry = unpacked(entry)
         entry.parent = parent if parent is not None else entry.parent
     else:
         entry = TrashEntry(agent, session_id, parent, now, now, 0, False, {}, [], None, path)

@@ -29,6 +29,7 @@ from agentkeep.trash.entries import (
 )
 from agentkeep.trash.expiry import discard
 from agentkeep.trash.moveback import restore_tree
+from agentkeep.trash.packing import unpacked
 from agentkeep.trash.restored import record_restored
 from agentkeep.trash.rows import saved_rows
 
@@ -98,6 +99,9 @@ def restore(state_dir: Path, agent: str, session_id: str, *, now: float) -> Rest
         current = [e for e in (read_entry(e.path) for e in chain if e.path.is_dir()) if e]
         if not current or current[0].id != session_id:
             raise NoSuchEntry(f"no {agent} session {session_id} in the trash")
+        # A compressed entry is first what the prune wrote again: restore
+        # then moves its files back as ever, by link-then-unlink.
+        current = [unpacked(e) for e in current]
         rows = {id(e): saved_rows(e) for e in current}
         _check(current, rows)
         # Recorded before anything moves: a restored session must never look
