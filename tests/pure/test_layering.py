@@ -61,6 +61,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.adapters.copilot",
             "agentkeep.adapters.gemini",
             "agentkeep.adapters.grok",
+            "agentkeep.adapters.heads",
             "agentkeep.adapters.opencode",
             "agentkeep.adapters.sqlite",
             "agentkeep.adapters.stores",

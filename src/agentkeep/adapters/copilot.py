@@ -62,7 +62,7 @@ from typing import TypeVar
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters import sqlite
+from agentkeep.adapters import heads, sqlite
 from agentkeep.adapters.base import (
     Adapter,
     Remover,
@@ -73,7 +73,7 @@ from agentkeep.adapters.base import (
 )
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.errors import RemovalError
-from agentkeep.model import Artifact, Holder, HolderKind, Session
+from agentkeep.model import Artifact, Described, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
 
 log = structlog.get_logger("agentkeep.adapters.copilot")
@@ -284,6 +284,22 @@ class CopilotAdapter(Adapter):
             Path(a.path) for a in session.artifacts if a.kind == KIND_INUSE_HOLD and not a.linked
         ]
         return found
+
+    def describe(self, session: Session) -> Described:
+        """Its first prompt (the first `user.message` event) and its
+        session.start's time, from the head of events.jsonl."""
+        for artifact in session.artifacts:
+            if os.path.basename(artifact.path) == EVENTS and not artifact.linked:
+                started: float | None = None
+                for record in heads.head_records(artifact.path):
+                    data = record.get("data")
+                    data = data if isinstance(data, dict) else {}
+                    if record.get("type") == "session.start":
+                        started = parse_agent_time(data.get("startTime") or record.get("timestamp"))
+                    elif record.get("type") == "user.message":
+                        return Described(heads.cut(heads.text_of(data.get("content"))), started)
+                return Described(None, started)
+        return Described()
 
     # -- removal --------------------------------------------------------
     def remove(self, session: Session, remover: Remover) -> None:

@@ -49,6 +49,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
+from agentkeep.adapters import heads
 from agentkeep.adapters.base import (
     NAME_ID,
     Adapter,
@@ -57,7 +58,7 @@ from agentkeep.adapters.base import (
     parts_below,
 )
 from agentkeep.adapters.times import parse_agent_time
-from agentkeep.model import Artifact, Session
+from agentkeep.model import Artifact, Described, Session
 
 log = structlog.get_logger("agentkeep.adapters.gemini")
 
@@ -245,6 +246,14 @@ class GeminiAdapter(Adapter):
         return next((i.sid for i in self._layout(project) if i.path == target), None)
 
     # -- reading ----------------------------------------------------------
+    def describe(self, session: Session) -> Described:
+        """Its first prompt (the chat's first user message, the session
+        context Gemini puts in a `$set` aside) and its startTime."""
+        for artifact in session.artifacts:
+            if artifact.kind == CHAT and artifact.primary and not artifact.linked:
+                return _described(artifact.path)
+        return Described()
+
     def _projects(self) -> list[Path]:
         """Every project temp dir (a linked one included, to be reported)."""
         return [Path(e.path) for e in entries(self.tmp) if e.dir and e.name not in NOT_PROJECTS]
@@ -603,3 +612,22 @@ def _project_root(project: Path) -> str | None:
 
 
 ADAPTER = GeminiAdapter
+
+
+def _described(path: str) -> Described:
+    """A chat's first prompt and start: JSONL (0.61) or one JSON object."""
+    if path.endswith(".json"):
+        chat = heads.read_json_head(path)
+        records = chat.get("messages") if isinstance(chat, dict) else None
+        first = chat if isinstance(chat, dict) else {}
+        records = records if isinstance(records, list) else []
+    else:
+        records = list(heads.records_in(heads.read_head(path, heads.HEAD) or b""))
+        first = records[0] if records else {}
+    started = parse_agent_time(first.get("startTime"))
+    for record in records:
+        if isinstance(record, dict) and record.get("type") == "user":
+            prompt = heads.cut(heads.text_of(record.get("content")))
+            if prompt is not None:
+                return Described(prompt, started)
+    return Described(None, started)

@@ -19,6 +19,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
+from agentkeep.adapters import heads
 from agentkeep.adapters.base import (
     NAME_ID,
     Adapter,
@@ -28,7 +29,7 @@ from agentkeep.adapters.base import (
     parts_below,
 )
 from agentkeep.adapters.times import parse_agent_time
-from agentkeep.model import Session
+from agentkeep.model import Described, Session
 
 log = structlog.get_logger("agentkeep.adapters.zero")
 
@@ -97,6 +98,16 @@ class ZeroAdapter(Adapter):
         return [self.root / sid / LEASE] if sid is not None else []
 
     # -- reading ----------------------------------------------------------
+    def describe(self, session: Session) -> Described:
+        """Its title and creation time, where metadata.json has them."""
+        for artifact in session.artifacts:
+            if os.path.basename(artifact.path) == METADATA and not artifact.linked:
+                meta = heads.read_json_head(artifact.path)
+                if isinstance(meta, dict):
+                    title = heads.first_title(meta.get("title"), meta.get("name"))
+                    return Described(title, parse_agent_time(meta.get("createdAt")))
+        return Described()
+
     def _session(self, sid: str, problem: str | None) -> Session | None:
         directory = self.root / sid
         if not directory.is_dir():  # follows a link: a linked session dir is reported
