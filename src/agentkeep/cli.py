@@ -518,10 +518,59 @@ def restore(agent: str, session_id: str, as_json: bool) -> None:
             emit_json(doc)
         else:
             for e in doc["restored"]:
-                click.echo(f"restored {e['agent']} {e['id']} ({render.size(e['bytes'])})")
+                title = f": {e['title']}" if e["title"] else ""
+                click.echo(f"restored {e['agent']} {e['id']} ({render.size(e['bytes'])}){title}")
         return EXIT_OK
 
     r.run(body)
+
+
+@main.command()
+@click.option("--agent", default=None, help="Only this agent's.", shell_complete=completion.agents)
+@click.option("--workspace", default=None, metavar="W", help="Only this folder and below.")
+@click.option("--grep", default=None, metavar="TEXT", help="Only with TEXT in title, id or folder.")
+@click.option(
+    "--forget", is_flag=True, help="Remove lines: --agent A --id ID, or --older-than AGE."
+)
+@click.option("--id", "session_id", default=None, metavar="ID", help="With --forget: one session.")
+@click.option("--older-than", default=None, metavar="AGE", help="With --forget: lines that old.")
+@_wide_option
+@_json_option
+def history(
+    agent: str | None,
+    workspace: str | None,
+    grep: str | None,
+    forget: bool,
+    session_id: str | None,
+    older_than: str | None,
+    wide: bool,
+    as_json: bool,
+) -> None:
+    """The record of every session removed, newest last, and whether it can be restored."""
+    from agentkeep import core, render
+
+    if not forget and (session_id is not None or older_than is not None):
+        fail(EXIT_USAGE, "--id and --older-than go with --forget")
+    if forget and (workspace is not None or grep is not None):
+        fail(EXIT_USAGE, "--forget takes --agent A --id ID, or --older-than AGE (and --agent)")
+    state_dir = Env.from_environ().state_dir
+
+    def body() -> int:
+        if forget:
+            doc: Any = core.history_forget(state_dir, agent, session_id, older_than)
+            if as_json:
+                emit_json(doc)
+            else:
+                click.echo(f"forgot {render.count(doc['forgotten'], 'line')}")
+            return EXIT_OK
+        doc = core.history_list(state_dir, agent, workspace, grep)
+        if as_json:
+            emit_json(doc)
+        else:
+            render.history(text_out(wide), doc)
+        return EXIT_OK
+
+    Runner().run(body, as_json)
 
 
 @main.command()

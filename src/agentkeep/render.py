@@ -579,6 +579,35 @@ def trash_entries(out: Out, entries: list[dict[str, Any]]) -> None:
         )
 
 
+def history(out: Out, lines: list[dict[str, Any]]) -> None:
+    """The record of what went, newest last: how long ago, why, whether it
+    can be restored now (BACK) and what a person knows it by (sizes and
+    workspaces are in --json; a whole id leaves a title little room)."""
+    now = time.time()
+    cols = (
+        Col("AGO", right=True),
+        _AGENT,
+        _ID,
+        Col("WHY"),
+        Col("BACK"),
+        Col("TITLE", cut=START),
+    )
+    rows = [
+        (
+            idle(g["time"], now),
+            g["agent"],
+            g["id"],
+            g["why"],
+            "yes" if g["restorable"] else "-",
+            g["title"] or "-",
+        )
+        for g in lines
+    ]
+    table(out, cols, rows)
+    back = sum(1 for g in lines if g["restorable"])
+    out.line(f"{count(len(lines), 'line')}; {back} can be restored (agentkeep restore AGENT ID)")
+
+
 # -- progress ------------------------------------------------------------------
 class Bar:
     """A progress line on stderr for long work, drawn only when stderr is a

@@ -76,6 +76,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "removal",
         {
+            "agentkeep.history",
             "agentkeep.journal",
             "agentkeep.prune",
             "agentkeep.prune.act",
@@ -109,6 +110,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.client",
             "agentkeep.core",
             "agentkeep.core.context",
+            "agentkeep.core.gone",
             "agentkeep.core.indexing",
             "agentkeep.core.pruning",
             "agentkeep.core.reclaim",

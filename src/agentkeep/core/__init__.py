@@ -6,7 +6,8 @@ only watching, scheduling and serving around these; the CLI only parsing and
 rendering. The modules, one concern each: context (one user's view),
 indexing (the index brought up to the disk), sessions (`ls`, `show`, `pin`),
 reclaim (`du` and what a prune would give back), pruning (`prune`, `purge`),
-trashcan (the trash and `restore`), status.
+trashcan (the trash and `restore`), gone (`history`, the record of what
+went), status.
 
 Each name is imported from its module when first asked for (agentkeep.lazy).
 """
@@ -19,6 +20,7 @@ from agentkeep import lazy
 
 if TYPE_CHECKING:
     from agentkeep.core.context import Context, parse_age
+    from agentkeep.core.gone import history_forget, history_list
     from agentkeep.core.indexing import reconcile, refresh, relist, scan
     from agentkeep.core.pruning import prune, purge
     from agentkeep.core.reclaim import SUGGESTED_RETENTION, du, reclaim_hint, reclaimable
@@ -37,6 +39,7 @@ else:  # the type checker sees the imports, Python this
         __name__,
         {
             "context": ("Context", "parse_age"),
+            "gone": ("history_forget", "history_list"),
             "indexing": ("reconcile", "refresh", "relist", "scan"),
             "pruning": ("prune", "purge"),
             "reclaim": ("SUGGESTED_RETENTION", "du", "reclaim_hint", "reclaimable"),

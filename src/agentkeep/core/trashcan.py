@@ -85,7 +85,10 @@ def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
     for entry in result.entries:
         refresh(ctx, entry.agent, entry.id)
     return {
-        "restored": [{"agent": e.agent, "id": e.id, "bytes": e.bytes} for e in result.entries],
+        "restored": [
+            {"agent": e.agent, "id": e.id, "bytes": e.bytes, "title": e.title}
+            for e in result.entries
+        ],
         "bytes": result.bytes,
         "paths": result.paths,
     }

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import lookagain, trash
+from agentkeep import history, lookagain, trash
 from agentkeep.adapters.base import Adapter
 from agentkeep.index import Index
 from agentkeep.journal import Journal
@@ -50,7 +50,11 @@ class Pruner:
         self.expiry = expiry or trash.Expiry(state_dir)
         self.journal = Journal(state_dir)
         self.removing = Removing(
-            adapters, state_dir, Watch(adapters, state_dir, self.pins), trash.restored_at(state_dir)
+            adapters,
+            state_dir,
+            Watch(adapters, state_dir, self.pins),
+            trash.restored_at(state_dir),
+            history.Record(state_dir),
         )
 
     def run(self, opts: PruneOptions) -> PruneReport:
@@ -93,6 +97,7 @@ class Pruner:
             self._index_write(lambda i: i.delete((r.agent, r.id) for r in report.removed))
         if not opts.dry_run:
             self._look_again(report)
+        self.removing.record.summary()
         return report
 
     def _plan(self, views: dict[str, DiskView], opts: PruneOptions) -> PrunePlan:

@@ -21,6 +21,7 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters.base import valid_name
+from agentkeep.history import Gone
 from agentkeep.leases import encode_id
 
 log = structlog.get_logger("agentkeep.trash")
@@ -104,6 +105,28 @@ class TrashEntry:
     # Why it stays uncompressed (it holds what an archive would not give
     # back as it was): it is not tried again.
     unpackable: str | None = None
+    # What the record of what went says of it when it expires, is emptied
+    # or is restored (history): where it was worked on, what a person knows
+    # it by, when it began.
+    workspace: str | None = None
+    title: str | None = None
+    first_activity: float | None = None
+
+    def gone(self, why: str, now: float) -> Gone:
+        """Its line of the record of what went, once it is out of the trash
+        (`why`: expired, emptied or restored): it can no longer be restored."""
+        return Gone(
+            time=now,
+            agent=self.agent,
+            id=self.id,
+            why=why,
+            restorable=False,
+            workspace=self.workspace,
+            title=self.title,
+            bytes=self.bytes,
+            first_activity=self.first_activity,
+            last_activity=self.last_activity,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -120,6 +143,9 @@ class TrashEntry:
             "dir_times": {rel: list(times) for rel, times in self.dir_times.items()},
             "packed": None if self.packed is None else asdict(self.packed),
             "unpackable": self.unpackable,
+            "workspace": self.workspace,
+            "title": self.title,
+            "first_activity": self.first_activity,
         }
 
     @classmethod
@@ -138,6 +164,11 @@ class TrashEntry:
             for rel, times in dict(data.get("dir_times", {})).items()
         }
         packed, unpackable = data.get("packed"), data.get("unpackable")
+        workspace, title, first = (
+            data.get("workspace"),
+            data.get("title"),
+            data.get("first_activity"),
+        )
         return cls(
             agent=text(data["agent"]),
             id=text(data["id"]),
@@ -153,6 +184,9 @@ class TrashEntry:
             dir_times=dir_times,
             packed=None if packed is None else Packing.from_json(packed),
             unpackable=None if unpackable is None else text(unpackable),
+            workspace=None if workspace is None else text(workspace),
+            title=None if title is None else text(title),
+            first_activity=None if first is None else number(first),
         )
 
 

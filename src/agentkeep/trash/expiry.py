@@ -16,6 +16,7 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.errors import RemovalError
+from agentkeep.history import Record
 from agentkeep.leases import LeaseError, take_session
 from agentkeep.trash.entries import (
     ASIDE,
@@ -27,6 +28,9 @@ from agentkeep.trash.entries import (
 )
 
 log = structlog.get_logger("agentkeep.trash")
+
+# Why an entry left the trash, in the record of what went.
+EXPIRED, EMPTIED = "expired", "emptied"
 
 
 def discard(path: Path) -> None:
@@ -77,7 +81,7 @@ class Expiry:
         if self._known is not None and self._known[0] == mtimes and now < self._known[1]:
             return []
         entries = list_entries(self.state_dir)
-        expired = _discard_due(self.state_dir, entries, lambda e: e.expires_at <= now, [])
+        expired = _discard_due(self.state_dir, entries, lambda e: e.expires_at <= now, [], EXPIRED)
         gone = {(e.agent, e.id) for e in expired}
         left = [e.expires_at for e in entries if (e.agent, e.id) not in gone]
         self._known = (signature, min(left, default=math.inf))
@@ -112,7 +116,7 @@ def empty(state_dir: Path, *, trashed_before: float | None = None) -> Emptied:
     due: Callable[[TrashEntry], bool] = (
         (lambda e: True) if trashed_before is None else (lambda e: e.trashed_at < trashed_before)
     )
-    return Emptied(_discard_due(state_dir, list_entries(state_dir), due, held), held)
+    return Emptied(_discard_due(state_dir, list_entries(state_dir), due, held, EMPTIED), held)
 
 
 def _discard_due(
@@ -120,9 +124,12 @@ def _discard_due(
     entries: list[TrashEntry],
     due: Callable[[TrashEntry], bool],
     held: list[TrashEntry],
+    why: str,
 ) -> list[TrashEntry]:
-    """Remove each of `entries` that `due` says, under its session's lease;
-    `held` collects those whose lease someone holds."""
+    """Remove each of `entries` that `due` says, under its session's lease,
+    each then in the record of what went (`why` it went: expired or
+    emptied); `held` collects those whose lease someone holds."""
+    record = Record(state_dir)
     expired: list[TrashEntry] = []
     for entry in entries:
         if not due(entry):
@@ -147,10 +154,12 @@ def _discard_due(
                 continue
             taken.discard()  # the session is gone for good: its lease file too
             expired.append(current)
+            record.add(current.gone(why, time.time()))
         finally:
             taken.release()
     for agent_dir in agent_dirs(state_dir):
         for path in agent_dir.iterdir():
             if path.name.startswith(ASIDE):
                 remove_aside(agent_dir, path.name)
+    record.summary()
     return expired

@@ -15,6 +15,7 @@ from agentkeep import disk
 from agentkeep.adapters import sqlite
 from agentkeep.adapters.sqlite import TableRows
 from agentkeep.errors import RemovalError
+from agentkeep.history import Record
 from agentkeep.leases import LeaseError, Taken, take_session
 from agentkeep.processes import ProcessTable
 from agentkeep.trash.entries import (
@@ -34,6 +35,9 @@ from agentkeep.trash.restored import record_restored
 from agentkeep.trash.rows import saved_rows
 
 log = structlog.get_logger("agentkeep.trash")
+
+# A session back from the trash, in the record of what went.
+RESTORED = "restored"
 
 
 @dataclass
@@ -108,11 +112,13 @@ def restore(state_dir: Path, agent: str, session_id: str, *, now: float) -> Rest
         # idle, even when the restore stops half way.
         record_restored(state_dir, [(e.agent, e.id) for e in current], now)
         result = RestoreResult(entries=current)
+        record = Record(state_dir)
         for entry in reversed(current):
             result.bytes += _put_back(entry, rows[id(entry)])
             result.paths += [os.path.join(entry.roots[i.root], i.rel) for i in entry.items]
             discard(entry.path)
             log.info("restored from the trash", agent=entry.agent, id=entry.id)
+            record.add(entry.gone(RESTORED, now))
         return result
     finally:
         for lease in leases:

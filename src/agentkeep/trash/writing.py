@@ -13,6 +13,7 @@ import structlog
 
 from agentkeep.adapters.sqlite import TableRows
 from agentkeep.disk import DirCursor
+from agentkeep.history import Gone
 from agentkeep.paths import ensure_private_dir
 from agentkeep.statefiles import write_json
 from agentkeep.trash import rows
@@ -138,9 +139,11 @@ def open_entry(
     keep_for: float,
     now: float,
     last_activity: float | None = None,
+    about: Gone | None = None,
 ) -> TrashWriter:
     """Start (or continue: a journal's retry, a session trashed again) the
-    entry of one session, kept for `keep_for` seconds from `now`. Call it
+    entry of one session, kept for `keep_for` seconds from `now`; `about`:
+    what the record of what went says of it (history). Call it
     under the session's exclusive lease, like the removal it serves. Raises
     TrashError when an existing entry cannot be read (it is never replaced
     blindly), OSError when the entry cannot be written."""
@@ -160,6 +163,9 @@ def open_entry(
     entry.trashed_at = now
     entry.expires_at = now + keep_for
     entry.last_activity = last_activity if last_activity is not None else entry.last_activity
+    if about is not None:
+        entry.workspace, entry.title = about.workspace, about.title
+        entry.first_activity = about.first_activity
     writer = TrashWriter(entry)
     writer._save()
     return writer
