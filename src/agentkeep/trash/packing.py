@@ -203,7 +203,9 @@ def _under_lease(
         act()
         return True
     finally:
-        taken.release()
+        # The prune that trashed it let its lease file go (leases/ keeps no
+        # file per removed session): so does this, as the last step.
+        taken.discard()
 
 
 def _save(entry: TrashEntry) -> None:
