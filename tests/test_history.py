@@ -318,6 +318,11 @@ def test_gemini_the_first_prompt_not_its_session_context(fake_home: FakeHome) ->
     from build_agents import make_gemini_session
 
     sid = "5b5e8d2a-0000-4000-8000-00000000beef"
-    make_gemini_session(fake_home.home / ".gemini", sid, days=40)
+    made = make_gemini_session(fake_home.home / ".gemini", sid, days=40)
     title, started = describe(fake_home, "gemini", sid)
     assert title == "hi" and started is not None
+    # As 0.61 wrote a subagent's chat: its context a message of its own.
+    records = [json.loads(line) for line in made.chat.read_text().splitlines()]
+    context = {"type": "user", "content": [{"text": "<session_context>\nThis is the Gemini CLI."}]}
+    made.chat.write_text(jsonl([records[0], context, *records[1:]]))
+    assert describe(fake_home, "gemini", sid)[0] == "hi"

@@ -247,8 +247,8 @@ class GeminiAdapter(Adapter):
 
     # -- reading ----------------------------------------------------------
     def describe(self, session: Session) -> Described:
-        """Its first prompt (the chat's first user message, the session
-        context Gemini puts in a `$set` aside) and its startTime."""
+        """Its first prompt (the chat's first user message that is not the
+        `<session_context>` Gemini writes as one) and its startTime."""
         for artifact in session.artifacts:
             if artifact.kind == CHAT and artifact.primary and not artifact.linked:
                 return _described(artifact.path)
@@ -627,7 +627,8 @@ def _described(path: str) -> Described:
     started = parse_agent_time(first.get("startTime"))
     for record in records:
         if isinstance(record, dict) and record.get("type") == "user":
-            prompt = heads.cut(heads.text_of(record.get("content")))
-            if prompt is not None:
-                return Described(prompt, started)
+            text = heads.text_of(record.get("content"))
+            # Gemini writes its <session_context> as a user message too.
+            if text is not None and not text.lstrip().startswith("<"):
+                return Described(heads.cut(text), started)
     return Described(None, started)

@@ -68,8 +68,11 @@ def trash_empty(state_dir: Path, older_than: str | None = None) -> dict[str, Any
 
 
 def trash_total(state_dir: Path) -> dict[str, int]:
+    """What the trash holds: its sessions, and the bytes emptying it frees
+    (an entry's archive once it is compressed)."""
     entries = trash.list_entries(state_dir)
-    return {"bytes": sum(e.bytes for e in entries), "sessions": len(entries)}
+    kept = sum(e.bytes if e.packed is None else e.packed.bytes for e in entries)
+    return {"bytes": kept, "sessions": len(entries)}
 
 
 def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:

@@ -69,9 +69,9 @@ def transcript_facts(sid: str, data: bytes) -> tuple[str | None, str | None]:
 
 def described(transcripts: list[str]) -> Described:
     """Its title (a `summary` record, which Claude writes at the top of a
-    resumed transcript) or first prompt, and its first record's time, from
-    the heads of its transcripts. Command wrappers and meta records
-    (`<command-name>`, `isMeta`) are not prompts."""
+    resumed transcript, before any prompt) or first prompt, and its first
+    record's time, from the heads of its transcripts. Command wrappers and
+    meta records (`<command-name>`, `isMeta`) are not prompts."""
     for path in transcripts:
         summary: str | None = None
         prompt: str | None = None
@@ -81,13 +81,12 @@ def described(transcripts: list[str]) -> Described:
             kind = record.get("type")
             if kind == "summary" and summary is None:
                 summary = cut(record.get("summary"))
-            elif kind == "user" and prompt is None and not record.get("isMeta"):
+            elif kind == "user" and not record.get("isMeta"):
                 message = record.get("message")
                 text = text_of(message.get("content")) if isinstance(message, dict) else None
                 if text is not None and not text.lstrip().startswith("<"):
                     prompt = cut(text)
-            if summary is not None and started is not None:
-                break
+                    break
         if summary or prompt or started is not None:
             return Described(summary or prompt, started)
     return Described()
