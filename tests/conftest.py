@@ -1,10 +1,10 @@
 """Fixtures shared by every test: a whole fake user in a tmp dir.
 
 Every test runs with HOME, XDG_*, TMPDIR, TMP, TEMP, AGENTKEEP_SYSTEM_TMP,
-CLAUDE_CONFIG_DIR, CODEX_HOME and COPILOT_HOME pointing into its own tmp
-tree, in this process and in every subprocess it starts (fakehome.py), so no
-test can read or touch the real home, the real /tmp/claude-<uid> or a real
-agent database.
+CLAUDE_CONFIG_DIR, CODEX_HOME, COPILOT_HOME, QWEN_HOME, QWEN_RUNTIME_DIR and
+PI_CODING_AGENT_DIR pointing into its own tmp tree, in this process and in
+every subprocess it starts (fakehome.py), so no test can read or touch the
+real home, the real /tmp/claude-<uid> or a real agent database.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 
 from agentkeep.adapters.base import Root
 from agentkeep.adapters.claude import ClaudeAdapter, finding
+from agentkeep.adapters.claude.roots import Layout
 from agentkeep.model import Session
 from agentkeep.paths import Env
 from build_claude import make_many, make_session, new_id, write_registry
@@ -110,7 +111,7 @@ def test_a_path_found_twice_is_taken_once_as_first_found(
     monkeypatch.setattr(finding, "_FLUSH", 2)
     FullDisk(monkeypatch, room=1)
     root = Root(tmp_path, "config")
-    found = finding.Grouped(None)
+    found = finding.Grouped(Layout(root, Root(tmp_path / "projects", "projects"), ()), None)
     sid = new_id()
     adds: list[tuple[str, str]] = [("a", "first"), ("b", "first"), ("a", "again"), ("c", "first")]
     adds += [("b", "again"), ("d", "first"), ("a", "third")]
@@ -119,7 +120,7 @@ def test_a_path_found_twice_is_taken_once_as_first_found(
 
     parts = list(found.parts(10))
 
-    assert [[(p[0], p[1]) for p in items] for _, items, _ in parts[0]] == [
+    assert [[(p[0], p[1]) for p in items] for _, items, _, _ in parts[0]] == [
         [(str(tmp_path / n), "first") for n in "abcd"]
     ]
 

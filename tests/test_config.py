@@ -96,7 +96,7 @@ retention = "30d"
 prune_interval = "6h"
 max_removals = 200
 trash = "7d"
-enabled = ["claude", "codex", "opencode", "gemini", "grok", "zero"]
+enabled = ["claude", "codex", "opencode", "gemini", "grok", "zero", "qwen", "pi"]
 
 [agents.codex]
 retention = "90d"

@@ -24,10 +24,10 @@ from watchdog.events import FileSystemEvent
 
 from agentkeep import watchplan
 from agentkeep.adapters.claude import ClaudeAdapter
-from agentkeep.daemon import watch
-from agentkeep.daemon.events import Sink
+from agentkeep.daemon.events import DirWatches, Sink
 from agentkeep.daemon.inotify import InotifyWatches
-from agentkeep.daemon.watch import ObserverWatches, Watcher
+from agentkeep.daemon.observer import ObserverWatches
+from agentkeep.daemon.watch import Watcher
 from agentkeep.paths import Env
 from agentkeep.watchplan import POLLING
 from build_claude import make_session
@@ -142,7 +142,7 @@ def test_the_same_changes_name_the_same_paths(area: Path, inotify_only, kind: st
     root = area / "watched"
     root.mkdir()
     events = Events()
-    dirs: watch.DirWatches = (
+    dirs: DirWatches = (
         InotifyWatches(events, lambda: None) if kind == "inotify" else ObserverWatches(events)
     )
     dirs.start()

@@ -205,14 +205,14 @@ def test_an_events_refresh_keeps_no_listing(fake_home) -> None:
     sessions = [make_session(fake_home, age_days=1, full=False) for _ in range(12)]
     env = Env.from_environ(fake_home.environ)
     daemon = main.Daemon(env)
-    daemon.ctx = ctx = core.Context.open(env)
+    daemon.work.ctx = ctx = core.Context.open(env)
     try:
         core.scan(ctx)
         todos = fake_home.claude / "todos"
         todos.mkdir(exist_ok=True)
         for s in sessions:
             (todos / f"{s.id}-agent-{s.id}.json").write_text("[]")
-        daemon._refresh("claude", [s.id for s in sessions], set())
+        daemon.work.refresh("claude", [s.id for s in sessions], set())
         assert {s.id for s in ctx.index.sessions("claude")} == {s.id for s in sessions}
         listings = ctx.adapters["claude"]._listings
         assert listings._dirs == {} and listings._named == {}, "listings kept after the refresh"

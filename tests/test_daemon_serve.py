@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from agentkeep import client, leases
+from agentkeep.errors import Failure
 from agentkeep.paths import Env
 from waiting import wait_until
 
@@ -40,6 +41,7 @@ STATUS_KEYS = {
     "last_prune",
     "next_prune",
     "paused",
+    "compaction_waiting",
 }
 
 
@@ -90,11 +92,13 @@ def start_daemon(
     extra: dict[str, str] | None = None,
     ready: bool = True,
     name: str = "daemon",
+    prefix: Sequence[str] = (),
 ) -> Daemon:
     """Start `agentkeep serve`; with `ready`, wait until it answers status.
     `seams` run in the daemon's process before it starts; `everywhere` run
     in it and in every Python process it starts (its prunes' processes, its
-    scans' workers), as the sitecustomize module Python imports at start."""
+    scans' workers), as the sitecustomize module Python imports at start.
+    `prefix` is put before its command (setpriv ...)."""
     environ = {**fh.environ, **(extra or {})}
     if everywhere:
         site = fh.root / f"site-{uuid.uuid4().hex[:6]}"
@@ -111,7 +115,9 @@ def start_daemon(
         argv = [sys.executable, "-m", "agentkeep", "serve"]
     log = fh.root / f"{name}-{uuid.uuid4().hex[:6]}.stderr"
     with log.open("wb") as err:
-        proc = subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(
+            [*prefix, *argv], env=environ, stdout=subprocess.DEVNULL, stderr=err
+        )
     daemon = Daemon(fh, proc, log, environ)
     _RUNNING.append(daemon)
     if ready:
@@ -324,7 +330,7 @@ def test_hold_and_release_over_a_connection(fake_home) -> None:
         assert again["error"]["code"] == -32602
         # A lease taken on one connection cannot be released from another.
         token = ask(sock, hold)["result"]["lease"]
-        with pytest.raises(client.RemoteError):
+        with pytest.raises(Failure):
             daemon.call("release", {"lease": token})
         assert leases.is_held(lease_file)
     # Closing the connection ends its lease.
@@ -338,10 +344,10 @@ def test_hold_and_release_over_a_connection(fake_home) -> None:
 
 def test_hold_refuses_bad_agents_and_ids(fake_home) -> None:
     daemon = start_daemon(fake_home)
-    with pytest.raises(client.RemoteError) as err:
+    with pytest.raises(Failure) as err:
         daemon.call("hold", {"agent": "nosuch", "id": str(uuid.uuid4())})
     assert err.value.code == -32602 and err.value.exit == 2
-    with pytest.raises(client.RemoteError) as err:
+    with pytest.raises(Failure) as err:
         daemon.call("hold", {"agent": "claude", "id": "../../etc/passwd"})
     assert err.value.exit == 5
     assert not (fake_home.state / "leases" / "claude").exists() or not any(
@@ -358,13 +364,13 @@ def test_another_uid_is_refused(fake_home) -> None:
     daemon = start_daemon(fake_home, seams=seam, ready=False)
     sid = str(uuid.uuid4())
 
-    def refused() -> client.RemoteError | None:
+    def refused() -> Failure | None:
         assert daemon.proc.poll() is None, daemon.stderr()
         try:
             daemon.call("hold", {"agent": "claude", "id": sid})
         except client.NoDaemon:
             return None
-        except client.RemoteError as exc:
+        except Failure as exc:
             return exc
         raise AssertionError("a connection from another uid was served")
 
@@ -377,7 +383,7 @@ def test_another_uid_is_refused(fake_home) -> None:
 def test_a_different_view_is_answered_with_32001(fake_home) -> None:
     daemon = start_daemon(fake_home)
     theirs = {"config": "/elsewhere/config.toml", "state": "/elsewhere", "roots": {}}
-    with pytest.raises(client.RemoteError) as err:
+    with pytest.raises(Failure) as err:
         client.request_with_env(daemon.env, theirs, "status", {})
     assert err.value.code == -32001
     ours = err.value.data["daemon"]

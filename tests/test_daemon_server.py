@@ -22,9 +22,11 @@ from pathlib import Path
 import pytest
 
 from agentkeep import client, protocol
-from agentkeep.daemon import limits, server
+from agentkeep.daemon import connection, limits, server
+from agentkeep.daemon.connection import Connection
 from agentkeep.daemon.limits import Budgets
-from agentkeep.daemon.server import AlreadyServing, Connection, RpcError, Server, ServerError
+from agentkeep.daemon.server import AlreadyServing, Server, ServerError
+from agentkeep.errors import Failure, UnknownMethod
 from agentkeep.paths import Env
 from waiting import wait_until
 
@@ -57,7 +59,7 @@ class Recorder:
                 self.waiting += 1
             self.go.wait(30)
             return "went"
-        raise RpcError(protocol.METHOD_NOT_FOUND, f"unknown method {method!r}", exit=2)
+        raise UnknownMethod(f"unknown method {method!r}")
 
     def _closed(self, token: str) -> None:
         with self.lock:
@@ -200,7 +202,7 @@ def test_bad_lines_get_errors_and_the_connection_goes_on(running, env: Env, line
 
 
 def test_an_exception_in_a_handler_is_an_error_answer(running, env: Env) -> None:
-    with pytest.raises(client.RemoteError) as err:
+    with pytest.raises(Failure) as err:
         client.call(env, "boom", {})
     assert err.value.code == protocol.SERVER_ERROR and "kaboom" in err.value.message
     assert err.value.exit == 1
@@ -237,7 +239,7 @@ def test_stalled_and_non_reading_clients_do_not_block_others(
     running, env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, handler = running
-    monkeypatch.setattr(server, "SEND_TIMEOUT", 1.0)
+    monkeypatch.setattr(connection, "SEND_TIMEOUT", 1.0)
     stalled = raw_connect(env)
     stalled.sendall(b'{"jsonrpc": "2.0", "id": 1, "meth')  # half a line, then nothing
     deaf = raw_connect(env)
@@ -332,7 +334,7 @@ def test_a_daemon_that_closes_without_answering_is_a_remote_error(env: Env) -> N
 
     t = threading.Thread(target=close_at_once)
     t.start()
-    with pytest.raises(client.RemoteError) as err:
+    with pytest.raises(Failure) as err:
         client.call(env, "status", {})
     assert err.value.code == protocol.SERVER_ERROR
     t.join()

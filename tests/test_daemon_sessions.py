@@ -183,19 +183,23 @@ def test_a_warm_start_relists_only_what_changed(fake_home) -> None:
 
 def pruning_slowly(fake_home) -> tuple[Any, list[Any]]:
     """A daemon whose scheduled prune of four old sessions is removing one
-    (each waits 2 s under its lease), and those four."""
+    (each file it removes waits 0.1 s first), and those four."""
     fake_home.write_config('retention = "2d"\n', seen=True)
     old = [make_session(fake_home, age_days=40 + n) for n in range(4)]
     make_session(fake_home, age_days=0)  # a recent session: the prune does not pause
-    # The prune runs in a process of its own (daemon.apart): the
-    # seam must reach it.
+    # The prune runs in the daemon's child (daemon.child): the seam must
+    # reach it.
+    removing = fake_home.root / "removing"
     seam = (
-        "import time\nfrom agentkeep.prune import remove as prune\n"
-        "prune._after_lease = lambda agent, sid: time.sleep(2)"
+        "import os, pathlib, time\nimport agentkeep.rmtree as rmtree\n"
+        "def _slowly(path):\n"
+        "    pathlib.Path(os.environ['REMOVING']).touch()\n"
+        "    time.sleep(0.1)\n"
+        "rmtree._before_leaf = _slowly\n"
     )
-    daemon = start_daemon(fake_home, everywhere=seam, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.5"})
-    lease_files = [leases.lease_path(fake_home.state, "claude", s.id) for s in old]
-    daemon.wait(lambda: any(leases.is_held(p) for p in lease_files), 15, "a removal in progress")
+    extra = {"AGENTKEEP_FIRST_PRUNE_DELAY": "0.5", "REMOVING": str(removing)}
+    daemon = start_daemon(fake_home, everywhere=seam, extra=extra)
+    daemon.wait(removing.exists, 15, "a removal in progress")
     return daemon, old
 
 
@@ -225,4 +229,4 @@ def test_a_prune_whose_daemon_is_killed_stops_after_the_session_in_flight(fake_h
     assert len([s for s in old if not s.transcript.exists()]) == 1
     last = json.loads((fake_home.state / "last_prune.json").read_text())
     assert last["removed"] == 1 and last["kept"] >= 3
-    assert "the daemon is gone" in daemon.stderr()
+    assert "stopping after the session being removed" in daemon.stderr()

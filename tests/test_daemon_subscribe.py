@@ -13,7 +13,8 @@ from collections.abc import Generator
 from typing import Any
 
 from agentkeep import client
-from agentkeep.daemon.server import Connection, Server, Stream
+from agentkeep.daemon.connection import Connection, Stream
+from agentkeep.daemon.server import Server
 from agentkeep.paths import Env
 from build_claude import make_session
 from test_daemon_serve import read_answer, start_daemon, stop_daemons  # noqa: F401 (fixture)

@@ -13,13 +13,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from watchdog.events import FileModifiedEvent
+from watchdog.events import FileModifiedEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from agentkeep import watchplan
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.daemon import watch
-from agentkeep.daemon.watch import ObserverWatches, Watcher, WatchesFactory, native_watches
+from agentkeep.daemon.events import WatchesFactory
+from agentkeep.daemon.observer import ObserverWatches, native_watches
+from agentkeep.daemon.watch import Watcher
 from agentkeep.paths import Env
 from agentkeep.watchplan import POLLING, RootWatch, group_by_root, plan
 from waiting import wait_until
@@ -229,7 +231,7 @@ def test_inotify_budget_counts_real_watches(tmp_path: Path) -> None:
     try:
         for d in dirs:
             d.mkdir()
-            observer.schedule(watch.FileSystemEventHandler(), str(d), recursive=False)
+            observer.schedule(FileSystemEventHandler(), str(d), recursive=False)
         assert watchplan.process_watches(me) == before + 3
         assert watchplan.inotify_budget()[1] >= 3  # type: ignore[index]
     finally:

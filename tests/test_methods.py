@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from agentkeep.daemon import main
+from agentkeep.daemon import answers
 from agentkeep.methods import METHODS
 
 
 def test_the_daemon_answers_every_method_of_the_table_and_no_other() -> None:
-    assert list(main.ANSWERS) == list(METHODS)
+    assert list(answers.ANSWERS) == list(METHODS)
 
 
 def test_a_dispatch_that_differs_from_the_table_is_refused() -> None:
-    answers = dict(main.ANSWERS)
-    status = answers.pop("status")
+    table = dict(answers.ANSWERS)
+    status = table.pop("status")
 
     with pytest.raises(RuntimeError, match=r"unanswered \['status'\], unknown \[\]"):
-        main._answering(answers)
+        answers._answering(table)
     with pytest.raises(RuntimeError, match=r"unanswered \[\], unknown \['extra'\]"):
-        main._answering({**main.ANSWERS, "extra": status})
+        answers._answering({**answers.ANSWERS, "extra": status})

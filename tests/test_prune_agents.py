@@ -52,6 +52,8 @@ from build_copilot import DEAD_PID, ROW_TABLES, CopilotTree
 from build_opencode import TABLES as OPENCODE_ALL_TABLES
 from build_opencode import OpencodeTree, install_fake_opencode
 from build_opencode import new_id as opencode_id
+from build_pi import PiSession, PiTree
+from build_qwen import QwenTree
 from fakehome import FakeHome, kill_group
 from hardening.hardening_util import (
     SLEEPER,
@@ -67,6 +69,7 @@ __all__ = ["processes"]  # a fixture, used by name
 DAY = 86400.0
 # The contract's keys, and `trash` (what went there, until when: README).
 REPORT_KEYS = {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "residual", "trash"}
+REPORT_KEYS |= {"leftovers", "compacted"}
 UNDATED = "a time of it cannot be read"
 GARBAGE = b"this is not a database\n" * 64
 STORE = "issues"
@@ -766,18 +769,109 @@ class Store(Builder):
         )
 
 
+class Qwen(Builder):
+    name = agent = "qwen"
+    lineage = True
+
+    def make(
+        self, fh: FakeHome, *, days: float, parent: str | None = None, variant: int = 0
+    ) -> Made:
+        """A session of a workspace of its own (a project's meta.json and
+        extract-cursor.json name its last session only), with a truncated
+        output; odd variants have a subagent, the sidecars, file history,
+        plan and debug log too. A parent is named by `forkedFrom`."""
+        tree, when = QwenTree(fh.home / ".qwen"), ago(days)
+        cwd = f"/work/q-{secrets.token_hex(4)}"
+        extra = variant % 2 == 1
+        q = tree.session(cwd, forked_from=parent, output=True, subagent=extra, extras=extra)
+        outputs = set(q.outputs)
+        ordered = [q.chat, *sorted(set(q.artifacts) - {q.chat} - outputs, key=str), *q.outputs]
+        stamp(when, *q.artifacts)
+        return Made(
+            self.agent,
+            q.id,
+            when,
+            paths=[str(p) for p in ordered],
+            files=q.artifacts,
+            residual=[str(p) for p in q.naming()],
+            shared=q.shared,
+        )
+
+    def malformed(self, fh: FakeHome) -> Bad:
+        tree, when = QwenTree(fh.home / ".qwen"), ago(40)
+        chats = tree.project("/work/bad") / "chats"
+        not_an_id = write(chats / "not-an-id.jsonl", '{"sessionId": "not-an-id"}\n')
+        registry = write(tree.home / "sessions" / "4242.json", '{"sessionId": "')
+        # A chat cut in its first record: the name says whose it is; its
+        # workspace is unknown, and so is the output it no longer names.
+        cut = self.make(fh, days=40)
+        orphan = Path(cut.paths[-1])
+        Path(cut.paths[0]).write_text('{"sessionId": "')
+        cut.paths, cut.files = cut.paths[:1], cut.files[:1]
+        stamp(cut.when, *cut.files)
+        cut.bytes = file_bytes(cut.files)
+        stamp(when, not_an_id, registry)
+        return Bad(
+            untouched=[not_an_id, orphan, registry],
+            events=["skipped: not a qwen session file", "registry file names no session"],
+            removed=[cut],
+        )
+
+
+class Pi(Builder):
+    name = agent = "pi"
+    lineage = True
+
+    def make(
+        self, fh: FakeHome, *, days: float, parent: str | None = None, variant: int = 0
+    ) -> Made:
+        """A session file with a bash log; a parent is named by the path of
+        its file (the builder finds it by id)."""
+        tree = PiTree(fh.home / ".pi" / "agent" / "sessions", Path(fh.environ["TMPDIR"]))
+        of = None
+        if parent is not None:
+            [found] = tree.root.rglob(f"*_{parent}.jsonl")
+            of = PiSession(parent, "", found)
+        s = tree.session(f"/work/p{variant}", days=days, parent=of, log=True)
+        when = ago(days)
+        stamp(when, *s.artifacts)
+        return Made(self.agent, s.id, when, paths=[str(p) for p in s.artifacts], files=s.artifacts)
+
+    def malformed(self, fh: FakeHome) -> Bad:
+        tree = PiTree(fh.home / ".pi" / "agent" / "sessions", Path(fh.environ["TMPDIR"]))
+        when = ago(40)
+        cut = tree.session("/work/bad", days=40, header='{"type": "session", "id": "01')
+        stray = write(tree.directory("/work/bad") / "notes.jsonl", "{}\n")
+        stamp(when, cut.file, stray)
+        return Bad(
+            untouched=[cut.file, stray],
+            events=["malformed session header", "skipped: not a pi session file"],
+            kept=[{"agent": self.agent, "id": cut.id, "reason": "undated", "detail": UNDATED}],
+        )
+
+
 CODEX, CODEX_BIN = Codex(binary=False), Codex(binary=True)
 OPENCODE = Opencode(db=True, binary=False)
 OPENCODE_JSON = Opencode(db=False, binary=False)
 OPENCODE_BIN = Opencode(db=True, binary=True)
 GEMINI, GROK, ZERO, STORES = Gemini(), Grok(), Zero(), Store()
-COPILOT = Copilot()
+COPILOT, QWEN, PI = Copilot(), Qwen(), Pi()
 BUILDERS = [
-    *(CODEX, CODEX_BIN, OPENCODE, OPENCODE_JSON, OPENCODE_BIN, GEMINI, GROK, ZERO, STORES),
+    CODEX,
+    CODEX_BIN,
+    OPENCODE,
+    OPENCODE_JSON,
+    OPENCODE_BIN,
+    GEMINI,
+    GROK,
+    ZERO,
     COPILOT,
+    QWEN,
+    PI,
+    STORES,
 ]
 LINEAGE = [b for b in BUILDERS if b.lineage]
-MALFORMED = [CODEX, OPENCODE, GEMINI, GROK, ZERO, STORES, COPILOT]
+MALFORMED = [CODEX, OPENCODE, GEMINI, GROK, ZERO, COPILOT, QWEN, PI, STORES]
 
 
 # -- running the real CLI --------------------------------------------------------
@@ -1210,6 +1304,8 @@ def test_an_unreadable_database_keeps_every_session_undated(
         (ZERO, False),
         (GROK, False),
         (COPILOT, False),  # its rows are kept in the trash too
+        (QWEN, False),
+        (PI, False),
     ],
     ids=repr,
 )

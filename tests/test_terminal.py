@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from agentkeep import disk
+from agentkeep.agents import AGENTS
 from build_agents import (
     gemini_root,
     make_gemini_session,
@@ -243,15 +244,29 @@ class Drawn:
         return [m for m in map(FRAME.match, pieces) if m]
 
 
-def on_a_terminal(environ: dict[str, str], *args: str, cols: int = 80) -> Drawn:
+# The CLI with the bar's seam set: a frame for every update, however fast
+# the work goes.
+EVERY_FRAME = (
+    "from agentkeep.render import bar\n"
+    "bar._frame_each_update = True\n"
+    "from agentkeep.__main__ import main\n"
+    "main(prog_name='agentkeep')\n"
+)
+
+
+def on_a_terminal(
+    environ: dict[str, str], *args: str, cols: int = 80, every_frame: bool = False
+) -> Drawn:
     """`agentkeep ARGS` with stderr on a pseudo-terminal `cols` wide and
     stdout to a file; every byte written to the terminal is kept, so every
-    frame the bar drew can be read back."""
+    frame the bar drew can be read back. With `every_frame`, the bar draws
+    a frame at each update instead of every tenth of a second."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
+    program = ["-c", EVERY_FRAME] if every_frame else ["-m", "agentkeep"]
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agentkeep", *args],
+            [sys.executable, *program, *args],
             env=environ,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -328,7 +343,7 @@ def _fresh(fh: FakeHome, name: str) -> dict[str, str]:
 
 
 def test_the_first_ls_shows_a_bar_that_never_moves_backwards(big: FakeHome) -> None:
-    drawn = on_a_terminal(_fresh(big, "first-ls"), "ls")
+    drawn = on_a_terminal(_fresh(big, "first-ls"), "ls", every_frame=True)
 
     assert drawn.code == 0, drawn.terminal
     frames = drawn.frames()
@@ -353,12 +368,12 @@ def test_scan_and_a_capped_dry_run_count_toward_totals_known_before(big: FakeHom
     config = Path(big.root / "capped.toml")
     config.write_text("max_removals = 300\n")
     environ["AGENTKEEP_CONFIG"] = str(config)
-    scanned = on_a_terminal(environ, "scan")
+    scanned = on_a_terminal(environ, "scan", every_frame=True)
     assert scanned.code == 0, scanned.terminal
     assert_never_backwards(scanned.frames())
     assert {m["what"] for m in scanned.frames()} == {"scanning"}
 
-    drawn = on_a_terminal(environ, "prune", "--dry-run", "--older-than", "30d")
+    drawn = on_a_terminal(environ, "prune", "--dry-run", "--older-than", "30d", every_frame=True)
 
     assert drawn.code == 0, drawn.terminal
     frames = drawn.frames()
@@ -604,7 +619,7 @@ printf '%s\\n' "${{COMPREPLY[@]}}"
 
     assert {"ls", "show", "prune", "purge", "du", "trash"} <= set(tab("agentkeep "))
     assert tab("agentkeep sh") == ["show"]
-    assert set(tab("agentkeep show ")) == {"claude", "codex", "opencode", "gemini", "grok", "zero"}
+    assert set(tab("agentkeep show ")) == set(AGENTS)
     # Newest first; only what the index holds (the session made since the
     # scan is not offered: nothing was scanned).
     assert tab("agentkeep show claude ") == [a.id, b.id]

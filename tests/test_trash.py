@@ -461,7 +461,7 @@ def test_a_restore_reads_no_entry_but_its_own_and_its_ancestors(state: Path, roo
 
 
 def test_an_expiry_handed_over_as_json_does_not_read_again(state: Path, root: Path) -> None:
-    """A prune in a process of its own (daemon.apart) starts from
+    """A prune in a process of its own (daemon.child) starts from
     the daemon's last read, and hands its own back, as JSON."""
     sid = "0b7c0000-0000-4000-8000-000000000015"
     trash_session(state, root, sid, keep_for=3600)

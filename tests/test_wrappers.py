@@ -89,3 +89,36 @@ def test_an_ancestor_using_the_session_still_holds_it(fake_home: FakeHome) -> No
     assert hooked.returncode == 4, hooked.stdout + hooked.stderr
     assert "live" in hooked.stderr
     assert all(p.exists() for p in s.all_paths())
+
+
+@pytest.mark.parametrize("served", [False, True], ids=["in-process", "by-the-daemon"])
+@pytest.mark.parametrize("naming", ["add-dir", "interpreter"])
+def test_an_agent_whose_command_line_holds_the_word_agentkeep_still_holds_its_session(
+    fake_home: FakeHome, served: bool, naming: str
+) -> None:
+    """An agent given `--add-dir ~/src/agentkeep`, or run by an interpreter
+    in a clone named agentkeep, that runs agentkeep from a hook: its command
+    line holds the word, but it does not run agentkeep; it uses the session."""
+    s = make_session(fake_home, age_days=40)
+    if served:
+        start_daemon(fake_home)
+    interpreter = sys.executable
+    extra: list[str] = []
+    if naming == "add-dir":
+        extra = ["--add-dir", str(fake_home.root / "src" / "agentkeep")]
+    else:
+        clone = fake_home.root / "src" / "agentkeep" / "bin"
+        clone.mkdir(parents=True)
+        (clone / "python3").symlink_to(sys.executable)
+        interpreter = str(clone / "python3")
+    hook = shlex.join([*AGENTKEEP, "purge", "claude", s.id])
+    hooked = subprocess.run(
+        [interpreter, "-c", HOOK, *extra, "--resume", s.id],
+        env={**fake_home.environ, "HOOK": hook},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert hooked.returncode == 4, hooked.stdout + hooked.stderr
+    assert "live" in hooked.stderr
+    assert all(p.exists() for p in s.all_paths())

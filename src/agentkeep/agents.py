@@ -4,4 +4,14 @@ importing the adapters."""
 
 from __future__ import annotations
 
-AGENTS: tuple[str, ...] = ("claude", "codex", "opencode", "gemini", "grok", "zero", "copilot")
+AGENTS: tuple[str, ...] = (
+    "claude",
+    "codex",
+    "opencode",
+    "gemini",
+    "grok",
+    "zero",
+    "copilot",
+    "qwen",
+    "pi",
+)

@@ -4,10 +4,11 @@
 was done: nobody serves (no socket, a stale one, a refused connect), the
 daemon closed the connection before the request was sent, or it is `Busy`
 (its backlog stayed full past the connect deadline, or it had no room for
-the connection). The CLI then does the work in-process. `RemoteError` is an
-error answer, or a request sent and never answered; code ENV_MISMATCH means
-the daemon sees another config, state dir or roots than the CLI, which also
-sends the CLI to work in-process. The daemon's peer is checked as the
+the connection). The CLI then does the work in-process. An error answer
+raises the same kind of errors.Failure the daemon raised (Failed for a
+request sent and never answered); EnvMismatch means the daemon sees another
+config, state dir or roots than the CLI, which also sends the CLI to work
+in-process. The daemon's peer is checked as the
 daemon checks its clients: a socket served by another user is not ours to
 talk to.
 """
@@ -24,16 +25,9 @@ from typing import Any
 
 import structlog
 
+from agentkeep.errors import Failed, Failure
 from agentkeep.paths import Env
-from agentkeep.protocol import (
-    BUSY,
-    ENV_MISMATCH,
-    SERVER_ERROR,
-    decode,
-    encode,
-    peer_credentials,
-    result_head,
-)
+from agentkeep.protocol import BUSY, decode, encode, peer_credentials, result_head
 from agentkeep.protocol import request as request_message
 
 log = structlog.get_logger("agentkeep.client")
@@ -52,25 +46,6 @@ class NoDaemon(Exception):
 class Busy(NoDaemon):
     """The daemon is there but took no request: its backlog stayed full, or
     it had no room for the connection (error BUSY)."""
-
-
-class RemoteError(Exception):
-    """The daemon answered with an error."""
-
-    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data: dict[str, Any] = data or {}
-
-    @property
-    def exit(self) -> int:
-        value = self.data.get("exit")
-        return value if isinstance(value, int) and not isinstance(value, bool) else 1
-
-    @property
-    def env_mismatch(self) -> bool:
-        return self.code == ENV_MISMATCH
 
 
 def call(env: Env, method: str, params: dict[str, Any], *, timeout: float = 600) -> Any:
@@ -102,9 +77,7 @@ def request(
         try:
             line = _read_line(sock, deadline)
         except OSError as exc:
-            raise RemoteError(
-                SERVER_ERROR, f"the daemon did not answer: {exc}", {"exit": 1}
-            ) from exc
+            raise Failed(f"the daemon did not answer: {exc}") from exc
     return _result_text(line, request_id) if raw else _result(line)
 
 
@@ -191,7 +164,7 @@ def _unsent(sock: socket.socket, exc: OSError) -> NoDaemon:
             _result(said.split(b"\n")[0])
         except Busy as busy:
             return busy
-        except RemoteError:
+        except Failure:
             pass
     return NoDaemon(f"the daemon closed the connection before the request: {exc}")
 
@@ -227,21 +200,12 @@ def _result(line: bytes) -> Any:
     try:
         answer = decode(line)
     except ValueError as exc:
-        raise RemoteError(
-            SERVER_ERROR, f"the daemon's answer is not JSON: {exc}", {"exit": 1}
-        ) from None
+        raise Failed(f"the daemon's answer is not JSON: {exc}") from None
     if not isinstance(answer, dict):
-        raise RemoteError(SERVER_ERROR, "the daemon's answer is not an object", {"exit": 1})
+        raise Failed("the daemon's answer is not an object")
     error = answer.get("error")
     if error is not None:
-        if not isinstance(error, dict):
-            raise RemoteError(SERVER_ERROR, f"malformed error answer: {error!r}", {"exit": 1})
-        code, data = error.get("code"), error.get("data")
-        if code == BUSY:
+        if isinstance(error, dict) and error.get("code") == BUSY:
             raise Busy(f"the daemon is busy: {error.get('message', '')}")
-        raise RemoteError(
-            code if isinstance(code, int) else SERVER_ERROR,
-            str(error.get("message", "")),
-            data if isinstance(data, dict) else None,
-        )
+        raise Failure.from_answer(error)
     return answer.get("result")

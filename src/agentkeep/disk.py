@@ -521,6 +521,20 @@ def open_quietly(path: str | os.PathLike[str]) -> BinaryIO | None:
     return os.fdopen(fd, "rb")
 
 
+def denied(path: str | os.PathLike[str]) -> OSError | None:
+    """Why the file at `path` cannot be opened for reading, when something
+    stands in the way (a permission) rather than its being missing or a
+    link (which open_quietly never reads): what it says is then unknown."""
+    try:
+        fd = open_noatime(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return None if exc.errno == errno.ELOOP else exc
+    os.close(fd)
+    return None
+
+
 def entry_paths(directory: str) -> list[str]:
     """The path of every entry of `directory` (listed through a link at it);
     none when it cannot be listed."""
@@ -531,15 +545,72 @@ def entry_names(directory: str) -> list[str]:
     """The name of every entry of `directory` (listed through a link at it,
     without moving its atime); none when it cannot be listed."""
     try:
-        fd = open_noatime(directory, _LIST_FLAGS & ~os.O_NOFOLLOW)
+        return listed_names(directory)
     except OSError:
         return []
+
+
+def listed_names(directory: str) -> list[str]:
+    """entry_names(), raising OSError when `directory` cannot be listed."""
+    fd = open_noatime(directory, _LIST_FLAGS & ~os.O_NOFOLLOW)
     try:
         return os.listdir(fd)
-    except OSError:
-        return []
     finally:
         os.close(fd)
+
+
+def list_problem(directory: str | os.PathLike[str]) -> str | None:
+    """Why `directory` cannot be listed and looked into (listed through a
+    link at it), or None when it can, is missing, or is not a directory.
+    Opening it to read its names takes read permission; looking up an
+    entry takes search permission, which a lookup of "." relative to it
+    checks (nothing is read: a big directory costs no more)."""
+    try:
+        fd = open_noatime(directory, _LIST_FLAGS & ~os.O_NOFOLLOW)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    try:
+        os.stat(".", dir_fd=fd)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    finally:
+        os.close(fd)
+    return None
+
+
+def unlisted(dirs: Iterable[str | os.PathLike[str]]) -> dict[str, str]:
+    """The directories of `dirs` that cannot be listed (path -> why), but
+    none below another of them: what cannot be listed beneath one that
+    cannot is that one's doing."""
+    found: dict[str, str] = {}
+    for path in sorted({os.fspath(d) for d in dirs}):
+        if any(path.startswith(above.rstrip("/") + "/") for above in found):
+            continue
+        problem = list_problem(path)
+        if problem is not None:
+            found[path] = problem
+    return found
+
+
+def first_unlisted(path: str | os.PathLike[str]) -> str | None:
+    """The first directory at or below `path` (walked without following a
+    link) that cannot be listed, or None."""
+    stack = [os.fspath(path)]
+    while stack:
+        current = stack.pop()
+        if list_problem(current) is not None:
+            return current
+        try:
+            with scandir(current) as listing:
+                stack += sorted(
+                    (f"{current}/{e.name}" for e in listing if e.is_dir(follow_symlinks=False)),
+                    reverse=True,
+                )
+        except OSError:
+            continue  # gone meanwhile, or a link
+    return None
 
 
 # File systems stamp a directory's mtime from a coarse clock (FAT's in 2 s

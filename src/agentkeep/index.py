@@ -20,7 +20,8 @@ from typing import Any
 
 from agentkeep.model import Artifact, Session
 
-SCHEMA_VERSION = 3  # 2: sessions.disk_bytes; 3: sessions.listing
+# 2: sessions.disk_bytes; 3: sessions.listing; 4: unreadable places; 5: artifacts.disk_bytes
+SCHEMA_VERSION = 5
 # The first SQLite with generated columns (sessions.listing).
 SQLITE_NEEDED = (3, 31)
 # Sessions written per statement by a scan.
@@ -64,15 +65,20 @@ _SESSION_FORMAT = "\t".join(
 # A workspace stored as a BLOB (a name that is not UTF-8, see _insert) is
 # quoted as DEL, which written_as_python() sends to Python to write.
 _WORKSPACE = "CASE typeof(workspace) WHEN 'blob' THEN char(127) ELSE workspace END"
+# So is a session with places that cannot be listed, whose `unreadable`
+# list (core.session_json) only Python writes (rare, and a list).
+_UNREADABLE = "CASE WHEN unreadable IS NULL THEN '' ELSE char(127) END"
 _SESSION_TEXT = (
-    f"printf('{_SESSION_FORMAT}', json_quote(agent), json_quote(id), json_quote({_WORKSPACE}),"
-    f" json_quote(parent), json_quote({_RFC3339}), bytes, artifacts)"
+    f"printf('%s{_SESSION_FORMAT}', {_UNREADABLE}, json_quote(agent), json_quote(id),"
+    f" json_quote({_WORKSPACE}), json_quote(parent), json_quote({_RFC3339}), bytes, artifacts)"
 )
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS sessions (
     agent TEXT NOT NULL, id TEXT NOT NULL, workspace TEXT, parent TEXT,
     last_activity REAL, bytes INTEGER NOT NULL, artifacts INTEGER NOT NULL,
     unsafe TEXT, disk_bytes INTEGER NOT NULL,
+    -- The places that could not be listed (a JSON list), or NULL.
+    unreadable TEXT,
     -- The session's `ls` text (listing()), written with its row: SQLite
     -- writing 50,000 of them again for each `ls` was a quarter of its time.
     listing TEXT GENERATED ALWAYS AS ({_SESSION_TEXT}) STORED,
@@ -81,17 +87,24 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE TABLE IF NOT EXISTS artifacts (
     agent TEXT NOT NULL, session_id TEXT NOT NULL, path TEXT NOT NULL, kind TEXT NOT NULL,
     bytes INTEGER NOT NULL, mtime REAL, root TEXT, is_primary INTEGER NOT NULL,
-    linked INTEGER NOT NULL, is_dir INTEGER NOT NULL
+    linked INTEGER NOT NULL, is_dir INTEGER NOT NULL, disk_bytes INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS artifacts_by_session ON artifacts (agent, session_id);
 CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions (agent, parent);
+-- The few sessions with places that cannot be listed (status reads them).
+CREATE INDEX IF NOT EXISTS sessions_unreadable ON sessions (agent) WHERE unreadable IS NOT NULL;
 -- An older version indexed every artifact by kind (a fifth of a big
 -- scan's inserts); Index keeps a partial index of the few it reads instead.
 DROP INDEX IF EXISTS artifacts_by_kind;
 CREATE TABLE IF NOT EXISTS dirs (path TEXT PRIMARY KEY, agent TEXT NOT NULL, mtime_ns INTEGER);
+-- Each agent's roots and listed directories that could not be listed at the
+-- last scan or reconcile (Adapter.unlisted), with why.
+CREATE TABLE IF NOT EXISTS unlisted (agent TEXT NOT NULL, path TEXT NOT NULL, why TEXT NOT NULL);
 """
 # An IndexedSession's columns (`listing` aside).
-_COLUMNS = "agent, id, workspace, parent, last_activity, bytes, artifacts, unsafe, disk_bytes"
+_COLUMNS = (
+    "agent, id, workspace, parent, last_activity, bytes, artifacts, unsafe, disk_bytes, unreadable"
+)
 
 
 IDLE_TAIL = '"state": "idle"\t  }'
@@ -118,11 +131,16 @@ class IndexedSession:
     artifacts: int
     unsafe: str | None
     disk_bytes: int
+    # The places that could not be listed (Session.unreadable).
+    unreadable: tuple[str, ...] = ()
 
 
 def _session(row: Sequence[Any]) -> IndexedSession:
-    agent, sid, workspace, parent, *rest = row
-    return IndexedSession(agent, sid, _text(workspace), _text(parent), *rest)
+    agent, sid, workspace, parent, activity, size, artifacts, unsafe, disk, unreadable = row
+    places = tuple(json.loads(unreadable)) if unreadable else ()
+    return IndexedSession(
+        agent, sid, _text(workspace), _text(parent), activity, size, artifacts, unsafe, disk, places
+    )
 
 
 @dataclass(slots=True)
@@ -142,12 +160,14 @@ def rows(sessions: Iterable[Session], restored: Mapping[tuple[str, str], float])
         activity = s.last_activity(restored.get(s.key))
         done.bytes += s.bytes
         disk = sum(a.disk_bytes for a in s.artifacts)
+        unreadable = json.dumps(sorted(set(s.unreadable))) if s.unreadable else None
         done.sessions.append(
             (s.agent, s.id, s.workspace, s.parent, activity)
-            + (s.bytes, len(s.artifacts), s.unsafe, disk)
+            + (s.bytes, len(s.artifacts), s.unsafe, disk, unreadable)
         )
         done.artifacts += [
-            (s.agent, s.id, a.path, a.kind, a.bytes, a.mtime, a.root, a.primary, a.linked, a.is_dir)
+            (s.agent, s.id, a.path, a.kind, a.bytes, a.mtime, a.root)
+            + (a.primary, a.linked, a.is_dir, a.disk_bytes)
             for a in s.artifacts
         ]
     return done
@@ -168,8 +188,8 @@ def batches(
 
 
 def _write(db: sqlite3.Connection, done: Rows) -> None:
-    _insert(db, "INSERT INTO sessions VALUES (?,?,?,?,?,?,?,?,?)", done.sessions)
-    _insert(db, "INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?)", done.artifacts)
+    _insert(db, f"INSERT INTO sessions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", done.sessions)
+    _insert(db, "INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?,?)", done.artifacts)
 
 
 def _insert(db: sqlite3.Connection, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
@@ -254,6 +274,43 @@ def _one_of(kinds: Iterable[str]) -> str:
     return "(" + (" OR ".join(terms) or "0") + ")"
 
 
+def recorded_unreadable(path: Path) -> dict[str, list[str]]:
+    """Index.unreadable() of the index at `path`, opened read-only (never
+    made); nothing when there is none, or it is another version's."""
+    if not os.path.exists(path):  # Path.exists raises where the state dir cannot be searched
+        return {}
+    try:
+        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return {}
+    try:
+        if _version(db) != SCHEMA_VERSION:
+            return {}
+        return _unreadable(db, None)
+    except sqlite3.Error:
+        return {}
+    finally:
+        db.close()
+
+
+def _unreadable(db: sqlite3.Connection, agent: str | None) -> dict[str, list[str]]:
+    """Every place recorded as not listable, by agent (each sorted; only
+    agents with some): the agents' own (Index.set_unlisted) and those their
+    sessions name."""
+    where, args = ("WHERE agent = ?", [agent]) if agent is not None else ("", [])
+    on = "AND sessions.agent = ?" if agent is not None else ""
+    rows = db.execute(
+        f"SELECT agent, path FROM unlisted {where} UNION"
+        " SELECT sessions.agent, place.value FROM sessions, json_each(sessions.unreadable)"
+        f" AS place WHERE sessions.unreadable IS NOT NULL {on}",
+        args * 2,
+    )
+    found: dict[str, set[str]] = {}
+    for name, path in rows:
+        found.setdefault(name, set()).add(_text(path))
+    return {name: sorted(paths) for name, paths in sorted(found.items())}
+
+
 class Index:
     """`evidence_kinds`: the kinds of artifact that holders() reads (every
     agent's), kept in a partial index: listing 50,000 sessions reads a few
@@ -283,7 +340,7 @@ class Index:
             return
         with self._tx() as tx:
             if _version(tx) not in (0, SCHEMA_VERSION):  # another process may have done it
-                for table in ("sessions", "artifacts", "dirs"):
+                for table in ("sessions", "artifacts", "dirs", "unlisted"):
                     tx.execute(f"DROP TABLE IF EXISTS {table}")
                 tx.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -398,6 +455,7 @@ class Index:
             db.execute(f"DELETE FROM sessions WHERE agent NOT IN ({marks})", keep)
             db.execute(f"DELETE FROM artifacts WHERE agent NOT IN ({marks})", keep)
             db.execute(f"DELETE FROM dirs WHERE agent NOT IN ({marks})", keep)
+            db.execute(f"DELETE FROM unlisted WHERE agent NOT IN ({marks})", keep)
 
     @staticmethod
     def _delete(db: sqlite3.Connection, agent: str, session_id: str) -> None:
@@ -417,6 +475,26 @@ class Index:
                 "INSERT INTO dirs VALUES (?,?,?)",
                 [(p, agent, m) for p, m in signatures.items()],
             )
+
+    # -- places that cannot be listed ------------------------------------
+    def set_unlisted(self, agent: str, unlisted: Mapping[str, str]) -> None:
+        """What Adapter.unlisted() found of `agent` now (path -> why)."""
+        with self._tx() as db:
+            db.execute("DELETE FROM unlisted WHERE agent = ?", (agent,))
+            _insert(
+                db,
+                "INSERT INTO unlisted VALUES (?,?,?)",
+                [(agent, path, why) for path, why in unlisted.items()],
+            )
+
+    def unlisted(self, agent: str) -> dict[str, str]:
+        """What set_unlisted() last recorded of `agent`."""
+        rows = self._db().execute("SELECT path, why FROM unlisted WHERE agent = ?", (agent,))
+        return {_text(path): why for path, why in rows}
+
+    def unreadable(self, agent: str | None = None) -> dict[str, list[str]]:
+        """Every place recorded as not listable (_unreadable)."""
+        return _unreadable(self._db(), agent)
 
     # -- reading --------------------------------------------------------
     def sessions(self, agent: str | None = None) -> list[IndexedSession]:
@@ -549,6 +627,16 @@ class Index:
         )
         for sid, path, mtime in rows:
             yield sid, _text(path), mtime
+
+    def kind_totals(self) -> Iterator[tuple[str, str, str, int, int]]:
+        """(agent, session id, kind, bytes, disk bytes) of every session's
+        artifacts of each kind, streamed (`du --by kind`)."""
+        rows = self._db().execute(
+            "SELECT agent, session_id, kind, sum(bytes), sum(disk_bytes) FROM artifacts"
+            " GROUP BY agent, session_id, kind"
+        )
+        while batch := rows.fetchmany(_BATCH):
+            yield from batch
 
     def children(self, agent: str, session_id: str) -> list[str]:
         rows = self._db().execute(

@@ -31,16 +31,29 @@ import structlog
 from agentkeep.adapters.base import valid_name
 from agentkeep.disk import read_regular
 from agentkeep.paths import ensure_private_dir
+from agentkeep.statefiles import temporary
 
 log = structlog.get_logger("agentkeep.journal")
 
 # Test seam, None in production: called with the path about to be written
-# (the temporary file, then the entry it is renamed to), so a test can make
-# either write fail (ENOSPC).
+# (the temporary file, made, then the entry it is renamed to), so a test can
+# make either write fail (ENOSPC).
 _write_hook: Callable[[Path], None] | None = None
 
 _SUFFIX = ".json"
 _BATCH = "batch-"
+
+# Whether this process has journaled a batch (see began_removing()).
+_journaled = False
+
+
+def began_removing() -> bool:
+    """Whether this process has begun removing the sessions of its plan (it
+    journaled a batch): a run stopped since then finishes the session it is
+    removing and records what it did (daemon/child.py). Stopped before, at
+    once, a run leaves nothing half done that the journal does not name: it
+    listed and planned, or finished what an earlier run left."""
+    return _journaled
 
 
 @dataclass
@@ -122,6 +135,8 @@ class Journal:
                 raise ValueError(f"invalid agent name {entry.agent!r}")
         path = self.dir / f"{_BATCH}{time.time_ns()}-{os.getpid()}{_SUFFIX}"
         self._write(path, {"batch": [e.as_json() for e in entries]})
+        global _journaled
+        _journaled = True
         return path
 
     def narrow_batch(self, path: Path, entries: list[JournalEntry]) -> None:
@@ -142,21 +157,18 @@ class Journal:
     def _write(self, path: Path, data: dict[str, Any]) -> None:
         for directory in (self.state_dir, self.dir, path.parent):
             ensure_private_dir(directory)
-        tmp = path.with_name(f".{path.name}.tmp")
+        fd, tmp = temporary(path)
         try:
-            if _write_hook is not None:
-                _write_hook(tmp)
-            # O_NONBLOCK: a FIFO at the name fails (ENXIO) instead of waiting
-            # for a reader.
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK
-            fd = os.open(tmp, flags | os.O_CLOEXEC, 0o600)
+            # Renamed while still open, so still locked (statefiles.clear_stale).
             with os.fdopen(fd, "w", encoding="utf-8") as f:
+                if _write_hook is not None:
+                    _write_hook(tmp)
                 json.dump(data, f)
                 f.flush()
                 os.fsync(f.fileno())
-            if _write_hook is not None:
-                _write_hook(path)
-            os.replace(tmp, path)
+                if _write_hook is not None:
+                    _write_hook(path)
+                os.replace(tmp, path)
             _fsync_dir(path.parent)
         except BaseException:
             # Only the temporary file goes: a batch already at `path` (one

@@ -33,7 +33,7 @@ import structlog
 
 from agentkeep.adapters.base import valid_name
 from agentkeep.disk import file_kind
-from agentkeep.errors import Failure
+from agentkeep.errors import Failed
 from agentkeep.model import Reason
 from agentkeep.paths import ensure_private_dir
 
@@ -415,7 +415,7 @@ class PrunerLock:
         False. With `wait`, waits for as long as the other prune runs: a
         prune takes minutes at most, and the one waiting says so on the log;
         in the CLI an interrupt (Ctrl-C) ends the wait, as flock(2) returns
-        EINTR to Python's signal handler. Raises Failure (exit 1) when the
+        EINTR to Python's signal handler. Raises Failed when the
         lock cannot be taken at all: then no prune runs."""
         if self.held:
             return True
@@ -430,7 +430,7 @@ class PrunerLock:
                 )
                 self._lease = Lease(self.path, _lock(self.path, fcntl.LOCK_EX))
         except (OSError, LeaseError) as exc:
-            raise Failure(1, f"cannot take the prune lock {self.path}: {exc}") from exc
+            raise Failed(f"cannot take the prune lock {self.path}: {exc}") from exc
         return True
 
     def release(self) -> None:

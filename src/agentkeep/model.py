@@ -70,8 +70,8 @@ class Artifact(NamedTuple):
     planted `/tmp/claude-<uid>`): its times are not the user's activity, so
     another user cannot keep the user's sessions from ever being pruned.
     `disk_bytes` is what it takes on disk (allocated blocks, as `du` counts),
-    beside `bytes`, its apparent size; as measured only: the index keeps a
-    session's total, and an artifact read back from it has 0.
+    beside `bytes`, its apparent size; as measured only: the index keeps it
+    for `du --by kind` alone, and an artifact read back from it has 0.
     A named tuple, immutable like a frozen dataclass: a scan makes one per
     artifact of every session, and a frozen dataclass costs three times as
     much to make.
@@ -115,6 +115,10 @@ class Session:
     bytes: int = 0
     # Things that name the session but are not the prune's to remove.
     residual: list[str] = field(default_factory=list)
+    # Places that could not be listed or read where the session could have
+    # entries (adapters.base.Unlisted): what it has there is unknown, so it
+    # is kept `unsafe` and undated (invariant 2).
+    unreadable: list[str] = field(default_factory=list)
     # Why it is unsafe as the index recorded it (a session read back from the
     # index, whose artifacts are not all at hand).
     recorded_unsafe: str | None = None
@@ -142,6 +146,8 @@ class Session:
         for artifact in self.artifacts:
             if artifact.primary and artifact.linked:
                 return f"{artifact.path} lies behind a link or on an unsafe root"
+        if self.unreadable:
+            return "cannot list " + ", ".join(self.unreadable)
         if self.artifacts and all(a.linked for a in self.artifacts):
             return f"all of it lies behind a link or on an unsafe root ({self.artifacts[0].path})"
         return None
@@ -154,9 +160,9 @@ class Session:
     def last_activity(self, restored_at: float | None = None) -> float | None:
         """Newest of every artifact's mtime (foreign ones left out), the
         agent's update time and the last restore; None (undated) when any of
-        them could not be read."""
+        them could not be read, or a place of the session could not be."""
         own = self.own_artifacts
-        if self.undated or any(a.mtime is None for a in own):
+        if self.undated or self.unreadable or any(a.mtime is None for a in own):
             return None
         times = [a.mtime for a in own if a.mtime is not None]
         if self.updated is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,14 +62,18 @@ def asked_by(pid: int | None) -> Iterator[None]:
 
 
 def _wrappers() -> set[int]:
-    """The asking process's ancestors that run agentkeep (`timeout 60
-    agentkeep purge claude <id>`, `sh -c 'agentkeep show ...'`, a cron or
-    ssh command line): they name the session only because they ask about
-    it. An ancestor that does not run agentkeep (a `claude --resume <id>`
-    whose hook asks) still names it: it is using the session."""
+    """The asking process's ancestors that run it (`timeout 60 agentkeep
+    purge claude <id>`, `sh -c 'agentkeep show ...'`, a cron or ssh command
+    line): they name the session only because they ask about it. An
+    ancestor that does not run this very command (a `claude --resume <id>`
+    whose hook asks, even one given `--add-dir ~/src/agentkeep` or run by an
+    interpreter in a folder named agentkeep) still names it: it is using
+    the session."""
     pid = _asking.get()
     try:
-        chain = psutil.Process(os.getpid() if pid is None else pid).parents()
+        asking = psutil.Process(os.getpid() if pid is None else pid)
+        args = _agentkeep_args(asking.cmdline())
+        chain = asking.parents() if args is not None else []
     except (psutil.Error, OSError):
         return set()
     found = set()
@@ -77,21 +82,49 @@ def _wrappers() -> set[int]:
             cmdline = proc.cmdline()
         except (psutil.Error, OSError):
             continue
-        tokens = {t.lower() for arg in cmdline for t in _TOKEN_SPLIT.split(arg)}
-        if "agentkeep" in tokens:
+        if _runs(cmdline, args or []):
             found.add(proc.pid)
     return found
 
 
-def is_agentkeep(cmdline: tuple[str, ...] | list[str]) -> bool:
-    """True for agentkeep's own processes (the CLI, the daemon)."""
+def _runs(cmdline: list[str], args: list[str]) -> bool:
+    """Whether `cmdline` runs agentkeep (as is_agentkeep tells it) with
+    `args`: as its own words, or inside one of them (`sh -c '...'`)."""
+    words = [w for arg in cmdline for w in _shell_words(arg)]
+    for line in (cmdline, words):
+        for start in range(len(line)):
+            theirs = _agentkeep_args(line[start:])
+            if theirs is not None and theirs[: len(args)] == args:
+                return True
+    return False
+
+
+def _shell_words(text: str) -> list[str]:
+    """`text` read as a shell command line: its words, `;`, `&&` and `|`
+    words of their own."""
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:  # not shell code (an unmatched quote): its plain words
+        return text.split()
+
+
+def _agentkeep_args(cmdline: list[str] | tuple[str, ...]) -> list[str] | None:
+    """The arguments agentkeep was given when `cmdline` runs it (its program
+    named `agentkeep`, or an interpreter's `-m agentkeep`), else None."""
     head = [os.path.basename(arg) for arg in cmdline[:2]]
     if "agentkeep" in head:
-        return True
-    return any(
-        cmdline[i] == "-m" and cmdline[i + 1] == "agentkeep"
-        for i in range(min(len(cmdline) - 1, 3))
-    )
+        return list(cmdline[head.index("agentkeep") + 1 :])
+    for i in range(min(len(cmdline) - 1, 3)):
+        if cmdline[i] == "-m" and cmdline[i + 1] == "agentkeep":
+            return list(cmdline[i + 2 :])
+    return None
+
+
+def is_agentkeep(cmdline: tuple[str, ...] | list[str]) -> bool:
+    """True for agentkeep's own processes (the CLI, the daemon)."""
+    return _agentkeep_args(cmdline) is not None
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Answering one command: through the daemon when one answers with the same
 view, else in-process; and ending it with its output and exit code.
 
-Shared by the `agentkeep` command (cli.py) and the terminal view (ui/).
+Shared by the `agentkeep` command (cli/) and the terminal view (ui/).
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from agentkeep import __version__
-from agentkeep.errors import Failure, state_file_failure
+from agentkeep.errors import ConfigInvalid, EnvMismatch, Failed, Failure, state_file_failure
 from agentkeep.paths import Env
 
 if TYPE_CHECKING:
     from agentkeep import core, render
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED, EXIT_NO_SUCH = 0, 1, 2, 4, 5
 # Where -q is kept (click shares `meta` with every nested context).
 QUIET = "agentkeep.quiet"
 
@@ -41,9 +40,10 @@ def progress_bar(what: str) -> render.Bar:
     return render.Bar(what, enabled=not (ctx and ctx.meta.get(QUIET)))
 
 
-def fail(exit_code: int, message: str) -> NoReturn:
-    click.echo(f"agentkeep: {message}", err=True)
-    sys.exit(exit_code)
+def fail(exc: Failure) -> NoReturn:
+    """End the command in `exc`: its words on stderr, its exit code."""
+    click.echo(f"agentkeep: {exc.message}", err=True)
+    sys.exit(exc.exit)
 
 
 # indented_parts() are written joined up to this many characters at a time:
@@ -119,14 +119,8 @@ class Runner:
             # Nothing of the request was done (no daemon, or a busy one that
             # took none of it): doing it here cannot do it twice.
             log.debug("working in-process", method=method, why=str(exc))
-        except client.RemoteError as exc:
-            if not exc.env_mismatch:
-                data = exc.data if isinstance(exc.data, dict) else {}
-                if isinstance(data.get("report"), dict):
-                    raise Failure(
-                        int(data.get("exit", 1)), exc.message, report=data["report"]
-                    ) from None
-                raise Failure(int(data.get("exit", 1)), exc.message) from None
+        except EnvMismatch as exc:
+            # The daemon's view is not ours: its answer would not be ours either.
             log.debug("working in-process", method=method, why=exc.message)
         from agentkeep import core
         from agentkeep.methods import METHODS
@@ -153,12 +147,11 @@ class Runner:
                     from agentkeep import render
 
                     render.report(text_out(wide), exc.report)
-            fail(exc.exit, exc.message)
+            fail(exc)
         except BrokenPipeError:
             raise  # the reader went away: _Group.invoke ends quietly
         except OSError as exc:
-            failure = state_file_failure(exc)
-            fail(failure.exit, failure.message)
+            fail(state_file_failure(exc))
         sys.exit(code)
 
 
@@ -169,13 +162,13 @@ def status_doc(r: Runner) -> tuple[dict[str, Any], int]:
 
     try:
         doc = client.call(r.env, "status", {})
-        code = EXIT_OK
-    except (client.NoDaemon, client.RemoteError):
+        code = 0
+    except (client.NoDaemon, Failure):
         from agentkeep import core
 
         doc = {"pid": None, "version": __version__, "uptime_s": None, **core.status_fields(r.ctx)}
         doc.update(watch={"mode": None, "roots": []}, next_prune=None)
-        code = EXIT_FAILED
+        code = Failed.exit  # no daemon answers
     if not (doc.get("config") or {}).get("ok", True):
-        code = EXIT_USAGE  # a bad config: shown, and what to fix first
+        code = ConfigInvalid.exit  # a bad config: shown, and what to fix first
     return doc, code

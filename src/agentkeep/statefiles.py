@@ -1,15 +1,22 @@
-"""Small JSON files in agentkeep's state dir (pins, the pause, the last prune).
+"""Small JSON files in agentkeep's state dir (pins, the pause, the last
+prune, what adopt changed), and the one way agentkeep replaces a file.
 
 Each is written whole to a temporary file, fsynced and renamed into place, so
-a crash leaves either the old or the new content, never half of one.
+a crash leaves either the old or the new content, never half of one. What a
+crash leaves instead is the temporary file: its writer holds a flock on it
+from its making to its rename, and clear_stale(), as a prune starts, removes
+those nobody holds.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import stat
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,14 +29,24 @@ log = structlog.get_logger("agentkeep.statefiles")
 # State files are small; one bigger than this is not one agentkeep wrote.
 _LIMIT = 64 << 20
 
+# Test seam, None in production: called with a temporary file once its data
+# is written, before it is renamed into place.
+_write_hook: Callable[[Path], None] | None = None
+
+# agentkeep's temporary names (temporary()): `.<name>.<8 random>.tmp`.
+_TEMPORARY = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")
+# Those of earlier releases, whose writers held no lock: write_json's
+# `.<name>.json.<8 random>` and the journal's `.<name>.json.tmp`. One is
+# stale once older than _EARLIER_GRACE (a write takes milliseconds).
+_EARLIER = re.compile(r"\..+\.json\.(?:tmp|[a-z0-9_]{8})")
+_EARLIER_GRACE = 60.0
+
 T = TypeVar("T")
 
 
 class StateFileError(Exception):
     """A state file agentkeep wrote is damaged (empty, cut short, not JSON,
     not the shape agentkeep writes): a person must fix or delete it."""
-
-    exit_code = 1
 
     def __init__(self, path: Path, why: str) -> None:
         super().__init__(f"{path} is damaged ({why}): fix it or delete it")
@@ -86,16 +103,28 @@ def write_json(path: Path, value: Any) -> None:
 
 def _write_json(path: Path, value: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # mode 0600
+    # One string from json's C encoder: json.dump (and any indent) goes
+    # through its Python encoder, whose closures leave a reference cycle per
+    # write (thousands in a prune into the trash).
+    replace_file(path, json.dumps(value, sort_keys=True).encode("utf-8"), 0o600)
+
+
+def replace_file(path: Path, data: bytes, mode: int) -> None:
+    """Put `data` at `path` whole or not at all, with permissions `mode`: a
+    temporary file beside it (temporary()), fsynced, renamed over it, and the
+    folder fsynced, so a reader or a crash sees the old file or the new one."""
+    fd, tmp = temporary(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            # One string from json's C encoder: json.dump (and any indent)
-            # goes through its Python encoder, whose closures leave a
-            # reference cycle per write (thousands in a prune into the trash).
-            f.write(json.dumps(value, sort_keys=True))
+        # Renamed while still open, so still locked: clear_stale() never
+        # takes a temporary file whose writer is alive.
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            if _write_hook is not None:
+                _write_hook(tmp)
+            os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -107,6 +136,111 @@ def _write_json(path: Path, value: Any) -> None:
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+def temporary(path: Path) -> tuple[int, Path]:
+    """A new temporary file beside `path` (mode 0600, named
+    `.<name>.<8 random>.tmp`) for its next content, open for writing and
+    locked for as long as the descriptor is open. Its writer renames it
+    over `path` before closing it, or removes it."""
+    while True:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_nlink:
+                return fd, Path(name)
+        except BaseException:
+            os.close(fd)
+            raise
+        # clear_stale() took it between its making and its lock (it locks
+        # before it removes): another one.
+        os.close(fd)
+
+
+def clear_stale(state_dir: Path) -> list[Path]:
+    """Remove the temporary files of writers killed before they renamed
+    them into place (SIGKILL, a power cut); the paths removed. Only
+    agentkeep's own temporary names, where agentkeep writes state files:
+    the state dir, its journal (and the journal's folders of earlier
+    releases), and each trash entry's own folder (never its roots/, which
+    hold the user's files under their own names). Only a file nobody holds
+    a lock on: a live writer's stays."""
+    now = time.time()
+    removed = [
+        Path(entry.path)
+        for directory in _written_in(state_dir)
+        for entry in _entries(directory)
+        if _stale(entry, now) and _remove_unheld(Path(entry.path))
+    ]
+    if removed:
+        log.info("stale temporary files removed", count=len(removed), first=str(removed[0]))
+    return removed
+
+
+def _written_in(state_dir: Path) -> list[Path]:
+    """The folders agentkeep writes state files in through temporary ones.
+    A trash entry's entry.json is written by a removal only, which the
+    journal names until it is done (invariant 5): with nothing in the
+    journal no entry holds a half-written one, and the trash, a folder per
+    session, is not walked (10,000 entries took 0.2-0.5 s)."""
+    journal = [state_dir / "journal", *_folders(state_dir / "journal")]
+    folders = [state_dir, *journal]
+    if any(_names_a_removal(directory) for directory in journal):
+        folders += [entry for agent in _folders(state_dir / "trash") for entry in _folders(agent)]
+    return folders
+
+
+def _names_a_removal(directory: Path) -> bool:
+    """Whether a journal folder holds an entry (any file but a temporary one)."""
+    return any(
+        not e.name.startswith(".") and e.is_file(follow_symlinks=False) for e in _entries(directory)
+    )
+
+
+def _folders(directory: Path) -> list[Path]:
+    return [Path(e.path) for e in _entries(directory) if e.is_dir(follow_symlinks=False)]
+
+
+def _entries(directory: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as entries:
+            return list(entries)
+    except OSError:
+        return []
+
+
+def _stale(entry: os.DirEntry[str], now: float) -> bool:
+    """Whether `entry` is agentkeep's temporary file, and (by its name)
+    stale once nobody holds it."""
+    if _TEMPORARY.fullmatch(entry.name):
+        return entry.is_file(follow_symlinks=False)
+    if not _EARLIER.fullmatch(entry.name):
+        return False
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and now - st.st_mtime > _EARLIER_GRACE
+
+
+def _remove_unheld(path: Path) -> bool:
+    """Remove `path` under its lock, when nobody else holds it; whether it
+    was removed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        st = os.fstat(fd)
+        if not os.path.samestat(st, os.lstat(path)):
+            return False  # the name is another file's now
+        os.unlink(path)
+    except OSError:  # its writer holds it (BlockingIOError), or it went
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 def remove(path: Path) -> None:

@@ -1,8 +1,8 @@
 """Two pruners at once (issue #7): a second daemon is refused while the first
 prunes; a CLI prune started beside the daemon's scheduled prune (through the
 socket, or in-process against the same state dir) waits for it; a scheduled
-prune that finds a CLI prune running skips its turn. Nothing is removed twice,
-nothing fails, nothing crashes.
+prune that finds a CLI prune running waits for it, and runs after it. Nothing
+is removed twice, nothing fails, nothing crashes.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def test_a_cli_prune_beside_the_daemons_waits_and_removes_nothing_twice(
     assert daemon.stop() == 0, daemon.stderr()
 
 
-def test_the_daemons_turn_is_skipped_while_a_cli_prune_runs(
+def test_the_daemons_turn_waits_for_a_cli_prune_and_runs_after_it(
     fake_home: FakeHome, tmp_path: Path
 ) -> None:
     old, recent = world(fake_home)
@@ -184,7 +184,9 @@ def test_the_daemons_turn_is_skipped_while_a_cli_prune_runs(
         wait_until((barrier / "planned").exists, "the CLI's prune reaching its plan")
         daemon = start_daemon(fake_home, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.3"})
         wait_until(
-            lambda: events_named(daemon.log, "a prune is already running; this turn is skipped"),
+            lambda: events_named(
+                daemon.log, "another prune holds the prune lock: the scheduled prune waits for it"
+            ),
             "the daemon's turn",
         )
     finally:
@@ -193,6 +195,8 @@ def test_the_daemons_turn_is_skipped_while_a_cli_prune_runs(
 
     assert code == 0, err
     assert doc["failed"] == []
+    done = wait_until(lambda: events_named(daemon.log, "scheduled prune done"), "the daemon's turn")
+    assert done[0]["removed"] == done[0]["failed"] == 0
     assert daemon_removed(daemon) == []
     assert_once_each(old, removed_ids(doc))
     assert recent.transcript.exists()

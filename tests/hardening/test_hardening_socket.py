@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from agentkeep import client
 from agentkeep.daemon.limits import MAX_CONNECTIONS
-from agentkeep.daemon.main import METHODS
+from agentkeep.errors import Failure
+from agentkeep.methods import METHODS
 from agentkeep.protocol import MAX_LINE
 from fakehome import make_fake_home
 from test_daemon_serve import Daemon, ask, read_answer, start_daemon
@@ -54,7 +55,7 @@ def status_in_time(d: Daemon) -> dict[str, Any]:
     started = time.monotonic()
     try:
         doc = client.call(d.env, "status", {}, timeout=STATUS_WITHIN)
-    except (client.NoDaemon, client.RemoteError) as exc:
+    except (client.NoDaemon, Failure) as exc:
         raise AssertionError(f"status failed: {exc}\n{d.stderr()[-3000:]}") from None
     took = time.monotonic() - started
     assert took < STATUS_WITHIN, f"status took {took:.2f} s"

@@ -47,7 +47,9 @@ def small_disk(fake_home: FakeHome) -> Iterator[Path]:
 
 def fill(disk: Path) -> Path:
     filler = disk / "filler"
-    with filler.open("wb") as f:
+    # Unbuffered: a buffer left half written when the disk filled would
+    # fail again as the file closes.
+    with filler.open("wb", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * 65536)

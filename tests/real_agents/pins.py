@@ -8,6 +8,7 @@ set `AGENTKEEP_AGENTS=newest` for both (install.py resolves the versions).
 
 from __future__ import annotations
 
+import platform
 from dataclasses import dataclass, replace
 
 # The switch: unset (or "pinned") runs PINS; "newest" runs each agent's
@@ -39,5 +40,16 @@ PINS: dict[str, Pin] = {
         Pin("opencode", "opencode-ai", "1.18.33", "opencode"),
         Pin("gemini", "@google/gemini-cli", "0.61.0", "gemini"),
         Pin("copilot", "@github/copilot", "1.0.102", "copilot"),
+        Pin("qwen", "@qwen-code/qwen-code", "0.24.4", "qwen"),
+        Pin("pi", "@mariozechner/pi-coding-agent", "0.73.1", "pi"),
+        # Qwen Code needs Node >= 22, newer than a machine may have: npm's
+        # node-linux-<arch> package holds a whole Node, which the agents'
+        # PATH then finds first (the suite runs on Linux only).
+        Pin(
+            "node",
+            f"node-linux-{'arm64' if platform.machine() == 'aarch64' else 'x64'}",
+            "22.23.5",
+            "node",
+        ),
     )
 }

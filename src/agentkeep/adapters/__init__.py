@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agentkeep import disk
 from agentkeep.adapters.base import Adapter, Remover, Root
 from agentkeep.agents import AGENTS
 from agentkeep.paths import Env
@@ -20,6 +22,7 @@ __all__ = [
     "agent_roots",
     "build",
     "evidence_kinds",
+    "unreadable",
 ]
 
 
@@ -32,6 +35,24 @@ def _adapter_class(agent: str) -> type[Adapter]:
 def agent_roots(env: Env) -> dict[str, list[Path]]:
     """Every built-in agent's roots, enabled or not (config checks use them)."""
     return {agent: [r.path for r in _adapter_class(agent)(env).roots()] for agent in AGENTS}
+
+
+def unreadable(
+    env: Env, config: Config, recorded: Mapping[str, Iterable[str]]
+) -> dict[str, dict[str, str]]:
+    """What cannot be listed now (path -> why), by agent (only those with
+    some): each enabled agent's own (Adapter.unlisted), and those of the
+    `recorded` places (an index's, by agent) that still cannot be."""
+    found: dict[str, dict[str, str]] = {}
+    for agent, adapter in build(env, config).items():
+        now = adapter.unlisted()
+        for path in recorded.get(agent, ()):
+            why = disk.list_problem(path)
+            if why is not None:
+                now.setdefault(path, why)
+        if now:
+            found[agent] = dict(sorted(now.items()))
+    return found
 
 
 def evidence_kinds() -> frozenset[str]:

@@ -100,6 +100,41 @@ class Known:
         return self._names.get(directory, [])
 
 
+class Unlisted(dict[str, str]):
+    """The directories a listing could not list (path -> why), and places
+    it could not read to tell whose an entry is. What lies there is
+    unknown, so every session that could have an entry there is kept
+    `unsafe` with them named (invariant 2: a check that cannot be made
+    counts as in use), never dated or removed from the part that could be
+    read. A missing directory is not one of them: it holds nothing."""
+
+    def add(self, path: str | os.PathLike[str], exc: OSError) -> None:
+        path = os.fspath(path)
+        if path not in self:
+            log.info("cannot list directory", path=path, error=str(exc))
+            self[path] = exc.strerror or str(exc)
+
+    @staticmethod
+    def note(into: Unlisted | None, path: str | os.PathLike[str], exc: OSError) -> None:
+        """add() to `into`; only logged when there is none."""
+        (Unlisted() if into is None else into).add(path, exc)
+
+
+def unlisted_error(exc: OSError) -> bool:
+    """Whether a listing's error hides what is there: anything but the
+    directory being absent (or a file)."""
+    return not isinstance(exc, (FileNotFoundError, NotADirectoryError))
+
+
+def unreadable(artifacts: Iterable[Artifact], unlisted: Iterable[str] = ()) -> list[str]:
+    """A session's Session.unreadable: the places that could not be listed
+    where it could have entries (`unlisted`), and the first directory that
+    cannot be listed in each of its directory artifacts whose tree could
+    not all be read (mtime None), sorted."""
+    found = (disk.first_unlisted(a.path) for a in artifacts if a.is_dir and a.mtime is None)
+    return sorted({*unlisted, *(path for path in found if path is not None)})
+
+
 class Remover(Protocol):
     """What an adapter may do to the disk, through the removal engine."""
 
@@ -236,6 +271,26 @@ class Adapter(ABC):
         removal every table of them is looked at again for the id."""
         return []
 
+    def unlisted(self) -> dict[str, str]:
+        """The agent's roots and the directories whose entries name its
+        sessions that cannot be listed now (path -> why), each below the
+        first that cannot. A scan and every reconcile record them; a change
+        has the agent scanned again (a permission change moves no mtime
+        and no watch sees it)."""
+        return disk.unlisted([*(r.path for r in self.roots()), *self.listed_dirs()])
+
+    def listed_dirs(self) -> list[Path]:
+        """The directories a listing of every session lists (unlisted()
+        checks them): the watched ones, unless an agent lists others too."""
+        return self.watch_dirs()
+
+    def names_leftovers(self, paths: list[str]) -> set[str]:
+        """Which of `paths`, runtime leftovers in the tmp dirs of a kind
+        this agent's sessions name (leftovers.KINDS, `named_by`), a session
+        still names: those stay. By default every one: an agent whose
+        adapter does not look for them keeps them all."""
+        return set(paths)
+
     # -- in use ---------------------------------------------------------
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         """Evidence that a process has the session open. The default: any of
@@ -313,6 +368,37 @@ class AgentRun:
     failure: str | None
 
 
+def dir_var(env: Env, var: str) -> Path | None:
+    """The directory an agent's variable names (`~` and `~/...` expanded as
+    the agents expand them), or None when it is unset or empty. A relative
+    path is ignored with a warning: the agent resolves it against its own
+    working directory, which agentkeep cannot know."""
+    value = env.get(var)
+    if not value:
+        return None
+    if value == "~" or value.startswith("~/"):
+        value = str(env.home) + value[1:]
+    path = Path(value)
+    if not path.is_absolute():
+        log.warning("relative directory ignored", variable=var, value=value)
+        return None
+    return path
+
+
+def tmp_dirs(env: Env, first: Sequence[str] = (), below: str = "") -> list[Path]:
+    """`below` in each tmp dir an agent may use: those the variables `first`
+    name, $TMPDIR, $TMP, $TEMP and the system tmp dir (the order Node's and
+    Bun's tmpdir() read them in), the first spelling of each real path."""
+    candidates = [dir_var(env, var) for var in (*first, "TMPDIR", "TMP", "TEMP")]
+    candidates.append(env.system_tmp)
+    unique: dict[str, Path] = {}
+    for base in candidates:
+        if base is not None:
+            path = base / below if below else base
+            unique.setdefault(os.path.realpath(path), path)
+    return list(unique.values())
+
+
 # The ids of zero, grok, gemini and opencode (and a store's path components
 # are checked by valid_name): a letter or digit, then up to 127 more of
 # letters, digits, `_` and `-`. No `/`, `.` or `..` can ever pass.
@@ -338,13 +424,13 @@ class Entry:
     dir: bool
 
 
-def entries(directory: str | os.PathLike[str]) -> list[Entry]:
+def entries(directory: str | os.PathLike[str], unlisted: Unlisted | None = None) -> list[Entry]:
     """The entries of `directory`, sorted by name, listed without moving its
     atime (a link at `directory` itself is listed through, so what lies behind
     it can be reported as linked). A missing directory has none; one that
-    cannot be listed is logged and has none. A name that is not UTF-8 comes
-    as the OS gives it (lone surrogates), and travels so through the index
-    and the reports."""
+    cannot be listed has none, and is added to `unlisted`. A name that is
+    not UTF-8 comes as the OS gives it (lone surrogates), and travels so
+    through the index and the reports."""
     directory = os.fspath(directory)
     # The directory entry's own type (d_type) tells links and directories
     # apart without a stat per entry; only a link is stat'ed, to see
@@ -359,10 +445,9 @@ def entries(directory: str | os.PathLike[str]) -> list[Entry]:
                     )
                 except OSError:
                     continue  # vanished while listed
-    except (FileNotFoundError, NotADirectoryError):
-        return []
     except OSError as exc:
-        log.info("cannot list directory", path=directory, error=str(exc))
+        if unlisted_error(exc):
+            Unlisted.note(unlisted, directory, exc)
         return []
     found: list[Entry] = []
     for name, link, is_dir in sorted(listed):
@@ -394,6 +479,7 @@ def directory_artifacts(
     linked: bool,
     seen: set[tuple[int, int]],
     container: str = "session-dir",
+    unlisted: Unlisted | None = None,
 ) -> list[Artifact]:
     """A session directory, entry by entry: the entry named `primary` (the
     record the agent lists the session by) first, every other entry next, and
@@ -404,25 +490,29 @@ def directory_artifacts(
     (invariant 5). Entries reached through a link at `directory` are linked
     (never removed); the link itself is the container, removed as the link
     alone. A name that is not UTF-8 cannot be stored, so it is measured into
-    the container, which takes it along. Empty when `directory` is gone.
+    the container, which takes it along. Empty when `directory` is gone. A
+    directory that cannot be listed is added to `unlisted`.
     """
+    unlisted = Unlisted() if unlisted is None else unlisted
     try:
         st = os.lstat(directory)
     except FileNotFoundError:
         return []
     except OSError as exc:
-        log.info("cannot read session directory", path=directory, error=str(exc))
+        unlisted.add(directory, exc)
         return [Artifact(directory, container, 0, None, root, linked=linked, is_dir=True)]
     through = linked or stat.S_ISLNK(st.st_mode)
     found: list[Artifact] = []
     leftover, newest, complete = 0, st.st_mtime, True
+    # What the directory itself takes on disk, as du counts it.
+    leftover_disk = st.st_blocks * 512
     try:
         with disk.scandir(directory, follow=True) as listing:
             names = sorted(entry.name for entry in listing)
     except FileNotFoundError:
         names = []
     except OSError as exc:
-        log.info("cannot list session directory", path=directory, error=str(exc))
+        unlisted.add(directory, exc)
         names, complete = [], False
     for name in names:
         path = os.path.join(directory, name)
@@ -435,6 +525,7 @@ def directory_artifacts(
         tree = disk.measure(path, seen)
         if tree is not None:
             leftover += tree.bytes
+            leftover_disk += tree.disk_bytes
             newest = max(newest, tree.mtime or newest)
             complete = complete and tree.complete
     found.sort(key=lambda a: not a.primary)
@@ -447,6 +538,7 @@ def directory_artifacts(
             root=root,
             linked=linked,
             is_dir=True,
+            disk_bytes=leftover_disk,
         )
     )
     return found

@@ -32,7 +32,7 @@ import zstandard
 
 from agentkeep import disk
 from agentkeep.adapters import heads, sqlite
-from agentkeep.adapters.base import Adapter, Remover, Root, entries
+from agentkeep.adapters.base import Adapter, Remover, Root, Unlisted, entries, unreadable
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact, Described, Holder, HolderKind, Session
@@ -115,10 +115,14 @@ class _Found:
 @dataclass
 class _Listing:
     found: dict[str, _Found] = field(default_factory=dict)
-    # A state database or a rollout dir could not be read: a newer update
-    # time or another record of any session may hide there.
+    # A state database could not be read: a newer update time of any
+    # session may hide there.
     incomplete: bool = False
     linked_root: bool = False
+    # The root, a rollout dir or tui-thread-reference-capabilities/ could
+    # not be listed: any session may have a rollout or a database there
+    # (which of them a date dir holds cannot be told), so all are unsafe.
+    unlisted: Unlisted = field(default_factory=Unlisted)
 
 
 class CodexAdapter(Adapter):
@@ -147,6 +151,9 @@ class CodexAdapter(Adapter):
                 dirs.append(month)
                 dirs.extend(_real_dirs(month))
         return dirs
+
+    def listed_dirs(self) -> list[Path]:
+        return [*self.watch_dirs(), self.root / _TUI_REFS]
 
     # -- what -----------------------------------------------------------
     def canonical_id(self, raw: str) -> str | None:
@@ -186,9 +193,11 @@ class CodexAdapter(Adapter):
             return parts[1] if _UUID.fullmatch(parts[1]) else None
         return None
 
-    def databases(self) -> list[Path]:
+    def databases(self, unlisted: Unlisted | None = None) -> list[Path]:
         return [
-            Path(e.path) for e in entries(self.root) if _DATABASE.fullmatch(e.name) and not e.dir
+            Path(e.path)
+            for e in entries(self.root, unlisted)
+            if _DATABASE.fullmatch(e.name) and not e.dir
         ]
 
     # -- in use ---------------------------------------------------------
@@ -374,7 +383,7 @@ class CodexAdapter(Adapter):
         listing = _Listing(linked_root=self.root_problem(root) is not None)
         for sid, file in self._rollouts(only, listing):
             listing.found.setdefault(sid, _Found()).files.append(file)
-        for db in self.databases():
+        for db in self.databases(listing.unlisted):
             try:
                 self._read_database(db, only, listing)
             except sqlite3.Error as exc:
@@ -394,7 +403,7 @@ class CodexAdapter(Adapter):
         # What a removal stopped half way leaves (rows, a TUI reference)
         # still names the session: it is listed, so the next removal finds
         # and finishes it.
-        for entry in entries(root / _TUI_REFS):
+        for entry in entries(root / _TUI_REFS, listing.unlisted):
             if _UUID.fullmatch(entry.name) and (only is None or entry.name in only):
                 file = _File(Path(entry.path), KIND_TUI_REF, listing.linked_root)
                 listing.found.setdefault(entry.name, _Found()).files.append(file)
@@ -438,9 +447,10 @@ class CodexAdapter(Adapter):
         for year, y_link in _dirs(sessions, top or disk.is_link(sessions), listing):
             for month, m_link in _dirs(year, y_link, listing):
                 for day, d_link in _dirs(month, m_link, listing):
-                    yield from _rollouts_in(day, KIND_ROLLOUT, only, d_link)
+                    yield from _rollouts_in(day, KIND_ROLLOUT, only, d_link, listing)
         archived = root / "archived_sessions"
-        yield from _rollouts_in(archived, KIND_ARCHIVED, only, top or disk.is_link(archived))
+        archived_link = top or disk.is_link(archived)
+        yield from _rollouts_in(archived, KIND_ARCHIVED, only, archived_link, listing)
 
     def _threads(
         self, conn: sqlite3.Connection, db: Path, cols: set[str], only: frozenset[str] | None
@@ -534,6 +544,7 @@ class CodexAdapter(Adapter):
             undated=listing.incomplete,
             bytes=sum(a.bytes for a in artifacts),
             residual=[str(self.root / _INDEX)] if found.in_index else [],
+            unreadable=unreadable(artifacts, listing.unlisted),
         )
 
     def _row(
@@ -570,11 +581,7 @@ def _dirs(path: Path, linked: bool, listing: _Listing) -> Iterator[tuple[Path, b
     files are reported as linked, never removed)."""
     if not os.path.isdir(path):
         return
-    if not os.access(path, os.R_OK | os.X_OK):
-        log.warning("rollout directory cannot be listed; codex sessions undated", path=str(path))
-        listing.incomplete = True
-        return
-    for entry in entries(path):
+    for entry in entries(path, listing.unlisted):
         if entry.dir:
             yield Path(entry.path), linked or entry.link
 
@@ -584,9 +591,9 @@ def _real_dirs(path: Path) -> list[Path]:
 
 
 def _rollouts_in(
-    directory: Path, kind: str, only: frozenset[str] | None, linked: bool
+    directory: Path, kind: str, only: frozenset[str] | None, linked: bool, listing: _Listing
 ) -> Iterator[tuple[str, _File]]:
-    for entry in entries(directory):
+    for entry in entries(directory, listing.unlisted):
         if not entry.name.startswith("rollout-"):
             continue
         sid = _id_from_name(entry.name)

@@ -31,6 +31,9 @@ session of the project; it does not name a session, so it is not even
 residual), `tmp/<project>/logs.json`, `shell_history`, `checkpoints/`,
 `memory/`, `.project_root`, `tmp/bin/`, `tmp/background-processes/`,
 `projects.json`, settings.
+A directory of a project that cannot be listed, or a chat whose id cannot
+be read, keeps every session found in that project unsafe: any of them may
+have entries there (a session's entries all lie in its project's dir).
 """
 
 from __future__ import annotations
@@ -54,8 +57,10 @@ from agentkeep.adapters.base import (
     NAME_ID,
     Adapter,
     Root,
+    Unlisted,
     entries,
     parts_below,
+    unreadable,
 )
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Artifact, Described, Session
@@ -175,6 +180,8 @@ class _Found:
     undated: bool = False
     workspace: str | None = None
     project_hash: str | None = None
+    # What of its project could not be listed or read.
+    unlisted: list[str] = field(default_factory=list)
 
 
 class GeminiAdapter(Adapter):
@@ -199,13 +206,14 @@ class GeminiAdapter(Adapter):
         return [Root.check(self.root, "config", self.env.uid)]
 
     def watch_dirs(self) -> list[Path]:
-        if not self.tmp.is_dir():
+        # os.path.isdir: Path.is_dir raises below a directory we may not search.
+        if not os.path.isdir(self.tmp):
             return []
         dirs = [self.tmp]
         for project in self._projects():
             dirs.append(project)
             areas = ("chats", *(area for area, _, _ in AREAS))
-            dirs += [project / d for d in areas if (project / d).is_dir()]
+            dirs += [project / d for d in areas if os.path.isdir(project / d)]
         return dirs
 
     def canonical_id(self, raw: str) -> str | None:
@@ -266,7 +274,9 @@ class GeminiAdapter(Adapter):
         workspaces = self._workspaces()
         merged: dict[str, list[_Found]] = defaultdict(list)
         for project in self._projects():
-            items = [i for i in self._layout(project) if only is None or i.sid in only]
+            unlisted = Unlisted()
+            listed = self._layout(project, unlisted)
+            items = [i for i in listed if only is None or i.sid in only]
             if not items:
                 continue
             # Invariant 6: through a linked tmp/ or project dir, or on a root
@@ -288,37 +298,40 @@ class GeminiAdapter(Adapter):
                 share.workspace = (
                     workspace or workspaces.of(project.name, share.project_hash) or share.workspace
                 )
+                share.unlisted = list(unlisted)
                 if share.artifacts:  # all of it may have vanished since listed
                     merged[sid].append(share)
         return merged
 
-    def _layout(self, project: Path) -> list[_Item]:
-        """Everything in one project temp dir that names a session."""
-        owners = self._subagent_owners(project)
+    def _layout(self, project: Path, unlisted: Unlisted | None = None) -> list[_Item]:
+        """Everything in one project temp dir that names a session; what
+        cannot be listed, or a chat whose id cannot be read, is added to
+        `unlisted`."""
+        owners = self._subagent_owners(project, unlisted)
         items: list[_Item] = []
-        for entry in entries(project / "chats"):
+        for entry in entries(project / "chats", unlisted):
             if entry.dir:
                 sid = self.canonical_id(entry.name)
                 if sid is not None:
                     items.append(_Item(sid, entry.path, SUBAGENTS))
             elif CHAT_FILE.fullmatch(entry.name):
-                facts = self._chat_facts(Path(entry.path))
+                facts = self._chat_facts(Path(entry.path), unlisted)
                 if facts.sid is not None:
                     items.append(_Item(facts.sid, entry.path, CHAT, facts))
             elif CHAT_COPY.fullmatch(entry.name):
                 # A copy is the session's, but not what Gemini lists it by,
                 # and its times are the chat's from before the rewrite.
-                sid = self._chat_facts(Path(entry.path)).sid
+                sid = self._chat_facts(Path(entry.path), unlisted).sid
                 if sid is not None:
                     items.append(_Item(sid, entry.path, CHAT_COPY_KIND))
         for area, pattern, kind in AREAS:
-            for entry in entries(project / area):
+            for entry in entries(project / area, unlisted):
                 match = pattern.fullmatch(entry.name)
                 sid = self.canonical_id(match["id"]) if match else None
                 if sid is not None:
                     items.append(_Item(owners.get(sid, sid), entry.path, kind))
         known = {i.sid for i in items} | set(owners)
-        for entry in entries(project):
+        for entry in entries(project, unlisted):
             sid = self.canonical_id(entry.name)
             if not entry.dir or entry.name in SHARED_DIRS or sid is None:
                 continue
@@ -339,29 +352,32 @@ class GeminiAdapter(Adapter):
             return self.canonical_id(match["id"]) if match else None
         return None if first in SHARED_DIRS else self.canonical_id(first)
 
-    def _subagent_owners(self, project: Path) -> dict[str, str]:
+    def _subagent_owners(self, project: Path, unlisted: Unlisted | None = None) -> dict[str, str]:
         """Subagent id -> parent session id, from `chats/<parent>/<sub>.jsonl`."""
         owners: dict[str, str] = {}
-        for parent in entries(project / "chats"):
+        for parent in entries(project / "chats", unlisted):
             pid = self.canonical_id(parent.name) if parent.dir else None
             if pid is None:
                 continue
-            for chat in entries(parent.path):
+            for chat in entries(parent.path, unlisted):
                 match = SUBAGENT_CHAT.fullmatch(chat.name)
                 sub = self.canonical_id(match["id"]) if match and not chat.dir else None
                 if sub is not None and sub != pid:
                     owners[sub] = pid
         return owners
 
-    def _chat_facts(self, path: Path) -> _Facts:
+    def _chat_facts(self, path: Path, unlisted: Unlisted | None = None) -> _Facts:
         """sessionId (and a workspace field) from a chat's head and its update
         time from its tail, read without following a link or moving its
         atime. A chat whose id cannot be read is skipped with a log line,
-        never attributed."""
+        never attributed; one that cannot be opened is added to `unlisted`
+        (whose it is, is unknown)."""
         if not os.path.lexists(path):
             return _Facts()  # removed meanwhile (a watcher's deletion event)
         handle = disk.open_quietly(path)
         if handle is None:
+            if (why := disk.denied(path)) is not None:
+                Unlisted.note(unlisted, path, why)
             log.info("skipped a chat that is a link or unreadable", path=str(path))
             return _Facts()
         jsonl = path.suffix != ".json"  # .jsonl, and the copies of one
@@ -426,6 +442,7 @@ class GeminiAdapter(Adapter):
             updated=max(updated) if updated else None,
             undated=any(s.undated for s in shares),
             bytes=sum(a.bytes for a in artifacts),
+            unreadable=unreadable(artifacts, (p for s in shares for p in s.unlisted)),
         )
 
 

@@ -6,6 +6,10 @@ exact); `<id>/chat_history.jsonl` is what grok lists the session by and names
 `~/.grok/memory-v2/workspaces/*/observations/_inbox/<id>__*.md` are the
 user's memory: they name a session but are never its artifacts; they are
 reported as residual and never removed (FIELD-NOTES.md "grok").
+
+A workspace dir that cannot be listed keeps every session unsafe: a session
+is only known by its dir, and the same id may have one in several
+workspaces (the adapter merges them), so which it holds cannot be told.
 """
 
 from __future__ import annotations
@@ -27,9 +31,12 @@ from agentkeep.adapters.base import (
     NAME_ID,
     Adapter,
     Root,
+    Unlisted,
     directory_artifacts,
     entries,
     parts_below,
+    unlisted_error,
+    unreadable,
     valid_name,
 )
 from agentkeep.model import Artifact, Described, Session
@@ -64,7 +71,7 @@ class GrokAdapter(Adapter):
         return [Root.check(self.root, "config", self.env.uid)]
 
     def watch_dirs(self) -> list[Path]:
-        if not self.sessions_dir.is_dir():
+        if not os.path.isdir(self.sessions_dir):
             return []
         workspaces = [Path(e.path) for e in entries(self.sessions_dir) if e.dir and not e.link]
         return [self.sessions_dir, *workspaces]
@@ -75,8 +82,9 @@ class GrokAdapter(Adapter):
     def scan(self) -> Iterator[Session]:
         problem = self.root_problem(self.root)
         found: dict[str, list[tuple[str | None, Path]]] = defaultdict(list)
+        unlisted = Unlisted()
         for workspace, entry in self._workspace_dirs():
-            for item in entries(entry):
+            for item in entries(entry, unlisted):
                 sid = self.canonical_id(item.name)
                 if sid is None:
                     log.info("skipped: not a grok session id", path=item.path)
@@ -84,7 +92,7 @@ class GrokAdapter(Adapter):
                 found[sid].append((workspace, Path(item.path)))
         memory = self._memory()
         for sid in sorted(found):
-            session = self._session(sid, found[sid], problem, memory.get(sid, []))
+            session = self._session(sid, found[sid], problem, memory.get(sid, []), unlisted)
             if session is not None:
                 yield session
 
@@ -92,13 +100,14 @@ class GrokAdapter(Adapter):
         return {sid: s for sid in session_ids if (s := self._load(sid)) is not None}
 
     def _load(self, sid: str) -> Session | None:
+        unlisted = Unlisted()
         places = [
             (workspace, entry / sid)
             for workspace, entry in self._workspace_dirs()
-            if os.path.lexists(entry / sid)
+            if _present(entry, sid, unlisted)
         ]
         memory = self._memory(sid).get(sid, [])
-        return self._session(sid, places, self.root_problem(self.root), memory)
+        return self._session(sid, places, self.root_problem(self.root), memory, unlisted)
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.sessions_dir)
@@ -131,21 +140,31 @@ class GrokAdapter(Adapter):
         places: list[tuple[str | None, Path]],
         problem: str | None,
         memory: list[str],
+        unlisted: Unlisted,
     ) -> Session | None:
+        """`unlisted`: the workspace dirs that could not be listed (they may
+        hold any session: every one is kept unsafe for them)."""
         sessions_linked = disk.is_link(self.sessions_dir)
         seen: set[tuple[int, int]] = set()
         artifacts: list[Artifact] = []
         workspace: str | None = None
         undated = False
+        own = Unlisted()
         for decoded, directory in places:
-            if not directory.is_dir():
+            if not os.path.isdir(directory):
                 log.info("skipped: not a session directory", path=str(directory))
                 continue
             # Invariant 6: through a linked sessions/ or workspace dir, or on a
             # root others can write to, nothing is removed.
             linked = problem is not None or sessions_linked or disk.is_link(directory.parent)
             artifacts += directory_artifacts(
-                str(directory), str(self.root), primary=CHAT, kinds=KINDS, linked=linked, seen=seen
+                str(directory),
+                str(self.root),
+                primary=CHAT,
+                kinds=KINDS,
+                linked=linked,
+                seen=seen,
+                unlisted=own,
             )
             workspace = workspace or decoded
             undated = undated or not _names_session(directory / CHAT, sid)
@@ -161,6 +180,7 @@ class GrokAdapter(Adapter):
             undated=undated,
             bytes=sum(a.bytes for a in artifacts),
             residual=memory,
+            unreadable=unreadable(artifacts, [*unlisted, *own]),
         )
 
     def _memory(self, only: str | None = None) -> dict[str, list[str]]:
@@ -181,6 +201,18 @@ class GrokAdapter(Adapter):
                     if sid is not None and (only is None or sid == only):
                         named[sid].append(note.path)
         return named
+
+
+def _present(directory: Path, sid: str, unlisted: Unlisted) -> bool:
+    """Whether `directory` has an entry `sid`; a directory that cannot be
+    looked into is added to `unlisted`."""
+    try:
+        os.lstat(directory / sid)
+    except OSError as exc:
+        if unlisted_error(exc):
+            unlisted.add(directory, exc)
+        return False
+    return True
 
 
 def _decode(name: str) -> str | None:

@@ -16,6 +16,10 @@ truncated tool output (`tool-output/tool_<id>`, named by the tool call) is
 the session's whose `part` rows point at it, and only while no other
 session's do: a fork copies the parts, and the file stays while either uses
 it.
+
+A storage folder (or `tool-output/`) that cannot be listed keeps every
+session unsafe: any of them may have files there. A session's own message
+dir that cannot be listed keeps that session unsafe.
 """
 
 from __future__ import annotations
@@ -38,8 +42,11 @@ from agentkeep.adapters.base import (
     Adapter,
     Remover,
     Root,
+    Unlisted,
     entries,
     parts_below,
+    unlisted_error,
+    unreadable,
 )
 from agentkeep.adapters.sqlite import Deletion, TableRows
 from agentkeep.errors import RemovalError
@@ -133,6 +140,8 @@ class _Found:
     # table -> the row's own update time (listing tables) or None
     rows: dict[str, float | None] = field(default_factory=dict)
     undated: bool = False
+    # Its own dirs that could not be listed (its message dir).
+    unlisted: Unlisted = field(default_factory=Unlisted)
 
 
 @dataclass
@@ -146,6 +155,8 @@ class _Listing:
     tables: list[str] = field(default_factory=list)
     # tool-output file name -> the sessions whose part rows point at it
     outputs: dict[str, set[str]] = field(default_factory=dict)
+    # Folders every session shares that could not be listed.
+    unlisted: Unlisted = field(default_factory=Unlisted)
 
 
 _STORAGE_FOLDERS = ("message", "part", "todo", "session_diff")
@@ -185,6 +196,11 @@ class OpencodeAdapter(Adapter):
         dirs = [self.data_dir, storage / "session", storage / "message"]
         dirs.extend(Path(e.path) for e in entries(storage / "session") if e.dir and not e.link)
         return dirs
+
+    def listed_dirs(self) -> list[Path]:
+        storage = self.data_dir / "storage"
+        folders = [storage, *(storage / f for f in _STORAGE_FOLDERS)]
+        return [*self.watch_dirs(), *folders, self.data_dir / _TOOL_OUTPUT]
 
     # -- what -----------------------------------------------------------
     def canonical_id(self, raw: str) -> str | None:
@@ -446,7 +462,8 @@ class OpencodeAdapter(Adapter):
         outputs_dir = self.data_dir / _TOOL_OUTPUT
         # Listed whatever `only` says: the part rows are read only when there
         # is a tool output to attribute.
-        outputs = _Folder(str(outputs_dir), listing.linked_root or disk.is_link(outputs_dir), True)
+        outputs_linked = listing.linked_root or disk.is_link(outputs_dir)
+        outputs = _Folder(str(outputs_dir), outputs_linked, True, listing.unlisted)
         self._list_json(only, listing)
         self._list_leftovers(only, storage, listing)
         self._list_rows(only, listing, outputs.may_hold("tool_"))
@@ -463,20 +480,20 @@ class OpencodeAdapter(Adapter):
         # rather than once per session; for a scan, what each holds too.
         linked = {folder: base or disk.is_link(storage / folder) for folder in _STORAGE_FOLDERS}
         folders = {
-            folder: _Folder(str(storage / folder), linked[folder], only is None)
+            folder: _Folder(str(storage / folder), linked[folder], only is None, listing.unlisted)
             for folder in _STORAGE_FOLDERS
         }
         for sid, found in listing.found.items():
-            found.files.extend(_storage_files(sid, folders))
+            found.files.extend(_storage_files(sid, folders, found.unlisted))
         return listing
 
     def _list_json(self, only: frozenset[str] | None, listing: _Listing) -> None:
         sessions = self.data_dir / "storage" / "session"
         linked = listing.linked_root or disk.is_link(sessions.parent) or disk.is_link(sessions)
-        for project in entries(sessions):
+        for project in entries(sessions, listing.unlisted):
             if not project.dir:
                 continue
-            for entry in entries(project.path):
+            for entry in entries(project.path, listing.unlisted):
                 if not entry.name.endswith(".json") or entry.dir:
                     continue
                 sid = self.canonical_id(entry.name.removesuffix(".json"))
@@ -539,13 +556,15 @@ class OpencodeAdapter(Adapter):
         removal stopped half way (or `opencode session delete`) leaves is
         listed, so that the next removal finds and finishes it."""
         names: list[str] = []
+        unlisted = listing.unlisted
         for folder, suffix in (("message", ""), ("todo", ".json"), ("session_diff", ".json")):
             if only is not None:
-                names.extend(s for s in only if os.path.lexists(storage / folder / f"{s}{suffix}"))
+                present = _Folder(str(storage / folder), False, False, unlisted).has
+                names.extend(s for s in only if present(f"{s}{suffix}"))
                 continue
             names.extend(
                 e.name.removesuffix(suffix)
-                for e in entries(storage / folder)
+                for e in entries(storage / folder, unlisted)
                 if e.name.endswith(suffix) and e.dir == (suffix == "")
             )
         for name in names:
@@ -624,6 +643,7 @@ class OpencodeAdapter(Adapter):
             updated=updated,
             undated=found.undated or listing.incomplete,
             bytes=sum(a.bytes for a in artifacts),
+            unreadable=unreadable(artifacts, [*listing.unlisted, *found.unlisted]),
         )
 
 
@@ -636,19 +656,28 @@ ADAPTER = OpencodeAdapter
 class _Folder:
     """One of the storage folders that name sessions' files: its path,
     whether it lies behind a link, and for a scan the names it holds (listed
-    once, rather than a lookup per session and message)."""
+    once, rather than a lookup per session and message). One that cannot be
+    listed or looked into is added to `unlisted`."""
 
-    def __init__(self, path: str, linked: bool, listed: bool) -> None:
+    def __init__(self, path: str, linked: bool, listed: bool, unlisted: Unlisted) -> None:
         self.path = path
         self.linked = linked
-        self._names = _names(path) if listed else None
+        self.unlisted = unlisted
+        self._names = _names(path, unlisted) if listed else None
 
     def has(self, name: str) -> str | None:
         """The path of `name` in this folder when it exists (as anything)."""
         path = f"{self.path}/{name}"
         known = self._names
-        present = name in known if known is not None else os.path.lexists(path)
-        return path if present else None
+        if known is not None:
+            return path if name in known else None
+        try:
+            os.lstat(path)
+        except OSError as exc:
+            if unlisted_error(exc):
+                self.unlisted.add(self.path, exc)
+            return None
+        return path
 
     def may_hold(self, prefix: str) -> bool:
         """Whether a name starting with `prefix` may be here (True when the
@@ -657,36 +686,39 @@ class _Folder:
         return known is None or any(name.startswith(prefix) for name in known)
 
 
-def _names(directory: str) -> frozenset[str] | None:
+def _names(directory: str, unlisted: Unlisted) -> frozenset[str] | None:
     """Every name in `directory`; None when it cannot be listed (each name
-    is then looked up on its own)."""
+    is then looked up on its own; it is added to `unlisted` all the same)."""
     try:
         with disk.scandir(directory) as listing:
             return frozenset(entry.name for entry in listing)
     except FileNotFoundError:
         return frozenset()
-    except OSError:
+    except OSError as exc:
+        if unlisted_error(exc) and not disk.is_link(directory):
+            unlisted.add(directory, exc)
         return None
 
 
-def _storage_files(sid: str, folders: dict[str, _Folder]) -> Iterator[_File]:
+def _storage_files(sid: str, folders: dict[str, _Folder], unlisted: Unlisted) -> Iterator[_File]:
     """The session's message dir, the part dir of each of its messages
-    (named by the message file names), its todo and diff files."""
+    (named by the message file names), its todo and diff files; its message
+    dir is added to `unlisted` when it cannot be listed."""
     message = folders["message"]
     messages = message.has(sid)
     if messages is not None:
         yield _File(messages, KIND_MESSAGES, message.linked)
         # Message names read through a link could name anyone's parts.
         if not (message.linked or disk.is_link(messages)):
-            yield from _part_dirs(messages, folders["part"])
+            yield from _part_dirs(messages, folders["part"], unlisted)
     for folder, kind in (("todo", KIND_TODO), ("session_diff", KIND_DIFF)):
         path = folders[folder].has(f"{sid}.json")
         if path is not None:
             yield _File(path, kind, folders[folder].linked)
 
 
-def _part_dirs(messages: str, parts: _Folder) -> Iterator[_File]:
-    for entry in entries(messages):
+def _part_dirs(messages: str, parts: _Folder, unlisted: Unlisted) -> Iterator[_File]:
+    for entry in entries(messages, unlisted):
         msgid = entry.name.removesuffix(".json")
         if entry.dir or not entry.name.endswith(".json") or not _ID.fullmatch(msgid):
             continue

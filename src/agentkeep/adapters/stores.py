@@ -26,6 +26,7 @@ from agentkeep.adapters.base import (
     Root,
     entries,
     parts_below,
+    unreadable,
     utf8_name,
     valid_name,
 )
@@ -66,7 +67,7 @@ class StoreAdapter(Adapter):
     def watch_dirs(self) -> list[Path]:
         """The root and every directory above the session level (what names
         sessions); never through a link."""
-        if not self.root.is_dir():
+        if not os.path.isdir(self.root):
             return []
         found: list[Path] = []
         level = [self.root]
@@ -108,7 +109,7 @@ class StoreAdapter(Adapter):
         current = self.root
         for part in sid.split("/")[:-1]:
             current = current / part
-            if disk.is_link(current) or not current.is_dir():
+            if disk.is_link(current) or not os.path.isdir(current):
                 return None
         return self._session(sid, self.root_problem(self.root))
 
@@ -144,8 +145,11 @@ class StoreAdapter(Adapter):
         return subdirs
 
     def _session(self, sid: str, problem: str | None) -> Session | None:
+        """The store dir `sid`; one that cannot all be listed keeps it
+        unsafe. A level above that cannot be listed shows none of its
+        sessions (Adapter.unlisted names it): nothing of them is known."""
         path = self.root / sid
-        if not path.is_dir():
+        if not os.path.isdir(path):
             return None
         # A linked session directory is measured as the link alone (never
         # followed) and marked linked, so the session is kept unsafe (invariant 6).
@@ -159,7 +163,13 @@ class StoreAdapter(Adapter):
         )
         if artifact is None:
             return None
-        return Session(agent=self.name, id=sid, artifacts=[artifact], bytes=artifact.bytes)
+        return Session(
+            agent=self.name,
+            id=sid,
+            artifacts=[artifact],
+            bytes=artifact.bytes,
+            unreadable=unreadable([artifact]),
+        )
 
 
 def _names_path(arg: str, directory: Path) -> bool:

@@ -24,9 +24,11 @@ from agentkeep.adapters.base import (
     NAME_ID,
     Adapter,
     Root,
+    Unlisted,
     directory_artifacts,
     entries,
     parts_below,
+    unreadable,
 )
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Described, Session
@@ -69,7 +71,7 @@ class ZeroAdapter(Adapter):
         return [Root.check(self.root, "sessions", self.env.uid)]
 
     def watch_dirs(self) -> list[Path]:
-        return [self.root] if self.root.is_dir() else []
+        return [self.root] if os.path.isdir(self.root) else []
 
     def canonical_id(self, raw: str) -> str | None:
         return raw if isinstance(raw, str) and ID.fullmatch(raw) else None
@@ -109,14 +111,18 @@ class ZeroAdapter(Adapter):
         return Described()
 
     def _session(self, sid: str, problem: str | None) -> Session | None:
+        """The session in `<root>/<sid>/`; a directory of it that cannot be
+        listed keeps it unsafe. A root that cannot be listed shows none
+        (Adapter.unlisted names it): nothing of them is known."""
         directory = self.root / sid
-        if not directory.is_dir():  # follows a link: a linked session dir is reported
+        if not os.path.isdir(directory):  # follows a link: a linked session dir is reported
             if os.path.lexists(directory):
                 log.info("skipped: not a session directory", path=str(directory))
             return None
         # Invariant 6: what lies behind a link (or on a root others can
         # write to) is never removed; a linked metadata.json makes it unsafe.
         seen: set[tuple[int, int]] = set()
+        unlisted = Unlisted()
         artifacts = directory_artifacts(
             str(directory),
             str(self.root),
@@ -124,6 +130,7 @@ class ZeroAdapter(Adapter):
             kinds=KINDS,
             linked=problem is not None,
             seen=seen,
+            unlisted=unlisted,
         )
         if not artifacts:
             return None
@@ -137,6 +144,7 @@ class ZeroAdapter(Adapter):
             updated=meta.updated,
             undated=meta.undated,
             bytes=sum(a.bytes for a in artifacts),
+            unreadable=unreadable(artifacts, unlisted),
         )
 
     def _metadata(self, sid: str, path: Path) -> _Metadata:

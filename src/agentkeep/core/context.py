@@ -14,7 +14,8 @@ import structlog
 from agentkeep import adapters, trash, view
 from agentkeep.adapters.base import Adapter
 from agentkeep.config import Config, ConfigError, parse_duration
-from agentkeep.errors import BadParams, Failure, NotFound
+from agentkeep.core.ending import ends_as
+from agentkeep.errors import BadParams, ConfigInvalid, Failed, NotFound
 from agentkeep.index import SQLITE_NEEDED, Index
 from agentkeep.model import Shape
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
@@ -31,8 +32,7 @@ def _open_index(path: Path) -> Index:
     disk): it is a cache of the disk, so everything still works from memory."""
     if sqlite3.sqlite_version_info < SQLITE_NEEDED:
         needed = ".".join(map(str, SQLITE_NEEDED))
-        raise Failure(
-            1,
+        raise Failed(
             f"agentkeep needs SQLite {needed} or later for its index (generated columns);"
             f" this Python has SQLite {sqlite3.sqlite_version}",
         )
@@ -72,10 +72,10 @@ class Context:
         try:
             state_dir = private_state_dir(env)
         except UnsafeDirectory as exc:
-            raise Failure(1, f"refusing the state dir: {exc}") from None
+            raise Failed(f"refusing the state dir: {exc}") from None
         except OSError as exc:
             why = exc.strerror or exc
-            raise Failure(1, f"cannot create the state dir {env.state_dir}: {why}") from None
+            raise Failed(f"cannot create the state dir {env.state_dir}: {why}") from None
         config, error = view.load(env, state_dir)
         index = _open_index(state_dir / "index.sqlite")
         ctx = cls(env, state_dir, config, error, adapters.build(env, config), index)
@@ -91,7 +91,7 @@ class Context:
 
     def require_config(self) -> Config:
         if self.config_error:
-            raise Failure(2, self.config_error)
+            raise ConfigInvalid(self.config_error)
         return self.config
 
     def prunes_on_schedule(self) -> bool:
@@ -122,7 +122,7 @@ class Context:
         try:
             return Pins(self.state_dir).all()
         except StateFileError as exc:
-            raise Failure(1, f"{exc}; until then nothing is pruned") from None
+            raise ends_as(exc, f"{exc}; until then nothing is pruned") from None
 
     def watch(self) -> Watch:
         """Who holds this user's sessions, looked up when asked (prune.evidence)."""
@@ -165,4 +165,4 @@ def parse_age(text: Any, key: str) -> float:
     try:
         return parse_duration(text, key)
     except ConfigError as exc:
-        raise BadParams(str(exc)) from None
+        raise ends_as(exc) from None

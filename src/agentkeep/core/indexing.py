@@ -1,6 +1,10 @@
-"""The index brought up to the disk: a full scan (spread over worker
+"""The index brought up to the disk: a full scan (spread over child
 processes in a big home), a re-list of named sessions (watch events), and
-reconcile, which re-lists only what changed since the last look."""
+reconcile, which re-lists only what changed since the last look. Both
+record what could not be listed (Adapter.unlisted); a permission change
+moves no mtime and no watch sees it, so a reconcile scans an agent again
+whenever a directory of it could not be listed and now can, or the
+reverse."""
 
 from __future__ import annotations
 
@@ -14,8 +18,9 @@ from typing import Any
 
 import structlog
 
-from agentkeep import disk, trash, workers
+from agentkeep import disk, trash
 from agentkeep.adapters.base import Adapter, Known, listing_again_is_cheaper
+from agentkeep.children.scan import run_parts, worth_spreading
 from agentkeep.core.context import Context
 from agentkeep.index import Rows
 from agentkeep.progress import Progress, Tally, estimate
@@ -24,35 +29,42 @@ log = structlog.get_logger("agentkeep.core")
 
 
 def scan(ctx: Context, progress: Progress | None = None) -> dict[str, Any]:
+    """The contract's scan counts, and `unreadable` (the places that could
+    not be listed, by agent) when there are some."""
     started = time.monotonic()
     counts = _scan(ctx, list(ctx.adapters), progress)
-    return {
+    doc: dict[str, Any] = {
         "sessions": {agent: n for agent, (n, _, _) in counts.items()},
         "artifacts": sum(a for _, a, _ in counts.values()),
         "bytes": sum(b for _, _, b in counts.values()),
         "seconds": round(time.monotonic() - started, 3),
     }
+    unreadable = ctx.index.unreadable()
+    if unreadable:
+        doc["unreadable"] = unreadable
+    return doc
 
 
 def _scan(
     ctx: Context, agents: list[str], progress: Progress | None = None
 ) -> dict[str, tuple[int, int, int]]:
     """Scan `agents` into the index, in one transaction: (sessions,
-    artifacts, bytes) per agent. A big home is measured in worker
-    processes (see workers)."""
+    artifacts, bytes) per agent. A big home is measured in child
+    processes (see children.scan)."""
     # Taken before anything is listed: a directory that changes during the
     # scan then differs at the next reconcile, which lists it again.
-    signatures = {agent: _dir_signatures(ctx.adapters[agent])[1] for agent in agents}
+    unlisted = {agent: ctx.adapters[agent].unlisted() for agent in agents}
+    signatures = {a: _dir_signatures(ctx.adapters[a], unlisted[a])[1] for a in agents}
     hints = {agent: ctx.adapters[agent].expected_sessions() for agent in agents}
     estimates = {a: estimate(hint, ctx.index.count(a)) for a, hint in hints.items()}
     expected = sum(n or 0 for n in estimates.values())
     # Agents that list here before they hand out parts go last, so that
-    # workers run the others' parts meanwhile (and the progress total, which
+    # children run the others' parts meanwhile (and the progress total, which
     # waits for every agent without an estimate, is known early).
     order = sorted(agents, key=lambda agent: hints[agent] is not None)
     # One agent that does not split its scan would be one part: nothing to spread.
     splits = len(agents) > 1 or any(hint is not None for hint in hints.values())
-    spread = splits and workers.worth_spreading(expected)
+    spread = splits and worth_spreading(expected)
     with collector_paused(), ctx.index.replacing(agents) as replacement:
         tally = Tally(progress, "scanning", estimates)
         parts = (
@@ -60,11 +72,12 @@ def _scan(
             for agent in order
             for part in tally.parts(agent, ctx.adapters[agent].scan_parts())
         )
-        for agent, rows in workers.run(parts, _restored(ctx), spread=spread):
+        for agent, rows in run_parts(parts, _restored(ctx), spread=spread):
             replacement.add(agent, _counted(tally, agent, rows))
         tally.finish()
     for agent, signature in signatures.items():
         ctx.index.set_dir_signatures(agent, signature)
+        ctx.index.set_unlisted(agent, unlisted[agent])
     return replacement.counts
 
 
@@ -117,14 +130,19 @@ def _restored(ctx: Context) -> dict[tuple[str, str], float]:
         return {}
 
 
-def _dir_signatures(adapter: Adapter) -> tuple[dict[str, int | None], dict[str, int | None]]:
+def _dir_signatures(
+    adapter: Adapter, unlisted: Collection[str]
+) -> tuple[dict[str, int | None], dict[str, int | None]]:
     """The mtimes of the agent's watched directories, and the signature the
     index keeps of them: a directory whose mtime is too recent to vouch
     that it will not change unseen is signed None (disk.signed), so the
     next reconcile lists it again (else a session made in the same clock
     tick as the change before it stayed out of the index until the
-    directory changed once more)."""
-    return disk.signed(adapter.watch_dirs())
+    directory changed once more). So is one that cannot be listed
+    (`unlisted`): what it holds is unknown, so a re-list of some sessions
+    (Known) must look at it again, and find it cannot."""
+    mtimes, signature = disk.signed(adapter.watch_dirs())
+    return mtimes, {d: None if d in unlisted else m for d, m in signature.items()}
 
 
 def refresh(ctx: Context, agent: str, session_id: str) -> None:
@@ -178,11 +196,31 @@ def reconcile(ctx: Context, progress: Progress | None = None) -> int:
     for name, adapter in ctx.adapters.items():
         if name in fresh:
             continue
-        old, (new, signature) = olds[name], _dir_signatures(adapter)
+        unlisted = adapter.unlisted()
+        if _listability_changed(ctx, name, unlisted):
+            done += _scan(ctx, [name], progress)[name][0]
+            continue
+        old, (new, signature) = olds[name], _dir_signatures(adapter, unlisted)
         moved = {d for d in new if old.get(d) != new[d]}
         done += _reconcile_agent(ctx, name, adapter, moved, progress)
         ctx.index.set_dir_signatures(name, signature)
     return done
+
+
+def _listability_changed(ctx: Context, agent: str, now: dict[str, str]) -> bool:
+    """Whether a directory of the agent that could not be listed now can
+    (or is gone), or one that could now cannot (`now`: Adapter.unlisted):
+    which sessions it shows or hides is the adapter's to say, in a scan of
+    the agent (rare: a person changed a permission). Recorded meanwhile
+    when nothing changed."""
+    recorded = ctx.index.unreadable(agent).get(agent, [])
+    cleared = (p for p in recorded if p not in now and disk.list_problem(p) is None)
+    if now.keys() - set(recorded) or any(cleared):
+        log.info("listable directories changed; scanning again", agent=agent)
+        return True
+    if now != ctx.index.unlisted(agent):
+        ctx.index.set_unlisted(agent, now)
+    return False
 
 
 def _reconcile_agent(

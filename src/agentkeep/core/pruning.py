@@ -13,10 +13,10 @@ import structlog
 from agentkeep import leases, preview, trash
 from agentkeep.adapters.base import Adapter
 from agentkeep.core.context import Context, parse_age
+from agentkeep.core.ending import ends_as
 from agentkeep.core.reclaim import SUGGESTED_RETENTION
-from agentkeep.errors import BadParams, Failure, NotFound
+from agentkeep.errors import BadParams, NotFound, Refused
 from agentkeep.progress import Progress
-from agentkeep.protocol import INVALID_PARAMS
 from agentkeep.prune import (
     PruneOptions,
     Pruner,
@@ -26,14 +26,19 @@ from agentkeep.prune import (
     lift_pause,
     record_last_prune,
 )
-from agentkeep.statefiles import read_json
+from agentkeep.statefiles import clear_stale, read_json
 
 log = structlog.get_logger("agentkeep.core")
 
 
 def _pruner(ctx: Context) -> Pruner:
     return Pruner(
-        ctx.adapters, ctx.state_dir, index=ctx.index, pins=ctx.pins(), expiry=ctx.trash_expiry
+        ctx.adapters,
+        ctx.state_dir,
+        index=ctx.index,
+        pins=ctx.pins(),
+        expiry=ctx.trash_expiry,
+        env=ctx.env,
     )
 
 
@@ -101,19 +106,20 @@ def _run_locked(
     ctx: Context, opts: PruneOptions, *, wait: bool, preview: str | None = None
 ) -> PruneReport | None:
     lock = leases.PrunerLock(ctx.state_dir)
+    # acquire() raises Failed when the lock cannot be taken at all.
+    if not lock.acquire(wait=wait):
+        log.info("a prune is already running; this turn is skipped")
+        return None
     try:
-        if not lock.acquire(wait=wait):
-            log.info("a prune is already running; this turn is skipped")
-            return None
-    except leases.LeaseError as exc:
-        raise Failure(1, f"cannot take the prune lock: {exc}; nothing was removed") from None
-    try:
+        if not opts.dry_run:
+            # What a writer killed half way left (its temporary file).
+            clear_stale(ctx.state_dir)
         try:
             report = _pruner(ctx).run(opts)
         except PruneRefused as exc:
-            raise Failure(exc.exit_code, str(exc), INVALID_PARAMS) from None
+            raise ends_as(exc) from None
         except trash.TrashError as exc:
-            raise Failure(1, f"prune refused: {exc}") from None
+            raise ends_as(exc, f"prune refused: {exc}") from None
         summary = None
         if report.paused:
             summary = report.summary(opts.now, opts.scheduled) | _last_ts(ctx)
@@ -169,7 +175,7 @@ def purge(
     assert report is not None
     if any(k.agent == agent and k.id == sid for k in report.kept):
         why = _why(report, agent, sid)
-        raise Failure(4, f"refused: {agent} {sid} stays ({why})", report=report.to_json())
+        raise Refused(f"refused: {agent} {sid} stays ({why})", report=report.to_json())
     return report
 
 

@@ -25,7 +25,9 @@ Key = tuple[str, str]
 
 
 def session_json(s: IndexedSession, state: State) -> dict[str, Any]:
-    return {
+    """The contract's session object; `unreadable` (the places that could
+    not be listed, the session kept unsafe for them) only when it has some."""
+    doc: dict[str, Any] = {
         "agent": s.agent,
         "id": s.id,
         "workspace": s.workspace,
@@ -33,8 +35,11 @@ def session_json(s: IndexedSession, state: State) -> dict[str, Any]:
         "last_activity": rfc3339(s.last_activity),
         "bytes": s.bytes,
         "artifacts": s.artifacts,
-        "state": state.value,
     }
+    if s.unreadable:
+        doc["unreadable"] = list(s.unreadable)
+    doc["state"] = state.value
+    return doc
 
 
 def states(ctx: Context, ids: Mapping[str, Iterable[str]]) -> dict[Key, State]:

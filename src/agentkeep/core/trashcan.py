@@ -9,8 +9,9 @@ from typing import Any
 
 from agentkeep import trash
 from agentkeep.core.context import Context, parse_age
+from agentkeep.core.ending import ends_as
 from agentkeep.core.indexing import refresh
-from agentkeep.errors import Failure, NotFound
+from agentkeep.errors import Failed
 from agentkeep.model import rfc3339
 from agentkeep.prune import STOP
 
@@ -81,10 +82,10 @@ def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
     sid = ctx.session_id(agent, id)
     try:
         result = trash.restore(ctx.state_dir, agent, sid, now=time.time())
-    except trash.NoSuchEntry as exc:
-        raise NotFound(str(exc)) from None
-    except (trash.TrashError, OSError) as exc:
-        raise Failure(1, str(exc)) from None
+    except trash.TrashError as exc:
+        raise ends_as(exc) from None
+    except OSError as exc:
+        raise Failed(str(exc)) from None
     for entry in result.entries:
         refresh(ctx, entry.agent, entry.id)
     return {

@@ -1,9 +1,12 @@
-"""What directory watches deliver, whichever kind (watchdog's observer or
-the one inotify instance): the event kinds asked for, and the sink they go to."""
+"""Directory watches, whichever kind (watchdog's observer or the one inotify
+instance): what they do (DirWatches), the event kinds asked for, and the
+sink they go to."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
 
 from watchdog.events import (
     DirCreatedEvent,
@@ -30,3 +33,26 @@ EVENTS: list[type[FileSystemEvent]] = [
 
 # Where the watches deliver their events (the watcher's queue).
 Sink = Callable[[FileSystemEvent], None]
+
+
+class DirWatches(Protocol):
+    """Non-recursive watches on single directories, events to a sink."""
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float = 1.0) -> None: ...
+
+    def add(self, path: Path) -> None:
+        """Watch `path`; OSError when it cannot be (ENOSPC, ENOENT, ...)."""
+
+    def remove(self, path: Path) -> None: ...
+
+    def wait(self) -> str:
+        """Block until the watching stops (stop(), or a thread that ended);
+        why it did."""
+        ...
+
+
+# Makes the watches, given where events go and what to call when events
+# were lost.
+WatchesFactory = Callable[[Sink, Callable[[], None]], DirWatches]

@@ -20,8 +20,12 @@ import ctypes
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import structlog
+
+if TYPE_CHECKING:
+    from agentkeep import core
 
 log = structlog.get_logger("agentkeep.daemon.memory")
 
@@ -64,3 +68,23 @@ def give_back() -> None:
     """Return the free memory of every malloc arena to the system."""
     if _TRIM is not None:
         _TRIM(0)
+
+
+def after_work(ctx: core.Context) -> None:
+    """After work in proportion to the sessions: per-session state lives in
+    the index, not in the adapters' listings, and the memory goes back to
+    the system."""
+    for adapter in ctx.adapters.values():
+        adapter.forget()
+    give_back()
+
+
+def close_thread_index(ctx: core.Context) -> None:
+    """Close the calling thread's index connection; the next use on this
+    thread opens another. Called when a request is answered (each socket
+    connection has a thread of its own, ending with it) and after start-up.
+    The index keeps one SQLite connection per thread, and in CPython 3.11 a
+    sqlite3.Connection is in a reference cycle with its statement cache: one
+    left to its thread's end lived on, page cache and all, until a full
+    garbage collection. At 10,000 sessions 200 `show` requests piled up ~35 MB."""
+    ctx.index.close()

@@ -15,10 +15,6 @@ reconcile ("polling"), and status says so. watchdog swallows watch errors
 for subdirectories of recursive watches; every watch here is added on its
 own, so each failure surfaces and is handled.
 
-On Linux every directory shares one inotify instance and one reader thread
-(`inotify.InotifyWatches`); elsewhere each is scheduled on watchdog's
-ordinary observer (FSEvents, kqueue), which is `ObserverWatches`.
-
 The watching itself is watched (invariant 12): events the kernel dropped
 (its queue overflowed) make the watcher reconcile, as a flood does, and a
 reader thread that ends is noticed at once by a thread waiting on it, and
@@ -38,22 +34,18 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Protocol
 
 import structlog
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
-from watchdog.observers import Observer
-from watchdog.observers.api import BaseObserver, ObservedWatch
-from watchdog.utils import UnsupportedLibcError
+from watchdog.events import FileSystemEvent
 
 from agentkeep.adapters.base import Adapter
-from agentkeep.daemon.events import EVENTS, Sink
+from agentkeep.daemon.events import DirWatches, WatchesFactory
+from agentkeep.daemon.observer import native_watches
 from agentkeep.watchplan import (
     INOTIFY,
     MIXED,
@@ -80,92 +72,6 @@ _IGNORED_SUFFIXES = ("-wal", "-shm", "-journal")
 # again: every root polls (the reconcile every POLL_INTERVAL) instead.
 RESTARTS_MAX = 3
 RESTART_WINDOW = 3600.0
-
-
-class DirWatches(Protocol):
-    """Non-recursive watches on single directories, events to a sink."""
-
-    def start(self) -> None: ...
-
-    def stop(self, timeout: float = 1.0) -> None: ...
-
-    def add(self, path: Path) -> None:
-        """Watch `path`; OSError when it cannot be (ENOSPC, ENOENT, ...)."""
-
-    def remove(self, path: Path) -> None: ...
-
-    def wait(self) -> str:
-        """Block until the watching stops (stop(), or a thread that ended);
-        why it did."""
-        ...
-
-
-# Makes the watches, given where events go and what to call when events
-# were lost.
-WatchesFactory = Callable[[Sink, Callable[[], None]], DirWatches]
-
-
-class ObserverWatches:
-    """Each directory scheduled on watchdog's own observer: FSEvents or
-    kqueue on macOS. On Linux that costs a thread per directory, so it is
-    used there only where libc has no inotify (and by tests)."""
-
-    def __init__(
-        self,
-        sink: Sink,
-        on_lost: Callable[[], None] = lambda: None,
-        observer: BaseObserver | None = None,
-    ) -> None:
-        # watchdog's own emitters deal with their queues' overflows.
-        del on_lost
-        self._observer = observer or Observer()
-        self._handler = _Handler(sink)
-        self._watches: dict[Path, ObservedWatch] = {}
-
-    def start(self) -> None:
-        self._observer.start()
-
-    def stop(self, timeout: float = 1.0) -> None:
-        self._observer.stop()
-        self._observer.join(timeout)
-
-    def add(self, path: Path) -> None:
-        self._watches[path] = self._observer.schedule(
-            self._handler,
-            str(path),
-            recursive=False,
-            event_filter=EVENTS,
-            # A linked folder is watched itself, not its link; watching
-            # only reads, and events are named by the path as given.
-            follow_symlink=True,
-        )
-
-    def remove(self, path: Path) -> None:
-        watch = self._watches.pop(path, None)
-        if watch is None:
-            return
-        try:
-            self._observer.unschedule(watch)
-        except (KeyError, OSError) as exc:
-            log.debug("unschedule failed", path=str(path), error=str(exc))
-
-    def wait(self) -> str:
-        self._observer.join()
-        return "watchdog's observer thread ended"
-
-
-def native_watches(sink: Sink, on_lost: Callable[[], None]) -> DirWatches:
-    """One inotify instance for every directory on Linux (watchdog's
-    observer would start a thread per directory); the observer elsewhere."""
-    if sys.platform.startswith("linux"):
-        # Imported here: watchdog's inotify module refuses to load where
-        # libc has no inotify (macOS), and then the observer decides.
-        try:
-            from agentkeep.daemon.inotify import InotifyWatches
-        except UnsupportedLibcError:
-            return ObserverWatches(sink)
-        return InotifyWatches(sink, on_lost)
-    return ObserverWatches(sink)
 
 
 class Watcher:
@@ -374,11 +280,11 @@ class Watcher:
     @contextmanager
     def held(self) -> Iterator[None]:
         """Events wait while held: around each prune, purge, scan and
-        reconcile the daemon runs apart. That work keeps the index up to
-        date for what it touches, and listing again what it removed, batch
-        after batch, held the listing of every directory the sessions share
-        in the daemon (some 45 MB at 50,000 sessions), and took a core from
-        the work."""
+        reconcile the daemon runs in its child. That work keeps the index
+        up to date for what it touches, and listing again what it removed,
+        batch after batch, held the listing of every directory the sessions
+        share in the daemon (some 45 MB at 50,000 sessions), and took a core
+        from the work."""
         with self._wake:
             self._holds += 1
         try:
@@ -490,11 +396,3 @@ def _entries(directories: Iterable[Path]) -> set[str]:
         except OSError:
             continue  # gone again: its parent's event says so
     return found
-
-
-class _Handler(FileSystemEventHandler):
-    def __init__(self, sink: Sink) -> None:
-        self._sink = sink
-
-    def on_any_event(self, event: FileSystemEvent) -> None:
-        self._sink(event)

@@ -1,9 +1,10 @@
 """A whole fake user in a folder, for the demo, the tests and the benchmark.
 
 `environ` sets HOME, XDG_*, TMPDIR, TMP, TEMP, AGENTKEEP_SYSTEM_TMP,
-CLAUDE_CONFIG_DIR, CODEX_HOME and COPILOT_HOME inside the fake user's tree,
-and removes every variable that could point at real data, so agentkeep run
-with it reads and writes nothing of the real user's.
+CLAUDE_CONFIG_DIR, CODEX_HOME, COPILOT_HOME, QWEN_HOME, QWEN_RUNTIME_DIR and
+PI_CODING_AGENT_DIR inside the fake user's tree, and removes every variable
+that could point at real data, so agentkeep run with it reads and writes
+nothing of the real user's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ SCRUB = (
     "CLAUDE_PROJECT_DIR",
     "CLAUDE_CODE_TMPDIR",
     "GEMINI_CLI_HOME",
+    "PI_CODING_AGENT_SESSION_DIR",
     "NOTIFY_SOCKET",
     "WATCHDOG_USEC",
 )
@@ -134,6 +136,9 @@ def make_fake_home(root: Path, runtime: Path) -> FakeHome:
         CLAUDE_CONFIG_DIR=str(home / ".claude"),
         CODEX_HOME=str(home / ".codex"),
         COPILOT_HOME=str(home / ".copilot"),
+        QWEN_HOME=str(home / ".qwen"),
+        QWEN_RUNTIME_DIR=str(home / ".qwen"),
+        PI_CODING_AGENT_DIR=str(home / ".pi" / "agent"),
         PYTHONDONTWRITEBYTECODE="1",
     )
     return FakeHome(root=root, home=home, environ=environ)

@@ -92,6 +92,8 @@ def static_reason(
     (leases.take_session: ours and the agent's lock files), so nobody else
     holds one, and the evidence is looked at afresh."""
     if not purge and activity is None:
+        if s.unsafe:  # a place that cannot be listed leaves it undated too: say why
+            return Kept(s.agent, s.id, Reason.UNSAFE, s.unsafe)
         return Kept(s.agent, s.id, Reason.UNDATED, "a time of it cannot be read")
     holders = evidence.holders(s)
     if holders:

@@ -92,7 +92,7 @@ class Expiry:
 
     def known(self) -> list[Any] | None:
         """What the last read found, as JSON: for a prune in a process of
-        its own to start from (daemon.apart), and to hand back."""
+        its own to start from (daemon.child), and to hand back."""
         return None if self._known is None else [self._known[0], self._known[1]]
 
     def trust(self, known: list[Any] | None) -> None:

@@ -25,7 +25,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from agentkeep.errors import Failure
+from agentkeep.errors import Failed, Failure, Refused
 from agentkeep.model import rfc3339
 from agentkeep.render import age, count, size, when
 from agentkeep.ui.backend import Backend, Plan, Snapshot
@@ -325,7 +325,7 @@ class AgentkeepApp(App[None]):
             except Failure as exc:
                 self.call_from_thread(self._refused, what, exc)
             except OSError as exc:
-                self.call_from_thread(self._refused, what, Failure(1, str(exc)))
+                self.call_from_thread(self._refused, what, Failed(str(exc)))
             else:
                 self.call_from_thread(then, result)
             finally:
@@ -338,7 +338,9 @@ class AgentkeepApp(App[None]):
 
     def _refused(self, what: str, exc: Failure) -> None:
         body = Text(exc.message)
-        self.push_screen(Notice(f"{what}: {'refused' if exc.exit == 4 else 'failed'}", body))
+        self.push_screen(
+            Notice(f"{what}: {'refused' if isinstance(exc, Refused) else 'failed'}", body)
+        )
 
     def _session(self, key: Key) -> dict[str, Any] | None:
         if self.snapshot is None:
@@ -382,25 +384,25 @@ class AgentkeepApp(App[None]):
         try:
             return self.backend.purge(*key, dry_run=True, cascade=False), False, ""
         except Failure as exc:
-            if exc.exit != 4 or exc.report is None:
+            if not isinstance(exc, Refused) or exc.report is None:
                 raise
             plans = Plans(
                 exc.report, None, time.time(), self.snapshot.sessions if self.snapshot else []
             )
             verdict = plans.of(*key)
             if verdict.reason != "ancestor":
-                raise Failure(4, f"{key[0]} {short(key[1])} {verdict.words}") from None
+                raise Refused(f"{key[0]} {short(key[1])} {verdict.words}") from None
         try:
             report = self.backend.purge(*key, dry_run=True, cascade=True)
         except Failure as exc:
-            if exc.exit != 4 or exc.report is None:
+            if not isinstance(exc, Refused) or exc.report is None:
                 raise
             plans = Plans(
                 exc.report, None, time.time(), self.snapshot.sessions if self.snapshot else []
             )
             words = plans.of(*key).words
-            raise Failure(
-                4, f"{key[0]} {short(key[1])} {words}; --cascade cannot take it either"
+            raise Refused(
+                f"{key[0]} {short(key[1])} {words}; --cascade cannot take it either"
             ) from None
         return report, True, verdict.words
 

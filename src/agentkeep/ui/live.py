@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkeep import client
+from agentkeep.errors import Failure
 from agentkeep.paths import Env
 
 
@@ -69,7 +70,7 @@ class Subscription:
                     (self._started if n == 0 else self._changed)()
         except client.NoDaemon as exc:
             why = str(exc)
-        except client.RemoteError as exc:
+        except Failure as exc:
             why = exc.message
         self._end(why)
 

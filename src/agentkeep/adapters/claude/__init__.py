@@ -91,10 +91,10 @@ __all__ = [
     "canonical",
 ]
 
-# Sessions per scan part: enough that a part's hand-over to a worker
+# Sessions per scan part: enough that a part's hand-over to a child
 # process is small beside its measuring, few enough to share out evenly;
 # and what a spread scan holds at once is the parts handed out ahead
-# (workers.IN_FLIGHT per worker): at 1,000 a part, a scan of 10,000 held
+# (children.scan.IN_FLIGHT per child): at 1,000 a part, a scan of 10,000 held
 # nearly all it found (41 MB traced; 14 MB at 250, as fast).
 # Read here, by scan_parts, at every scan (tests set it on this module).
 SCAN_PART = 250
@@ -133,6 +133,17 @@ class ClaudeAdapter(Adapter):
         return [layout.config, layout.projects, *layout.tmp]
 
     def watch_dirs(self) -> list[Path]:
+        # os.path.isdir: Path.is_dir raises below a directory we may not search.
+        return [d for d in self._named_dirs() if os.path.isdir(d)]
+
+    def listed_dirs(self) -> list[Path]:
+        """The directories whose entries name sessions, there or not, and
+        the config areas' parents (usage-data/)."""
+        config = self._paths.config
+        return [*self._named_dirs(), *{(config / area).parent for area in WATCHED_AREAS}]
+
+    def _named_dirs(self) -> list[Path]:
+        """Every directory whose entries name sessions, there or not."""
         layout = self._layout(check=False)
         config, projects = layout.config.path, layout.projects.path
         dirs = [config, projects]
@@ -141,7 +152,7 @@ class ClaudeAdapter(Adapter):
         for root in layout.tmp:
             dirs.append(root.path)
             dirs += [Path(e.path) for e in list_entries(str(root.path), None) if listable(e)]
-        return [d for d in dict.fromkeys(dirs) if d.is_dir()]
+        return list(dict.fromkeys(dirs))
 
     # -- what -----------------------------------------------------------
     def canonical_id(self, raw: str) -> str | None:

@@ -2,7 +2,8 @@
 id: each directory is listed once for a scan (or, for some sessions, from
 the cached listings or by probing their names). Nothing is measured or
 read here beyond jobs' state.json and registry records, which decide whose
-an entry is."""
+an entry is. A directory that cannot be listed is named in every session
+that could have an entry there (Reach), which is then kept unsafe."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import TypeGuard
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Known, Root
+from agentkeep.adapters.base import Known, Root, Unlisted
 from agentkeep.adapters.claude.artifacts import (
     AREAS,
     JOB,
@@ -48,8 +49,46 @@ log = structlog.get_logger("agentkeep.adapters.claude")
 # over to worker processes, and a tuple is built and pickled several times
 # faster than a dataclass.
 Item = tuple[str, str, str, bool, bool, bool]
-# One session found: (id, its items, the parent its job names).
-FoundSession = tuple[str, list[Item], str | None]
+# One session found: (id, its items, the parent its job names, the places
+# that could not be listed where it could have entries).
+FoundSession = tuple[str, list[Item], str | None, tuple[str, ...]]
+
+
+class Reach:
+    """Which sessions a directory that cannot be listed may hold entries
+    of. A project's key dir (`projects/<key>/`, `<tmp>/<key>/`): the
+    sessions found in that project's dirs, and those whose project cannot
+    be told (no transcript was found: it may be the one that cannot be
+    seen); a session whose transcript lies in another project's readable
+    dir is that project's (Claude keeps a session in the project it
+    started in). A job dir whose state.json cannot be read: the sessions
+    whose ids begin with its name. Anything else (projects/ itself, a
+    config area, jobs/, sessions/, a tmp root): every session."""
+
+    def __init__(self, layout: Layout, unlisted: Unlisted) -> None:
+        tmp = [str(root.path) for root in layout.tmp]
+        projects, jobs = str(layout.projects.path), str(layout.config.path / "jobs")
+        self.every: list[str] = []
+        self.projects: list[tuple[str, frozenset[str]]] = []
+        self.prefixes: list[tuple[str, str]] = []
+        for path in unlisted:
+            parent, name = os.path.split(path)
+            if parent == projects or parent in tmp:
+                dirs = frozenset([os.path.join(projects, name)] + [f"{t}/{name}" for t in tmp])
+                self.projects.append((path, dirs))
+            elif parent == jobs:
+                self.prefixes.append((path, name.lower()))
+            else:
+                self.every.append(path)
+
+    def of(self, sid: str, items: list[Item]) -> tuple[str, ...]:
+        places = list(self.every)
+        places += [path for path, prefix in self.prefixes if sid.startswith(prefix)]
+        if self.projects:
+            told = any(item[4] for item in items)
+            dirs = {os.path.dirname(item[0]) for item in items}
+            places += [path for path, keyed in self.projects if not told or dirs & keyed]
+        return tuple(sorted(places))
 
 
 # A scan holds what it found of every session until it has looked in every
@@ -100,9 +139,15 @@ class Grouped:
     when it is given); a scan's past SPOOL_AT items in a _Spool. What the
     spool cannot take (a full disk) and all that comes after is held."""
 
-    def __init__(self, only: frozenset[str] | None, known: Known | None = None) -> None:
+    def __init__(
+        self, layout: Layout, only: frozenset[str] | None, known: Known | None = None
+    ) -> None:
+        self.layout = layout
         self.only = only
         self.known = known
+        # What could not be listed; whom it reaches is told once all is found.
+        self.unlisted = Unlisted()
+        self._reach: Reach | None = None
         self.found: dict[str, dict[str, Item]] = defaultdict(dict)
         self.job_parents: dict[str, str] = {}
         self._held = 0
@@ -148,7 +193,12 @@ class Grouped:
 
     def take(self, sid: str) -> FoundSession:
         """What was found of `sid`, handed over (and forgotten here)."""
-        return sid, list(self.found.pop(sid, {}).values()), self.job_parents.get(sid)
+        return self._found(sid, list(self.found.pop(sid, {}).values()))
+
+    def _found(self, sid: str, items: list[Item]) -> FoundSession:
+        if self._reach is None:
+            self._reach = Reach(self.layout, self.unlisted)
+        return sid, items, self.job_parents.get(sid), self._reach.of(sid, items)
 
     def parts(self, size: int) -> Iterator[list[FoundSession]]:
         """Everything found, handed over `size` sessions at a time in the
@@ -171,7 +221,7 @@ class Grouped:
                     for path, item in self.found.pop(sid).items():
                         items.setdefault(path, item)
                 for sid in sorted(grouped):
-                    part.append((sid, list(grouped.pop(sid).values()), self.job_parents.get(sid)))
+                    part.append(self._found(sid, list(grouped.pop(sid).values())))
                     if len(part) == size:
                         yield part
                         part = []
@@ -187,7 +237,7 @@ def find(
 ) -> Grouped:
     """Every session's artifacts by name (only those of `only` when given,
     sparing the directories `known` says are unchanged)."""
-    found = Grouped(only, known)
+    found = Grouped(layout, only, known)
     _find_projects(listings, layout, found)
     _find_config(listings, layout, found)
     _find_jobs(listings, layout, found)
@@ -224,18 +274,19 @@ def _entries(
     not changed since they were known, else filtered by name as they are
     read for a few sessions (`_few`), else from a listing reused while the
     directory's mtime holds."""
-    only = found.only
+    only, unlisted = found.only, found.unlisted
     if only is None:
-        return list_entries(directory, None)
+        return list_entries(directory, None, unlisted=unlisted)
     if identify is not None and found.known is not None:
         names = found.known.names_in(directory)
         if names is not None:
-            return list_entries(directory, names)
+            return list_entries(directory, names, unlisted=unlisted)
     if _few(only):
-        return list_entries(directory, None, _named_by(only) if identify else None)
+        keep = _named_by(only) if identify else None
+        return list_entries(directory, None, keep, unlisted=unlisted)
     if identify is None:
-        return listings.entries(directory)
-    return listings.named(directory, identify, only)
+        return listings.entries(directory, unlisted)
+    return listings.named(directory, identify, only, unlisted)
 
 
 # Listing this many sessions again, or fewer (an event's, a `show`'s),
@@ -289,7 +340,7 @@ def _config_entries(
     directory = str(layout.config.path / area)
     linked = bool(layout.config.problem) or linked_below(layout.config.path, area)
     if probe is not None:
-        listing = list_entries(directory, probe)
+        listing = list_entries(directory, probe, unlisted=found.unlisted)
     else:
         listing = _entries(listings, directory, found, identify)
     for entry in listing:
@@ -302,8 +353,12 @@ def _find_jobs(listings: Listings, layout: Layout, found: Grouped) -> None:
     for entry, linked in _config_entries(listings, layout, "jobs", found, probe):
         if not (entry.dir or entry.link) or not JOB_NAME.fullmatch(entry.name):
             continue
-        state = read_json(os.path.join(entry.path, "state.json"))
+        state_path = os.path.join(entry.path, "state.json")
+        state = read_json(state_path)
         if not isinstance(state, dict):
+            # Whose it is cannot be told: the sessions it may be are kept.
+            if (why := disk.denied(state_path)) is not None:
+                found.unlisted.add(entry.path, why)
             log.debug("job without a readable state.json", path=entry.path)
             continue
         sid = canonical(state.get("sessionId"))
@@ -340,7 +395,7 @@ def _find_registered(
 ) -> None:
     """The registry files naming the sessions, from the cached registry."""
     directory = layout.config.path / "sessions"
-    registry = listings.registry(str(directory), alive_pids())
+    registry = listings.registry(str(directory), alive_pids(), found.unlisted)
     if registry is None:
         return
     linked = bool(layout.config.problem) or disk.is_link(directory)

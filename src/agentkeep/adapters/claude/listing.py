@@ -12,13 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import structlog
-
 from agentkeep import disk
-from agentkeep.adapters.base import valid_name
-
-# One logger for the whole adapter, named as it always was.
-log = structlog.get_logger("agentkeep.adapters.claude")
+from agentkeep.adapters.base import Unlisted, unlisted_error, valid_name
 
 
 @dataclass(slots=True)
@@ -34,24 +29,34 @@ class Entry:
 
 
 def list_entries(
-    directory: str, probe: Sequence[str] | None, keep: Callable[[str], bool] | None = None
+    directory: str,
+    probe: Sequence[str] | None,
+    keep: Callable[[str], bool] | None = None,
+    unlisted: Unlisted | None = None,
 ) -> list[Entry]:
     """The entries of `directory` (following a link at `directory` itself, so
     a linked directory can be reported), or only those named in `probe`, or
     only those whose names `keep` keeps (filtered as they are read, so a big
-    directory costs no more memory than what is kept)."""
+    directory costs no more memory than what is kept). One that cannot be
+    listed (or probed) has none, and is added to `unlisted`."""
     if probe is not None:
-        return [e for e in (entry_at(directory, name) for name in dict.fromkeys(probe)) if e]
+        found = (entry_at(directory, name, unlisted) for name in dict.fromkeys(probe))
+        return [e for e in found if e]
     prefix = directory.rstrip("/") + "/"
-    return [
-        Entry(name, prefix + name, link, is_dir)
-        for name, link, is_dir in _listed(directory)
-        if keep is None or keep(name)
-    ]
+    try:
+        return [
+            Entry(name, prefix + name, link, is_dir)
+            for name, link, is_dir in _listed(directory)
+            if keep is None or keep(name)
+        ]
+    except OSError as exc:
+        Unlisted.note(unlisted, directory, exc)
+        return []
 
 
 def _listed(directory: str) -> Iterator[tuple[str, bool, bool]]:
-    """(name, link, dir) of each entry, told by the listing itself (no stat)."""
+    """(name, link, dir) of each entry, told by the listing itself (no stat);
+    none when `directory` is missing. OSError when it cannot be listed."""
     try:
         with disk.scandir(directory, follow=True) as it:
             for entry in it:
@@ -62,23 +67,27 @@ def _listed(directory: str) -> Iterator[tuple[str, bool, bool]]:
                 # One string for each name, however many listings of its
                 # directory (made again as it changes) and indexes hold it.
                 yield sys.intern(entry.name), link, is_dir
-    except FileNotFoundError:
-        pass
     except OSError as exc:
-        log.info("cannot list directory", path=directory, error=str(exc))
+        if unlisted_error(exc):
+            raise
 
 
 LINK, DIR = 1, 2
 
 
-def flags_by_name(directory: str) -> dict[str, int]:
+def flags_by_name(directory: str, unlisted: Unlisted | None = None) -> dict[str, int] | None:
     """list_entries(directory, None) as {name: LINK/DIR flags}, without an
     Entry for each (a directory of 10,000 listed again whenever it changed
-    cost a prune's re-check a third of its time)."""
-    return {
-        name: (LINK if link else 0) | (DIR if is_dir else 0)
-        for name, link, is_dir in _listed(directory)
-    }
+    cost a prune's re-check a third of its time); None when it cannot be
+    listed (added to `unlisted`)."""
+    try:
+        return {
+            name: (LINK if link else 0) | (DIR if is_dir else 0)
+            for name, link, is_dir in _listed(directory)
+        }
+    except OSError as exc:
+        Unlisted.note(unlisted, directory, exc)
+        return None
 
 
 def entry_of(directory: str, name: str, flags: int) -> Entry:
@@ -86,11 +95,15 @@ def entry_of(directory: str, name: str, flags: int) -> Entry:
     return Entry(name, directory.rstrip("/") + "/" + name, bool(flags & LINK), bool(flags & DIR))
 
 
-def entry_at(directory: str, name: str) -> Entry | None:
+def entry_at(directory: str, name: str, unlisted: Unlisted | None = None) -> Entry | None:
+    """The entry `name` of `directory`, looked up alone; None when there is
+    none, or it cannot be looked up (`directory` added to `unlisted`)."""
     path = os.path.join(directory, name)
     try:
         st = os.lstat(path)
-    except OSError:
+    except OSError as exc:
+        if unlisted_error(exc):
+            Unlisted.note(unlisted, directory, exc)
         return None
     return Entry(name, path, stat.S_ISLNK(st.st_mode), stat.S_ISDIR(st.st_mode))
 

@@ -1,8 +1,10 @@
 """Listings of the directories many sessions share, reused while each
-directory's mtime holds, and the registry records read from them, re-read
+directory's ctime holds, and the registry records read from them, re-read
 whenever a record's file changed. A directory read for some sessions' own
 entries keeps its names alone, told apart again by name when it changes;
-any change, agentkeep's own removals too, has a listing read again."""
+any change, agentkeep's own removals too, has a listing read again. A
+directory that cannot be listed is never kept as listed: it is added to the
+caller's Unlisted every time."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
 from agentkeep import disk
+from agentkeep.adapters.base import Unlisted
 from agentkeep.adapters.claude.listing import (
     Entry,
     entry_at,
@@ -33,13 +36,14 @@ class Listings:
     key dirs, the config areas, sessions/ named by pid),
     and the registry records read from them. Without this, listing a few
     sessions again costs a pass over every session's files, and a prune of N
-    sessions costs N of them. A listing is reused while its directory's mtime is the
-    same (a new or removed file changes it); a record is re-read whenever
+    sessions costs N of them. A listing is reused while its directory's ctime is the
+    same (a new or removed file changes it, and so does a chmod, which may
+    make it unlistable or listable again); a record is re-read whenever
     its file's (mtime, size, inode) changed (a /clear or /resume inside a
     running claude rewrites it in place)."""
 
     def __init__(self) -> None:
-        # directory -> (mtime, {name: LINK/DIR flags}); an Entry is made
+        # directory -> (ctime, {name: LINK/DIR flags}); an Entry is made
         # when asked for (at 50,000 sessions, kept ones cost ~35 MB).
         self._dirs: dict[str, tuple[int, dict[str, int]]] = {}
         self._records: dict[str, tuple[tuple[int, int, int], object]] = {}
@@ -47,51 +51,74 @@ class Listings:
         self._registries: dict[str, Registry] = {}
 
     def named(
-        self, directory: str, identify: Callable[[str], str | None], sids: frozenset[str]
+        self,
+        directory: str,
+        identify: Callable[[str], str | None],
+        sids: frozenset[str],
+        unlisted: Unlisted,
     ) -> list[Entry]:
         """The entries of `directory` whose names `identify` as one of `sids`,
         each looked at now (a name gone since the listing is left out)."""
         try:
-            mtime = os.stat(directory).st_mtime_ns
+            ctime = os.stat(directory).st_ctime_ns
         except OSError:  # cannot be stat'ed: listed afresh, nothing kept
             self._named.pop(directory, None)
-            return [e for e in list_entries(directory, None) if identify(e.name) in sids]
+            listed = list_entries(directory, None, unlisted=unlisted)
+            return [e for e in listed if identify(e.name) in sids]
         named = self._named.get(directory)
-        if named is None:
-            names = {sys.intern(name) for name in disk.entry_names(directory)}
-            named = _Named(mtime, names, _by_id(names, identify), identify)
-            self._named[directory] = named
-        elif named.mtime != mtime:
-            named.relist(directory, mtime)
+        if named is None or named.ctime != ctime:
+            try:
+                now = {sys.intern(name) for name in disk.listed_names(directory)}
+            except OSError as exc:
+                self._named.pop(directory, None)
+                if not isinstance(exc, FileNotFoundError):
+                    unlisted.add(directory, exc)
+                return []
+            if named is None:
+                named = _Named(ctime, now, _by_id(now, identify), identify)
+                self._named[directory] = named
+            else:
+                named.relist(now, ctime)
         # Most of a batch's sessions have no entry in most key dirs: the
         # ids are matched as sets, not looked up one by one in each.
         by_id = named.by_id
-        found = (entry_at(directory, n) for sid in sids & by_id.keys() for n in _names(by_id[sid]))
+        found = (
+            entry_at(directory, n, unlisted)
+            for sid in sids & by_id.keys()
+            for n in _names(by_id[sid])
+        )
         return [e for e in found if e is not None]
 
-    def entries(self, directory: str) -> list[Entry]:
-        listed = self._listing(directory)
+    def entries(self, directory: str, unlisted: Unlisted) -> list[Entry]:
+        listed = self._listing(directory, unlisted)
         if listed is None:
-            return list_entries(directory, None)
+            return []
         return [entry_of(directory, name, flags) for name, flags in listed[1].items()]
 
-    def _listing(self, directory: str) -> tuple[int, dict[str, int]] | None:
-        """(mtime, flags by name), listed again only when the mtime moved."""
+    def _listing(self, directory: str, unlisted: Unlisted) -> tuple[int, dict[str, int]] | None:
+        """(ctime, flags by name), listed again only when the ctime moved;
+        None when it is missing or cannot be listed."""
         try:
-            mtime = os.stat(directory).st_mtime_ns
-        except OSError:
+            ctime = os.stat(directory).st_ctime_ns
+        except OSError as exc:
             self._dirs.pop(directory, None)
+            if not isinstance(exc, FileNotFoundError):
+                unlisted.add(directory, exc)
             return None
         cached = self._dirs.get(directory)
-        if not cached or cached[0] != mtime:
-            cached = (mtime, flags_by_name(directory))
+        if not cached or cached[0] != ctime:
+            flags = flags_by_name(directory, unlisted)
+            if flags is None:
+                self._dirs.pop(directory, None)
+                return None
+            cached = (ctime, flags)
             self._dirs[directory] = cached
         return cached
 
     def record(self, path: str, still: bool = False) -> object:
         """The JSON in `path`, re-read when its file changed. `still`: the
         file's process has exited, and a file nobody is left to rewrite is
-        taken as last read (its listing's mtime still holds) without a stat."""
+        taken as last read (its listing's ctime still holds) without a stat."""
         if still and path in self._records:
             return self._records[path][1]
         try:
@@ -106,20 +133,22 @@ class Listings:
             self._records[path] = cached
         return cached[1]
 
-    def registry(self, directory: str, alive: set[int] | None) -> Registry | None:
-        """`sessions/` as a Registry, kept while its mtime holds. Only a
+    def registry(
+        self, directory: str, alive: set[int] | None, unlisted: Unlisted
+    ) -> Registry | None:
+        """`sessions/` as a Registry, kept while its ctime holds. Only a
         live process rewrites its record in place: those records (every
         record when `alive` is None: cannot tell who is alive) are looked at
         again on every call, the rest only when the directory changes. So a
         re-check costs the live processes' files, not every file there."""
-        listed = self._listing(directory)
+        listed = self._listing(directory, unlisted)
         if listed is None:
             self._registries.pop(directory, None)
             return None
-        mtime, names = listed
+        ctime, names = listed
         registry = self._registries.get(directory)
-        if registry is None or registry.mtime != mtime:
-            registry = Registry(mtime, {}, defaultdict(list), {}, {})
+        if registry is None or registry.ctime != ctime:
+            registry = Registry(ctime, {}, defaultdict(list), {}, {})
             for name, flags in names.items():
                 if match := REGISTRY_NAME.fullmatch(name):
                     registry.files[match["pid"]] = entry_of(directory, name, flags)
@@ -139,11 +168,11 @@ class Listings:
 
     def removed(self, paths: Sequence[str]) -> None:
         """agentkeep removed `paths`: their records are forgotten. Their
-        directories' listings are not patched: the mtime a removal leaves
+        directories' listings are not patched: the ctime a removal leaves
         may hold another's change made meanwhile (a claude started, its
         record written, as a stale one went), and taking it for agentkeep's
         own would hide that change from every later re-check. The moved
-        mtime has each listed again when next asked."""
+        ctime has each listed again when next asked."""
         for path in paths:
             self._records.pop(path, None)
 
@@ -151,26 +180,25 @@ class Listings:
 class _Named:
     """A directory's names, by the session each names (for named()): no
     flags kept, since what named() returns is looked at as it is returned.
-    When the directory's mtime moves, it is listed again by name alone, and
+    When the directory's ctime moves, it is listed again by name alone, and
     only the names new or gone since are identified: both halves of a big
     prune remove from the directories every session shares, so each batch
     of one finds them all changed by the other, and identifying (or merely
     telling apart) every name of each again cost its re-check a third of
     its time."""
 
-    __slots__ = ("by_id", "identify", "mtime", "names")
+    __slots__ = ("by_id", "ctime", "identify", "names")
 
     def __init__(
         self,
-        mtime: int,
+        ctime: int,
         names: set[str],
         by_id: dict[str, str | list[str]],
         identify: Callable[[str], str | None],
     ) -> None:
-        self.mtime, self.names, self.by_id, self.identify = mtime, names, by_id, identify
+        self.ctime, self.names, self.by_id, self.identify = ctime, names, by_id, identify
 
-    def relist(self, directory: str, mtime: int) -> None:
-        now = set(disk.entry_names(directory))
+    def relist(self, now: set[str], ctime: int) -> None:
         gone, new = self.names - now, now - self.names
         for name in gone:
             self._forget(name)
@@ -180,7 +208,7 @@ class _Named:
             self.names.add(name)
             if (sid := self.identify(name)) is not None:
                 _add(self.by_id, sid, name)
-        self.mtime = mtime
+        self.ctime = ctime
 
     def _forget(self, name: str) -> None:
         sid = self.identify(name)

@@ -9,15 +9,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from agentkeep import disk
+from agentkeep.adapters.base import unreadable
 from agentkeep.adapters.claude.finding import FoundSession, Item
 from agentkeep.adapters.claude.ids import AGENT
 from agentkeep.adapters.claude.transcripts import lineage
 from agentkeep.model import Session
 
 
-def measure(sid: str, found: list[Item], job_parent: str | None) -> Session | None:
+def measure(
+    sid: str, found: list[Item], job_parent: str | None, unlisted: tuple[str, ...]
+) -> Session | None:
     """Measure what was found of a session into a Session; None when all of
-    it vanished meanwhile."""
+    it vanished meanwhile. `unlisted`: the places that could not be listed
+    where it could have entries (finding.Reach), to which its own
+    directories that cannot be are added."""
     seen: set[tuple[int, int]] = set()
     items = sorted(found, key=lambda f: (not f[4], f[0]))
     artifacts = []
@@ -37,6 +42,7 @@ def measure(sid: str, found: list[Item], job_parent: str | None) -> Session | No
         parent=parent or job_parent,
         artifacts=artifacts,
         bytes=sum(a.bytes for a in artifacts),
+        unreadable=unreadable(artifacts, unlisted),
     )
 
 

@@ -2,7 +2,11 @@
 its `sessions/<pid>.<hex>.key` files. A record is evidence of use, never of
 disuse, and only a record whose process is alive and not a reused pid (its
 recorded start matches the real process's) holds its session; whatever
-cannot be told counts as in use."""
+cannot be told counts as in use.
+
+Qwen Code keeps a registry of the same shape (`sessions/<pid>.json` or
+`<pid>-<hex>.json`, `procStart` as `<boot id>:<start ticks>`) and other
+records of a process's hold on a session: both read their records here."""
 
 from __future__ import annotations
 
@@ -30,11 +34,11 @@ REGISTRY_KEY_NAME = re.compile(r"(?P<pid>[0-9]{1,10})\.[0-9a-fA-F]+\.key")
 
 @dataclass
 class Registry:
-    """`sessions/` read into who names whom, as of the directory's mtime:
+    """`sessions/` read into who names whom, as of the directory's ctime:
     each pid's `<pid>.json`, its `<pid>.<digest>.key` files, the session its
     record names, and the reverse of that."""
 
-    mtime: int
+    ctime: int
     files: dict[str, Entry]
     keys: dict[str, list[Entry]]
     sid_of: dict[str, str | None]
@@ -61,10 +65,13 @@ def alive_pids() -> set[int] | None:
         return None
 
 
-def registry_holders(path: str, sid: str, procs: ProcessTable) -> list[Holder]:
-    """Holders from one `sessions/<pid>.json`, read afresh. A file that is gone
-    holds nothing; one that now names another session holds nothing; one that
-    cannot be parsed still points at its file-name pid (cannot tell: in use)."""
+def registry_holders(
+    path: str, sid: str, procs: ProcessTable, names: re.Pattern[str] = REGISTRY_NAME
+) -> list[Holder]:
+    """Holders from one `sessions/<pid>.json` (a name `names` reads the pid
+    from), read afresh. A file that is gone holds nothing; one that now
+    names another session holds nothing; one that cannot be parsed still
+    points at its file-name pid (cannot tell: in use)."""
     if not os.path.lexists(path):
         return []
     record = read_json(path)
@@ -73,12 +80,20 @@ def registry_holders(path: str, sid: str, procs: ProcessTable) -> list[Holder]:
     elif registry_id(record) not in (None, sid):
         return []
     pids: set[int] = set()
-    if named := REGISTRY_NAME.fullmatch(os.path.basename(path)):
+    if named := names.fullmatch(os.path.basename(path)):
         pids.add(int(named["pid"]))
+    return record_holders(f"sessions/{os.path.basename(path)}", record, pids, procs)
+
+
+def record_holders(
+    name: str, record: dict[str, object], pids: set[int], procs: ProcessTable
+) -> list[Holder]:
+    """Holders from a record (`name` says which) of a process's hold on a
+    session: its `pid` (and `pids` known otherwise) alive, and not a reused
+    pid by its `procStart` or `startedAt` (ms); cannot tell: in use."""
     recorded = record.get("pid")
     if isinstance(recorded, int) and not isinstance(recorded, bool) and recorded > 0:
-        pids.add(recorded)
-    name = f"sessions/{os.path.basename(path)}"
+        pids = pids | {recorded}
     holders: list[Holder] = []
     for pid in sorted(pids):
         if pid in procs.unreadable:
@@ -108,6 +123,14 @@ def _started_seconds(value: object) -> float | None:
     return seconds
 
 
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            return f.read(64).decode("ascii", "replace").strip() or None
+    except OSError:
+        return None
+
+
 def _proc_start_ticks(pid: int) -> str | None:
     """The process's start time as /proc/<pid>/stat gives it (field 22, clock
     ticks since boot): what newer Claude versions write as `procStart`."""
@@ -132,7 +155,11 @@ def _same_process(record: dict[str, object], proc: Proc) -> bool | None:
     proc_start = record.get("procStart")
     if isinstance(proc_start, str | int) and not isinstance(proc_start, bool):
         actual = _proc_start_ticks(proc.pid)
-        if actual is not None and str(proc_start).strip() == actual:
+        # Claude writes the ticks alone; Qwen `<boot id>:<ticks>`, and
+        # `linux:<boot id>:<ticks>` in its writer locks.
+        boot, _, ticks = str(proc_start).strip().rpartition(":")
+        boot = boot.removeprefix("linux:")
+        if actual is not None and ticks == actual and boot in ("", _boot_id()):
             return True
     started = _started_seconds(record.get("startedAt"))
     if started is None:

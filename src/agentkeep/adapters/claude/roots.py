@@ -11,13 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import structlog
-
-from agentkeep.adapters.base import Root
+from agentkeep.adapters.base import Root, dir_var, tmp_dirs
 from agentkeep.paths import Env
-
-# One logger for the whole adapter, named as it always was.
-log = structlog.get_logger("agentkeep.adapters.claude")
 
 
 @dataclass(frozen=True)
@@ -38,21 +33,8 @@ class Layout:
     tmp: tuple[Root, ...]
 
 
-def _dir_var(env: Env, var: str) -> Path | None:
-    value = env.get(var)
-    if value is None:
-        return None
-    if value == "~" or value.startswith("~/"):
-        value = str(env.home) + value[1:]
-    path = Path(value)
-    if not path.is_absolute():
-        log.warning("relative directory ignored", variable=var, value=value)
-        return None
-    return path
-
-
 def _config_dir(env: Env) -> Path:
-    return _dir_var(env, "CLAUDE_CONFIG_DIR") or env.home / ".claude"
+    return dir_var(env, "CLAUDE_CONFIG_DIR") or env.home / ".claude"
 
 
 def _tmp_dirs(env: Env) -> list[Path]:
@@ -60,17 +42,7 @@ def _tmp_dirs(env: Env) -> list[Path]:
     Claude always appends `claude-<uid>`, to $CLAUDE_CODE_TMPDIR too (and
     sets that variable to its own `claude-<uid>` for the commands it
     runs, so a claude started there writes `claude-<uid>/claude-<uid>`)."""
-    per_uid = f"claude-{env.uid}"
-    candidates: list[Path] = []
-    for var in ("CLAUDE_CODE_TMPDIR", "TMPDIR", "TMP", "TEMP"):
-        base = _dir_var(env, var)
-        if base is not None:
-            candidates.append(base / per_uid)
-    candidates.append(env.system_tmp / per_uid)
-    unique: dict[str, Path] = {}
-    for path in candidates:
-        unique.setdefault(os.path.realpath(path), path)
-    return list(unique.values())
+    return tmp_dirs(env, first=("CLAUDE_CODE_TMPDIR",), below=f"claude-{env.uid}")
 
 
 def paths(env: Env) -> Paths:

@@ -1,9 +1,9 @@
-"""A big scan spread over worker processes indexes exactly what a scan in one
-process does, survives a worker that dies, logs where logs belong, and when
+"""A big scan spread over child processes indexes exactly what a scan in one
+process does, survives a child that dies, logs where logs belong, and when
 it is stopped half way leaves the index as it was.
 
-The threshold (workers.PARALLEL_FROM) and Claude's part size are lowered so
-that a small home takes the worker path; every test checks that it did.
+The threshold (children.PARALLEL_FROM) and Claude's part size are lowered so
+that a small home takes the children's path; every test checks that it did.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ import psutil
 import pytest
 from structlog.testing import capture_logs
 
-from agentkeep import core, index, logs, workers
+from agentkeep import core, index, logs
 from agentkeep.adapters import claude
 from agentkeep.adapters.base import WholeScan
+from agentkeep.children import scan as children
 from agentkeep.core import indexing
 from agentkeep.paths import Env
 from agentkeep.progress import Progress
@@ -47,14 +48,14 @@ from build_opencode import build_opencode
 from fakehome import FakeHome, Spawn
 from waiting import wait_until
 
-SPREAD = "scan spread over worker processes"
-DIED = "scan workers failed; the rest is measured here"
+SPREAD = "scan spread over child processes"
+DIED = "a scan's children failed; the rest is measured here"
 
 
 @pytest.fixture
 def home(fake_home: FakeHome) -> FakeHome:
     """Every agent, with forks, jobs and a session of each kind, and names
-    that must cross to a worker process intact."""
+    that must cross to a child process intact."""
     made = make_many(fake_home, 40, projects=4, forks_every=5)
     odd = os.fsencode(made[0].file_history) + b"/bad-\xff-utf8\nnewline"
     with open(odd, "wb") as f:
@@ -92,14 +93,14 @@ def _indexed(ctx: core.Context) -> tuple[list[tuple[object, ...]], list[tuple[ob
 
 
 def _serial(ctx: core.Context, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
-    monkeypatch.setattr(workers, "PARALLEL_FROM", 10**9)
+    monkeypatch.setattr(children, "PARALLEL_FROM", 10**9)
     return core.scan(ctx)
 
 
 @pytest.fixture
 def spread(monkeypatch: pytest.MonkeyPatch) -> None:
     """Claude's parts of 3 sessions, so that there are many."""
-    if workers.cpus() < 2:
+    if children.cpus() < 2:
         pytest.skip("one CPU: a scan never spreads")
     monkeypatch.setattr(claude, "SCAN_PART", 3)
 
@@ -107,8 +108,8 @@ def spread(monkeypatch: pytest.MonkeyPatch) -> None:
 def _spread_scan(
     ctx: core.Context, monkeypatch: pytest.MonkeyPatch, progress: Progress | None = None
 ) -> tuple[dict[str, object], list[dict]]:
-    """A scan that takes the worker path whatever the size: its result and its log events."""
-    monkeypatch.setattr(workers, "PARALLEL_FROM", 0)
+    """A scan that takes the children's path whatever the size: its result and its log events."""
+    monkeypatch.setattr(children, "PARALLEL_FROM", 0)
     with capture_logs() as captured:
         done = core.scan(ctx, progress)
     return done, captured
@@ -118,7 +119,7 @@ def _spread_scan(
 def test_spread_scan_indexes_what_one_process_indexes(
     home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch, method: str
 ) -> None:
-    monkeypatch.setattr(workers, "START_METHOD", method)
+    monkeypatch.setattr(children, "START_METHOD", method)
     ctx = _context()
     one = _serial(ctx, monkeypatch)
     alone = _indexed(ctx)
@@ -137,10 +138,10 @@ def test_spread_scan_indexes_what_one_process_indexes(
         k: v for k, v in one.items() if k != "seconds"
     }
     assert _indexed(ctx) == alone
-    assert not multiprocessing.active_children(), "workers left running after the scan"
+    assert not multiprocessing.active_children(), "children left running after the scan"
 
 
-def test_a_worker_that_dies_costs_time_not_the_scan(
+def test_a_child_that_dies_costs_time_not_the_scan(
     home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ctx = _context()
@@ -148,7 +149,7 @@ def test_a_worker_that_dies_costs_time_not_the_scan(
     alone = _indexed(ctx)
     killed: list[int] = []
 
-    def kill_a_worker(what: str, done: int, total: int | None) -> None:
+    def kill_a_child(what: str, done: int, total: int | None) -> None:
         if killed:
             return
         for child in multiprocessing.active_children():
@@ -156,28 +157,28 @@ def test_a_worker_that_dies_costs_time_not_the_scan(
             killed.append(child.pid)  # type: ignore[arg-type]
             break
 
-    _, captured = _spread_scan(ctx, monkeypatch, kill_a_worker)
+    _, captured = _spread_scan(ctx, monkeypatch, kill_a_child)
     assert killed and any(e["event"] == DIED for e in captured), (
-        "SETUP INVALID: no worker was killed while parts were left"
+        "SETUP INVALID: no child was killed while parts were left"
     )
     assert _indexed(ctx) == alone
 
 
-def test_worker_log_lines_go_to_stderr_as_configured(
+def test_a_childs_log_lines_go_to_stderr_as_configured(
     home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     # A file name that is not an opencode id: its adapter logs a warning,
-    # from inside a worker (a whole agent's scan is one part).
+    # from inside a child (a whole agent's scan is one part).
     bad = home.data / "opencode" / "storage" / "session" / "global" / "not an id.json"
     bad.write_text("{}")
     logs.configure(json=True, level="info")
     ctx = _context()
-    monkeypatch.setattr(workers, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(children, "PARALLEL_FROM", 0)
     core.scan(ctx)
     out, err = capfd.readouterr()
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     events = {(line["event"], line.get("logger")) for line in lines}
-    assert (SPREAD, "agentkeep.workers") in events, "SETUP INVALID: the scan never spread"
+    assert (SPREAD, "agentkeep.children.scan") in events, "SETUP INVALID: the scan never spread"
     warned = [line for line in lines if line.get("path") == str(bad)]
     assert warned and warned[0]["level"] == "warning"
     assert warned[0]["logger"] == "agentkeep.adapters.opencode"
@@ -203,7 +204,7 @@ def test_a_scan_stopped_half_way_leaves_the_index_as_it_was(
     assert len(calls) == 2, "SETUP INVALID: the scan ended before it was stopped"
     assert _indexed(ctx) == before
     wait_until(
-        lambda: not multiprocessing.active_children(), "the workers to stop", 10, setup=False
+        lambda: not multiprocessing.active_children(), "the children to stop", 10, setup=False
     )
 
 
@@ -211,34 +212,35 @@ def test_one_agent_spreads_only_when_its_scan_splits(
     home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ctx = _context()
-    monkeypatch.setattr(workers, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(children, "PARALLEL_FROM", 0)
     with capture_logs() as whole:
         indexing._scan(ctx, ["codex"])
     with capture_logs() as parted:
         indexing._scan(ctx, ["claude"])
     assert any(e["event"] == SPREAD for e in parted), "SETUP INVALID: Claude alone never spread"
-    assert not any(e["event"] == SPREAD for e in whole), "one part went to a worker pool"
+    assert not any(e["event"] == SPREAD for e in whole), "one part went to the children"
     assert ctx.index.count("codex") == 4 and ctx.index.count("claude") == 40
 
 
-# A scan spread over workers that stops in its first progress report.
+# A scan spread over children that stops in its first progress report.
 STOPS_HALF_WAY = """
 import sys
 import time
-from agentkeep import core, logs, workers
+from agentkeep import core, logs
+from agentkeep.children import scan as children
 from agentkeep.adapters import claude
 from agentkeep.paths import Env
 
 def stop_here(what, done, total):
     if done == 0:
-        return  # the first report comes before any worker starts
+        return  # the first report comes before any child starts
     print("ready", flush=True)
     time.sleep(60)
 
 if __name__ == "__main__":
     logs.configure(json=True)
-    workers.START_METHOD = sys.argv[1]
-    workers.PARALLEL_FROM = 0
+    children.START_METHOD = sys.argv[1]
+    children.PARALLEL_FROM = 0
     claude.SCAN_PART = 3
     core.scan(core.Context.open(Env.from_environ()), stop_here)
 """
@@ -251,40 +253,53 @@ def _gone(proc: psutil.Process) -> bool:
         return True
 
 
+@pytest.mark.parametrize("watching", ["kernel", "polling"])
 @pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_a_killed_scan_leaves_no_worker_behind(home: FakeHome, spawn: Spawn, method: str) -> None:
-    if workers.cpus() < 2:
+def test_a_killed_scan_leaves_no_child_behind(
+    home: FakeHome, spawn: Spawn, method: str, watching: str
+) -> None:
+    """The kernel tells each child its scan is gone (or, as off Linux, the
+    child sees its parent change), and the child ends."""
+    if children.cpus() < 2:
         pytest.skip("one CPU: a scan never spreads")
-    scan = spawn([sys.executable, "-c", STOPS_HALF_WAY, method], ready=True)
-    children = psutil.Process(scan.pid).children(recursive=True)
-    assert len(children) >= 2, "SETUP INVALID: the scan started no workers"
+    env = dict(home.environ)
+    if watching == "polling":
+        site = home.root / "site"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(
+            "import agentkeep.children\nagentkeep.children.KERNEL_TELLS = False\n"
+        )
+        env["PYTHONPATH"] = str(site)
+    scan = spawn([sys.executable, "-c", STOPS_HALF_WAY, method], env, ready=True)
+    started = psutil.Process(scan.pid).children(recursive=True)
+    assert len(started) >= 2, "SETUP INVALID: the scan started no children"
     os.kill(scan.pid, signal.SIGKILL)  # the scan alone, as the OOM killer would
     scan.wait()
     wait_until(
-        lambda: all(_gone(child) for child in children), "its workers to exit", 15, setup=False
+        lambda: all(_gone(child) for child in started), "its children to exit", 15, setup=False
     )
 
 
 @pytest.fixture
 def no_interpreter(fake_home: FakeHome, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Worker processes cannot start: multiprocessing's interpreter is a path
-    that does not exist (as in a sandbox that forbids it). Spawned workers
+    that does not exist (as in a sandbox that forbids it). Spawned children
     only: a forked one needs no interpreter."""
-    monkeypatch.setattr(workers, "START_METHOD", "spawn")
+    monkeypatch.setattr(children, "START_METHOD", "spawn")
     before = multiprocessing.spawn.get_executable()
     multiprocessing.set_executable(str(fake_home.root / "no-python"))
     yield
     multiprocessing.set_executable(before)
 
 
-def test_workers_that_cannot_start_cost_time_not_the_scan(
+def test_children_that_cannot_start_cost_time_not_the_scan(
     home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch, no_interpreter: None
 ) -> None:
     ctx = _context()
     _serial(ctx, monkeypatch)
     alone = _indexed(ctx)
     _, captured = _spread_scan(ctx, monkeypatch)
-    assert any(e["event"] == DIED for e in captured), "SETUP INVALID: the workers started"
+    assert any(e["event"] == DIED for e in captured), "SETUP INVALID: the children started"
     assert _indexed(ctx) == alone
 
 
@@ -292,7 +307,7 @@ def test_the_cycle_collector_rests_during_a_scan_and_comes_back(
     home: FakeHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ctx = _context()
-    monkeypatch.setattr(workers, "PARALLEL_FROM", 10**9)
+    monkeypatch.setattr(children, "PARALLEL_FROM", 10**9)
     seen: list[bool] = []
 
     def stop_half_way(what: str, done: int, total: int | None) -> None:
@@ -320,45 +335,48 @@ def test_the_cycle_collector_rests_during_a_scan_and_comes_back(
         gc.enable()
 
 
-def test_a_worker_process_imports_structlog_without_rich(fake_home: FakeHome) -> None:
-    """What a worker imports is paid once per worker on every spread scan:
-    rich (some 40 ms) is the CLI's, not a worker's."""
+def test_a_child_imports_structlog_without_rich(fake_home: FakeHome) -> None:
+    """What a child imports is paid once per child on every spread scan:
+    rich (some 40 ms) is the CLI's, not a child's."""
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
-        1, mp_context=spawn, initializer=workers._start_worker, initargs=logs.settings()
+        1,
+        mp_context=spawn,
+        initializer=children._start_child,
+        initargs=(os.getpid(), *logs.settings()),
     ) as pool:
         loaded = pool.submit(eval, "sorted(__import__('sys').modules)").result(timeout=60)
-    assert "structlog" in loaded and "agentkeep.workers" in loaded, "SETUP INVALID"
+    assert "structlog" in loaded and "agentkeep.children.scan" in loaded, "SETUP INVALID"
     assert not [m for m in loaded if m.split(".")[0] == "rich"]
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="workers are only forked on Linux")
-def test_workers_are_forked_only_from_a_process_without_threads() -> None:
+@pytest.mark.skipif(sys.platform != "linux", reason="children are only forked on Linux")
+def test_children_are_forked_only_from_a_process_without_threads() -> None:
     if threading.active_count() != 1:
         pytest.fail(f"SETUP INVALID: {threading.active_count()} threads before the test")
-    assert workers.start_method() == "fork"
+    assert children.start_method() == "fork"
     release = threading.Event()
     other = threading.Thread(target=release.wait)
     other.start()
     try:
-        assert workers.start_method() == "spawn"
+        assert children.start_method() == "spawn"
     finally:
         release.set()
         other.join()
-    assert workers.start_method() == "fork"
+    assert children.start_method() == "fork"
 
 
-def test_forked_workers_pay_sooner_than_spawned_ones(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A forked worker is ready at once; a spawned one starts an interpreter
+def test_forked_children_pay_sooner_than_spawned_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forked child is ready at once; a spawned one starts an interpreter
     first: a scan spreads over forked ones from fewer sessions."""
-    if workers.cpus() < 2:
+    if children.cpus() < 2:
         pytest.skip("one CPU: a scan never spreads")
-    least = workers.PARALLEL_FROM
-    monkeypatch.setattr(workers, "START_METHOD", "fork")
-    assert workers.worth_spreading(least) and not workers.worth_spreading(least - 1)
-    monkeypatch.setattr(workers, "START_METHOD", "spawn")
-    assert not workers.worth_spreading(least)
-    assert workers.worth_spreading(round(least * workers.SPAWNED))
+    least = children.PARALLEL_FROM
+    monkeypatch.setattr(children, "START_METHOD", "fork")
+    assert children.worth_spreading(least) and not children.worth_spreading(least - 1)
+    monkeypatch.setattr(children, "START_METHOD", "spawn")
+    assert not children.worth_spreading(least)
+    assert children.worth_spreading(round(least * children.SPAWNED))
 
 
 def _rows_files() -> list[Path]:
@@ -368,18 +386,18 @@ def _rows_files() -> list[Path]:
 def test_a_big_part_comes_back_through_a_file_that_is_then_removed(
     home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Rows past one batch (index._BATCH, lowered: forked workers see it)
+    """Rows past one batch (index._BATCH, lowered: forked children see it)
     are read back from the part's file a batch at a time."""
-    monkeypatch.setattr(workers, "START_METHOD", "fork")
+    monkeypatch.setattr(children, "START_METHOD", "fork")
     monkeypatch.setattr(index, "_BATCH", 2)
     read: list[int] = []
-    batches_in = workers._batches_in
+    batches_in = children._batches_in
 
     def reading(path: str, count: int) -> Iterator[index.Rows]:
         read.append(count)
         return batches_in(path, count)
 
-    monkeypatch.setattr(workers, "_batches_in", reading)
+    monkeypatch.setattr(children, "_batches_in", reading)
     ctx = _context()
     _serial(ctx, monkeypatch)
     alone = _indexed(ctx)
@@ -402,13 +420,14 @@ def test_a_part_whose_file_cannot_be_written_comes_back_whole(
     expected = list(index.batches(_whole("codex")(), {}))
     if len(expected) < 3:
         pytest.fail(f"SETUP INVALID: {len(expected)} batches")
-    assert workers._measure(_whole("codex"), {}, "/dev/full") == expected
-    assert workers._measure(_whole("codex"), {}, None) == expected
+    assert children._measure(_whole("codex"), {}, "/dev/full") == expected
+    assert children._measure(_whole("codex"), {}, None) == expected
 
 
 _FILLS_UP = """
 import pickle, resource, signal, sys
-from agentkeep import core, index, workers
+from agentkeep import core, index
+from agentkeep.children import scan as children
 from agentkeep.paths import Env
 index._BATCH = 1
 # Listed before the limit (it would hold back SQLite's own files too).
@@ -417,7 +436,7 @@ expected = list(index.batches(sessions, {}))
 size = len(pickle.dumps(expected[0], pickle.HIGHEST_PROTOCOL))
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (size * 2 + size // 2, resource.RLIM_INFINITY))
-got = workers._measure(lambda: iter(sessions), {}, sys.argv[1])
+got = children._measure(lambda: iter(sessions), {}, sys.argv[1])
 resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
 print(len(expected), got == expected, type(got).__name__)
 """

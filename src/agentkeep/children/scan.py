@@ -1,13 +1,13 @@
-"""Worker processes for a big scan.
+"""A big scan's children: one per CPU.
 
 A scan is the interpreter's work per file measured (a few syscalls each, and
 the Python around them), so one process is bound to one CPU. A home with
-many sessions is measured by one worker process per CPU instead; this
-process lists, hands out parts, and writes the index as they come back.
-Workers only read the disk, through the same adapters and `disk` functions
-as a scan in this process, so they keep every rule a scan keeps (no link
-followed, no atime moved); the rows of a big part come back through a
-temporary file this process made (see _measure).
+many sessions is measured by one child per CPU instead; this process lists,
+hands out parts, and writes the index as they come back. Children only
+read the disk, through the same adapters and `disk` functions as a scan in
+this process, so they keep every rule a scan keeps (no link followed, no
+atime moved); the rows of a big part come back through a temporary file
+this process made (see _measure).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import gc
 import itertools
 import multiprocessing
-import multiprocessing.connection
 import os
 import pickle
 import signal
@@ -27,22 +26,22 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-# A worker process imports this module first: logs must import structlog
+# A child imports this module first: logs must import structlog
 # (its way, without rich) before anything else does.
 from agentkeep import logs
 
 # isort: split
 import structlog
 
-from agentkeep import index, statefiles
+from agentkeep import children, index, statefiles
 from agentkeep.adapters.base import ScanPart
 from agentkeep.index import Rows
 
-log = structlog.get_logger("agentkeep.workers")
+log = structlog.get_logger("agentkeep.children.scan")
 
 # Below this many expected sessions (adapters' expected_sessions(): only
 # Claude's transcripts are counted before a first scan) a scan takes about
-# a second in one process, and workers do not pay: a forked one is ready
+# a second in one process, and children do not pay: a forked one is ready
 # at once and pays from about 1,200 (Claude-only homes, medians of 5: at
 # 1,000 sessions 0.93 s spread against 0.89 s in one process, at 1,500
 # 1.07 s against 1.10 s; the bench's mixed home of 2,000, 1,400 expected,
@@ -51,15 +50,15 @@ log = structlog.get_logger("agentkeep.workers")
 PARALLEL_FROM = 1200
 SPAWNED = 10 / 3
 
-# Parts handed to each worker ahead: enough that the whole-agent parts, few
+# Parts handed to each child ahead: enough that the whole-agent parts, few
 # and first, are all handed out before an agent that lists here starts its
-# listing, so that workers run them meanwhile.
+# listing, so that children run them meanwhile.
 IN_FLIGHT = 4
 
 Restored = Mapping[tuple[str, str], float]
 Parts = list[tuple[str, ScanPart]]
 Done = Iterator[tuple[str, Iterable[Rows]]]
-# What a worker sends back for a part: its rows, or how many batches of them
+# What a child sends back for a part: its rows, or how many batches of them
 # it wrote to the part's file.
 Measured = list[Rows] | int
 
@@ -72,17 +71,17 @@ def cpus() -> int:
 
 
 def worth_spreading(expected: int) -> bool:
-    """Whether a scan of about `expected` sessions goes to worker processes."""
+    """Whether a scan of about `expected` sessions is spread over children."""
     least = PARALLEL_FROM if start_method() == "fork" else PARALLEL_FROM * SPAWNED
     return cpus() >= 2 and expected >= least
 
 
-def run(parts: Iterable[tuple[str, ScanPart]], restored: Restored, *, spread: bool) -> Done:
+def run_parts(parts: Iterable[tuple[str, ScanPart]], restored: Restored, *, spread: bool) -> Done:
     """Run every part, yielding (agent, its sessions as index rows) as each
-    finishes: here and in order unless `spread`, else in worker processes in
-    whatever order they finish. `parts` is consumed as workers need more, so
+    finishes: here and in order unless `spread`, else in children in whatever
+    order they finish. `parts` is consumed as children need more, so
     an agent that lists its sessions here before it hands out parts does so
-    while workers run the parts before it."""
+    while children run the parts before it."""
     if not spread:
         return _here(parts, restored)
     return _pooled(iter(parts), restored, min(cpus(), 8))
@@ -94,8 +93,8 @@ def _here(parts: Iterable[tuple[str, ScanPart]], restored: Restored) -> Done:
 
 
 def start_method() -> str:
-    """How workers start. `fork` where that is safe: on Linux, from a process
-    with no other thread (the CLI off a terminal); a forked worker is ready
+    """How children start. `fork` where that is safe: on Linux, from a process
+    with no other thread (the CLI off a terminal); a forked child is ready
     at once, where a spawned one starts an interpreter and imports agentkeep
     (some 0.15 CPU-s each). `spawn` everywhere else: a forked child of a
     process with threads (the daemon; the CLI's progress bar timer) would
@@ -110,33 +109,33 @@ def start_method() -> str:
 START_METHOD: str | None = None
 
 
-def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, workers: int) -> Done:
+def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, children: int) -> Done:
     method = start_method()
     try:
         pool = ProcessPoolExecutor(
-            workers,
+            children,
             mp_context=multiprocessing.get_context(method),
-            initializer=_start_worker,
-            initargs=logs.settings(),
+            initializer=_start_child,
+            initargs=(os.getpid(), *logs.settings()),
         )
     except OSError as exc:  # no POSIX semaphores here (/dev/shm), no interpreter to start
         yield from _instead(exc, list(parts), restored)
         return
-    log.info("scan spread over worker processes", workers=workers, start=method)
+    log.info("scan spread over child processes", children=children, start=method)
     running: dict[Future[Measured], tuple[str, ScanPart, str | None]] = {}
     try:
         while True:
-            # At most IN_FLIGHT parts per worker: parts finished but not yet
+            # At most IN_FLIGHT parts per child: parts finished but not yet
             # written wait in memory (or in their files), and this bounds how many.
             for agent, part in parts:
                 path = _rows_file()
                 try:
                     running[pool.submit(_measure, part, restored, path)] = (agent, part, path)
-                except (OSError, BrokenProcessPool) as exc:  # a worker could not start
+                except (OSError, BrokenProcessPool) as exc:  # a child could not start
                     _forget(path)
                     yield from _instead(exc, [(agent, part), *_left(running), *parts], restored)
                     return
-                if len(running) >= IN_FLIGHT * workers:
+                if len(running) >= IN_FLIGHT * children:
                     break
             if not running:
                 return
@@ -145,7 +144,7 @@ def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, workers: 
                 agent, part, path = running.pop(future)
                 try:
                     measured = future.result()
-                except BrokenProcessPool as exc:  # a worker died: killed, out of memory
+                except BrokenProcessPool as exc:  # a child died: killed, out of memory
                     _forget(path)
                     yield from _instead(exc, [(agent, part), *_left(running), *parts], restored)
                     return
@@ -161,13 +160,13 @@ def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, workers: 
 
 
 def _left(running: dict[Future[Measured], tuple[str, ScanPart, str | None]]) -> Parts:
-    """The parts in hand when the workers failed."""
+    """The parts in hand when the children failed."""
     return [(agent, part) for agent, part, _ in running.values()]
 
 
 def _rows_file() -> str | None:
     """A file for a part's rows, made here (so that it is removed here,
-    whatever becomes of the worker); None when none can be made: the rows
+    whatever becomes of the child); None when none can be made: the rows
     then come back in memory."""
     try:
         fd, path = tempfile.mkstemp(prefix="agentkeep-rows-")
@@ -183,7 +182,7 @@ def _forget(path: str | None) -> None:
 
 
 def _read_back(measured: Measured, path: str | None) -> Iterable[Rows]:
-    """A part's rows as its worker sent them, or read from its file a batch
+    """A part's rows as its child sent them, or read from its file a batch
     at a time."""
     if isinstance(measured, list):
         return measured
@@ -198,33 +197,26 @@ def _batches_in(path: str, count: int) -> Iterator[Rows]:
 
 
 def _instead(exc: BaseException, left: Parts, restored: Restored) -> Done:
-    """Workers failed: what they had in hand, and the rest, is measured here.
+    """Children failed: what they had in hand, and the rest, is measured here.
     It costs time, never the scan."""
-    log.warning("scan workers failed; the rest is measured here", error=str(exc))
+    log.warning("a scan's children failed; the rest is measured here", error=str(exc))
     return _here(left, restored)
 
 
-def _start_worker(json: bool | None, level: str) -> None:
+def _start_child(parent: int, json: bool | None, level: str) -> None:
     # Ctrl-C reaches the whole process group: the scan's own process
-    # decides what stops, and shutting the pool down stops its workers.
+    # decides what stops, and shutting the pool down stops its children.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # A worker lives for one scan and makes no cycles worth collecting: the
+    # A child learns nothing from the pool's queues when the scan's process
+    # is killed (every child holds their writing ends too): it would wait
+    # forever. It only reads, so SIGTERM ends it at once.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    children.end_with_parent(parent)
+    # A child lives for one scan and makes no cycles worth collecting: the
     # cycle collector would only walk its rows again and again (see
     # core.indexing.CollectorPause).
     gc.disable()
     logs.configure(json, level)
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        guard = threading.Thread(target=_end_with, args=(parent.sentinel,), daemon=True)
-        guard.start()
-
-
-def _end_with(parent: int) -> None:
-    """Exit when the scan's process is gone. A worker learns nothing from
-    the pool's queues when it is killed (every worker holds their writing
-    ends too), so a killed scan would leave its workers waiting forever."""
-    multiprocessing.connection.wait([parent])
-    os._exit(1)
 
 
 def _measure(part: ScanPart, restored: Restored, path: str | None) -> Measured:

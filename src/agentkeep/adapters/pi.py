@@ -1,0 +1,302 @@
+"""pi: one file per session under `$PI_CODING_AGENT_SESSION_DIR`, else
+`$PI_CODING_AGENT_DIR/sessions`, else `~/.pi/agent/sessions`.
+
+The file (FIELD-NOTES.md "pi") is `<root>/--<cwd, / as ->--/<ISO time>_<id>.jsonl`,
+or `<root>/<ISO time>_<id>.jsonl` when a session dir is named (pi then
+keeps every workspace's sessions in it, flat). It is the session, what
+`pi --resume` lists (primary); its first line is the header `{"type":
+"session", "id", "cwd", "parentSession"}`, where a fork names its parent
+by the absolute path of the parent's file. Ids are UUIDv7: sessions made
+minutes apart share their first 8+ hex digits, so an id is only ever
+matched whole. Big bash output goes to `pi-bash-<hex>.log` in the tmp dir
+pi ran with, named only in the transcript (records a fork copied from its
+parent name the parent's logs, which stay the parent's).
+
+In use: pi writes nothing while it runs, and sets its process title to
+`pi`, which hides its arguments. So a pi process holds a session whose
+id its command line still names, whose file it has open, whose workspace
+is its cwd, or that was written since it started; one whose cwd cannot be
+read holds them all, and so does one when the session's workspace is
+unknown (when in doubt, live).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import psutil
+import structlog
+
+from agentkeep import disk
+from agentkeep.adapters.base import Adapter, Root, dir_var, entries, parts_below, tmp_dirs
+from agentkeep.adapters.claude.ids import UUID, canonical
+from agentkeep.adapters.claude.reading import read_head
+from agentkeep.adapters.claude.registry import START_SLACK_S
+from agentkeep.model import Holder, HolderKind, Session
+from agentkeep.processes import Proc, ProcessTable
+
+log = structlog.get_logger("agentkeep.adapters.pi")
+
+SESSION = "session"
+BASH_LOG = "bash-log"
+# `<ISO time, : and . as ->_<id>.jsonl`.
+SESSION_FILE = re.compile(r"[0-9TZ-]+_(?P<id>[0-9a-fA-F-]{36})\.jsonl")
+BASH_LOG_NAME = re.compile(rb"pi-bash-[0-9a-f]+\.log")
+# The header is one short line; a longer first line is not one.
+HEADER_LIMIT = 64 * 1024
+# What pi's cli.js is, on a command line whose arguments are not hidden.
+PI_CLI = "pi-coding-agent/dist/cli.js"
+
+
+@dataclass(frozen=True)
+class _Header:
+    cwd: str | None = None
+    parent_path: str | None = None
+    # Set when the first line is not a session header naming this id.
+    undated: bool = False
+
+
+@dataclass
+class _Pass:
+    """What one pass over the sessions root found: each id's files, and
+    the pi bash logs in the tmp dirs."""
+
+    only: frozenset[str] | None
+    # Each id's files: (path, linked).
+    files: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
+    foreign: bool = False
+    logs: dict[str, tuple[Path, Root]] = field(default_factory=dict)
+
+
+class PiAdapter(Adapter):
+    name = "pi"
+    id_in_name = UUID
+
+    # -- where ----------------------------------------------------------
+    @cached_property
+    def root(self) -> Path:
+        explicit = dir_var(self.env, "PI_CODING_AGENT_SESSION_DIR")
+        if explicit is not None:
+            return explicit
+        agent = dir_var(self.env, "PI_CODING_AGENT_DIR") or self.env.home / ".pi" / "agent"
+        return agent / "sessions"
+
+    @cached_property
+    def tmp(self) -> list[Path]:
+        return tmp_dirs(self.env)
+
+    def roots(self) -> list[Root]:
+        # The tmp dirs hold the bash logs but are no root of pi's: watching
+        # them, or walking them when looking again, would read all of /tmp.
+        return [Root.check(self.root, "sessions", self.env.uid)]
+
+    def watch_dirs(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return [self.root, *(Path(e.path) for e in entries(self.root) if e.dir and not e.link)]
+
+    # -- what -----------------------------------------------------------
+    def canonical_id(self, raw: str) -> str | None:
+        return canonical(raw)
+
+    def scan(self) -> Iterator[Session]:
+        found = self._find(None)
+        for sid in sorted(found.files):
+            session = self._session(sid, found)
+            if session is not None:
+                yield session
+
+    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
+        found = self._find(session_ids)
+        listed = {sid: self._session(sid, found) for sid in found.files}
+        return {sid: s for sid, s in listed.items() if s is not None}
+
+    def session_for_path(self, path: str) -> str | None:
+        parts = parts_below(path, self.root)
+        if not parts or len(parts) > 2:
+            return None
+        return _file_id(parts[-1])
+
+    # -- in use ---------------------------------------------------------
+    def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
+        holders = procs.naming(session.id)
+        files = [a.path for a in session.artifacts if a.kind == SESSION]
+        written = session.last_activity()
+        for proc in procs.procs.values():
+            if proc.pid not in procs.wrappers and _is_pi(proc.cmdline):
+                why = _uses(proc, session.workspace, written, files, procs)
+                if why is not None:
+                    holders.append(Holder(proc.pid, HolderKind.PROCESS, why))
+        return holders
+
+    # -- finding ----------------------------------------------------------
+    def _find(self, only: frozenset[str] | None) -> _Pass:
+        linked = self.root_problem(self.root) is not None
+        found = _Pass(only, foreign=linked)
+        for entry in entries(self.root):
+            if entry.dir:
+                # A workspace dir; a linked one is listed to report what is behind it.
+                for item in entries(entry.path):
+                    self._add(found, item.name, item.path, linked or entry.link)
+            else:
+                self._add(found, entry.name, entry.path, linked)
+        for tmp in self.tmp:
+            root = Root.check(tmp, "tmp", self.env.uid)
+            for entry in entries(tmp):
+                if BASH_LOG_NAME.fullmatch(entry.name.encode()) and not entry.dir:
+                    found.logs.setdefault(entry.name, (Path(entry.path), root))
+        return found
+
+    @staticmethod
+    def _add(found: _Pass, name: str, path: str, linked: bool) -> None:
+        sid = _file_id(name)
+        if sid is None:
+            log.info("skipped: not a pi session file", path=path)
+        elif found.only is None or sid in found.only:
+            found.files.setdefault(sid, []).append((path, linked))
+
+    # -- a session --------------------------------------------------------
+    def _session(self, sid: str, found: _Pass) -> Session | None:
+        seen: set[tuple[int, int]] = set()
+        artifacts = []
+        header = _Header()
+        for path, linked in sorted(found.files[sid]):
+            artifact = disk.artifact(
+                path,
+                SESSION,
+                self.root,
+                primary=True,
+                linked=linked,
+                seen=seen,
+                foreign=found.foreign,
+            )
+            if artifact is None:
+                continue
+            artifacts.append(artifact)
+            if header == _Header():
+                header = _header(path, sid)
+        if not artifacts:
+            return None
+        for log_path, root in self._logs(found, [a.path for a in artifacts], header):
+            foreign = root.problem is not None
+            artifact = disk.artifact(
+                log_path, BASH_LOG, root.path, linked=foreign, seen=seen, foreign=foreign
+            )
+            if artifact is not None:
+                artifacts.append(artifact)
+        return Session(
+            agent=self.name,
+            id=sid,
+            workspace=header.cwd,
+            parent=self._parent(header.parent_path, sid),
+            artifacts=artifacts,
+            undated=header.undated,
+            bytes=sum(a.bytes for a in artifacts),
+        )
+
+    def _logs(self, found: _Pass, files: list[str], header: _Header) -> list[tuple[Path, Root]]:
+        """The bash logs in the tmp dirs that the session's own records
+        name; a fork's records copied from its parent name the parent's."""
+        if not found.logs:
+            return []
+        named: set[str] = set()
+        for path in files:
+            named |= _logs_named(path)
+        if named and header.parent_path is not None:
+            named -= _logs_named(header.parent_path)
+        return [found.logs[name] for name in sorted(named) if name in found.logs]
+
+    def _parent(self, path: str | None, sid: str) -> str | None:
+        """The parent's id: from the name of the file `parentSession` names,
+        else from that file's header."""
+        if path is None:
+            return None
+        parent = _file_id(os.path.basename(path))
+        if parent is None:
+            data = read_head(path, HEADER_LIMIT)
+            parent = _header_id(data.split(b"\n", 1)[0]) if data else None
+        return parent if parent != sid else None
+
+
+def _file_id(name: str) -> str | None:
+    match = SESSION_FILE.fullmatch(name)
+    return canonical(match["id"]) if match else None
+
+
+def _header(path: str, sid: str) -> _Header:
+    """What a session file's first line says. A missing or unreadable file
+    says nothing; a first line that is not a header naming `sid` makes the
+    session undated (kept until a person purges it): pi itself does not
+    list such a file, and it may be anything."""
+    data = read_head(path, HEADER_LIMIT)
+    if data is None:
+        return _Header()
+    try:
+        record = json.loads(data.split(b"\n", 1)[0])
+    except (ValueError, RecursionError):
+        record = None
+    if not isinstance(record, dict) or record.get("type") != "session":
+        log.info("malformed session header", path=path)
+        return _Header(undated=True)
+    if canonical(record.get("id")) != sid:
+        log.info("session header names another id", path=path, names=str(record.get("id"))[:80])
+        return _Header(undated=True)
+    cwd, parent = record.get("cwd"), record.get("parentSession")
+    return _Header(
+        cwd=cwd if isinstance(cwd, str) and os.path.isabs(cwd) else None,
+        parent_path=parent if isinstance(parent, str) and os.path.isabs(parent) else None,
+    )
+
+
+def _header_id(line: bytes) -> str | None:
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return canonical(record.get("id")) if isinstance(record, dict) else None
+
+
+def _logs_named(path: str) -> set[str]:
+    handle = disk.open_quietly(path)
+    if handle is None:
+        return set()
+    with handle:
+        return {m.decode() for line in handle for m in BASH_LOG_NAME.findall(line)}
+
+
+def _is_pi(cmdline: tuple[str, ...]) -> bool:
+    """pi's process: its title `pi` (arguments hidden: empty strings
+    follow it), or pi's command as started (`pi ...`, `node .../pi ...`,
+    `node .../pi-coding-agent/dist/cli.js ...`)."""
+    heads = [os.path.basename(arg) for arg in cmdline[:2]]
+    return "pi" in heads or any(arg.endswith(PI_CLI) for arg in cmdline[:3])
+
+
+def _uses(
+    proc: Proc, workspace: str | None, written: float | None, files: list[str], procs: ProcessTable
+) -> str | None:
+    """Why a pi process may have the session open, or None."""
+    if workspace is None:
+        return "a pi process runs, and the session's workspace is unknown"
+    try:
+        cwd = psutil.Process(proc.pid).cwd()
+    except psutil.NoSuchProcess:
+        return None
+    except (psutil.Error, OSError):
+        return "a pi process whose working directory cannot be read"
+    if cwd in (workspace, os.path.realpath(workspace)):
+        return "a pi process runs in the session's workspace"
+    if written is None or written >= proc.create_time - START_SLACK_S:
+        return "the session was written since a pi process started"
+    if any(pid == proc.pid for path in files for pid, _ in procs.holding_open(path)):
+        return "a pi process has the session open"
+    return None
+
+
+ADAPTER = PiAdapter

@@ -1,0 +1,171 @@
+"""The `agentkeep` command group and what every command shares: -q and
+-v, the log set up once the arguments are parsed, a bad config refused,
+the options the commands have in common, and every Failure ended in one
+place (its words on stderr, its exit code)."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import click
+
+from agentkeep import VERSION_LINE, __version__, completion
+from agentkeep.errors import BadParams, ConfigInvalid, Failure
+from agentkeep.paths import Env
+from agentkeep.runner import QUIET, fail
+
+_VERBOSE = "agentkeep.verbose"
+
+
+def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(f)
+
+
+def wide_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--wide", is_flag=True, help="Print ids, workspaces and paths whole, however wide."
+    )(f)
+
+
+def agent_argument(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.argument("agent", shell_complete=completion.agents)(f)
+
+
+def id_argument(
+    complete: Callable[..., Any] = completion.session_ids,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.argument("session_id", metavar="ID", shell_complete=complete)
+
+
+def _noted(ctx: click.Context, param: click.Parameter, value: int) -> None:
+    """-q and -v may come before the command's name and after it: both count."""
+    if value:
+        key = QUIET if param.name == "quiet" else _VERBOSE
+        ctx.meta[key] = ctx.meta.get(key, 0) + int(value)
+
+
+def _verbosity() -> list[click.Parameter]:
+    return [
+        click.Option(
+            ["-q", "--quiet"],
+            is_flag=True,
+            expose_value=False,
+            callback=_noted,
+            help="Only errors on stderr: no warnings, no progress bar.",
+        ),
+        click.Option(
+            ["-v", "--verbose"],
+            count=True,
+            expose_value=False,
+            callback=_noted,
+            help="More on stderr: -v the info log, -vv the debug log.",
+        ),
+    ]
+
+
+def _log_level(ctx: click.Context, default: str) -> str:
+    """-q or -v when given, else AGENTKEEP_LOG_LEVEL, else `default`."""
+    from agentkeep.logs import level_from
+
+    quiet, verbose = ctx.meta.get(QUIET, 0), ctx.meta.get(_VERBOSE, 0)
+    if quiet and verbose:
+        raise BadParams("-q and -v say opposite things: give one of them")
+    if quiet:
+        return "error"
+    if verbose:
+        return "info" if verbose == 1 else "debug"
+    try:
+        return level_from(os.environ, default)
+    except ValueError as exc:
+        raise BadParams(str(exc)) from None
+
+
+def _reader_gone(code: int) -> NoReturn:
+    """stdout's reader went away (`agentkeep ls | head`): not an error. What
+    is still buffered goes to /dev/null, so that exiting is quiet too."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(code)
+
+
+# Commands that run with a config that is bad: the daemon serves on (and
+# its status says why it prunes nothing); `service` and `adopt` do not read
+# it; status and doctor report it, then exit 2.
+_BAD_CONFIG_RUNS = frozenset(
+    {"serve", "service", "install", "uninstall", "status", "doctor", "adopt"}
+)
+
+
+class _Command(click.Command):
+    """A command that sets up the log once its arguments are parsed, so that
+    `--help` never imports the logging stack, and refuses a bad config."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(_verbosity())
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from agentkeep.logs import configure
+
+        # A person at the CLI sees results, not the log; the daemon logs every
+        # removal and kept session (-q, -v or AGENTKEEP_LOG_LEVEL say otherwise).
+        configure(level=_log_level(ctx, "info" if self.name == "serve" else "warning"))
+        if self.name not in _BAD_CONFIG_RUNS:
+            error = config_error(Env.from_environ())
+            if error is not None:
+                raise ConfigInvalid(f"config error: {error}")
+        return super().invoke(ctx)
+
+
+def config_error(env: Env) -> str | None:
+    """The user's config's error, or None: every command that reads it
+    refuses a bad one (exit 2, naming the key and the value)."""
+    from agentkeep import view
+
+    return view.load(env, env.state_dir)[1]
+
+
+class _Group(click.Group):
+    command_class = _Command
+    group_class = type  # subgroups (service) are _Groups too
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(_verbosity())
+
+    def invoke(self, ctx: click.Context) -> Any:
+        code = 0
+        try:
+            try:
+                return self._answer(ctx)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+                raise
+            finally:
+                # Flushed here, where a reader gone away can still be told
+                # from a real error (at exit it could only be printed).
+                sys.stdout.flush()
+        except BrokenPipeError:
+            _reader_gone(code)
+
+    def _answer(self, ctx: click.Context) -> Any:
+        """The command's answer; the error it ended in said, and exited with."""
+        try:
+            return super().invoke(ctx)
+        except Failure as exc:
+            fail(exc)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="agentkeep", message=VERSION_LINE)
+def main() -> None:
+    """Keep coding agents' sessions, prune what has been idle past your retention."""
+    # A file name that is not UTF-8 reaches text output as lone surrogates:
+    # written as escapes, so that output is always UTF-8 and never an error.
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="backslashreplace")

@@ -1,0 +1,274 @@
+"""The commands that remove, keep or bring back sessions: prune, purge,
+hold, pin, unpin, trash, restore, and history (the record of what went)."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from agentkeep import completion
+from agentkeep.cli.group import agent_argument, id_argument, json_option, main, wide_option
+from agentkeep.errors import BadParams, Failed
+from agentkeep.paths import Env
+from agentkeep.runner import Runner, emit_json, emit_parts, progress_bar, text_out
+
+if TYPE_CHECKING:
+    from agentkeep import core
+    from agentkeep.prune import PruneReport
+
+
+def _print_report(report: dict[str, Any] | PruneReport | None, as_json: bool, wide: bool) -> int:
+    """A prune's report: the daemon's answer, or the run's own (whose
+    removals are written as they are read back, never held whole)."""
+    assert report is not None, "only a scheduled prune skips its turn"
+    if as_json:
+        if isinstance(report, dict):
+            emit_json(report)
+            return Failed.exit if report["failed"] else 0
+        emit_parts(report.json_parts())
+        return Failed.exit if report.failed else 0
+    from agentkeep import render
+
+    doc = report if isinstance(report, dict) else report.to_json(paths=False)
+    render.report(text_out(wide), doc)
+    return Failed.exit if doc["failed"] else 0
+
+
+def _compress_here(r: Runner, report: dict[str, Any] | PruneReport | None) -> None:
+    """A prune run here moved sessions into the trash: compress them once
+    its report is out (trash.packing says why then). The daemon does so
+    for the prunes it runs."""
+    if report is None or isinstance(report, dict) or report.dry_run or not report.removed:
+        return
+    sys.stdout.flush()
+    from agentkeep import core
+
+    core.compress_trash(r.ctx.state_dir)
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Decide everything, remove nothing.")
+@click.option(
+    "--older-than",
+    default=None,
+    metavar="AGE",
+    help="The cutoff (at least 1d); default: the config's retention.",
+)
+@click.option(
+    "--agent", default=None, help="Only this agent's sessions.", shell_complete=completion.agents
+)
+@wide_option
+@json_option
+def prune(
+    dry_run: bool, older_than: str | None, agent: str | None, wide: bool, as_json: bool
+) -> None:
+    """Remove sessions idle past the cutoff."""
+    r = Runner()
+
+    def body() -> int:
+        params = {"dry_run": dry_run, "older_than": older_than, "agent": agent}
+        with progress_bar("pruning") as bar:
+
+            def local(ctx: core.Context) -> PruneReport | None:
+                from agentkeep import core
+
+                return core.prune(
+                    ctx, dry_run=dry_run, older_than=older_than, agent=agent, progress=bar.progress
+                )
+
+            doc = r.ask("prune", params, local)
+        code = _print_report(doc, as_json, wide)
+        _compress_here(r, doc)
+        return code
+
+    r.run(body, wide=wide)
+
+
+@main.command()
+@agent_argument
+@id_argument()
+@click.option("--dry-run", is_flag=True, help="Decide everything, remove nothing.")
+@click.option("--cascade", is_flag=True, help="Remove the session's descendants first.")
+@wide_option
+@json_option
+def purge(
+    agent: str, session_id: str, dry_run: bool, cascade: bool, wide: bool, as_json: bool
+) -> None:
+    """Remove one session now, whatever its age."""
+    r = Runner()
+
+    def local(ctx: core.Context) -> PruneReport:
+        from agentkeep import core
+
+        return core.purge(ctx, agent=agent, id=session_id, dry_run=dry_run, cascade=cascade)
+
+    def body() -> int:
+        params = {"agent": agent, "id": session_id, "dry_run": dry_run, "cascade": cascade}
+        doc = r.ask("purge", params, local)
+        code = _print_report(doc, as_json, wide)
+        _compress_here(r, doc)
+        return code
+
+    r.run(body, as_json, wide)
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@agent_argument
+@id_argument()
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def hold(agent: str, session_id: str, command: tuple[str, ...]) -> None:
+    """Hold a session's lease for as long as COMMAND runs: hold AGENT ID -- CMD [ARG...]."""
+    from agentkeep import leases
+    from agentkeep.core.ending import ends_as
+
+    r = Runner()
+    argv = list(command[1:] if command and command[0] == "--" else command)
+    if not argv:
+        raise BadParams("hold needs a command after --")
+    sid = r.ctx.session_id(agent, session_id)
+    try:
+        leases.hold_and_exec(leases.lease_path(r.ctx.state_dir, agent, sid), argv)
+    except leases.LeaseError as exc:
+        raise ends_as(exc, f"cannot hold {agent} {sid}: {exc}") from None
+
+
+def _pin(agent: str, session_id: str, pinned: bool, as_json: bool) -> None:
+    r = Runner()
+    method = "pin" if pinned else "unpin"
+
+    def local(ctx: core.Context) -> dict[str, Any]:
+        from agentkeep import core
+
+        return core.pin(ctx, agent, session_id, pinned)
+
+    def body() -> int:
+        doc = r.ask(method, {"agent": agent, "id": session_id}, local)
+        if as_json:
+            emit_json(doc)
+        else:
+            click.echo(f"{'pinned' if pinned else 'unpinned'} {doc['agent']} {doc['id']}")
+        return 0
+
+    r.run(body)
+
+
+@main.command()
+@agent_argument
+@id_argument()
+@json_option
+def pin(agent: str, session_id: str, as_json: bool) -> None:
+    """Never prune this session."""
+    _pin(agent, session_id, True, as_json)
+
+
+@main.command()
+@agent_argument
+@id_argument()
+@json_option
+def unpin(agent: str, session_id: str, as_json: bool) -> None:
+    """Let this session be pruned again."""
+    _pin(agent, session_id, False, as_json)
+
+
+@main.command("trash")
+@click.option("--empty", is_flag=True, help="Free the trash now (under each session's lease).")
+@click.option("--older-than", metavar="AGE", help="With --empty: only what was trashed before.")
+@wide_option
+@json_option
+def trash_cmd(empty: bool, older_than: str | None, wide: bool, as_json: bool) -> None:
+    """List the trash, or empty it now."""
+    from agentkeep import core, render
+
+    if older_than is not None and not empty:
+        raise BadParams("--older-than goes with --empty")
+    state_dir = Env.from_environ().state_dir
+
+    def body() -> int:
+        if not empty:
+            doc = core.trash_list(state_dir)
+            if as_json:
+                emit_json(doc)
+            else:
+                render.trash_entries(text_out(wide), doc["entries"])
+            return 0
+        doc = core.trash_empty(state_dir, older_than)
+        if as_json:
+            emit_json(doc)
+        else:
+            render.emptied(text_out(wide), doc)
+        return 0
+
+    Runner().run(body, as_json)
+
+
+@main.command()
+@agent_argument
+@id_argument(complete=completion.trashed_ids)
+@json_option
+def restore(agent: str, session_id: str, as_json: bool) -> None:
+    """Put a pruned session back where it was (with its trashed ancestors)."""
+    from agentkeep import core, render
+
+    r = Runner()
+
+    def body() -> int:
+        doc = core.restore(r.ctx, agent, session_id)
+        if as_json:
+            emit_json(doc)
+        else:
+            for e in doc["restored"]:
+                title = f": {e['title']}" if e["title"] else ""
+                click.echo(f"restored {e['agent']} {e['id']} ({render.size(e['bytes'])}){title}")
+        return 0
+
+    r.run(body)
+
+
+@main.command()
+@click.option("--agent", default=None, help="Only this agent's.", shell_complete=completion.agents)
+@click.option("--workspace", default=None, metavar="W", help="Only this folder and below.")
+@click.option("--grep", default=None, metavar="TEXT", help="Only with TEXT in title, id or folder.")
+@click.option(
+    "--forget", is_flag=True, help="Remove lines: --agent A --id ID, or --older-than AGE."
+)
+@click.option("--id", "session_id", default=None, metavar="ID", help="With --forget: one session.")
+@click.option("--older-than", default=None, metavar="AGE", help="With --forget: lines that old.")
+@wide_option
+@json_option
+def history(
+    agent: str | None,
+    workspace: str | None,
+    grep: str | None,
+    forget: bool,
+    session_id: str | None,
+    older_than: str | None,
+    wide: bool,
+    as_json: bool,
+) -> None:
+    """The record of every session removed, newest last, and whether it can be restored."""
+    from agentkeep import core, render
+
+    if not forget and (session_id is not None or older_than is not None):
+        raise BadParams("--id and --older-than go with --forget")
+    if forget and (workspace is not None or grep is not None):
+        raise BadParams("--forget takes --agent A --id ID, or --older-than AGE (and --agent)")
+    state_dir = Env.from_environ().state_dir
+
+    def body() -> int:
+        if forget:
+            doc: Any = core.history_forget(state_dir, agent, session_id, older_than)
+            if as_json:
+                emit_json(doc)
+            else:
+                click.echo(f"forgot {render.count(doc['forgotten'], 'line')}")
+            return 0
+        doc = core.history_list(state_dir, agent, workspace, grep)
+        if as_json:
+            emit_json(doc)
+        else:
+            render.history(text_out(wide), doc)
+        return 0
+
+    Runner().run(body, as_json)

@@ -1,0 +1,142 @@
+"""The commands that read the sessions: scan, ls, show, du."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from agentkeep import completion
+from agentkeep.cli.group import agent_argument, id_argument, json_option, main, wide_option
+from agentkeep.runner import Runner, emit_json, progress_bar, text_out
+
+if TYPE_CHECKING:
+    from agentkeep import core
+
+
+@main.command()
+@json_option
+def scan(as_json: bool) -> None:
+    """Rebuild the index from disk now."""
+    r = Runner()
+
+    def body() -> int:
+        from agentkeep import render
+
+        with progress_bar("scanning") as bar:
+
+            def local(ctx: core.Context) -> dict[str, Any]:
+                from agentkeep import core
+
+                return core.scan(ctx, bar.progress)
+
+            doc = r.ask("scan", {}, local)
+        emit_json(doc) if as_json else render.scan(text_out(), doc)
+        return 0
+
+    r.run(body)
+
+
+@main.command("ls")
+@click.option(
+    "--agent", default=None, help="Only this agent's sessions.", shell_complete=completion.agents
+)
+@click.option(
+    "--idle-over",
+    default=None,
+    metavar="AGE",
+    help="Only sessions idle longer than AGE (30d, 12h).",
+)
+@wide_option
+@json_option
+def ls_cmd(agent: str | None, idle_over: str | None, wide: bool, as_json: bool) -> None:
+    """The sessions in the index, oldest activity first."""
+    r = Runner()
+
+    def local(ctx: core.Context) -> str:
+        from agentkeep import core
+
+        return core.ls_text(ctx, agent, idle_over).text
+
+    def body() -> int:
+        # As text: the daemon's answer (or the core's) is printed as it
+        # came, never decoded and encoded again (jsontext).
+        text = r.ask("ls", {"agent": agent, "idle_over": idle_over}, local, raw=True)
+        if as_json:
+            from agentkeep.jsontext import unfolded
+
+            click.echo(unfolded(text))
+        else:
+            import json
+
+            from agentkeep import core, render
+
+            rows = json.loads(text)
+            # The states just listed are not looked at again for the hint.
+            known = {(row["agent"], row["id"]): row["state"] for row in rows}
+            render.sessions(text_out(wide), rows, core.reclaim_hint(r.ctx, known))
+        return 0
+
+    r.run(body)
+
+
+@main.command()
+@agent_argument
+@id_argument()
+@wide_option
+@json_option
+def show(agent: str, session_id: str, wide: bool, as_json: bool) -> None:
+    """One session: its artifacts, holders, parent and children."""
+    r = Runner()
+
+    def local(ctx: core.Context) -> dict[str, Any]:
+        from agentkeep import core
+
+        return core.show(ctx, agent, session_id)
+
+    def body() -> int:
+        doc = r.ask("show", {"agent": agent, "id": session_id}, local)
+        if as_json:
+            emit_json(doc)
+        else:
+            from agentkeep import render
+
+            render.show(text_out(wide), doc)
+        return 0
+
+    r.run(body)
+
+
+@main.command()
+@click.option(
+    "--by",
+    type=click.Choice(["agent", "workspace", "kind"]),
+    default="agent",
+    show_default=True,
+    help="Group the sessions by agent or by workspace, or the whole disk use by kind.",
+)
+@wide_option
+@json_option
+def du(by: str, wide: bool, as_json: bool) -> None:
+    """Where the disk went (allocated blocks, as du counts), largest first,
+    with what is reclaimable now."""
+    r = Runner()
+
+    def local(ctx: core.Context) -> dict[str, Any]:
+        from agentkeep import core
+
+        return core.du(ctx, by)
+
+    def body() -> int:
+        doc = r.ask("du", {"by": by}, local)
+        if as_json:
+            emit_json(doc)
+        else:
+            from agentkeep import core, render
+
+            # By kind, the trash is a group of its own.
+            held = core.trash_total(r.env.state_dir) if by != "kind" else None
+            render.du(text_out(wide), doc, core.reclaim_hint(r.ctx), held)
+        return 0
+
+    r.run(body)

@@ -1,0 +1,189 @@
+"""The unit and the plist: the text `install` writes, rendered for this
+installation (its interpreter) and the installing shell's paths."""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import re
+import sys
+from string import Template
+from typing import Any
+
+from agentkeep.errors import Failed, ServiceError
+from agentkeep.paths import Env
+from agentkeep.service.where import LABEL, log_dir
+
+# The unit sets RUN_BY_SERVICE for the daemon it runs. Such a daemon, finding
+# another daemon of this user already holding the state dir or serving the
+# socket, exits ALREADY_RUNNING_EXIT instead of 1, and the unit's
+# RestartPreventExitStatus= names that status: systemd then leaves the
+# service failed instead of restarting it every few seconds for as long as
+# the other one runs. Started any other way, a second daemon exits 1.
+RUN_BY_SERVICE = "AGENTKEEP_RUN_BY_SERVICE"
+ALREADY_RUNNING_EXIT = 10
+
+# The service manager starts the daemon with its own sparse environment. The
+# variables that decide where agentkeep and the agents keep their files are
+# carried from the installing shell into the unit, so the daemon resolves the
+# same config, state dir, socket and agent roots as the CLI; otherwise the
+# CLI, which compares the two, would never use the daemon. PATH goes too, so
+# an agent's own command (`codex`, `opencode`) is found the same way.
+CARRIED_VARS: tuple[str, ...] = (
+    "HOME",
+    "PATH",
+    "XDG_CONFIG_HOME",
+    "XDG_STATE_HOME",
+    "XDG_DATA_HOME",
+    "XDG_RUNTIME_DIR",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "AGENTKEEP_CONFIG",
+    "AGENTKEEP_SOCKET",
+    "AGENTKEEP_SYSTEM_TMP",
+    "CLAUDE_CONFIG_DIR",
+    "CLAUDE_CODE_TMPDIR",
+    "CODEX_HOME",
+    "GEMINI_CLI_HOME",
+    "COPILOT_HOME",
+    "QWEN_HOME",
+    "QWEN_RUNTIME_DIR",
+    "PI_CODING_AGENT_DIR",
+    "PI_CODING_AGENT_SESSION_DIR",
+)
+
+_UNIT_TEMPLATE = Template("""\
+# agentkeep: the session custodian for coding agents, as a systemd *user* unit.
+# `agentkeep service install` writes this file with the installation's own
+# interpreter and the installing shell's paths; re-run it (rather than
+# editing here) after moving the installation or changing those paths.
+[Unit]
+Description=agentkeep: retention and clean-up of coding agents' sessions
+# A daemon that keeps failing is given up on (the unit goes "failed", which
+# `agentkeep doctor` reports) instead of being restarted every 5 s for ever.
+StartLimitIntervalSec=300
+StartLimitBurst=5
+
+[Service]
+# The daemon says READY=1 once it serves, and WATCHDOG=1 every WATCHDOG_USEC/2.
+Type=notify
+ExecStart=$exec_start
+# SIGHUP makes the daemon read its config again.
+ExecReload=kill -HUP $$MAINPID
+Restart=on-failure
+RestartSec=5s
+# Another daemon of this user already runs: restarting would only fail again.
+Environment=$run_by_service=1
+RestartPreventExitStatus=$already_running
+# The first scan of a large tree may take a while before READY=1.
+TimeoutStartSec=300
+WatchdogSec=60
+# Everything agentkeep creates (index, journal, trash, socket) is the user's alone.
+UMask=0077
+# A custodian runs in the background: it yields the CPU and disk to the user's work.
+Nice=10
+IOSchedulingClass=best-effort
+IOSchedulingPriority=7
+# Only options enforced by seccomp or no_new_privs, which work in a user unit
+# as they are. No ProtectHome=, PrivateTmp=, ProtectSystem= or any other
+# namespace option: in a user unit each of them switches on PrivateUsers=,
+# under which every file not the user's (root's /tmp among them) looks owned
+# by "nobody", so the ownership checks on agents' roots would misjudge them.
+# ProtectHome= would also hide the very directories agentkeep looks after, and
+# PrivateTmp= would give the daemon an empty /tmp in place of the real one,
+# where Claude Code keeps /tmp/claude-<uid>.
+NoNewPrivileges=yes
+LockPersonality=yes
+RestrictRealtime=yes
+SystemCallArchitectures=native
+$environment
+[Install]
+WantedBy=default.target
+""")
+
+
+def daemon_command() -> list[str]:
+    """This installation's interpreter running the daemon. sys.executable is
+    kept as it is, never resolved: a venv's python is a link to the base
+    interpreter, and resolving it would run the daemon outside the venv."""
+    exe = sys.executable
+    if not exe or not os.path.isabs(exe):
+        raise ServiceError(f"cannot tell this installation's interpreter (sys.executable={exe!r})")
+    return [exe, "-m", "agentkeep", "serve"]
+
+
+def carried_environment(env: Env) -> dict[str, str]:
+    """The installing environment's path variables that are set (see CARRIED_VARS)."""
+    carried = {name: env.get(name) for name in CARRIED_VARS}
+    return {name: value for name, value in carried.items() if value is not None}
+
+
+# Characters a unit-file word may hold without quotes.
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+
+
+def _no_control(value: str) -> str:
+    if any(ord(c) < 0x20 or c == "\x7f" for c in value):
+        raise ServiceError(f"{value!r}: a control character cannot be written into a unit file")
+    return value
+
+
+def _unit_word(word: str, *, expand_dollar: bool) -> str:
+    """One word for a unit file: `%` specifiers escaped (and `$` where the
+    line expands variables), then double-quoted when it holds anything else
+    than plain characters, with C escapes for quotes and backslashes."""
+    word = _no_control(word).replace("%", "%%")
+    if expand_dollar:
+        word = word.replace("$", "$$")
+    if _PLAIN_WORD.fullmatch(word):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def unit_text(env: Env, exe: list[str]) -> str:
+    """The systemd user unit running `exe`, carrying the environment's paths."""
+    if not exe or not os.path.isabs(exe[0]):
+        raise ServiceError(f"ExecStart needs an absolute program path, not {exe[:1]!r}")
+    exec_start = " ".join(_unit_word(w, expand_dollar=True) for w in exe)
+    lines = [
+        "Environment=" + _unit_word(f"{name}={value}", expand_dollar=False)
+        for name, value in carried_environment(env).items()
+    ]
+    environment = "".join(line + "\n" for line in lines)
+    return _UNIT_TEMPLATE.substitute(
+        exec_start=exec_start,
+        environment=environment,
+        run_by_service=RUN_BY_SERVICE,
+        already_running=ALREADY_RUNNING_EXIT,
+    )
+
+
+def plist_dict(env: Env, exe: list[str]) -> dict[str, Any]:
+    """The launchd agent running `exe`; plistlib does every escape."""
+    for word in exe:
+        _no_control(word)
+    logs = log_dir(env)
+    return {
+        "Label": LABEL,
+        "ProgramArguments": list(exe),
+        "RunAtLoad": True,
+        # Restarted when it fails, left alone when it stops cleanly (SIGTERM).
+        "KeepAlive": {"SuccessfulExit": False},
+        "ProcessType": "Background",
+        # Everything agentkeep creates is the user's alone (launchd's Umask is decimal).
+        "Umask": 0o077,
+        "EnvironmentVariables": carried_environment(env),
+        "StandardOutPath": str(logs / "agentkeep.out.log"),
+        "StandardErrorPath": str(logs / "agentkeep.err.log"),
+    }
+
+
+def plist_bytes(env: Env, exe: list[str]) -> bytes:
+    return plistlib.dumps(plist_dict(env, exe), fmt=plistlib.FMT_XML, sort_keys=True)
+
+
+def second_daemon_exit(env: Env) -> int:
+    """What a daemon exits with when another of this user already runs (see
+    RUN_BY_SERVICE): ALREADY_RUNNING_EXIT under the service, else 1 (Failed)."""
+    return ALREADY_RUNNING_EXIT if env.get(RUN_BY_SERVICE) == "1" else Failed.exit
