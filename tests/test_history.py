@@ -326,3 +326,46 @@ def test_gemini_the_first_prompt_not_its_session_context(fake_home: FakeHome) ->
     context = {"type": "user", "content": [{"text": "<session_context>\nThis is the Gemini CLI."}]}
     made.chat.write_text(jsonl([records[0], context, *records[1:]]))
     assert describe(fake_home, "gemini", sid)[0] == "hi"
+
+
+def test_qwen_its_custom_title_else_the_prompt_as_typed(fake_home: FakeHome) -> None:
+    from build_qwen import QwenTree
+    from build_qwen import jsonl as qwen_jsonl
+
+    s = QwenTree(fake_home.home / ".qwen").session("/work/q", days=40)
+    records = [json.loads(line) for line in s.chat.read_text().splitlines()]
+    user = next(r for r in records if r["type"] == "user")
+    # As Qwen writes a prompt with an @file expanded: what was typed beside it.
+    user["message"]["parts"] = [{"text": "expanded @notes.md ..."}]
+    user["systemPayload"] = {"displayText": "fix  the\nbuild"}
+    s.chat.write_text(qwen_jsonl(records))
+    title, started = describe(fake_home, "qwen", s.id)
+    assert title == "fix the build"
+    assert started is not None and abs(started - (time.time() - 40 * 86400)) < 60
+
+    renamed = {**records[-1], "type": "system", "subtype": "custom_title"}
+    renamed.pop("message")
+    titles = ["first name", "the name it has now"]
+    extra = [
+        {**renamed, "systemPayload": {"customTitle": t, "titleSource": "manual"}} for t in titles
+    ]
+    s.chat.write_text(qwen_jsonl([*records, *extra]))
+    assert describe(fake_home, "qwen", s.id)[0] == "the name it has now"
+
+
+def test_pi_its_name_else_its_first_prompt(fake_home: FakeHome) -> None:
+    from build_pi import PiTree
+
+    tree = PiTree(fake_home.home / ".pi" / "agent" / "sessions", Path(fake_home.environ["TMPDIR"]))
+    s = tree.session("/work/p", days=40)
+    title, started = describe(fake_home, "pi", s.id)
+    assert title == "run it"
+    assert started is not None and abs(started - (time.time() - 40 * 86400)) < 60
+
+    info = {"type": "session_info", "id": "ab12cd34", "timestamp": "2026-01-01T00:00:00.000Z"}
+    with s.file.open("a") as f:
+        f.write(json.dumps({**info, "name": "  deploy script  "}) + "\n")
+    assert describe(fake_home, "pi", s.id)[0] == "deploy script"
+    with s.file.open("a") as f:  # an empty name clears it, as pi reads it
+        f.write(json.dumps({**info, "name": ""}) + "\n")
+    assert describe(fake_home, "pi", s.id)[0] == "run it"
