@@ -95,6 +95,11 @@ def test_history_after_prune_purge_expiry_empty_and_restore(fake_home: FakeHome)
     assert restored.returncode == 0, restored.stderr
     assert "named by a person" in restored.stdout, "restore names what it brought back"
     assert fake_home.cli("trash", "--empty").returncode == 0
+    gone = fake_home.cli("restore", "claude", web.id)
+    assert gone.returncode == 5, gone.stderr
+    assert "went for good (expired)" in gone.stderr and "fix the login form" in gone.stderr
+    again = fake_home.cli("restore", "claude", named.id)
+    assert again.returncode == 5 and "it was restored at" in again.stderr, again.stderr
 
     doc = lines(fake_home)
     assert by_id(doc) == {

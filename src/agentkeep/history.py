@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import disk, statefiles
 from agentkeep.leases import LeaseError, hold_exclusive
 from agentkeep.model import parse_rfc3339, rfc3339
 
@@ -169,24 +168,10 @@ def forget(state_dir: Path, drop: Callable[[Gone], bool]) -> int:
     whole (atomically: a new file renamed over it) under the lock appends
     take, so no line written meanwhile is lost; lines that are not whole
     are dropped with them. Raises OSError."""
-    path = path_of(state_dir)
     with _lock(state_dir):
         lines = list(read(state_dir))
         kept = [g for g in lines if not drop(g)]
         if len(kept) == len(lines):
             return 0
-        tmp = path.with_name(f".{HISTORY}.{os.getpid()}.{time.time_ns()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(b"".join(_line(g) for g in kept))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+        statefiles.replace_file(path_of(state_dir), b"".join(_line(g) for g in kept), 0o600)
     return len(lines) - len(kept)

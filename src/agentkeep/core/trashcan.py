@@ -7,13 +7,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkeep import trash
+from agentkeep import history, trash
 from agentkeep.core.context import Context, parse_age
 from agentkeep.core.ending import ends_as
 from agentkeep.core.indexing import refresh
 from agentkeep.errors import Failed
 from agentkeep.model import rfc3339
 from agentkeep.prune import STOP
+from agentkeep.trash.restoring import RESTORED
 
 
 def expire_trash(ctx: Context) -> list[trash.TrashEntry]:
@@ -82,6 +83,8 @@ def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
     sid = ctx.session_id(agent, id)
     try:
         result = trash.restore(ctx.state_dir, agent, sid, now=time.time())
+    except trash.NoSuchEntry as exc:
+        raise ends_as(exc, f"{exc}{_went(ctx.state_dir, agent, sid)}") from None
     except trash.TrashError as exc:
         raise ends_as(exc) from None
     except OSError as exc:
@@ -96,3 +99,18 @@ def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
         "bytes": result.bytes,
         "paths": result.paths,
     }
+
+
+def _went(state_dir: Path, agent: str, sid: str) -> str:
+    """What the record of what went says of a session not in the trash: when
+    it went for good, and what it was ("" when it does not name it)."""
+    last = None
+    for gone in history.read(state_dir):
+        if (gone.agent, gone.id) == (agent, sid):
+            last = gone
+    if last is None or last.restorable:
+        return ""
+    what = f" ({last.title})" if last.title else ""
+    if last.why == RESTORED:
+        return f": it was restored at {rfc3339(last.time)}{what}"
+    return f": it went for good ({last.why}) at {rfc3339(last.time)}{what}"
