@@ -379,3 +379,31 @@ def test_the_daemon_compresses_what_its_prune_moved_in(fake_home: FakeHome) -> N
         "the daemon compressed the entry",
         30,
     )
+
+
+def test_a_sessions_rows_are_packed_and_come_back_every_one(fake_home: FakeHome) -> None:
+    """An opencode session: its files and its rows in the agent's database,
+    purged and restored through the CLI; the entry kept compressed between."""
+    from build_opencode import TABLES, build_opencode
+
+    tree = build_opencode(fake_home)
+    sid = tree.full_session()
+    other = tree.full_session()
+    every = {
+        t: sorted(tree.rows(f"SELECT * FROM {t}"), key=repr)
+        for t in TABLES
+        if tree.row_counts(sid).get(t) is not None
+    }
+    assert sum(tree.row_counts(sid).values()) > 5, "SETUP INVALID: no rows"
+
+    code, doc, err = cli_json(fake_home, "purge", "opencode", sid)
+    assert code == 0, err
+    assert not any(tree.row_counts(sid).values()), "its rows went"
+    assert sum(tree.row_counts(other).values()) > 5, "another's stay"
+    entry = entry_dir(fake_home.state, "opencode", sid)
+    assert sorted(os.listdir(entry)) == ["entry.json", ARCHIVE], "rows packed with the files"
+
+    proc = fake_home.cli("restore", "opencode", sid)
+    assert proc.returncode == 0, proc.stderr
+    back = {t: sorted(tree.rows(f"SELECT * FROM {t}"), key=repr) for t in every}
+    assert back == every, "every row back as it was"
