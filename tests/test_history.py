@@ -374,3 +374,27 @@ def test_pi_its_name_else_its_first_prompt(fake_home: FakeHome) -> None:
     with s.file.open("a") as f:  # an empty name clears it, as pi reads it
         f.write(json.dumps({**info, "name": ""}) + "\n")
     assert describe(fake_home, "pi", s.id)[0] == "run it"
+
+
+def test_copilot_its_name_else_its_first_prompt(fake_home: FakeHome) -> None:
+    from build_copilot import CopilotTree
+
+    env = fake_home.environ
+    tree = CopilotTree(
+        Path(env["COPILOT_HOME"]), Path(env["TMPDIR"]), Path(env["XDG_STATE_HOME"]) / ".copilot"
+    )
+    made = tree.session(when=time.time() - 40 * 86400)
+    assert made.dir is not None
+    yaml = made.dir / "workspace.yaml"
+    text = yaml.read_text()
+    assert "name: say hello\n" in text, "SETUP INVALID: the builder's name"
+    for written, shown in [
+        ("name: 'it''s: quoted'\n", "it's: quoted"),
+        ('name: "fix \\"the\\" bug"\n', 'fix "the" bug'),
+        ("name: Plain name\n", "Plain name"),
+        ("name: |\n  a block\n", "say hello"),  # no name: its first prompt
+    ]:
+        yaml.write_text(text.replace("name: say hello\n", written))
+        title, started = describe(fake_home, "copilot", made.id)
+        assert title == shown, written
+        assert started is not None
