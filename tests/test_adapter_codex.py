@@ -33,7 +33,7 @@ from build_codex import (
     without,
 )
 from fakehome import FakeHome
-from trees import file_times
+from trees import file_times, kept_files
 
 OLD = 1_700_000_000.0  # 2023-11-14
 
@@ -584,9 +584,12 @@ def test_every_row_and_the_rollout_go_into_the_trash(
     assert (calls(log)[-1] == ["delete", "--force", sid]) if log else True
     assert tree.naming(sid) == set() and not rollout.exists()
     entry = next((fake_home.state / "trash" / "codex").iterdir())
-    moved = [p for p in entry.rglob(rollout.name)]
-    assert len(moved) == 1 and moved[0].read_bytes() == content
-    assert _kept_rows(entry / "rows.sqlite") == expected
+    kept = kept_files(entry)
+    moved = [data for name, data in kept.items() if name.endswith(f"/{rollout.name}")]
+    assert moved == [content]
+    rows_db = fake_home.root / "rows.sqlite"
+    rows_db.write_bytes(kept["rows.sqlite"])
+    assert _kept_rows(rows_db) == expected
     assert adapter(fake_home).load(other) is not None
     [listed] = json.loads(fake_home.cli("trash", "--json", check=True).stdout)["entries"]
     assert listed["partial"] is False, "all that was taken waits in the trash"

@@ -62,7 +62,7 @@ from hardening.hardening_util import (
     report_of,
     wait_until,
 )
-from trees import tree_state
+from trees import kept_files, tree_state
 
 __all__ = ["processes"]  # a fixture, used by name
 
@@ -203,6 +203,11 @@ def hashes(paths: Iterable[Path]) -> set[str]:
         for p in below(path)
         if stat.S_ISREG(os.lstat(p).st_mode)
     }
+
+
+def kept(entry: Path) -> set[str]:
+    """The content hash of every file a trash entry keeps, packed or not."""
+    return {hashlib.sha256(data).hexdigest() for data in kept_files(entry).values()}
 
 
 def shared_state(made: Iterable[Made]) -> dict[str, Any]:
@@ -1317,16 +1322,18 @@ def test_with_a_trash_files_wait_there_and_rows_go_at_once_making_the_entry_part
     assert run.doc["removed"] == [s.removed()]
     assert s.gone() == []
     entry = trash.entry_dir(fake_home.state, b.agent, s.id)
-    assert contents <= hashes([entry / "roots"]), "every file waits in the trash"
+    assert contents <= kept(entry), "every file waits in the trash"
     listed = json.loads(fake_home.cli("trash", "--json", check=True).stdout)
     [only] = listed["entries"]
     trashed_at = parse_rfc3339(only["trashed_at"])
     assert int(run.started) <= trashed_at <= run.finished
+    assert isinstance(only["compressed_bytes"], int), "the prune compressed its entry"
     assert only == {
         "agent": b.agent,
         "id": s.id,
         "parent": None,
         "bytes": s.bytes,
+        "compressed_bytes": only["compressed_bytes"],
         "partial": partial,
         "trashed_at": only["trashed_at"],
         "expires_at": rfc3339(trashed_at + 7 * DAY),

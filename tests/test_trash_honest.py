@@ -52,7 +52,9 @@ def test_du_counts_the_trash(fake_home: FakeHome) -> None:
     assert set(doc) == {"by", "groups"}, "the contract's shape"
     assert [g["sessions"] for g in doc["groups"]] == [1]
     text = fake_home.cli("du", check=True).stdout
-    held = render.size(report["trash"]["bytes"])
+    [entry] = json.loads(fake_home.cli("trash", "--json", check=True).stdout)["entries"]
+    assert 0 < entry["compressed_bytes"] < report["trash"]["bytes"], "SETUP INVALID"
+    held = render.size(entry["compressed_bytes"])  # what emptying it frees
     assert f"the trash holds {held} more (1 session)" in text, text
     assert "agentkeep trash --empty" in text
     assert kept.transcript.exists()

@@ -6,9 +6,12 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import tarfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
+
+import zstandard
 
 EntryState = tuple[int, int, int, str]
 
@@ -65,3 +68,33 @@ def settle(dirs: Iterable[str | os.PathLike[str]]) -> None:
     old = time.time() - 3600
     for d in dirs:
         os.utime(d, (old, old))
+
+
+def kept_files(entry: Path) -> dict[str, bytes]:
+    """What a trash entry keeps, file by file (path in the entry -> bytes):
+    in roots/ and rows.sqlite, and in its archive once it is compressed
+    (read as a person's tar would read it)."""
+    found = {}
+    for path, data in _plain_files(entry):
+        found[path] = data
+    archive = entry / "entry.tar.zst"
+    if archive.exists():
+        with (
+            archive.open("rb") as f,
+            zstandard.ZstdDecompressor().stream_reader(f) as stream,
+            tarfile.open(fileobj=stream, mode="r|") as tar,
+        ):
+            for member in tar:
+                data = tar.extractfile(member) if member.isreg() else None
+                if data is not None:
+                    found[member.name] = data.read()
+    return found
+
+
+def _plain_files(entry: Path) -> Iterable[tuple[str, bytes]]:
+    for dirpath, _dirs, names in os.walk(entry):
+        for name in names:
+            path = Path(dirpath) / name
+            rel = str(path.relative_to(entry))
+            if rel not in ("entry.json", "entry.tar.zst") and stat.S_ISREG(path.lstat().st_mode):
+                yield rel, path.read_bytes()

@@ -221,7 +221,10 @@ class DirCursor:
     Going down opens one component by name with O_NOFOLLOW and checks it is
     the directory lstat saw; going up opens ".." and checks it is the
     directory we came from. Only the current level is open, so depth costs
-    no descriptors, and the walk can never be led through a link.
+    no descriptors, and the walk can never be led through a link. Each is
+    opened O_NOATIME where the kernel allows it: listing a directory
+    through the cursor leaves its atime as it was (a removal's walk moves
+    a tree into the trash with its own times, and restore gives them back).
     """
 
     def __init__(self, fd: int, base: str) -> None:
@@ -234,7 +237,7 @@ class DirCursor:
     def open(cls, path: str | os.PathLike[str]) -> DirCursor:
         """Start at `path`, which may itself be a link (a root like /tmp on
         macOS is one); below it nothing is followed."""
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = open_noatime(path, os.O_RDONLY | os.O_DIRECTORY)
         try:
             return cls(fd, os.fspath(path))
         except BaseException:
@@ -253,7 +256,7 @@ class DirCursor:
         return "/".join(parts) if len(parts) > 1 else self.base
 
     def down(self, name: str, expect: Ident | None = None) -> os.stat_result:
-        fd = os.open(name, _DIR_FLAGS, dir_fd=self.fd)
+        fd = open_noatime(name, _DIR_FLAGS, dir_fd=self.fd)
         st = os.fstat(fd)
         if expect is not None and ident_of(st) != expect:
             os.close(fd)
@@ -265,7 +268,7 @@ class DirCursor:
         return st
 
     def up(self) -> None:
-        fd = os.open("..", _DIR_FLAGS, dir_fd=self.fd)
+        fd = open_noatime("..", _DIR_FLAGS, dir_fd=self.fd)
         if ident_of(os.fstat(fd)) != self._idents[-2]:
             os.close(fd)
             raise TreeChanged(errno.ESTALE, "moved while being walked", self.path())
@@ -296,16 +299,16 @@ _NOATIME = getattr(os, "O_NOATIME", 0)
 _LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
-def open_noatime(path: str | os.PathLike[str], flags: int) -> int:
+def open_noatime(path: str | os.PathLike[str], flags: int, *, dir_fd: int | None = None) -> int:
     """os.open with O_NOATIME where the kernel allows it (the caller owns the
     file, or is privileged), plainly otherwise: with relatime, even listing a
     directory moves its atime, and reading must not change what it reads."""
     if _NOATIME:
         try:
-            return os.open(path, flags | _NOATIME | os.O_CLOEXEC)
+            return os.open(path, flags | _NOATIME | os.O_CLOEXEC, dir_fd=dir_fd)
         except PermissionError:
             pass  # EPERM: not ours to read without atime; EACCES fails again below
-    return os.open(path, flags | os.O_CLOEXEC)
+    return os.open(path, flags | os.O_CLOEXEC, dir_fd=dir_fd)
 
 
 @contextmanager

@@ -89,6 +89,15 @@ class Artifact(NamedTuple):
     disk_bytes: int = 0
 
 
+class Described(NamedTuple):
+    """What a person recognises a session by: its title where the agent
+    keeps one, else its first prompt (cut short, on one line); and when it
+    began. Either is None when the agent's files do not say."""
+
+    title: str | None = None
+    started: float | None = None
+
+
 @dataclass(slots=True)
 class Session:
     """A session as listed from the disk by its adapter."""

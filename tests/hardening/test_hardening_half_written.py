@@ -24,7 +24,8 @@ from hardening_util import cli_argv, run_cli
 
 from agentkeep import statefiles
 from build_claude import make_session
-from fakehome import FakeHome
+from fakehome import FakeHome, prune_here
+from trees import kept_files
 from waiting import wait_until
 
 # The first write whose temporary file (or, for a journal batch, whose
@@ -64,8 +65,9 @@ def temporaries(state: Path) -> list[Path]:
 
 def decoys(fh: FakeHome) -> list[Path]:
     """Files a prune must leave: the user's file with an agentkeep-like
-    name in a trash entry, names that only look like agentkeep's, and an
-    earlier release's temporary file young enough to be a live write's."""
+    name in a trash entry not compressed yet, names that only look like
+    agentkeep's, and an earlier release's temporary file young enough to
+    be a live write's."""
     [roots] = list((fh.state / "trash").glob("*/*/roots"))
     made = [
         next(p for p in roots.rglob("*") if p.is_dir()) / ".notes.json.abcdefgh.tmp",
@@ -93,7 +95,8 @@ def test_a_write_killed_half_way_is_cleared_by_the_next_prune(
     fake_home.write_config('retention = "30d"\ntrash = "7d"\n', seen=True)
     make_session(fake_home, age_days=60)
     make_session(fake_home, age_days=1)  # a recent one: the prune does not pause
-    assert run_cli(fake_home, "prune", "--json").returncode == 0  # a trash entry
+    # A trash entry, not compressed: a prune in-process packs nothing.
+    assert prune_here(fake_home) is not None
     kept = decoys(fake_home)
     earlier = fake_home.state / "journal" / ".batch-1-1.json.tmp"  # an earlier release's
     earlier.write_text('{"batch": []}')
@@ -111,7 +114,16 @@ def test_a_write_killed_half_way_is_cleared_by_the_next_prune(
     assert done.returncode == 0, done.stderr
     assert temporaries(fake_home.state) == [], "a killed writer's temporary file is left"
     assert not earlier.exists(), "an earlier release's temporary file is left"
-    assert all(p.exists() for p in kept), "a file not agentkeep's temporary one went"
+    assert all(p.exists() or packed(p) for p in kept), "a file not agentkeep's temporary one went"
+
+
+def packed(path: Path) -> bool:
+    """`path`, in a trash entry's roots/, is kept in the entry's archive:
+    the prune's packing took it in whole."""
+    if "roots" not in path.parts:
+        return False
+    entry = Path(*path.parts[: path.parts.index("roots")])
+    return str(path.relative_to(entry)) in kept_files(entry)
 
 
 def test_a_live_writers_temporary_file_outlasts_a_prune(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-LAZY = ["agentkeep.core", "agentkeep.prune"]
+LAZY = ["agentkeep.core", "agentkeep.prune", "agentkeep.trash"]
 
 
 def type_checked(package: str) -> dict[str, str]:

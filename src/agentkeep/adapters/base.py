@@ -26,7 +26,7 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters.sqlite import TableRows
-from agentkeep.model import Artifact, Holder, Session
+from agentkeep.model import Artifact, Described, Holder, Session
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
 
@@ -307,6 +307,13 @@ class Adapter(ABC):
     def lock_files(self, session: Session) -> list[Path]:
         """The agent's own lock files the pruner must hold exclusively too."""
         return []
+
+    def describe(self, session: Session) -> Described:
+        """Its title or first prompt, and when it began, as the agent's own
+        files say, read from a bounded head of them (adapters.heads) when
+        it is removed: for the record of what went. Never raises; the
+        default knows neither."""
+        return Described()
 
     # -- removal --------------------------------------------------------
     def remove(self, session: Session, remover: Remover) -> None:

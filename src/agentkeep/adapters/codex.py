@@ -31,10 +31,11 @@ import structlog
 import zstandard
 
 from agentkeep import disk
-from agentkeep.adapters import sqlite
+from agentkeep.adapters import heads, sqlite
 from agentkeep.adapters.base import Adapter, Remover, Root, Unlisted, entries, unreadable
+from agentkeep.adapters.times import parse_agent_time
 from agentkeep.errors import RemovalError
-from agentkeep.model import Artifact, Holder, HolderKind, Session
+from agentkeep.model import Artifact, Described, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
 
 log = structlog.get_logger("agentkeep.adapters.codex")
@@ -67,6 +68,9 @@ KIND_TUI_REF = "tui-reference"
 KIND_ROW = "row"
 _ROLLOUT_KINDS = (KIND_ROLLOUT, KIND_ARCHIVED)
 THREADS = "threads"
+# What a person knows a thread by, first found first: the name given it,
+# its title, its first message (columns of 0.169's `threads`).
+_TITLES = ("name", "title", "first_user_message")
 THREAD_ID = "thread_id"
 # A subagent's edge names both threads; it is each one's row.
 SPAWN_EDGES = "thread_spawn_edges"
@@ -208,6 +212,23 @@ class CodexAdapter(Adapter):
     def may_hold(self, evidence: Sequence[Artifact], procs: ProcessTable) -> bool:
         # A rollout is evidence only while a process has it open.
         return next(_open_rollouts(evidence, procs), None) is not None
+
+    def describe(self, session: Session) -> Described:
+        """Its thread's name or title (the `threads` row; older versions
+        kept the name in session_index.jsonl, which is not read), else its
+        first prompt (the rollout's first `user_message` event), and its
+        session_meta's time."""
+        title: str | None = None
+        for artifact in session.artifacts:
+            if artifact.kind == KIND_ROW and artifact.path.endswith(f"#{THREADS}"):
+                row = heads.row_of(_db(artifact), THREADS, session.id, _TITLES)
+                title = heads.first_title(*(row.get(c) for c in _TITLES))
+                break
+        rollouts = [a for a in session.artifacts if a.kind in _ROLLOUT_KINDS and not a.linked]
+        if not rollouts:
+            return Described(title)
+        prompt, started = _rollout_head(Path(rollouts[0].path))
+        return Described(title or prompt, started)
 
     # -- removal --------------------------------------------------------
     def remove(self, session: Session, remover: Remover) -> None:
@@ -641,6 +662,49 @@ def _meta_parent(payload: dict[str, object], sid: str) -> str | None:
         if isinstance(candidate, str) and _UUID.fullmatch(candidate) and candidate != sid:
             return candidate
     return None
+
+
+def _rollout_head(path: Path) -> tuple[str | None, float | None]:
+    """(first prompt, start) from a rollout's head, compressed or not: its
+    session_meta line (tens of KiB of instructions) and HEAD bytes more."""
+    handle = disk.open_quietly(path)
+    if handle is None:
+        return None, None
+    try:
+        with handle:
+            if path.name.endswith(".zst"):
+                with zstandard.ZstdDecompressor().stream_reader(handle, closefd=False) as stream:
+                    data = _past_first_line(stream)
+            else:
+                data = _past_first_line(handle)
+    except (OSError, zstandard.ZstdError):
+        return None, None
+    prompt: str | None = None
+    started: float | None = None
+    for record in heads.records_in(data):
+        payload = record.get("payload")
+        payload = payload if isinstance(payload, dict) else {}
+        if started is None and record.get("type") == "session_meta":
+            started = parse_agent_time(payload.get("timestamp") or record.get("timestamp"))
+        if prompt is None and payload.get("type") == "user_message":
+            prompt = heads.cut(payload.get("message"))
+        if prompt is not None and started is not None:
+            break
+    return prompt, started
+
+
+def _past_first_line(stream: IO[bytes]) -> bytes:
+    """The first line (at most _META_LIMIT) and up to HEAD bytes after it."""
+    data = bytearray()
+    while len(data) < _META_LIMIT + heads.HEAD:
+        chunk = stream.read(_CHUNK)
+        if not chunk:
+            break
+        data += chunk
+        newline = data.find(b"\n")
+        if newline >= 0 and len(data) - newline > heads.HEAD:
+            return bytes(data[: newline + 1 + heads.HEAD])
+    return bytes(data)
 
 
 def _first_line(path: Path) -> bytes | None:

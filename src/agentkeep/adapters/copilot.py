@@ -62,7 +62,7 @@ from typing import TypeVar
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters import sqlite
+from agentkeep.adapters import heads, sqlite
 from agentkeep.adapters.base import (
     Adapter,
     Remover,
@@ -73,7 +73,7 @@ from agentkeep.adapters.base import (
 )
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.errors import RemovalError
-from agentkeep.model import Artifact, Holder, HolderKind, Session
+from agentkeep.model import Artifact, Described, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
 
 log = structlog.get_logger("agentkeep.adapters.copilot")
@@ -278,6 +278,24 @@ class CopilotAdapter(Adapter):
             Path(a.path) for a in session.artifacts if a.kind == KIND_INUSE_HOLD and not a.linked
         ]
         return found
+
+    def describe(self, session: Session) -> Described:
+        """Its name (workspace.yaml's `name`, Copilot's own or the user's)
+        else its first prompt (the first `user.message` event), and its
+        session.start's time, from the heads of those files."""
+        by_name = {os.path.basename(a.path): a.path for a in session.artifacts if not a.linked}
+        name = _yaml_name(by_name[WORKSPACE]) if WORKSPACE in by_name else None
+        if EVENTS not in by_name:
+            return Described(name)
+        started: float | None = None
+        for record in heads.head_records(by_name[EVENTS]):
+            data = record.get("data")
+            data = data if isinstance(data, dict) else {}
+            if record.get("type") == "session.start":
+                started = parse_agent_time(data.get("startTime") or record.get("timestamp"))
+            elif record.get("type") == "user.message":
+                return Described(name or heads.cut(heads.text_of(data.get("content"))), started)
+        return Described(name, started)
 
     # -- removal --------------------------------------------------------
     def remove(self, session: Session, remover: Remover) -> None:
@@ -655,3 +673,23 @@ def _read_bounded(path: Path) -> bytes:
 def _naming(sid: str, listing: _Listing) -> list[str]:
     """The shared files that name the session."""
     return sorted(path for path, ids in listing.shared.items() if sid in ids)
+
+
+def _yaml_name(path: str) -> str | None:
+    """workspace.yaml's top-level `name`, a plain or quoted scalar on its
+    own line (a block scalar, or anything else, is no name)."""
+    for line in (heads.read_head(path, heads.HEAD) or b"").decode("utf-8", "replace").splitlines():
+        if not line.startswith("name:"):
+            continue
+        value = line[len("name:") :].strip()
+        if value.startswith('"'):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return None
+        elif value.startswith("'") and value.endswith("'") and len(value) > 1:
+            value = value[1:-1].replace("''", "'")
+        elif value[:1] in ("|", ">", "&", "*", "!"):
+            return None
+        return heads.cut(value)
+    return None

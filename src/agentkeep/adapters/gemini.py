@@ -52,6 +52,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
+from agentkeep.adapters import heads
 from agentkeep.adapters.base import (
     NAME_ID,
     Adapter,
@@ -62,7 +63,7 @@ from agentkeep.adapters.base import (
     unreadable,
 )
 from agentkeep.adapters.times import parse_agent_time
-from agentkeep.model import Artifact, Session
+from agentkeep.model import Artifact, Described, Session
 
 log = structlog.get_logger("agentkeep.adapters.gemini")
 
@@ -253,6 +254,14 @@ class GeminiAdapter(Adapter):
         return next((i.sid for i in self._layout(project) if i.path == target), None)
 
     # -- reading ----------------------------------------------------------
+    def describe(self, session: Session) -> Described:
+        """Its first prompt (the chat's first user message that is not the
+        `<session_context>` Gemini writes as one) and its startTime."""
+        for artifact in session.artifacts:
+            if artifact.kind == CHAT and artifact.primary and not artifact.linked:
+                return _described(artifact.path)
+        return Described()
+
     def _projects(self) -> list[Path]:
         """Every project temp dir (a linked one included, to be reported)."""
         return [Path(e.path) for e in entries(self.tmp) if e.dir and e.name not in NOT_PROJECTS]
@@ -620,3 +629,23 @@ def _project_root(project: Path) -> str | None:
 
 
 ADAPTER = GeminiAdapter
+
+
+def _described(path: str) -> Described:
+    """A chat's first prompt and start: JSONL (0.61) or one JSON object."""
+    if path.endswith(".json"):
+        chat = heads.read_json_head(path)
+        records = chat.get("messages") if isinstance(chat, dict) else None
+        first = chat if isinstance(chat, dict) else {}
+        records = records if isinstance(records, list) else []
+    else:
+        records = list(heads.records_in(heads.read_head(path, heads.HEAD) or b""))
+        first = records[0] if records else {}
+    started = parse_agent_time(first.get("startTime"))
+    for record in records:
+        if isinstance(record, dict) and record.get("type") == "user":
+            text = heads.text_of(record.get("content"))
+            # Gemini writes its <session_context> as a user message too.
+            if text is not None and not text.lstrip().startswith("<"):
+                return Described(heads.cut(text), started)
+    return Described(None, started)

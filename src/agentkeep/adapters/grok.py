@@ -26,6 +26,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
+from agentkeep.adapters import heads
 from agentkeep.adapters.base import (
     NAME_ID,
     Adapter,
@@ -38,7 +39,7 @@ from agentkeep.adapters.base import (
     unreadable,
     valid_name,
 )
-from agentkeep.model import Artifact, Session
+from agentkeep.model import Artifact, Described, Session
 
 log = structlog.get_logger("agentkeep.adapters.grok")
 
@@ -115,6 +116,15 @@ class GrokAdapter(Adapter):
         return self.canonical_id(parts[1])
 
     # -- reading ----------------------------------------------------------
+    def describe(self, session: Session) -> Described:
+        """Its first prompt: the chat history's first user record."""
+        for artifact in session.artifacts:
+            if artifact.primary and not artifact.linked:
+                for record in heads.head_records(artifact.path):
+                    if record.get("role") == "user":
+                        return Described(heads.cut(heads.text_of(record.get("content"))))
+        return Described()
+
     def _workspace_dirs(self) -> Iterator[tuple[str | None, Path]]:
         """(decoded workspace, directory) for every workspace dir. A linked
         one is listed through, so its sessions are reported as linked."""

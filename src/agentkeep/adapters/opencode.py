@@ -36,7 +36,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters import sqlite
+from agentkeep.adapters import heads, sqlite
 from agentkeep.adapters.base import (
     NAME_ID,
     Adapter,
@@ -50,7 +50,7 @@ from agentkeep.adapters.base import (
 )
 from agentkeep.adapters.sqlite import Deletion, TableRows
 from agentkeep.errors import RemovalError
-from agentkeep.model import Artifact, Holder, HolderKind, Session
+from agentkeep.model import Artifact, Described, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
 
 log = structlog.get_logger("agentkeep.adapters.opencode")
@@ -246,6 +246,25 @@ class OpencodeAdapter(Adapter):
         return list(dict.fromkeys(found))
 
     # -- removal --------------------------------------------------------
+    def describe(self, session: Session) -> Described:
+        """Its `title` and creation time: from its `session` row, or from
+        its session JSON (the older storage)."""
+        for artifact in session.artifacts:
+            table = artifact.path.rpartition("#")[2]
+            if artifact.kind == KIND_ROW and table in _LISTING_TABLES and not artifact.linked:
+                row = heads.row_of(self.db_path, table, session.id, ("title", "time_created"))
+                if row:
+                    return Described(
+                        heads.cut(row.get("title")), sqlite.column_time(row.get("time_created"))
+                    )
+            if artifact.kind == KIND_SESSION and not artifact.linked:
+                info = heads.read_json_head(artifact.path)
+                if isinstance(info, dict):
+                    times = info.get("time")
+                    created = times.get("created") if isinstance(times, dict) else None
+                    return Described(heads.cut(info.get("title")), sqlite.column_time(created))
+        return Described()
+
     def remove(self, session: Session, remover: Remover) -> None:
         """`opencode session delete` when opencode is installed and uses our
         data dir (1.18 removes every row; 2.x only its own, #50260), then

@@ -34,11 +34,13 @@ import psutil
 import structlog
 
 from agentkeep import disk
+from agentkeep.adapters import heads
 from agentkeep.adapters.base import Adapter, Root, dir_var, entries, parts_below, tmp_dirs
 from agentkeep.adapters.claude.ids import UUID, canonical
-from agentkeep.adapters.claude.reading import read_head
 from agentkeep.adapters.claude.registry import START_SLACK_S
-from agentkeep.model import Holder, HolderKind, Session
+from agentkeep.adapters.heads import read_head
+from agentkeep.adapters.times import parse_agent_time
+from agentkeep.model import Described, Holder, HolderKind, Session
 from agentkeep.processes import Proc, ProcessTable
 
 log = structlog.get_logger("agentkeep.adapters.pi")
@@ -122,6 +124,15 @@ class PiAdapter(Adapter):
         if not parts or len(parts) > 2:
             return None
         return _file_id(parts[-1])
+
+    def describe(self, session: Session) -> Described:
+        """Its name (the last `session_info` record, as `pi --resume` shows
+        it; an empty name clears it) or its first prompt, and the header's
+        time, from the head of its file."""
+        for artifact in session.artifacts:
+            if artifact.kind == SESSION and not artifact.linked:
+                return _described(artifact.path)
+        return Described()
 
     # -- in use ---------------------------------------------------------
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
@@ -297,6 +308,20 @@ def _uses(
     if any(pid == proc.pid for path in files for pid, _ in procs.holding_open(path)):
         return "a pi process has the session open"
     return None
+
+
+def _described(path: str) -> Described:
+    records = list(heads.head_records(path))
+    header = records[0] if records and records[0].get("type") == "session" else {}
+    name: str | None = None
+    prompt: str | None = None
+    for record in records:
+        if record.get("type") == "session_info":
+            name = heads.cut(record.get("name"))
+        message = record.get("message")
+        if prompt is None and isinstance(message, dict) and message.get("role") == "user":
+            prompt = heads.cut(heads.text_of(message.get("content")))
+    return Described(name or prompt, parse_agent_time(header.get("timestamp")))
 
 
 ADAPTER = PiAdapter

@@ -40,13 +40,15 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
+from agentkeep.adapters import heads
 from agentkeep.adapters.base import Adapter, Root, dir_var, entries, parts_below
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.listing import linked_below
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import record_holders, registry_holders, registry_id
 from agentkeep.adapters.claude.transcripts import lineage
-from agentkeep.model import Holder, HolderKind, Session
+from agentkeep.adapters.times import parse_agent_time
+from agentkeep.model import Described, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
 
 log = structlog.get_logger("agentkeep.adapters.qwen")
@@ -163,6 +165,17 @@ class QwenAdapter(Adapter):
         residual = self._residual(found)
         listed = {sid: self._session(sid, found, residual.get(sid, [])) for sid in found.found}
         return {sid: s for sid, s in listed.items() if s is not None}
+
+    def describe(self, session: Session) -> Described:
+        """Its title (the last `custom_title` record, a rename or Qwen's own
+        title) or its first prompt (as typed: `systemPayload.displayText`),
+        and its first record's time, from the heads of its chats."""
+        for artifact in session.artifacts:
+            if artifact.kind == TRANSCRIPT and not artifact.linked:
+                described = _described(artifact.path)
+                if described != Described():
+                    return described
+        return Described()
 
     def session_for_path(self, path: str) -> str | None:
         runtime = parts_below(path, self.runtime_dir)
@@ -431,6 +444,23 @@ def _lock_holders(path: str, sid: str, procs: ProcessTable) -> list[Holder]:
         return []
     fields = {"pid": record.get("pid"), "procStart": record.get("process_start_identity")}
     return record_holders(name, fields, set(), procs)
+
+
+def _described(path: str) -> Described:
+    title: str | None = None
+    prompt: str | None = None
+    started: float | None = None
+    for record in heads.head_records(path):
+        started = started if started is not None else parse_agent_time(record.get("timestamp"))
+        payload = record.get("systemPayload")
+        payload = payload if isinstance(payload, dict) else {}
+        if record.get("subtype") == "custom_title":
+            title = heads.cut(payload.get("customTitle")) or title
+        elif prompt is None and record.get("type") == "user" and "subtype" not in record:
+            message = record.get("message")
+            parts = message.get("parts") if isinstance(message, dict) else None
+            prompt = heads.first_title(payload.get("displayText"), heads.text_of(parts))
+    return Described(title or prompt, started)
 
 
 ADAPTER = QwenAdapter

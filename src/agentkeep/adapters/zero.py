@@ -19,6 +19,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
+from agentkeep.adapters import heads
 from agentkeep.adapters.base import (
     NAME_ID,
     Adapter,
@@ -30,7 +31,7 @@ from agentkeep.adapters.base import (
     unreadable,
 )
 from agentkeep.adapters.times import parse_agent_time
-from agentkeep.model import Session
+from agentkeep.model import Described, Session
 
 log = structlog.get_logger("agentkeep.adapters.zero")
 
@@ -99,6 +100,16 @@ class ZeroAdapter(Adapter):
         return [self.root / sid / LEASE] if sid is not None else []
 
     # -- reading ----------------------------------------------------------
+    def describe(self, session: Session) -> Described:
+        """Its title and creation time, where metadata.json has them."""
+        for artifact in session.artifacts:
+            if os.path.basename(artifact.path) == METADATA and not artifact.linked:
+                meta = heads.read_json_head(artifact.path)
+                if isinstance(meta, dict):
+                    title = heads.first_title(meta.get("title"), meta.get("name"))
+                    return Described(title, parse_agent_time(meta.get("createdAt")))
+        return Described()
+
     def _session(self, sid: str, problem: str | None) -> Session | None:
         """The session in `<root>/<sid>/`; a directory of it that cannot be
         listed keeps it unsafe. A root that cannot be listed shows none

@@ -15,7 +15,7 @@ or debug log), before or after its name; the tables take `--wide`.
 
 The command group and what every command shares are in cli/group.py; the
 commands, each thin (parse, ask, render), in cli/sessions.py (scan, ls,
-show, du), cli/pruning.py (prune, purge, hold, pin, trash, restore),
+show, du), cli/pruning.py (prune, purge, hold, pin, trash, restore, history),
 cli/settings.py (adopt) and cli/daemon.py (serve, status, service, doctor,
 ui).
 """

@@ -1,8 +1,9 @@
 """The commands that remove, keep or bring back sessions: prune, purge,
-hold, pin, unpin, trash, restore."""
+hold, pin, unpin, trash, restore, and history (the record of what went)."""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -33,6 +34,18 @@ def _print_report(report: dict[str, Any] | PruneReport | None, as_json: bool, wi
     doc = report if isinstance(report, dict) else report.to_json(paths=False)
     render.report(text_out(wide), doc)
     return Failed.exit if doc["failed"] else 0
+
+
+def _compress_here(r: Runner, report: dict[str, Any] | PruneReport | None) -> None:
+    """A prune run here moved sessions into the trash: compress them once
+    its report is out (trash.packing says why then). The daemon does so
+    for the prunes it runs."""
+    if report is None or isinstance(report, dict) or report.dry_run or not report.removed:
+        return
+    sys.stdout.flush()
+    from agentkeep import core
+
+    core.compress_trash(r.ctx.state_dir)
 
 
 @main.command()
@@ -66,7 +79,9 @@ def prune(
                 )
 
             doc = r.ask("prune", params, local)
-        return _print_report(doc, as_json, wide)
+        code = _print_report(doc, as_json, wide)
+        _compress_here(r, doc)
+        return code
 
     r.run(body, wide=wide)
 
@@ -91,7 +106,10 @@ def purge(
 
     def body() -> int:
         params = {"agent": agent, "id": session_id, "dry_run": dry_run, "cascade": cascade}
-        return _print_report(r.ask("purge", params, local), as_json, wide)
+        doc = r.ask("purge", params, local)
+        code = _print_report(doc, as_json, wide)
+        _compress_here(r, doc)
+        return code
 
     r.run(body, as_json, wide)
 
@@ -201,7 +219,56 @@ def restore(agent: str, session_id: str, as_json: bool) -> None:
             emit_json(doc)
         else:
             for e in doc["restored"]:
-                click.echo(f"restored {e['agent']} {e['id']} ({render.size(e['bytes'])})")
+                title = f": {e['title']}" if e["title"] else ""
+                click.echo(f"restored {e['agent']} {e['id']} ({render.size(e['bytes'])}){title}")
         return 0
 
     r.run(body)
+
+
+@main.command()
+@click.option("--agent", default=None, help="Only this agent's.", shell_complete=completion.agents)
+@click.option("--workspace", default=None, metavar="W", help="Only this folder and below.")
+@click.option("--grep", default=None, metavar="TEXT", help="Only with TEXT in title, id or folder.")
+@click.option(
+    "--forget", is_flag=True, help="Remove lines: --agent A --id ID, or --older-than AGE."
+)
+@click.option("--id", "session_id", default=None, metavar="ID", help="With --forget: one session.")
+@click.option("--older-than", default=None, metavar="AGE", help="With --forget: lines that old.")
+@wide_option
+@json_option
+def history(
+    agent: str | None,
+    workspace: str | None,
+    grep: str | None,
+    forget: bool,
+    session_id: str | None,
+    older_than: str | None,
+    wide: bool,
+    as_json: bool,
+) -> None:
+    """The record of every session removed, newest last, and whether it can be restored."""
+    from agentkeep import core, render
+
+    if not forget and (session_id is not None or older_than is not None):
+        raise BadParams("--id and --older-than go with --forget")
+    if forget and (workspace is not None or grep is not None):
+        raise BadParams("--forget takes --agent A --id ID, or --older-than AGE (and --agent)")
+    state_dir = Env.from_environ().state_dir
+
+    def body() -> int:
+        if forget:
+            doc: Any = core.history_forget(state_dir, agent, session_id, older_than)
+            if as_json:
+                emit_json(doc)
+            else:
+                click.echo(f"forgot {render.count(doc['forgotten'], 'line')}")
+            return 0
+        doc = core.history_list(state_dir, agent, workspace, grep)
+        if as_json:
+            emit_json(doc)
+        else:
+            render.history(text_out(wide), doc)
+        return 0
+
+    Runner().run(body, as_json)

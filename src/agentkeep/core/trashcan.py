@@ -7,16 +7,35 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkeep import trash
+from agentkeep import history, trash
 from agentkeep.core.context import Context, parse_age
 from agentkeep.core.ending import ends_as
 from agentkeep.core.indexing import refresh
 from agentkeep.errors import Failed
 from agentkeep.model import rfc3339
+from agentkeep.prune import STOP
+from agentkeep.trash.restoring import RESTORED
 
 
 def expire_trash(ctx: Context) -> list[trash.TrashEntry]:
     return ctx.trash_expiry.run(time.time())
+
+
+def compress_trash(state_dir: Path) -> dict[str, int]:
+    """Compress every trash entry still waiting (trash.packing): after a
+    prune's report is out, and hourly in the daemon."""
+    waiting = trash.waiting(state_dir)
+    if not waiting:
+        return {"compressed": 0, "bytes": 0, "compressed_bytes": 0, "waiting": 0}
+    # The daemon stopping stops it between two entries (prune.STOP).
+    done = trash.compress(waiting, state_dir, STOP.is_set)
+    packed = [e.packed for e in done.packed if e.packed is not None]
+    return {
+        "compressed": len(packed),
+        "bytes": sum(p.original for p in packed),
+        "compressed_bytes": sum(p.bytes for p in packed),
+        "waiting": done.waiting,
+    }
 
 
 def _entry_json(e: trash.TrashEntry) -> dict[str, Any]:
@@ -25,6 +44,8 @@ def _entry_json(e: trash.TrashEntry) -> dict[str, Any]:
         "id": e.id,
         "parent": e.parent,
         "bytes": e.bytes,
+        # What it takes now that it is compressed; null until it is.
+        "compressed_bytes": None if e.packed is None else e.packed.bytes,
         "partial": e.partial,
         "trashed_at": rfc3339(e.trashed_at),
         "expires_at": rfc3339(e.expires_at),
@@ -49,8 +70,11 @@ def trash_empty(state_dir: Path, older_than: str | None = None) -> dict[str, Any
 
 
 def trash_total(state_dir: Path) -> dict[str, int]:
+    """What the trash holds: its sessions, and the bytes emptying it frees
+    (an entry's archive once it is compressed)."""
     entries = trash.list_entries(state_dir)
-    return {"bytes": sum(e.bytes for e in entries), "sessions": len(entries)}
+    kept = sum(e.bytes if e.packed is None else e.packed.bytes for e in entries)
+    return {"bytes": kept, "sessions": len(entries)}
 
 
 def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
@@ -59,6 +83,8 @@ def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
     sid = ctx.session_id(agent, id)
     try:
         result = trash.restore(ctx.state_dir, agent, sid, now=time.time())
+    except trash.NoSuchEntry as exc:
+        raise ends_as(exc, f"{exc}{_went(ctx.state_dir, agent, sid)}") from None
     except trash.TrashError as exc:
         raise ends_as(exc) from None
     except OSError as exc:
@@ -66,7 +92,25 @@ def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
     for entry in result.entries:
         refresh(ctx, entry.agent, entry.id)
     return {
-        "restored": [{"agent": e.agent, "id": e.id, "bytes": e.bytes} for e in result.entries],
+        "restored": [
+            {"agent": e.agent, "id": e.id, "bytes": e.bytes, "title": e.title}
+            for e in result.entries
+        ],
         "bytes": result.bytes,
         "paths": result.paths,
     }
+
+
+def _went(state_dir: Path, agent: str, sid: str) -> str:
+    """What the record of what went says of a session not in the trash: when
+    it went for good, and what it was ("" when it does not name it)."""
+    last = None
+    for gone in history.read(state_dir):
+        if (gone.agent, gone.id) == (agent, sid):
+            last = gone
+    if last is None or last.restorable:
+        return ""
+    what = f" ({last.title})" if last.title else ""
+    if last.why == RESTORED:
+        return f": it was restored at {rfc3339(last.time)}{what}"
+    return f": it went for good ({last.why}) at {rfc3339(last.time)}{what}"

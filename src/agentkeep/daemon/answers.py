@@ -140,6 +140,7 @@ def _answer_from_child(
     done = d.work.in_child(method, params, c.pid)
     if done.counts is not None:
         log.info(f"{method} done", **done.counts)
+        d.work.after_removal(method, params)
     return done.answer
 
 

@@ -67,7 +67,7 @@ class Daemon:
         # The main loop's wake-up socket (signals and _CHANGED), while it runs.
         self._wake: socket.socket | None = None
         self.changes = Changes(on_bump=self._poke)
-        self.work = Work(self.changes, self._reread, self._poke)
+        self.work = Work(self.changes, self._reread, self._poke, self._trash_soon)
         self._fingerprint: dict[str, Any] = {}
         # Start-up (on its own thread) and stop must not cross: a stop during
         # start-up keeps the server and the scheduler from starting at all.
@@ -276,6 +276,11 @@ class Daemon:
             wake.send(bytes([_CHANGED]))
         except OSError:
             pass  # full, or closed as the daemon stops
+
+    def _trash_soon(self) -> None:
+        """The trash job now, off its interval (Work.after_removal)."""
+        if self.schedule is not None:
+            self.schedule.soon(schedule.TRASH)
 
     # -- the view ---------------------------------------------------------
     def reload(self, why: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The daemon's clock: prune, reconcile, polling and trash expiry jobs.
+"""The daemon's clock: prune, reconcile, polling and trash jobs (expiry, compression).
 
 apscheduler 3.x runs each job on its own thread pool, one instance at a time
 (max_instances=1), late runs coalesced into one and never dropped
@@ -113,6 +113,13 @@ class Schedule:
         start = min(job.next_run_time, soonest) if job.next_run_time else soonest
         job.reschedule(IntervalTrigger(seconds=seconds, start_date=start, timezone=UTC))
         log.info("prune interval changed", seconds=seconds, next=start.isoformat())
+
+    def soon(self, job_id: str) -> None:
+        """Run a job now, off its interval (its turns after stay as they were)."""
+        job = self._scheduler.get_job(job_id) if self._scheduler.running else None
+        if job is not None:
+            job.modify(next_run_time=datetime.now(UTC))
+            self._scheduler.wakeup()
 
     def next_prune(self) -> datetime | None:
         job = self._scheduler.get_job(PRUNE) if self._scheduler.running else None

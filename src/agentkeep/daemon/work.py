@@ -1,5 +1,6 @@
 """The daemon's own work: its scheduled jobs (the prune, the reconcile,
-polling the roots that are not watched, the trash's expiry), the refresh a
+polling the roots that are not watched, the trash's expiry and
+compression), the refresh a
 watch event asks for, and the reconcile after a flood of events.
 
 Work is counted while it runs (`working`), by the socket's answers too: the
@@ -33,16 +34,22 @@ LOCK_POLL = 1.0
 class Work:
     """What the daemon does besides answering, and the count of what runs.
     `ctx` and `watcher` are set as the daemon starts; `reread` reads the
-    config again and follows it, `poke` has the status line written again."""
+    config again and follows it, `poke` has the status line written again,
+    `trash_soon` has the trash job run now."""
 
     def __init__(
-        self, changes: Changes, reread: Callable[[], None], poke: Callable[[], None]
+        self,
+        changes: Changes,
+        reread: Callable[[], None],
+        poke: Callable[[], None],
+        trash_soon: Callable[[], None],
     ) -> None:
         self.ctx: core.Context | None = None
         self.watcher: Watcher | None = None
         self.changes = changes
         self._reread = reread
         self._poke = poke
+        self._trash_soon = trash_soon
         self._busy = 0
         self._busy_lock = threading.Lock()
         self._reconcile_lock = threading.Lock()
@@ -117,6 +124,7 @@ class Work:
                 return
             if done.counts is not None:
                 log.info("scheduled prune done", **done.counts)
+                self.after_removal("prune", {})
                 return
             if self._prune_lock_free():
                 log.info("scheduled prune skipped (no retention, bad config, or a prune just ran)")
@@ -206,11 +214,22 @@ class Work:
             self._poke()  # a root may have fallen back to polling, or come back
 
     def expire_trash(self) -> None:
+        """Hourly, and once a prune or purge has answered: the trash's
+        expiry, then the compression of what waits (trash.packing)."""
         assert self.ctx is not None
         with self.working():
             try:
                 core.expire_trash(self.ctx)
+                done = core.compress_trash(self.ctx.state_dir)
+                if done["compressed"]:
+                    log.info("trash compressed", **done)
             except Exception:
-                log.exception("trash expiry failed")
+                log.exception("trash expiry or compression failed")
             finally:
                 self.changes.bump()
+
+    def after_removal(self, method: str, params: dict[str, Any]) -> None:
+        """A prune or purge that removed: the trash job runs now (it packs
+        what the run moved in), after the answer, in its own thread."""
+        if method in ("prune", "purge") and not params.get("dry_run"):
+            self._trash_soon()

@@ -228,6 +228,7 @@ class Act:
             now=self.opts.now,
             gone=lambda sid: (s.agent, sid) in self.removed,
             parents=parents,
+            why=held.why,
         )
         if isinstance(outcome, Removed):
             outcome.why = held.why

@@ -14,7 +14,7 @@ from agentkeep import disk, trash
 from agentkeep.errors import RemovalError
 from agentkeep.journal import Journal, JournalEntry
 from agentkeep.model import Session
-from agentkeep.prune.plan import ancestors, check_again
+from agentkeep.prune.plan import AGE, PURGE, ancestors, check_again
 from agentkeep.prune.remove import Removing
 from agentkeep.prune.report import Failed, Kept, PruneReport, Removed
 from agentkeep.prune.view import DiskView
@@ -105,7 +105,11 @@ def _finish(
             report.kept.append(kept)
             return None
         done = removing.remove(
-            s, dry_run=False, trash_for=trash_for if entry.trash else 0.0, now=time.time()
+            s,
+            dry_run=False,
+            trash_for=trash_for if entry.trash else 0.0,
+            now=time.time(),
+            why=PURGE if purge else AGE,
         )
         if isinstance(done, Failed):
             raise RemovalError(done.reason)

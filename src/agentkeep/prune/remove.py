@@ -4,16 +4,17 @@ held to exactly the rules of a fresh one (invariant 5)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
-from agentkeep import leases, trash
+from agentkeep import history, leases, trash
 from agentkeep.adapters.base import Adapter
 from agentkeep.errors import RemovalError
-from agentkeep.model import Reason, Session
+from agentkeep.model import Described, Reason, Session
 from agentkeep.prune.evidence import Watch
 from agentkeep.prune.report import Failed, Kept, Removed
 from agentkeep.removal import SessionRemoval
@@ -30,13 +31,14 @@ _after_lease: Callable[[str, str], None] | None = None
 @dataclass(frozen=True)
 class Removing:
     """What taking and removing a session needs to know of the user: the
-    adapters, the state dir (leases, trash), the evidence of use and when
-    sessions were last restored."""
+    adapters, the state dir (leases, trash), the evidence of use, when
+    sessions were last restored, and the record of what went."""
 
     adapters: Mapping[str, Adapter]
     state_dir: Path
     watch: Watch
     restored: dict[tuple[str, str], float]
+    record: history.Record
 
     def activity(self, s: Session) -> float | None:
         return s.last_activity(self.restored.get(s.key))
@@ -69,14 +71,18 @@ class Removing:
         now: float,
         gone: Callable[[str], bool] = lambda sid: False,
         parents: Parents | None = None,
+        why: str = "age",
     ) -> Removed | Failed:
         """Remove `s` (held and checked) through its adapter: into a trash
-        entry of its own when `trash_for`, else at once. `gone`: whether
-        this run removed (a dry run: would have removed) another session of
-        the same agent, so a dry run takes a child it would remove first as
+        entry of its own when `trash_for`, else at once; then a line of the
+        record of what went says so (`why` it went). `gone`: whether this
+        run removed (a dry run: would have removed) another session of the
+        same agent, so a dry run takes a child it would remove first as
         gone, as the real run finds it."""
+        # Read before anything moves: what a person knows it by.
+        about = None if dry_run else self._about(s, why, trash_for > 0)
         try:
-            removal = self._removal(s, dry_run, trash_for, now, gone, parents)
+            removal = self._removal(s, dry_run, trash_for, now, gone, parents, about)
         except (trash.TrashError, OSError) as exc:
             return Failed(s.agent, s.id, f"cannot open its trash entry: {exc}")
         try:
@@ -94,6 +100,8 @@ class Removing:
             paths=len(removal.removed),
         )
         trashed = removal.trash.entry.bytes if removal.trash is not None else 0
+        if about is not None:
+            self.record.add(about)
         return Removed(
             s.agent,
             s.id,
@@ -113,6 +121,7 @@ class Removing:
         now: float,
         gone: Callable[[str], bool],
         parents: Parents | None,
+        about: history.Gone | None,
     ) -> SessionRemoval:
         writer = None
         if trash_for > 0 and not dry_run:
@@ -124,6 +133,7 @@ class Removing:
                 keep_for=trash_for,
                 now=now,
                 last_activity=self.activity(s),
+                about=about,
             )
         return SessionRemoval(
             s.agent,
@@ -133,6 +143,27 @@ class Removing:
             same_fs_as=self.state_dir,
             parents=parents,
             gone=gone,
+        )
+
+    def _about(self, s: Session, why: str, restorable: bool) -> history.Gone:
+        """Its line of the record of what went, read before it is removed
+        (an adapter's reading never fails a removal)."""
+        try:
+            described = self.adapters[s.agent].describe(s)
+        except Exception as exc:  # a title is never worth a removal
+            log.warning("cannot read what the session is", agent=s.agent, id=s.id, error=str(exc))
+            described = Described()
+        return history.Gone(
+            time=time.time(),
+            agent=s.agent,
+            id=s.id,
+            why=why,
+            restorable=restorable,
+            workspace=s.workspace,
+            title=described.title,
+            bytes=s.bytes,
+            first_activity=described.started,
+            last_activity=self.activity(s),
         )
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import compaction, leftovers, lookagain, trash
+from agentkeep import compaction, history, leftovers, lookagain, trash
 from agentkeep.adapters.base import Adapter
 from agentkeep.index import Index
 from agentkeep.journal import Journal
@@ -56,7 +56,11 @@ class Pruner:
         self.expiry = expiry or trash.Expiry(state_dir)
         self.journal = Journal(state_dir)
         self.removing = Removing(
-            adapters, state_dir, Watch(adapters, state_dir, self.pins), trash.restored_at(state_dir)
+            adapters,
+            state_dir,
+            Watch(adapters, state_dir, self.pins),
+            trash.restored_at(state_dir),
+            history.Record(state_dir),
         )
 
     def run(self, opts: PruneOptions) -> PruneReport:
@@ -106,6 +110,7 @@ class Pruner:
             self._look_again(report)
         self._leftovers(report, opts)
         self._compact(report, opts)
+        self.removing.record.summary()
         return report
 
     def _leftovers(self, report: PruneReport, opts: PruneOptions) -> None:

@@ -5,7 +5,7 @@ progress bar (bar). `--json` output never comes through here."""
 from __future__ import annotations
 
 from agentkeep.render.bar import Bar
-from agentkeep.render.reports import emptied, report, trash_entries
+from agentkeep.render.reports import emptied, history, report, trash_entries
 from agentkeep.render.sessions import du, scan, sessions, show
 from agentkeep.render.settings import change, changed
 from agentkeep.render.status import status

@@ -1,5 +1,5 @@
 """What a prune, a purge or the trash did, as a person reads it: `prune`,
-`purge`, `trash` and `trash --empty`."""
+`purge`, `trash`, `trash --empty` and `history`."""
 
 from __future__ import annotations
 
@@ -98,6 +98,7 @@ def trash_entries(out: Out, entries: list[dict[str, Any]]) -> None:
         AGENT,
         ID,
         Col("SIZE", right=True),
+        Col("PACKED", right=True),  # its size compressed ("-": not yet)
         Col("TRASHED", right=True),
         Col("EXPIRES", right=True),
     )
@@ -106,6 +107,7 @@ def trash_entries(out: Out, entries: list[dict[str, Any]]) -> None:
             e["agent"],
             e["id"],
             size(e["bytes"]) + ("*" if e["partial"] else ""),
+            "-" if e["compressed_bytes"] is None else size(e["compressed_bytes"]),
             when(e["trashed_at"], now),
             when(e["expires_at"], now),
         )
@@ -113,9 +115,44 @@ def trash_entries(out: Out, entries: list[dict[str, Any]]) -> None:
     ]
     table(out, cols, rows)
     total = size(sum(e["bytes"] for e in entries))
-    out.line(f"{count(len(entries), 'session')} in the trash, {total}")
+    line = f"{count(len(entries), 'session')} in the trash, {total}"
+    waiting = sum(1 for e in entries if e["compressed_bytes"] is None)
+    if waiting < len(entries):
+        kept = size(sum(e["compressed_bytes"] or e["bytes"] for e in entries))
+        line += f", kept compressed in {kept}"
+        line += f" ({count(waiting, 'session')} not compressed yet)" if waiting else ""
+    out.line(line)
     if any(e["partial"] for e in entries):
         out.say(
             "* partly: some of it was removed at once (it lay on another file system,"
             " or an agent's own command removed it), and cannot come back."
         )
+
+
+def history(out: Out, lines: list[dict[str, Any]]) -> None:
+    """The record of what went, newest last: how long ago, why, whether it
+    can be restored now (BACK) and what a person knows it by (sizes and
+    workspaces are in --json; a whole id leaves a title little room)."""
+    now = time.time()
+    cols = (
+        Col("AGO", right=True),
+        AGENT,
+        ID,
+        Col("WHY"),
+        Col("BACK"),
+        Col("TITLE", cut=START),
+    )
+    rows = [
+        (
+            idle(g["time"], now),
+            g["agent"],
+            g["id"],
+            g["why"],
+            "yes" if g["restorable"] else "-",
+            g["title"] or "-",
+        )
+        for g in lines
+    ]
+    table(out, cols, rows)
+    back = sum(1 for g in lines if g["restorable"])
+    out.line(f"{count(len(lines), 'line')}; {back} can be restored (agentkeep restore AGENT ID)")

@@ -61,8 +61,8 @@ from agentkeep.adapters.claude.measuring import Measuring, measure
 from agentkeep.adapters.claude.reading import SMALL_JSON
 from agentkeep.adapters.claude.registry import START_SLACK_S, registry_holders
 from agentkeep.adapters.claude.roots import Layout, Paths, below
-from agentkeep.adapters.claude.transcripts import TRANSCRIPT_HEAD
-from agentkeep.model import Holder, Session
+from agentkeep.adapters.claude.transcripts import TRANSCRIPT_HEAD, described
+from agentkeep.model import Described, Holder, Session
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
 
@@ -214,6 +214,11 @@ class ClaudeAdapter(Adapter):
             if parts is not None:
                 return canonical(parts[1]) if len(parts) >= 2 else None
         return None
+
+    def describe(self, session: Session) -> Described:
+        return described(
+            [a.path for a in session.artifacts if a.kind == TRANSCRIPT and not a.linked]
+        )
 
     # -- in use ---------------------------------------------------------
     def remove(self, session: Session, remover: Remover) -> None:

@@ -1,14 +1,16 @@
 """Reading a transcript's head: the workspace (the records' `cwd`, never the
-lossy project key) and the parent a fork names (`forkedFrom`). Only the
-first TRANSCRIPT_HEAD bytes are read; a session never names itself as its
-parent."""
+lossy project key), the parent a fork names (`forkedFrom`), and what a
+person knows it by. Only the first TRANSCRIPT_HEAD bytes are read; a
+session never names itself as its parent."""
 
 from __future__ import annotations
 
 import json
 
 from agentkeep.adapters.claude.ids import canonical
-from agentkeep.adapters.claude.reading import read_head
+from agentkeep.adapters.heads import cut, head_records, read_head, text_of
+from agentkeep.adapters.times import parse_agent_time
+from agentkeep.model import Described
 
 # How much of a transcript is read for `cwd` and `forkedFrom`. Claude writes
 # both on the first message records (a fork's copied records carry
@@ -63,3 +65,28 @@ def transcript_facts(sid: str, data: bytes) -> tuple[str | None, str | None]:
         if cwd is not None and not want_fork:
             break
     return cwd, fork
+
+
+def described(transcripts: list[str]) -> Described:
+    """Its title (a `summary` record, which Claude writes at the top of a
+    resumed transcript, before any prompt) or first prompt, and its first
+    record's time, from the heads of its transcripts. Command wrappers and
+    meta records (`<command-name>`, `isMeta`) are not prompts."""
+    for path in transcripts:
+        summary: str | None = None
+        prompt: str | None = None
+        started: float | None = None
+        for record in head_records(path):
+            started = started if started is not None else parse_agent_time(record.get("timestamp"))
+            kind = record.get("type")
+            if kind == "summary" and summary is None:
+                summary = cut(record.get("summary"))
+            elif kind == "user" and not record.get("isMeta"):
+                message = record.get("message")
+                text = text_of(message.get("content")) if isinstance(message, dict) else None
+                if text is not None and not text.lstrip().startswith("<"):
+                    prompt = cut(text)
+                    break
+        if summary or prompt or started is not None:
+            return Described(summary or prompt, started)
+    return Described()

@@ -1,0 +1,130 @@
+"""The head of an agent's file, read without changing it: a bounded number
+of bytes, through a descriptor that moves no atime, never following a link
+or blocking on a FIFO. What a person recognises a session by (its title,
+or its first prompt) and when it began are read from there
+(Adapter.describe), at the moment it is removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import stat
+from collections.abc import Iterator
+from typing import Any
+
+from agentkeep import disk
+from agentkeep.adapters import sqlite
+
+# Enough for the first records of a transcript, whose first prompt may sit
+# behind a few lines of set-up; a longer first line is not read at all.
+HEAD = 64 * 1024
+# What the record of what went keeps of a title or a first prompt.
+TITLE_CHARS = 80
+_SPACE = re.compile(r"\s+")
+
+
+def read_head(path: str | os.PathLike[str], limit: int) -> bytes | None:
+    """Up to `limit` bytes from the start of a regular file, without following a
+    link at `path`, blocking on a FIFO, or moving its atime. None if unreadable."""
+    try:
+        fd = disk.open_noatime(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def head_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """The JSON objects of the whole lines in the file's first HEAD bytes;
+    a line that is not one is passed over."""
+    return records_in(read_head(path, HEAD) or b"")
+
+
+def records_in(data: bytes) -> Iterator[dict[str, Any]]:
+    """The JSON objects of the whole lines of a head (a line HEAD cut is
+    not one)."""
+    for line in data.split(b"\n")[: -1 if len(data) >= HEAD else None]:
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(record, dict):
+            yield record
+
+
+def read_json_head(path: str | os.PathLike[str]) -> Any:
+    """A JSON file's value when it is whole within HEAD bytes, else None."""
+    data = read_head(path, HEAD + 1)
+    if not data or len(data) > HEAD:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def text_of(content: object) -> str | None:
+    """A message's text: a string, or the first text block of a list of
+    blocks ({"type": "text", "text": ...} and the like)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type", "text") in ("text", "input_text"):
+                text = block.get("text")
+                if isinstance(text, str) and text.strip():
+                    return text
+    return None
+
+
+def cut(text: object) -> str | None:
+    """`text` on one line, cut to TITLE_CHARS; None when there is none."""
+    if not isinstance(text, str):
+        return None
+    line = _SPACE.sub(" ", text).strip()
+    if not line:
+        return None
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def row_of(
+    db: str | os.PathLike[str], table: str, sid: str, wanted: tuple[str, ...]
+) -> dict[str, Any]:
+    """The columns of `wanted` that `table` has, of its row whose `id` is
+    `sid` (read-only); empty when there is none or it cannot be read."""
+    try:
+        with sqlite.reading(db) as conn:
+            present = [c for c in wanted if c in sqlite.columns(conn, table)]
+            if not present:
+                return {}
+            cols = ", ".join(f'"{c}"' for c in present)
+            row = conn.execute(f'SELECT {cols} FROM "{table}" WHERE id = ?', (sid,)).fetchone()
+    except sqlite3.Error:
+        return {}
+    return dict(zip(present, row, strict=True)) if row is not None else {}
+
+
+def first_title(*candidates: object) -> str | None:
+    """The first of `candidates` that is some text, cut()."""
+    for candidate in candidates:
+        title = cut(candidate)
+        if title is not None:
+            return title
+    return None

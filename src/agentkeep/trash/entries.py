@@ -1,0 +1,264 @@
+"""A trash entry and its entry.json: what it holds, where it lies, and how
+the trash's entries are found and read.
+
+An entry is `<state>/trash/<agent>/<encoded id>/` holding `entry.json` and
+`roots/<n>/<path relative to root n>` (and `rows.sqlite`, the database rows
+removed with the session). An entry that cannot be read is logged and
+skipped by every reader, never guessed at.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.adapters.base import valid_name
+from agentkeep.history import Gone
+from agentkeep.leases import encode_id
+
+log = structlog.get_logger("agentkeep.trash")
+
+ENTRY = "entry.json"
+ROOTS = "roots"
+# The database rows removed with the session: one table per (database,
+# table) they came from, named in `tables`, with the columns they had.
+ROWS = "rows.sqlite"
+RESTORED = "restored.json"
+# Entries being discarded are renamed to "~...": '~' never occurs in an
+# encoded id, so such a name is never an entry, and a discard that stopped
+# half way is finished by the next expire.
+ASIDE = "~"
+
+
+class TrashError(Exception):
+    """The trash's own state cannot be read or written."""
+
+
+class RestoreConflict(TrashError):
+    """Restoring would overwrite something; nothing (more) was moved."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__("would overwrite: " + ", ".join(paths))
+        self.paths = paths
+
+
+class RestoreRefused(TrashError):
+    """The session's lease is held (or cannot be checked): it is in use."""
+
+
+class NoSuchEntry(TrashError):
+    """No trash entry for this session."""
+
+
+@dataclass(frozen=True)
+class TrashItem:
+    root: int
+    rel: str
+
+
+@dataclass(frozen=True)
+class Packing:
+    """The entry's files and rows packed into one compressed archive
+    (trash.packing): its name in the entry, its size, and the bytes of
+    the files it holds."""
+
+    name: str
+    bytes: int
+    original: int
+
+    @classmethod
+    def from_json(cls, data: Any) -> Packing:
+        name = text(data["name"])
+        if name == ENTRY or not valid_name(name):
+            raise ValueError(f"not an archive's name: {name!r}")
+        return cls(name, whole(data["bytes"]), whole(data["original"]))
+
+
+@dataclass
+class TrashEntry:
+    agent: str
+    id: str
+    parent: str | None
+    trashed_at: float
+    expires_at: float
+    bytes: int
+    partial: bool
+    roots: dict[int, str]
+    items: list[TrashItem]
+    last_activity: float | None
+    path: Path
+    # "<root n>/<rel>" -> (atime_ns, mtime_ns) of each directory on the way to
+    # what was moved in, as it was before the first move changed it: restore
+    # gives the directories it makes again their own times back.
+    dir_times: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Set once its archive is complete and durable (trash.packing): from
+    # then on the archive, not roots/, holds what the entry keeps.
+    packed: Packing | None = None
+    # Why it stays uncompressed (it holds what an archive would not give
+    # back as it was): it is not tried again.
+    unpackable: str | None = None
+    # What the record of what went says of it when it expires, is emptied
+    # or is restored (history): where it was worked on, what a person knows
+    # it by, when it began.
+    workspace: str | None = None
+    title: str | None = None
+    first_activity: float | None = None
+
+    def gone(self, why: str, now: float) -> Gone:
+        """Its line of the record of what went, once it is out of the trash
+        (`why`: expired, emptied or restored): it can no longer be restored."""
+        return Gone(
+            time=now,
+            agent=self.agent,
+            id=self.id,
+            why=why,
+            restorable=False,
+            workspace=self.workspace,
+            title=self.title,
+            bytes=self.bytes,
+            first_activity=self.first_activity,
+            last_activity=self.last_activity,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "id": self.id,
+            "parent": self.parent,
+            "trashed_at": self.trashed_at,
+            "expires_at": self.expires_at,
+            "bytes": self.bytes,
+            "partial": self.partial,
+            "roots": {str(n): root for n, root in self.roots.items()},
+            "items": [{"root": i.root, "rel": i.rel} for i in self.items],
+            "last_activity": self.last_activity,
+            "dir_times": {rel: list(times) for rel, times in self.dir_times.items()},
+            "packed": None if self.packed is None else asdict(self.packed),
+            "unpackable": self.unpackable,
+            "workspace": self.workspace,
+            "title": self.title,
+            "first_activity": self.first_activity,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, path: Path) -> TrashEntry:
+        """Raises ValueError (or TypeError, KeyError) for anything malformed."""
+        roots = {int(n): text(root) for n, root in dict(data["roots"]).items()}
+        if any(n < 0 or not os.path.isabs(root) for n, root in roots.items()):
+            raise ValueError("roots must be absolute paths")
+        items = [TrashItem(int(i["root"]), text(i["rel"])) for i in data["items"]]
+        if any(i.root not in roots for i in items):
+            raise ValueError("an item names an unknown root")
+        parent = data.get("parent")
+        last = data.get("last_activity")
+        dir_times = {
+            text(rel): (whole(times[0]), whole(times[1]))
+            for rel, times in dict(data.get("dir_times", {})).items()
+        }
+        packed, unpackable = data.get("packed"), data.get("unpackable")
+        workspace, title, first = (
+            data.get("workspace"),
+            data.get("title"),
+            data.get("first_activity"),
+        )
+        return cls(
+            agent=text(data["agent"]),
+            id=text(data["id"]),
+            parent=None if parent is None else text(parent),
+            trashed_at=number(data["trashed_at"]),
+            expires_at=number(data["expires_at"]),
+            bytes=int(data["bytes"]),
+            partial=bool(data["partial"]),
+            roots=roots,
+            items=items,
+            last_activity=None if last is None else number(last),
+            path=path,
+            dir_times=dir_times,
+            packed=None if packed is None else Packing.from_json(packed),
+            unpackable=None if unpackable is None else text(unpackable),
+            workspace=None if workspace is None else text(workspace),
+            title=None if title is None else text(title),
+            first_activity=None if first is None else number(first),
+        )
+
+
+def text(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def whole(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    return value
+
+
+def number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def trash_dir(state_dir: Path) -> Path:
+    return state_dir / "trash"
+
+
+def entry_dir(state_dir: Path, agent: str, session_id: str) -> Path:
+    if not valid_name(agent):
+        raise ValueError(f"invalid agent name {agent!r}")
+    return trash_dir(state_dir) / agent / encode_id(session_id)
+
+
+def read_entry(path: Path) -> TrashEntry | None:
+    """The entry in directory `path`; None (logged) when it is missing,
+    unreadable, malformed or does not match the directory it lies in."""
+    try:
+        entry = TrashEntry.from_json(json.loads(disk.read_regular(path / ENTRY)), path)
+    except FileNotFoundError:
+        log.warning("trash entry without entry.json skipped", path=str(path))
+        return None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        log.warning("trash entry unreadable, skipped", path=str(path), error=str(exc))
+        return None
+    if entry.agent != path.parent.name or encode_id(entry.id) != path.name:
+        log.warning("trash entry does not match its directory, skipped", path=str(path))
+        return None
+    return entry
+
+
+def entry_of(state_dir: Path, agent: str, session_id: str) -> TrashEntry | None:
+    """The session's entry, read from its own directory alone."""
+    path = entry_dir(state_dir, agent, session_id)
+    if not path.is_dir() or path.is_symlink():
+        return None
+    return read_entry(path)
+
+
+def agent_dirs(state_dir: Path) -> list[Path]:
+    try:
+        children = sorted(trash_dir(state_dir).iterdir())
+    except FileNotFoundError:
+        return []
+    return [p for p in children if valid_name(p.name) and p.is_dir() and not p.is_symlink()]
+
+
+def entry_dirs(state_dir: Path) -> Iterator[Path]:
+    for agent_dir in agent_dirs(state_dir):
+        for path in sorted(agent_dir.iterdir()):
+            if not path.name.startswith(ASIDE) and path.is_dir() and not path.is_symlink():
+                yield path
+
+
+def list_entries(state_dir: Path) -> list[TrashEntry]:
+    """Every readable entry, oldest first; unreadable ones are logged and skipped."""
+    entries = [e for e in map(read_entry, entry_dirs(state_dir)) if e is not None]
+    return sorted(entries, key=lambda e: (e.trashed_at, e.agent, e.id))

@@ -1,0 +1,54 @@
+"""When each restored session was last restored (`restored.json`): a
+restore counts as activity, so that a session just brought back is never
+pruned again at once. A scan reads it: this module imports nothing that
+removes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.leases import hold_exclusive
+from agentkeep.statefiles import write_json
+from agentkeep.trash.entries import RESTORED, TrashError, number, text
+
+log = structlog.get_logger("agentkeep.trash")
+
+
+def read_restored(path: Path) -> dict[str, float]:
+    try:
+        data = json.loads(disk.read_regular(path))
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        return {text(key): number(value) for key, value in data.items()}
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.error("restore times unreadable", path=str(path), error=str(exc))
+        raise TrashError(f"{path} cannot be read: {exc}") from exc
+
+
+def record_restored(state_dir: Path, keys: list[tuple[str, str]], now: float) -> None:
+    path = state_dir / RESTORED
+    with hold_exclusive(state_dir / f"{RESTORED}.lock"):
+        times = read_restored(path)
+        times.update({f"{agent}/{session_id}": now for agent, session_id in keys})
+        write_json(path, times)
+
+
+def restored_at(state_dir: Path) -> dict[tuple[str, str], float]:
+    """When each restored session was last restored (activity for its prune).
+
+    Raises TrashError when the record cannot be read: the caller must not
+    prune then, since a restored session would look idle (never guess in the
+    direction of deleting).
+    """
+    times: dict[tuple[str, str], float] = {}
+    for key, value in read_restored(state_dir / RESTORED).items():
+        agent, sep, session_id = key.partition("/")
+        if sep and session_id:
+            times[(agent, session_id)] = value
+    return times

@@ -1,0 +1,171 @@
+"""Writing an entry during a prune: what was on the state dir's file system
+is renamed in (nothing copied), the rest is removed at once and the entry
+is marked partial."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from types import TracebackType
+
+import structlog
+
+from agentkeep.adapters.sqlite import TableRows
+from agentkeep.disk import DirCursor
+from agentkeep.history import Gone
+from agentkeep.paths import ensure_private_dir
+from agentkeep.statefiles import write_json
+from agentkeep.trash import rows
+from agentkeep.trash.entries import (
+    ENTRY,
+    ROOTS,
+    TrashEntry,
+    TrashError,
+    TrashItem,
+    entry_dir,
+    read_entry,
+    trash_dir,
+)
+from agentkeep.trash.packing import unpacked
+
+log = structlog.get_logger("agentkeep.trash")
+
+
+class TrashWriter:
+    """One entry being written by a prune. entry.json is rewritten (atomically)
+    before anything is moved under a root it did not name yet or into a
+    directory it made, and when it is closed. Restore moves back each
+    root's whole tree, with the times of the directories it makes again:
+    so a prune that stops half way leaves an entry that restore understands
+    and that puts back everything moved. Only the items and bytes (what
+    `trash` lists) of the moves after the last write are missing from it.
+    A write after every move was two thirds of a prune's time into the
+    trash."""
+
+    def __init__(self, entry: TrashEntry) -> None:
+        self.entry = entry
+        self.path = entry.path
+        # A root named since the last write (written before its first move).
+        self._new_root = False
+        # The roots/<n> directories made and checked by this writer.
+        self._ready: set[int] = set()
+
+    def _save(self) -> None:
+        write_json(self.path / ENTRY, self.entry.to_json())
+        self._new_root = False
+
+    def root_number(self, root: str) -> int:
+        """The number of `root` in the entry; a new one is written by the
+        destination() that comes before anything is moved under it."""
+        for n, known in self.entry.roots.items():
+            if known == root:
+                return n
+        n = max(self.entry.roots, default=-1) + 1
+        self.entry.roots[n] = root
+        self._new_root = True
+        return n
+
+    def destination(self, n: int, chain: list[tuple[str, os.stat_result]]) -> int:
+        """A descriptor of `roots/<n>/<chain...>`, creating the directories
+        (with the modes of the ones they stand for, and always writable by
+        us, and their times recorded for restore); the caller closes it.
+        The entry is written before it returns when it names a new root or
+        made a directory: nothing is moved where it does not say."""
+        if n not in self._ready:
+            ensure_private_dir(ensure_private_dir(self.path / ROOTS) / str(n))
+            self._ready.add(n)
+        cursor = DirCursor.open(self.path / ROOTS / str(n))
+        made = False
+        try:
+            rel = str(n)
+            for name, st in chain:
+                rel = f"{rel}/{name}"
+                try:
+                    os.mkdir(name, 0o700, dir_fd=cursor.fd)
+                    created = True
+                except FileExistsError:
+                    created = False
+                cursor.down(name)
+                if created:
+                    os.fchmod(cursor.fd, stat.S_IMODE(st.st_mode) | stat.S_IRWXU)
+                    self.entry.dir_times.setdefault(rel, (st.st_atime_ns, st.st_mtime_ns))
+                    made = True
+            if made or self._new_root:
+                self._save()
+        except BaseException:
+            cursor.close()
+            raise
+        fd, cursor.fd = cursor.fd, -1
+        return fd
+
+    def moved(self, n: int, rel: str, nbytes: int) -> None:
+        """Counted in the entry, written with the next write (see the class)."""
+        self.entry.items.append(TrashItem(n, rel))
+        self.entry.bytes += nbytes
+
+    def add_rows(self, table: TableRows) -> None:
+        """Keep `table`'s rows (removed with the session) in the entry,
+        durably, before they are deleted. Raises sqlite3.Error or OSError."""
+        rows.add_rows(self.path, table)
+
+    def mark_partial(self, what: str) -> None:
+        if not self.entry.partial:
+            log.info("trash entry partial", agent=self.entry.agent, id=self.entry.id, what=what)
+            self.entry.partial = True
+            self._save()
+
+    def close(self) -> None:
+        self._save()
+
+    def __enter__(self) -> TrashWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def open_entry(
+    state_dir: Path,
+    agent: str,
+    session_id: str,
+    *,
+    parent: str | None,
+    keep_for: float,
+    now: float,
+    last_activity: float | None = None,
+    about: Gone | None = None,
+) -> TrashWriter:
+    """Start (or continue: a journal's retry, a session trashed again) the
+    entry of one session, kept for `keep_for` seconds from `now`; `about`:
+    what the record of what went says of it (history). Call it
+    under the session's exclusive lease, like the removal it serves. Raises
+    TrashError when an existing entry cannot be read (it is never replaced
+    blindly), OSError when the entry cannot be written."""
+    path = entry_dir(state_dir, agent, session_id)
+    for directory in (state_dir, trash_dir(state_dir), path.parent, path):
+        ensure_private_dir(directory)
+    if os.path.lexists(path / ENTRY):
+        entry = read_entry(path)
+        if entry is None:
+            raise TrashError(f"{path / ENTRY} cannot be read; move it away to trash this session")
+        # Moves go into roots/ and rows into rows.sqlite, beside nothing
+        # packed (trash.packing packs the whole entry again later).
+        entry = unpacked(entry)
+        entry.parent = parent if parent is not None else entry.parent
+    else:
+        entry = TrashEntry(agent, session_id, parent, now, now, 0, False, {}, [], None, path)
+    entry.trashed_at = now
+    entry.expires_at = now + keep_for
+    entry.last_activity = last_activity if last_activity is not None else entry.last_activity
+    if about is not None:
+        entry.workspace, entry.title = about.workspace, about.title
+        entry.first_activity = about.first_activity
+    writer = TrashWriter(entry)
+    writer._save()
+    return writer
