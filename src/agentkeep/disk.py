@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import BinaryIO, NamedTuple
 
 from agentkeep.model import Artifact
@@ -285,12 +284,7 @@ class DirCursor:
     def __enter__(self) -> DirCursor:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

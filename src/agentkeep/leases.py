@@ -26,7 +26,6 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import NoReturn
 
 import structlog
@@ -127,12 +126,7 @@ class Lease:
     def __enter__(self) -> Lease:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def __del__(self) -> None:
@@ -442,10 +436,5 @@ class PrunerLock:
         self.acquire(wait=True)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()

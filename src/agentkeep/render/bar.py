@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from types import TracebackType
 from typing import TextIO
 
 from agentkeep.progress import Progress
@@ -76,12 +75,7 @@ class Bar:
             self._thread.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from types import TracebackType
 
 import structlog
 
@@ -121,12 +120,7 @@ class TrashWriter:
     def __enter__(self) -> TrashWriter:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
