@@ -16,6 +16,8 @@ import pytest
 
 from fakehome import FakeHome
 
+pytestmark = pytest.mark.slow
+
 CLAUDE_SETTINGS = """{
   "$schema": "https://json.schemastore.org/claude-code-settings.json",
   "model": "opus",

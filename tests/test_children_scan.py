@@ -48,6 +48,8 @@ from build_opencode import build_opencode
 from fakehome import FakeHome, Spawn
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 SPREAD = "scan spread over child processes"
 DIED = "a scan's children failed; the rest is measured here"
 

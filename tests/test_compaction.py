@@ -33,6 +33,8 @@ from build_opencode import OpencodeTree, build_opencode, new_id
 from fakehome import FakeHome, cli_json
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 DAY = 86400.0
 CONFIG = 'retention = "30d"\n'
 BIG = 48 * 1024

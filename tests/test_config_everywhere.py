@@ -16,6 +16,8 @@ from build_claude import make_session
 from fakehome import FakeHome
 from test_daemon_serve import start_daemon, stop_daemons  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.slow
+
 BAD = {
     "a number for a duration": ("retention = 30\n", "retention"),
     "an unknown key": ('retention = "30d"\nretension = "30d"\n', "retension"),

@@ -23,6 +23,8 @@ from hardening.hardening_util import events_named, log_events, pending_journal
 from test_daemon_serve import start_daemon, stop_daemons
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 # Imported for its effect: every daemon a test here starts is killed after it.
 __all__ = ["stop_daemons"]
 

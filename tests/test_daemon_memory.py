@@ -22,6 +22,8 @@ from build_claude import make_session
 from test_daemon_serve import Daemon, start_daemon, stop_daemons
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 # Imported for its effect: every daemon a test here starts is killed after it.
 __all__ = ["stop_daemons"]
 

@@ -31,6 +31,8 @@ from agentkeep.errors import Failure
 from agentkeep.paths import Env
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 STATUS_KEYS = {
     "pid",
     "version",

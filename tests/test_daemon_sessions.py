@@ -24,6 +24,8 @@ from build_codex import build_codex, new_id
 from test_daemon_serve import ask, start_daemon, stop_daemons
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 # Imported for its effect: every daemon a test here starts is killed after it.
 __all__ = ["stop_daemons"]
 

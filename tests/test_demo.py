@@ -18,8 +18,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from agentkeep.demo import SOCKET_PATH_MAX
 from fakehome import FakeHome
+
+pytestmark = pytest.mark.slow
 
 DEMO = Path(__file__).resolve().parent.parent / "deploy" / "demo.py"
 AGENTS = {"claude", "codex", "opencode", "gemini", "grok", "zero"}

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentkeep import core
 from agentkeep.core import bykind
 from agentkeep.demo import build
@@ -26,6 +28,8 @@ from agentkeep.paths import Env
 from build_copilot import CopilotTree
 from build_opencode import OpencodeTree
 from fakehome import FakeHome, cli_json
+
+pytestmark = pytest.mark.slow
 
 SESSION_GROUPS = ("transcripts", "tool-output", "snapshots", "debug-logs", "database-rows", "other")
 

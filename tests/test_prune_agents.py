@@ -64,6 +64,8 @@ from hardening.hardening_util import (
 )
 from trees import kept_files, tree_state
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["processes"]  # a fixture, used by name
 
 DAY = 86400.0

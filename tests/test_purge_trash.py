@@ -25,6 +25,8 @@ from fakehome import FakeHome, Spawn, cli_json
 from trees import paths_state
 from waiting import wait_until as wait_for
 
+pytestmark = pytest.mark.slow
+
 DAY = 86400.0
 SLEEP = "import time; time.sleep(60)"
 

@@ -36,6 +36,8 @@ from agentkeep.model import parse_rfc3339
 from agentkeep.paths import Env
 from agentkeep.service import ALREADY_RUNNING_EXIT, Plan, ServiceError
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 INSTALL_SH = REPO / "deploy" / "install.sh"
 

@@ -40,6 +40,8 @@ from build_claude import make_session
 from fakehome import FakeHome, make_fake_home
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parent.parent
 TMUX = shutil.which("tmux")
 needs_tmux = pytest.mark.skipif(TMUX is None, reason="tmux is not installed")

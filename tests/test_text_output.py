@@ -14,6 +14,8 @@ import pytest
 from build_claude import make_session
 from fakehome import FakeHome
 
+pytestmark = pytest.mark.slow
+
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 WIDTH = "80"
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agentkeep import leases, render
 from build_claude import make_session
 from fakehome import FakeHome
 from waiting import wait_until
+
+pytestmark = pytest.mark.slow
 
 WEEK = 7 * 86400
 

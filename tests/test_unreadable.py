@@ -47,6 +47,8 @@ from build_opencode import build_opencode
 from fakehome import FakeHome
 from test_daemon_serve import start_daemon, stop_daemons
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["stop_daemons"]
 
 DAY = 86400.0

@@ -23,6 +23,8 @@ from build_claude import make_session
 from fakehome import FakeHome, Spawn
 from test_daemon_serve import start_daemon, stop_daemons  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.slow
+
 AGENTKEEP = [sys.executable, "-m", "agentkeep"]
 READY_THEN_WAIT = "import time; print('ready', flush=True); time.sleep(600)"
 # A stand-in for an agent that runs agentkeep from a hook: its own command

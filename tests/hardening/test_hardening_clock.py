@@ -27,6 +27,8 @@ from fakehome import FakeHome
 from test_daemon_serve import start_daemon, stop_daemons
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["stop_daemons"]
 
 CAP = 3

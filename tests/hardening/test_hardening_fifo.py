@@ -43,7 +43,7 @@ AGE = 40.0
 # A command that hangs is killed after this long, and the test fails.
 DEADLINE = 60.0
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def cli(fh: FakeHome, *args: str) -> subprocess.CompletedProcess[str]:

@@ -36,6 +36,8 @@ from test_daemon_serve import start_daemon, stop_daemons
 from trees import tree_state
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["stop_daemons"]
 
 ENOSPC_TEXT = os.strerror(errno.ENOSPC)  # "No space left on device"

@@ -28,6 +28,8 @@ from fakehome import FakeHome, prune_here
 from trees import kept_files
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 # The first write whose temporary file (or, for a journal batch, whose
 # name) begins with $KILL_WRITING is SIGKILLed once that file holds its
 # data, before the rename.

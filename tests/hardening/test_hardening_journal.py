@@ -24,6 +24,8 @@ from agentkeep.journal import Journal
 from build_claude import FILE_HISTORY, SESSION_ENV, make_session
 from fakehome import FakeHome, Spawn
 
+pytestmark = pytest.mark.slow
+
 # Killed at the first path a removal would act on: by then the batch is
 # journaled whole, and nothing of it is removed yet.
 KILL_AT_FIRST_LEAF = """

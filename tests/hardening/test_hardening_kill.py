@@ -67,6 +67,8 @@ from fakehome import FakeHome, make_fake_home
 from test_daemon_serve import start_daemon, stop_daemons
 from trees import paths_state
 
+pytestmark = pytest.mark.slow
+
 # Fixtures used by name: every process and daemon a test starts is killed after it.
 __all__ = ["processes", "stop_daemons"]
 

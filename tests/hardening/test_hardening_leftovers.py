@@ -36,7 +36,7 @@ MAPS = (
     " open(sys.argv[2], 'w').close(); time.sleep(600)"
 )
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 def setpriv(*argv: str) -> list[str]:

@@ -34,7 +34,7 @@ from waiting import wait_until
 AGE = 40.0
 TRASH = [pytest.param("7d", id="trash"), pytest.param("0", id="no-trash")]
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 class Namespace:

@@ -15,9 +15,13 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from build_claude import make_session, new_id, project_key
 from fakehome import FakeHome
 from test_daemon_serve import start_daemon, stop_daemons  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.slow
 
 OLD = time.time() - 50 * 86400
 

@@ -33,7 +33,7 @@ __all__ = ["stop_daemons"]
 OTHER = 54321
 DEADLINE = 60.0
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 def as_other(*argv: str) -> None:

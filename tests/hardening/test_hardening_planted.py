@@ -20,6 +20,8 @@ from agentkeep.model import rfc3339
 from build_claude import make_session
 from fakehome import FakeHome
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def sticky_tmp(fake_home: FakeHome) -> Iterator[Path]:

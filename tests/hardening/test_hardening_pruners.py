@@ -25,6 +25,8 @@ from build_claude import ClaudeSessionPaths, make_session
 from fakehome import FakeHome
 from test_daemon_serve import Daemon, start_daemon, stop_daemons
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["stop_daemons"]
 
 OLD = 20

@@ -26,6 +26,8 @@ from agentkeep.protocol import BUSY
 from build_claude import make_session, new_id
 from test_daemon_serve import Daemon, ask, read_answer, start_daemon, stop_daemons
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["stop_daemons"]
 
 STATUS_WITHIN = 2.0

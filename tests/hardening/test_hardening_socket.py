@@ -28,6 +28,8 @@ from agentkeep.protocol import MAX_LINE
 from fakehome import make_fake_home
 from test_daemon_serve import Daemon, ask, read_answer, start_daemon
 
+pytestmark = pytest.mark.slow
+
 STATUS_WITHIN = 2.0
 
 

@@ -20,6 +20,8 @@ from agentkeep.prune import read_pause
 from build_claude import make_session
 from fakehome import FakeHome
 
+pytestmark = pytest.mark.slow
+
 DAMAGED = {
     "empty": b"",
     "truncated": b'[["claude", "0b7c',

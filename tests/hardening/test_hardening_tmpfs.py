@@ -24,6 +24,8 @@ from build_claude import ClaudeSessionPaths, make_session
 from fakehome import FakeHome
 from test_daemon_serve import start_daemon, stop_daemons  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.slow
+
 ENOSPC = os.strerror(errno.ENOSPC)
 
 

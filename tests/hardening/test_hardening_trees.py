@@ -30,6 +30,8 @@ from build_claude import ClaudeSessionPaths, make_session, set_age
 from fakehome import FakeHome
 from trees import entry_state, paths_state, tree_state
 
+pytestmark = pytest.mark.slow
+
 AGE = 40.0
 TRASH = [pytest.param("7d", id="trash"), pytest.param("0", id="no-trash")]
 

@@ -46,7 +46,7 @@ from waiting import wait_until
 
 DAY = 86400.0
 AGED_DAYS = 60
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 def _adopt(home: FakeHome, agent: str, *args: str) -> dict[str, Any]:

@@ -33,6 +33,8 @@ from conftest import agent_binary
 from fakehome import FakeHome, kill_group
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 AGED_DAYS = 60
 WAIT = "tail -f /dev/null"
 

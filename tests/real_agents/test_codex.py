@@ -29,6 +29,8 @@ from drive_codex import PROTOCOL, Codex
 from conftest import agent_binary
 from fakehome import FakeHome, make_fake_home
 
+pytestmark = pytest.mark.slow
+
 DAY = 86_400
 RULES: list[dict[str, Any]] = [
     {"when": "TOOL OUTPUT exec_command", "reply": [{"text": "the tool ran"}]},

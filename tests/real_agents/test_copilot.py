@@ -40,7 +40,7 @@ from conftest import agent_binary, make_agent_home
 from fakehome import FakeHome
 
 DAY = 86400.0
-pytestmark = pytest.mark.timeout(1500)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 SHARED_FILES = ("open-sessions-state.json", "command-history-state.json", "config.json")
 NAMES = {
     "P": "plain one",

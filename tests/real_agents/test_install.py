@@ -18,6 +18,8 @@ from pins import PINS, SWITCH
 
 from conftest import SKIPPED
 
+pytestmark = pytest.mark.slow
+
 CHECKOUT = install.CHECKOUT
 
 

@@ -31,7 +31,7 @@ from drive_opencode import DELEGATE, PLAIN, SHELL, TOOLS, Opencode, age
 from conftest import agent_binary
 from fakehome import FakeHome
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 DAY = 86400.0
 

@@ -39,7 +39,7 @@ from conftest import agent_binary, make_agent_home
 from fakehome import FakeHome
 
 DAY = 86400.0
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 GONE = ("P", "S", "F", "U", "D")  # aged and pruned; T purged; C, N and L stay
 
 

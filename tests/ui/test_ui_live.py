@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from textual.pilot import Pilot
 from uihome import OLDER, Demo, settle, sync
 
 from agentkeep.ui.app import AgentkeepApp
 from build_claude import make_session
 from test_daemon_serve import start_daemon, stop_daemons  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.slow
 
 NEW = "6e5b4a3f-2c1d-4e0f-9a8b-7c6d5e4f3a07"
 

@@ -33,6 +33,8 @@ from agentkeep.ui.backend import Backend
 from agentkeep.ui.dialogs import Confirm, Help, Notice, PlanView
 from agentkeep.ui.sessions import SessionsPane
 
+pytestmark = pytest.mark.slow
+
 SIZE = (100, 30)
 
 

@@ -18,6 +18,8 @@ from uihome import BIG_OLD, OLD_PARENT, Demo, settle, sync
 from agentkeep.ui.app import AgentkeepApp
 from agentkeep.ui.sessions import SessionsPane
 
+pytestmark = pytest.mark.slow
+
 SNAPSHOTS = Path(__file__).resolve().parent.parent / "snapshots" / "ui"
 SIZES = {"80x24": (80, 24), "160x48": (160, 48)}
 
