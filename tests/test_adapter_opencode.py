@@ -70,13 +70,14 @@ def files_under(*roots: Path) -> int:
 
 
 def storage_of(tree: OpencodeTree, sid: str) -> list[Path]:
-    """The session's JSON storage: session file, message dir, part dirs, todo, diff."""
+    """The session's JSON storage in the order it is removed: session file,
+    part dirs, the message dir that names them, todo, diff."""
     messages = tree.storage / "message" / sid
     parts = [tree.storage / "part" / m.stem for m in sorted(messages.glob("*.json"))]
     return [
         tree.storage / "session" / "global" / f"{sid}.json",
-        messages,
         *parts,
+        messages,
         tree.storage / "todo" / f"{sid}.json",
         tree.storage / "session_diff" / f"{sid}.json",
     ]
@@ -606,7 +607,9 @@ def test_a_tool_output_is_the_session_s_whose_parts_alone_point_at_it(
     assert s is not None and outputs(s) == {str(own), str(shared)}, "the fork's alone now"
     r = remover(fork)
     a.remove(s, r)
-    assert r.removed[-2:] == sorted([str(own), str(shared)])
+    # Before the part rows that point at them (nothing else names them).
+    part = r.removed.index(f"{tree.db}#part")
+    assert r.removed[part - 2 : part] == sorted([str(own), str(shared)])
     assert not shared.exists() and not own.exists()
     assert others.exists() and orphan.exists()
     assert a.load(other) is not None and outputs(a.load(other)) == {str(others)}  # type: ignore[arg-type]

@@ -2,7 +2,9 @@
 
 One old idle session of an agent whose removal takes many steps (Codex: a
 rollout, a TUI reference and rows in six databases, with and without its own
-`codex delete`) is pruned by the real CLI with a seam that SIGKILLs it
+`codex delete`; opencode: the 1.x JSON storage, a session file, a message dir
+and the part dir each message names; opencode.db's rows and a tool output
+only they point at) is pruned by the real CLI with a seam that SIGKILLs it
 at the k-th step of the removal: a leaf of the removal walk, a database
 transaction, a write of the trash entry, the agent's own command (before and
 after it runs). k walks 1, 2, ... until a prune runs to its end. After each
@@ -14,6 +16,7 @@ what went to the trash comes back whole.
 from __future__ import annotations
 
 import itertools
+import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -25,6 +28,7 @@ from hardening_util import clone_home, discard_home, fast_root, report_of, run_c
 
 from agentkeep.journal import Journal
 from build_codex import CodexTree, build_codex, install_fake_codex, without
+from build_opencode import OpencodeTree, build_opencode
 from fakehome import FakeHome, make_fake_home
 
 DAY = 86400.0
@@ -102,9 +106,52 @@ def codex_case(fh: FakeHome, *, own_delete: bool) -> Case:
     return Case("codex", sid, left)
 
 
+def opencode_json_case(fh: FakeHome) -> Case:
+    tree = build_opencode(fh)
+    fh.environ["PATH"] = without(fh, "opencode")
+    sid = tree.full_session(updated_ms=int(old() * 1000))
+    names = opencode_json_names(tree, sid)
+    # The 1.x JSON storage alone: no database.
+    tree.db.unlink()
+
+    def left(copy: FakeHome) -> list[str]:
+        storage = copy.data / "opencode" / "storage"
+        return rel(copy, (p for p in storage.rglob("*") if p.name in names))
+
+    return Case("opencode", sid, left)
+
+
+def opencode_json_names(tree: OpencodeTree, sid: str) -> set[str]:
+    """The names of the session's storage entries (its part dirs are named
+    by its messages)."""
+    messages = tree.storage / "message" / sid
+    return {sid, f"{sid}.json", *(m.stem for m in messages.glob("*.json"))}
+
+
+def opencode_rows_case(fh: FakeHome) -> Case:
+    tree = build_opencode(fh)
+    fh.environ["PATH"] = without(fh, "opencode")
+    sid = "ses_" + "A" * 26
+    when = old()
+    tree.session_rows(sid, updated_ms=int(when * 1000))
+    output = tree.tool_output(sid)
+    os.utime(output, (when, when))
+    name = output.name
+
+    def left(copy: FakeHome) -> list[str]:
+        there = OpencodeTree(copy.data / "opencode")
+        rows = [t for t, n in there.row_counts(sid).items() if n]
+        outputs = (copy.data / "opencode" / "tool-output").glob(name)
+        return rel(copy, outputs) + rows
+
+    return Case("opencode", sid, left)
+
+
 CASES: dict[str, Callable[[FakeHome], Case]] = {
     "codex": lambda fh: codex_case(fh, own_delete=False),
     "codex-own-delete": lambda fh: codex_case(fh, own_delete=True),
+    "opencode-json": opencode_json_case,
+    "opencode-rows": opencode_rows_case,
 }
 
 
