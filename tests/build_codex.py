@@ -81,7 +81,7 @@ _FAKE_CODEX = """\
 # Like the real one (FIELD-NOTES): without --force and a terminal it refuses;
 # with it, it removes the session's rollouts and its rows in every table of
 # every database (threads by id, spawn edges by either thread, any other
-# table by thread_id), the same for each subagent thread its spawn edges
+# table by thread_id or session_id), the same for each subagent thread its spawn edges
 # name, and its session_index lines; it fails when it finds neither a threads
 # row nor a rollout. What it found when called goes to codex.seen.
 import json, os, sqlite3, sys
@@ -157,7 +157,7 @@ for thread in gone:
                 elif table == "thread_spawn_edges":
                     keys = ["parent_thread_id", "child_thread_id"]
                 else:
-                    keys = ["thread_id"] if "thread_id" in cols else []
+                    keys = [k for k in ("thread_id", "session_id") if k in cols]
                 for key in keys:
                     conn.execute(f'DELETE FROM "{{table}}" WHERE "{{key}}" = ?', (thread,))
         conn.close()

@@ -427,6 +427,30 @@ def test_rows_of_tables_a_later_codex_adds_are_the_sessions(
     assert {f"{goals}#thread_notes", f"{future}#scratch", f"{future}#opaque"} <= tree.naming(other)
 
 
+def test_rows_a_table_keys_by_session_id_are_the_sessions_too(
+    fake_home: FakeHome, tree: CodexTree
+) -> None:
+    """Codex 0.171's state_5.sqlite#session_model_ids names the session by a
+    `session_id` column (codex delete clears it): its rows are the
+    session's, and go with it; another session's stay."""
+    sid, other = tree.full_session(), tree.full_session()
+    conn = sqlite3.connect(tree.state_db)
+    with conn:
+        conn.execute("CREATE TABLE session_model_ids (session_id TEXT NOT NULL, model TEXT)")
+        for owner in (sid, other):
+            conn.execute("INSERT INTO session_model_ids VALUES (?, 'gpt-5')", (owner,))
+    conn.close()
+    table = f"{tree.state_db}#session_model_ids"
+    a = adapter(fake_home)
+    s = a.load(sid)
+    assert s is not None and table in paths(s)
+
+    a.remove(s, remover(sid))
+
+    assert tree.naming(sid) == set()
+    assert table in tree.naming(other)
+
+
 def test_a_subagent_is_a_child_by_its_spawn_edge(fake_home: FakeHome, tree: CodexTree) -> None:
     """0.169 keeps a subagent's parent in thread_spawn_edges (threads has no
     parent column any more): the edge is a row of both threads."""

@@ -10,9 +10,10 @@ decompresses them under a watcher, so every listing looks for both names.
 
 Codex keeps a database per concern in the root, `<name>_<n>.sqlite` (state,
 thread_history, goals, queue, memories, logs in 0.169), and adds tables and
-databases between versions: every table of them with a `thread_id` column
-is read from the schema, never from a list of names, so the rows a newer
-Codex writes are the session's too (`<db>#<table>` artifacts).
+databases between versions: every table of them with a `thread_id` (or
+`session_id`) column is read from the schema, never from a list of names, so
+the rows a newer Codex writes are the session's too (`<db>#<table>`
+artifacts).
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ KIND_ROW = "row"
 _ROLLOUT_KINDS = (KIND_ROLLOUT, KIND_ARCHIVED)
 THREADS = "threads"
 THREAD_ID = "thread_id"
+# The columns naming a session in any other table: `thread_id` in most,
+# `session_id` in some (0.171's session_model_ids, which codex delete clears).
+SESSION_ID = "session_id"
+_KEYS = (THREAD_ID, SESSION_ID)
 # A subagent's edge names both threads; it is each one's row.
 SPAWN_EDGES = "thread_spawn_edges"
 SPAWN_PARENT, SPAWN_CHILD = "parent_thread_id", "child_thread_id"
@@ -395,7 +400,7 @@ class CodexAdapter(Adapter):
     def _read_database(self, db: Path, only: frozenset[str] | None, listing: _Listing) -> None:
         """Every table of `db` that holds sessions' rows, found from its
         schema: `threads` by `id`, the spawn edges by either thread, any other
-        table by its `thread_id` column. One read transaction, so a table
+        table by its `thread_id` or `session_id` column. One read transaction, so a table
         is never seen from two moments."""
         with sqlite.reading(db) as conn:
             conn.execute("BEGIN")
@@ -411,11 +416,12 @@ class CodexAdapter(Adapter):
                                 listing.found.setdefault(sid, _Found()).rows.append((db, table))
                         if only is None or child in only:
                             listing.found[child].spawned_by = parent
-                elif THREAD_ID in cols:
-                    sql = f"SELECT DISTINCT {THREAD_ID} FROM {table}"
-                    for (sid,) in conn.execute(*sqlite.among(sql, THREAD_ID, only)):
-                        if isinstance(sid, str) and _UUID.fullmatch(sid):
-                            listing.found.setdefault(sid, _Found()).rows.append((db, table))
+                else:
+                    for key in (k for k in _KEYS if k in cols):
+                        sql = f"SELECT DISTINCT {key} FROM {table}"
+                        for (sid,) in conn.execute(*sqlite.among(sql, key, only)):
+                            if isinstance(sid, str) and _UUID.fullmatch(sid):
+                                listing.found.setdefault(sid, _Found()).rows.append((db, table))
 
     def _rollouts(
         self, only: frozenset[str] | None, listing: _Listing
@@ -733,7 +739,7 @@ def _deletions(sid: str, artifact: Artifact) -> list[sqlite.Deletion]:
         return [(THREADS, "id", sid)]
     if table == SPAWN_EDGES:
         return [(SPAWN_EDGES, SPAWN_CHILD, sid), (SPAWN_EDGES, SPAWN_PARENT, sid)]
-    return [(table, THREAD_ID, sid)]
+    return [(table, key, sid) for key in _KEYS]
 
 
 def _by_database(artifacts: list[Artifact]) -> dict[Path, list[Artifact]]:
