@@ -41,7 +41,7 @@ import os, signal
 import agentkeep.prune.remove as prune
 import agentkeep.rmtree as rmtree
 import agentkeep.trash as trash
-from agentkeep.adapters import base, sqlite
+from agentkeep.adapters import owndelete, sqlite
 
 AT = int(os.environ["KILL_AT_STEP"])
 state = {"armed": False, "steps": 0}
@@ -65,7 +65,7 @@ def counted(owner, name, after=False):
 rmtree._before_leaf = step
 counted(sqlite, "delete_rows")
 counted(trash.TrashWriter, "_save")
-counted(base.Adapter, "run_agent", after=True)
+counted(owndelete, "run", after=True)
 prune._after_lease = lambda agent, sid: state.update(armed=True)
 """
 

@@ -32,8 +32,9 @@ import structlog
 import zstandard
 
 from agentkeep import disk
-from agentkeep.adapters import sqlite
-from agentkeep.adapters.base import Adapter, Remover, Root, Unlisted, entries, unreadable
+from agentkeep.adapters import owndelete, sqlite
+from agentkeep.adapters.base import Adapter, Known, Remover, Root, listed, load
+from agentkeep.adapters.dirs import Unlisted, entries, root_problem, unreadable
 from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
@@ -163,24 +164,22 @@ class CodexAdapter(Adapter):
         lowered = raw.lower()
         return lowered if _UUID.fullmatch(lowered) else None
 
-    def scan(self) -> Iterator[Session]:
-        listing = self._list(None)
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        """One pass over the date dirs and databases for all of them."""
+        listing = self._list(names)
         for sid in sorted(listing.found):
             found = listing.found[sid]
-            if not found.files and not found.threads:
+            if names is None and not found.files and not found.threads:
                 # Only rows: what a removal stopped half way leaves (or rows
                 # `codex delete` left, reported residual when it ran). Not a
-                # session Codex lists; load() still finds them, so a journal
-                # can finish a removal.
+                # session Codex lists, nor one a scan shows; listed by name
+                # they are, so that a journal can finish a removal.
                 continue
             session = self._session(sid, listing)
             if session is not None:
                 yield session
-
-    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
-        """One pass over the date dirs and databases for all of them."""
-        listing = self._list(session_ids)
-        return {sid: s for sid in session_ids if (s := self._session(sid, listing)) is not None}
 
     def session_for_path(self, path: str) -> str | None:
         try:
@@ -226,7 +225,7 @@ class CodexAdapter(Adapter):
         # read may hold this session's row, and the check after `codex delete`
         # could not see it either.
         self._ensure_state_readable()
-        binary = self.agent_binary("codex")
+        binary = owndelete.binary(self.env, "codex")
         # `codex delete` finds a session by its row or its rollout and fails
         # without both; rows alone are removed here.
         if binary is not None and not any(_listed_by(a) for a in session.artifacts):
@@ -255,7 +254,7 @@ class CodexAdapter(Adapter):
             self._remove_directly(session, remover)
 
     def _can_delete(self, binary: str) -> bool:
-        run = self.run_agent([binary, "--version"], _VERSION_TIMEOUT_S)
+        run = owndelete.run(self.env, [binary, "--version"], _VERSION_TIMEOUT_S)
         match = _VERSION_RE.search(run.stdout)
         if run.failure or match is None:
             log.warning("cannot tell the codex version; removing without it", error=run.failure)
@@ -272,9 +271,11 @@ class CodexAdapter(Adapter):
         removes descendants first (invariant 3), so this only refuses what
         changed since the plan (a dry run's removed children are gone)."""
         children = frozenset(c for c in self._spawned_children(session.id) if not remover.gone(c))
-        present = self.list_again(children) if children else {}
+        present = listed(self, children) if children else {}
         for child in sorted(present):
             s = present[child]
+            if s is None:
+                continue
             if any(_listed_by(a) for a in s.artifacts):
                 raise RemovalError(
                     f"subagent thread {child} is still present: codex delete would remove it too"
@@ -285,9 +286,9 @@ class CodexAdapter(Adapter):
         _keep(session.id, rows, remover)
         self._remove_rollouts(session, remover)
         command = _delete_command(session.id)
-        run = self.run_agent([binary, *command.split()[1:]], _DELETE_TIMEOUT_S)
+        run = owndelete.run(self.env, [binary, *command.split()[1:]], _DELETE_TIMEOUT_S)
         # `codex delete` is not transactional (#39919): list again from disk.
-        left = self.load(session.id)
+        left = load(self, session.id)
         left_rows = {a.path for a in left.artifacts if a.kind == KIND_ROW} if left else set()
         if not run.failure or left_rows != {a.path for a in rows}:
             # Its rows were kept and its rollouts moved first: the trash
@@ -364,7 +365,7 @@ class CodexAdapter(Adapter):
         """Everything under the root that names a session (only those in
         `only` when it is given)."""
         root = self.root
-        listing = _Listing(linked_root=self.root_problem(root) is not None)
+        listing = _Listing(linked_root=root_problem(self.env, root) is not None)
         for sid, file in self._rollouts(only, listing):
             listing.found.setdefault(sid, _Found()).files.append(file)
         for db in self.databases(listing.unlisted):

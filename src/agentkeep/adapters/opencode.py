@@ -36,15 +36,13 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters import sqlite
-from agentkeep.adapters.base import (
-    NAME_ID,
-    Adapter,
-    Remover,
-    Root,
+from agentkeep.adapters import owndelete, sqlite
+from agentkeep.adapters.base import NAME_ID, Adapter, Known, Remover, Root, load
+from agentkeep.adapters.dirs import (
     Unlisted,
     entries,
     parts_below,
+    root_problem,
     unlisted_error,
     unreadable,
 )
@@ -208,17 +206,15 @@ class OpencodeAdapter(Adapter):
     def canonical_id(self, raw: str) -> str | None:
         return raw if isinstance(raw, str) and _ID.fullmatch(raw) else None
 
-    def scan(self) -> Iterator[Session]:
-        listing = self._list(None)
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        """One pass over the storage and the database for all of them."""
+        listing = self._list(names)
         for sid in sorted(listing.found):
             session = self._session(sid, listing)
             if session is not None:
                 yield session
-
-    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
-        """One pass over the storage and the database for all of them."""
-        listing = self._list(session_ids)
-        return {sid: s for sid in session_ids if (s := self._session(sid, listing)) is not None}
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.data_dir)
@@ -260,7 +256,7 @@ class OpencodeAdapter(Adapter):
             raise RemovalError(session.unsafe)
         self._ensure_db_readable()
         outputs = [a for a in session.artifacts if a.kind == KIND_TOOL_OUTPUT]
-        binary = self.agent_binary("opencode")
+        binary = owndelete.binary(self.env, "opencode")
         # A dry run calls no binary: it assumes an installed opencode shares
         # our data dir and reports what a real run would hand to it.
         if binary is not None and not remover.dry_run and not self._same_data_dir(binary):
@@ -281,8 +277,8 @@ class OpencodeAdapter(Adapter):
             self._finish(session, remover, handled=_V2_TABLES, outputs=[])
             return
         before = [r for db, d in _deletions(rows, session.id) for r in sqlite.read_rows(db, d)]
-        run = self.run_agent([binary, "session", "delete", session.id], _COMMAND_TIMEOUT_S)
-        left = self.load(session.id) or Session(self.name, session.id)
+        run = owndelete.run(self.env, [binary, "session", "delete", session.id], _COMMAND_TIMEOUT_S)
+        left = load(self, session.id) or Session(self.name, session.id)
         for taken in self._keep_taken(before, session.id, remover):
             remover.removed_at_once(taken)
         files = {a.path for a in session.artifacts if a.kind not in (KIND_ROW, KIND_TOOL_OUTPUT)}
@@ -313,7 +309,7 @@ class OpencodeAdapter(Adapter):
     def _same_data_dir(self, binary: str) -> bool:
         """Whether the installed opencode reads our data dir (`opencode debug
         paths` prints `data <dir>`); another one would delete elsewhere."""
-        run = self.run_agent([binary, "debug", "paths"], _PATHS_TIMEOUT_S)
+        run = owndelete.run(self.env, [binary, "debug", "paths"], _PATHS_TIMEOUT_S)
         data = None
         for line in run.stdout.splitlines():
             key, _, value = line.strip().partition(" ")
@@ -451,7 +447,7 @@ class OpencodeAdapter(Adapter):
     def _list(self, only: frozenset[str] | None) -> _Listing:
         """Everything in the data dir that names a session (only those in
         `only` when it is given)."""
-        listing = _Listing(linked_root=self.root_problem(self.data_dir) is not None)
+        listing = _Listing(linked_root=root_problem(self.env, self.data_dir) is not None)
         storage = self.data_dir / "storage"
         outputs_dir = self.data_dir / _TOOL_OUTPUT
         # Listed whatever `only` says: the part rows are read only when there

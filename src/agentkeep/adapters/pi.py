@@ -34,10 +34,11 @@ import psutil
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Root, dir_var, entries, parts_below, tmp_dirs
+from agentkeep.adapters.base import Adapter, Known, Root
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.reading import read_head
 from agentkeep.adapters.claude.registry import START_SLACK_S
+from agentkeep.adapters.dirs import dir_var, entries, parts_below, root_problem, tmp_dirs
 from agentkeep.model import Holder, HolderKind, Session
 from agentkeep.processes import Proc, ProcessTable
 
@@ -105,17 +106,14 @@ class PiAdapter(Adapter):
     def canonical_id(self, raw: str) -> str | None:
         return canonical(raw)
 
-    def scan(self) -> Iterator[Session]:
-        found = self._find(None)
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        found = self._find(names)
         for sid in sorted(found.files):
             session = self._session(sid, found)
             if session is not None:
                 yield session
-
-    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
-        found = self._find(session_ids)
-        listed = {sid: self._session(sid, found) for sid in found.files}
-        return {sid: s for sid, s in listed.items() if s is not None}
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.root)
@@ -137,7 +135,7 @@ class PiAdapter(Adapter):
 
     # -- finding ----------------------------------------------------------
     def _find(self, only: frozenset[str] | None) -> _Pass:
-        linked = self.root_problem(self.root) is not None
+        linked = root_problem(self.env, self.root) is not None
         found = _Pass(only, foreign=linked)
         for entry in entries(self.root):
             if entry.dir:

@@ -11,6 +11,7 @@ from typing import cast
 import structlog
 
 from agentkeep import disk, trash
+from agentkeep.adapters.base import load
 from agentkeep.errors import RemovalError
 from agentkeep.journal import Journal, JournalEntry
 from agentkeep.model import Artifact, Session
@@ -82,7 +83,7 @@ def _finish(
         report.kept.append(Kept(taken.agent, taken.id, taken.reason, f"finishing: {taken.detail}"))
         return False
     try:
-        s = adapter.load(entry.id)
+        s = load(adapter, entry.id)
         if s is None or s.primary:
             return None
         view = views.get(entry.agent)
