@@ -694,7 +694,13 @@ def test_dry_run_decides_the_same_and_changes_nothing(fake_home: FakeHome, tree:
     r = remover(sid, dry_run=True)
     adapter(fake_home).remove(load(a, sid), r)  # type: ignore[arg-type]
     assert calls(log) == []  # a dry run runs no binary
-    assert r.removed == [str(rollout), f"codex delete --force {sid}"]
+    # What a real run finishes after `codex delete` (it leaves the TUI
+    # reference) is reported too: the same steps, nothing run.
+    assert r.removed == [
+        str(rollout),
+        f"codex delete --force {sid}",
+        str(tree.root / "tui-thread-reference-capabilities" / sid),
+    ]
     assert file_times(tree.root) == before and (tree.thread_ids(), tree.item_ids()) == ids
     assert tree.naming(sid) == rows
 
