@@ -309,7 +309,9 @@ say "agentkeep is installed: $link$without"
 has_agent_home() {
     for d in "${CLAUDE_CONFIG_DIR:-$HOME/.claude}" "${CODEX_HOME:-$HOME/.codex}" \
         "${XDG_DATA_HOME:-$HOME/.local/share}/opencode" "${GEMINI_CLI_HOME:-$HOME}/.gemini" \
-        "$HOME/.grok" "${XDG_DATA_HOME:-$HOME/.local/share}/zero/sessions"; do
+        "$HOME/.grok" "${XDG_DATA_HOME:-$HOME/.local/share}/zero/sessions" \
+        "${COPILOT_HOME:-$HOME/.copilot}" "${QWEN_HOME:-$HOME/.qwen}" \
+        "${PI_CODING_AGENT_DIR:-$HOME/.pi/agent}/sessions"; do
         [ -d "$d" ] && return 0
     done
     return 1

@@ -390,6 +390,7 @@ def test_status_without_a_daemon_prints_pid_null_and_exits_1(world: World) -> No
         "last_prune",
         "next_prune",
         "paused",
+        "compaction_waiting",
     }
     assert doc["pid"] is None
     assert doc["sessions"] == 9

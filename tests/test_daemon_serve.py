@@ -41,6 +41,7 @@ STATUS_KEYS = {
     "last_prune",
     "next_prune",
     "paused",
+    "compaction_waiting",
 }
 
 

@@ -25,9 +25,8 @@ from agentkeep import client, protocol
 from agentkeep.daemon import connection, limits, server
 from agentkeep.daemon.connection import Connection
 from agentkeep.daemon.limits import Budgets
-from agentkeep.daemon.rpc import RpcError
 from agentkeep.daemon.server import AlreadyServing, Server, ServerError
-from agentkeep.errors import Failure
+from agentkeep.errors import Failure, UnknownMethod
 from agentkeep.paths import Env
 from waiting import wait_until
 
@@ -60,7 +59,7 @@ class Recorder:
                 self.waiting += 1
             self.go.wait(30)
             return "went"
-        raise RpcError(protocol.METHOD_NOT_FOUND, f"unknown method {method!r}", exit=2)
+        raise UnknownMethod(f"unknown method {method!r}")
 
     def _closed(self, token: str) -> None:
         with self.lock:

@@ -201,33 +201,27 @@ def test_no_retention_is_not_a_failure_but_says_how_to_turn_it_on(fake_home: Fak
 def test_claude_cleanup_shorter_than_retention_deletes_first(fake_home: FakeHome) -> None:
     env = _env(fake_home)
     fake_home.write_config('retention = "30d"\n')
-    settings = _claude_settings(fake_home, {"cleanupPeriodDays": 7})
+    _claude_settings(fake_home, {"cleanupPeriodDays": 7})
     claude = _check(env, "claude")
     assert not claude.ok
     assert "Claude deletes first" in claude.detail and "30d" in claude.detail
-    assert (
-        claude.fix == f'set "cleanupPeriodDays": 30 (or more) in {settings}, so agentkeep decides'
-    )
+    assert claude.fix == "`agentkeep adopt claude`, so agentkeep decides"
     _claude_settings(fake_home, {"cleanupPeriodDays": 30})
     assert _check(env, "claude").ok
 
 
-@pytest.mark.parametrize("value", [0, -3, "30", None])
-def test_a_claude_sweep_setting_under_one_day_is_a_problem(
-    fake_home: FakeHome, value: object
-) -> None:
-    """Claude Code 2.1 rejects cleanupPeriodDays under 1 and skips its sweep;
+@pytest.mark.parametrize("value", [0, -3, "30", None, 1.5, 1e300])
+def test_a_claude_sweep_setting_it_rejects_is_a_problem(fake_home: FakeHome, value: object) -> None:
+    """Claude Code 2.1.332 takes a whole number of days from 1 to 2^53-1;
+    anything else is a settings error during which it skips its sweep, and
     older versions stopped writing transcripts at 0 (#23710)."""
     env = _env(fake_home)
     fake_home.write_config('retention = "30d"\n')
-    settings = _claude_settings(fake_home, {"cleanupPeriodDays": value})
+    _claude_settings(fake_home, {"cleanupPeriodDays": value})
     claude = _check(env, "claude")
     assert not claude.ok, claude.detail
     assert "skips its own clean-up" in claude.detail
-    assert (
-        claude.fix
-        == f'set "cleanupPeriodDays": 99999 in {settings} to leave the clean-up to agentkeep'
-    )
+    assert claude.fix == "`agentkeep adopt claude`, to leave the clean-up to agentkeep"
 
 
 def test_claude_default_sweep_against_a_longer_retention(fake_home: FakeHome) -> None:
@@ -235,7 +229,7 @@ def test_claude_default_sweep_against_a_longer_retention(fake_home: FakeHome) ->
     fake_home.write_config('retention = "45d"\n')
     claude = _check(env, "claude")
     assert not claude.ok and "default 30" in claude.detail
-    assert claude.fix is not None and '"cleanupPeriodDays": 45' in claude.fix
+    assert claude.fix == "`agentkeep adopt claude`, so agentkeep decides"
 
 
 def test_claude_check_uses_claudes_own_retention(fake_home: FakeHome) -> None:
@@ -246,14 +240,25 @@ def test_claude_check_uses_claudes_own_retention(fake_home: FakeHome) -> None:
     assert claude.ok and "7d" in claude.detail
 
 
-def test_unreadable_claude_settings_are_reported_not_raised(fake_home: FakeHome) -> None:
+@pytest.mark.parametrize(
+    "text", ["{not json", '{\n  // a comment\n  "cleanupPeriodDays": 99999\n}']
+)
+def test_unreadable_claude_settings_are_reported_not_raised(fake_home: FakeHome, text: str) -> None:
+    """Claude Code reads plain JSON: with a comment its settings do not
+    parse, and 2.1.332 then skips its sweep (tests/real_agents/test_adopt.py
+    saw it)."""
     env = _env(fake_home)
     fake_home.write_config('retention = "60d"\n')
     fake_home.claude.mkdir(parents=True)
-    (fake_home.claude / "settings.json").write_text("{not json")
+    settings = fake_home.claude / "settings.json"
+    settings.write_text(text)
     claude = _check(env, "claude")
-    assert "cannot be read" in claude.detail and "default 30" in claude.detail
-    assert not claude.ok, "the default 30-day sweep still runs before a 60d retention"
+    assert "cannot be read" in claude.detail and "skips its own clean-up" in claude.detail
+    assert not claude.ok, "Claude reads none of its settings"
+    assert (
+        claude.fix == f"correct {settings} (plain JSON: Claude Code takes no comments), then"
+        " `agentkeep adopt claude`"
+    )
 
 
 # -- Gemini's own sweep --------------------------------------------------
@@ -275,7 +280,8 @@ def test_gemini_session_retention_is_on_unless_turned_off(fake_home: FakeHome) -
         gemini = _check(env, "gemini")
         assert not gemini.ok and "idle over 30d" in gemini.detail and "by default" in gemini.detail
         assert "8-character id" in gemini.detail
-        assert gemini.fix is not None and "sessionRetention.enabled to false" in gemini.fix
+        assert gemini.fix is not None and gemini.fix.startswith("`agentkeep adopt gemini`")
+        assert "sessionRetention.enabled to false" in gemini.fix
         assert 'retention = "30d"' in gemini.fix, "no retention: the fix says how to set one"
     _gemini_settings(fake_home.home, {"enabled": True, "maxAge": "14d"})
     gemini = _check(env, "gemini")
@@ -328,6 +334,53 @@ def test_gemini_settings_follow_gemini_cli_home(fake_home: FakeHome) -> None:
     _gemini_settings(other, {"enabled": False})
     assert not _check(_env(fake_home), "gemini").ok, "SETUP INVALID: off without GEMINI_CLI_HOME"
     assert _check(_env(fake_home, GEMINI_CLI_HOME=str(other)), "gemini").ok
+
+
+# -- Qwen's own sweep ----------------------------------------------------
+
+
+def _qwen_settings(fh: FakeHome, text: str) -> Path:
+    home = Path(fh.environ["QWEN_HOME"])
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "settings.json").write_text(text)
+    return home / "settings.json"
+
+
+def test_qwen_sweep_against_agentkeeps_retention(fake_home: FakeHome) -> None:
+    """Qwen Code's general.cleanupPeriodDays (default 30) deletes the file
+    history, debug logs and subagent transcripts of old sessions; over 0 it
+    is days, anything else one hour (0.24.4)."""
+    env = _env(fake_home)
+    fake_home.write_config('retention = "45d"\n')
+    qwen = _check(env, "qwen")
+    assert not qwen.ok and "idle over 30 days" in qwen.detail and "default 30" in qwen.detail
+    assert "Qwen deletes first" in qwen.detail and "45d" in qwen.detail
+    assert qwen.fix == "`agentkeep adopt qwen`, so agentkeep decides"
+    for general, period in (
+        ('{"cleanupPeriodDays": 0}', "an hour"),
+        ('{"cleanupPeriodDays": -1}', "an hour"),
+        ('{"cleanupPeriodDays": "soon"}', "an hour"),
+        ('{"cleanupPeriodDays": "7"}', "7 days"),
+        ('{"cleanupPeriodDays": 44}', "44 days"),
+    ):
+        _qwen_settings(fake_home, f'{{"general": {general}}}')
+        qwen = _check(env, "qwen")
+        assert not qwen.ok and f"idle over {period}" in qwen.detail, (general, qwen.detail)
+    # Qwen Code reads comments and a byte order mark.
+    _qwen_settings(fake_home, '\ufeff{\n  // mine\n  "general": {"cleanupPeriodDays": 45}\n}')
+    qwen = _check(env, "qwen")
+    assert qwen.ok and "after agentkeep's 45d retention" in qwen.detail, qwen.detail
+    _qwen_settings(fake_home, '{"general": {"cleanupPeriodDays": 99999}}')
+    fake_home.write_config('enabled = ["claude"]\n')
+    assert "does not manage Qwen" in _check(env, "qwen").detail
+
+
+def test_unreadable_qwen_settings_are_a_problem(fake_home: FakeHome) -> None:
+    env = _env(fake_home)
+    settings = _qwen_settings(fake_home, '{"general": {"cleanupPeriodDays": 99999},}')
+    qwen = _check(env, "qwen")
+    assert not qwen.ok and "cannot be read" in qwen.detail and "a comma before" in qwen.detail
+    assert qwen.fix == f"correct {settings}, then `agentkeep adopt qwen`"
 
 
 # -- the pause -----------------------------------------------------------
@@ -446,4 +499,5 @@ def test_doctor_json_is_one_document(fake_home: FakeHome) -> None:
         "claude",
         "gemini",
         "listing",
+        "qwen",
     ]

@@ -54,6 +54,7 @@ DAY = 86400.0
 RFC3339_Z = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 # The contract's keys, and `trash` (what went there, until when: README).
 REPORT_KEYS = {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "residual", "trash"}
+REPORT_KEYS |= {"leftovers", "compacted"}
 REASONS = {"live", "held", "pinned", "ancestor", "updated", "undated", "unsafe", "capped"}
 SLEEP = "import time; time.sleep(60)"
 

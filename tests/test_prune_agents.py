@@ -69,6 +69,7 @@ __all__ = ["processes"]  # a fixture, used by name
 DAY = 86400.0
 # The contract's keys, and `trash` (what went there, until when: README).
 REPORT_KEYS = {"cutoff", "cutoffs", "dry_run", "removed", "kept", "failed", "residual", "trash"}
+REPORT_KEYS |= {"leftovers", "compacted"}
 UNDATED = "a time of it cannot be read"
 GARBAGE = b"this is not a database\n" * 64
 STORE = "issues"

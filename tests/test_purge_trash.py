@@ -181,6 +181,8 @@ def test_purge_ignores_age_and_the_floor(fake_home: FakeHome) -> None:
         "kept",
         "failed",
         "residual",
+        "leftovers",
+        "compacted",
         "trash",
     }
     assert doc["cutoff"] is None

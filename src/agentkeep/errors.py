@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentkeep.protocol import (
+    BUSY,
     ENV_MISMATCH,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -137,6 +138,13 @@ class NotFound(Kind):
     exit = 5
 
 
+class Busy(Kind):
+    """Every slot of the daemon is taken, or it is stopping: nothing of the
+    request was done (the client does the work itself: client.Busy)."""
+
+    code = BUSY
+
+
 class EnvMismatch(Kind):
     """The daemon sees another config file, state dir or agent roots than
     the client: the client does the work itself."""
@@ -177,6 +185,11 @@ ANSWERED: tuple[type[Kind], ...] = (
     NotFound,
     EnvMismatch,
 )
+
+
+def error_message(request_id: object, error: Failure) -> dict[str, object]:
+    """The whole JSON-RPC error answer to a request."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.answer()}
 
 
 def state_file_failure(exc: OSError) -> Failed:

@@ -20,7 +20,8 @@ from typing import Any
 
 from agentkeep.model import Artifact, Session
 
-SCHEMA_VERSION = 4  # 2: sessions.disk_bytes; 3: sessions.listing; 4: unreadable places
+# 2: sessions.disk_bytes; 3: sessions.listing; 4: unreadable places; 5: artifacts.disk_bytes
+SCHEMA_VERSION = 5
 # The first SQLite with generated columns (sessions.listing).
 SQLITE_NEEDED = (3, 31)
 # Sessions written per statement by a scan.
@@ -86,15 +87,12 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE TABLE IF NOT EXISTS artifacts (
     agent TEXT NOT NULL, session_id TEXT NOT NULL, path TEXT NOT NULL, kind TEXT NOT NULL,
     bytes INTEGER NOT NULL, mtime REAL, root TEXT, is_primary INTEGER NOT NULL,
-    linked INTEGER NOT NULL, is_dir INTEGER NOT NULL
+    linked INTEGER NOT NULL, is_dir INTEGER NOT NULL, disk_bytes INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS artifacts_by_session ON artifacts (agent, session_id);
 CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions (agent, parent);
 -- The few sessions with places that cannot be listed (status reads them).
 CREATE INDEX IF NOT EXISTS sessions_unreadable ON sessions (agent) WHERE unreadable IS NOT NULL;
--- An older version indexed every artifact by kind (a fifth of a big
--- scan's inserts); Index keeps a partial index of the few it reads instead.
-DROP INDEX IF EXISTS artifacts_by_kind;
 CREATE TABLE IF NOT EXISTS dirs (path TEXT PRIMARY KEY, agent TEXT NOT NULL, mtime_ns INTEGER);
 -- Each agent's roots and listed directories that could not be listed at the
 -- last scan or reconcile (adapters.base.unlisted), with why.
@@ -165,7 +163,8 @@ def rows(sessions: Iterable[Session], restored: Mapping[tuple[str, str], float])
             + (s.bytes, len(s.artifacts), s.unsafe, disk, unreadable)
         )
         done.artifacts += [
-            (s.agent, s.id, a.path, a.kind, a.bytes, a.mtime, a.root, a.primary, a.linked, a.is_dir)
+            (s.agent, s.id, a.path, a.kind, a.bytes, a.mtime, a.root)
+            + (a.primary, a.linked, a.is_dir, a.disk_bytes)
             for a in s.artifacts
         ]
     return done
@@ -187,7 +186,7 @@ def batches(
 
 def _write(db: sqlite3.Connection, done: Rows) -> None:
     _insert(db, f"INSERT INTO sessions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)", done.sessions)
-    _insert(db, "INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?)", done.artifacts)
+    _insert(db, "INSERT INTO artifacts VALUES (?,?,?,?,?,?,?,?,?,?,?)", done.artifacts)
 
 
 def _insert(db: sqlite3.Connection, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
@@ -625,6 +624,16 @@ class Index:
         )
         for sid, path, mtime in rows:
             yield sid, _text(path), mtime
+
+    def kind_totals(self) -> Iterator[tuple[str, str, str, int, int]]:
+        """(agent, session id, kind, bytes, disk bytes) of every session's
+        artifacts of each kind, streamed (`du --by kind`)."""
+        rows = self._db().execute(
+            "SELECT agent, session_id, kind, sum(bytes), sum(disk_bytes) FROM artifacts"
+            " GROUP BY agent, session_id, kind"
+        )
+        while batch := rows.fetchmany(_BATCH):
+            yield from batch
 
     def children(self, agent: str, session_id: str) -> list[str]:
         rows = self._db().execute(

@@ -70,8 +70,8 @@ class Artifact(NamedTuple):
     planted `/tmp/claude-<uid>`): its times are not the user's activity, so
     another user cannot keep the user's sessions from ever being pruned.
     `disk_bytes` is what it takes on disk (allocated blocks, as `du` counts),
-    beside `bytes`, its apparent size; as measured only: the index keeps a
-    session's total, and an artifact read back from it has 0.
+    beside `bytes`, its apparent size; as measured only: the index keeps it
+    for `du --by kind` alone, and an artifact read back from it has 0.
     A named tuple, immutable like a frozen dataclass: a scan makes one per
     artifact of every session, and a frozen dataclass costs three times as
     much to make.

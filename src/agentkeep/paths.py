@@ -73,6 +73,19 @@ class Env:
     def data_home(self) -> Path:
         return self.xdg("XDG_DATA_HOME", ".local/share")
 
+    @property
+    def tmp_dirs(self) -> list[Path]:
+        """The user's tmp dirs, where agents leave files by the process
+        ($TMPDIR, $TMP, $TEMP, then the system tmp dir), each real dir
+        once, as it was first named. Relative values are ignored."""
+        found: dict[str, Path] = {}
+        for var in ("TMPDIR", "TMP", "TEMP"):
+            value = self.get(var)
+            if value and os.path.isabs(value):
+                found.setdefault(os.path.realpath(value), Path(value))
+        found.setdefault(os.path.realpath(self.system_tmp), self.system_tmp)
+        return list(found.values())
+
 
 class UnsafeDirectory(OSError):
     """A folder agentkeep keeps its own files in is not the user's alone."""
@@ -80,8 +93,9 @@ class UnsafeDirectory(OSError):
 
 # The state dir's own folders, checked with it: another user's hand in any
 # of them could steer a prune or a restore (the leases say what is held, the
-# journal names removals to finish, a trash entry says where restore writes).
-STATE_FOLDERS = ("trash", "journal", "leases")
+# journal names removals to finish, a trash entry says where restore writes,
+# an adopt record what undo writes into an agent's settings).
+STATE_FOLDERS = ("trash", "journal", "leases", "adopted")
 
 
 def private_dir_problem(path: Path, uid: int | None = None) -> str | None:

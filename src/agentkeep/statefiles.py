@@ -1,4 +1,5 @@
-"""Small JSON files in agentkeep's state dir (pins, the pause, the last prune).
+"""Small JSON files in agentkeep's state dir (pins, the pause, the last
+prune, what adopt changed), and the one way agentkeep replaces a file.
 
 Each is written whole to a temporary file, fsynced and renamed into place, so
 a crash leaves either the old or the new content, never half of one. What a
@@ -46,8 +47,6 @@ T = TypeVar("T")
 class StateFileError(Exception):
     """A state file agentkeep wrote is damaged (empty, cut short, not JSON,
     not the shape agentkeep writes): a person must fix or delete it."""
-
-    exit_code = 1
 
     def __init__(self, path: Path, why: str) -> None:
         super().__init__(f"{path} is damaged ({why}): fix it or delete it")
@@ -104,15 +103,23 @@ def write_json(path: Path, value: Any) -> None:
 
 def _write_json(path: Path, value: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # One string from json's C encoder: json.dump (and any indent) goes
+    # through its Python encoder, whose closures leave a reference cycle per
+    # write (thousands in a prune into the trash).
+    replace_file(path, json.dumps(value, sort_keys=True).encode("utf-8"), 0o600)
+
+
+def replace_file(path: Path, data: bytes, mode: int) -> None:
+    """Put `data` at `path` whole or not at all, with permissions `mode`: a
+    temporary file beside it (temporary()), fsynced, renamed over it, and the
+    folder fsynced, so a reader or a crash sees the old file or the new one."""
     fd, tmp = temporary(path)
     try:
         # Renamed while still open, so still locked: clear_stale() never
         # takes a temporary file whose writer is alive.
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            # One string from json's C encoder: json.dump (and any indent)
-            # goes through its Python encoder, whose closures leave a
-            # reference cycle per write (thousands in a prune into the trash).
-            f.write(json.dumps(value, sort_keys=True))
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
             if _write_hook is not None:

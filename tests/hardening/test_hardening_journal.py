@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -142,7 +143,10 @@ def test_finishing_honours_the_agent_s_own_lock_as_a_fresh_removal_does(
     the agent's own lock files among them, exactly as a fresh removal does."""
     fake_home.write_config(f'trash = "{trash}"\n')
     root = zero_root(Path(fake_home.environ["XDG_DATA_HOME"]))
-    half, whole = (make_zero_session(root, sid, days=50) for sid in ("half-done", "whole"))
+    # Ids no other process's command line holds as a token (one that did
+    # would keep its session `live`: the conformance suite runs beside).
+    ids = (f"half-{uuid.uuid4().hex}", f"whole-{uuid.uuid4().hex}")
+    half, whole = (make_zero_session(root, sid, days=50) for sid in ids)
     seam = """
 import os, signal
 import agentkeep.rmtree as rmtree

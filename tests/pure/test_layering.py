@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.descriptors",
             "agentkeep.disk",
             "agentkeep.errors",
+            "agentkeep.jsonedit",
             "agentkeep.jsontext",
             "agentkeep.lazy",
             "agentkeep.logs",
@@ -84,7 +85,9 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "removal",
         {
+            "agentkeep.compaction",
             "agentkeep.journal",
+            "agentkeep.leftovers",
             "agentkeep.prune",
             "agentkeep.prune.act",
             "agentkeep.prune.evidence",
@@ -104,8 +107,10 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "answers",
         {
+            "agentkeep.adopt",
             "agentkeep.client",
             "agentkeep.core",
+            "agentkeep.core.bykind",
             "agentkeep.core.context",
             "agentkeep.core.ending",
             "agentkeep.core.indexing",
@@ -119,6 +124,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.render.bar",
             "agentkeep.render.reports",
             "agentkeep.render.sessions",
+            "agentkeep.render.settings",
             "agentkeep.render.status",
             "agentkeep.render.table",
             "agentkeep.render.words",
@@ -148,6 +154,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.cli.group",
             "agentkeep.cli.pruning",
             "agentkeep.cli.sessions",
+            "agentkeep.cli.settings",
             "agentkeep.completion",
             "agentkeep.daemon",
             "agentkeep.daemon.child",

@@ -1,7 +1,7 @@
 """The agent versions the conformance suite installs and checks against.
 
 Bumping one: change its version here, run `python tests/real_agents/install.py`
-and the suite (README, "Tests and speed"), and write in FIELD-NOTES what the
+and the suite (docs/testing.md), and write in FIELD-NOTES what the
 new version writes differently. To try what npm has newest without bumping,
 set `AGENTKEEP_AGENTS=newest` for both (install.py resolves the versions).
 """

@@ -207,6 +207,13 @@ class Adapter(ABC):
     def session_for_path(self, path: str) -> str | None:
         """The session a path (as a watcher reports it) belongs to."""
 
+    def names_leftovers(self, paths: list[str]) -> set[str]:
+        """Which of `paths`, runtime leftovers in the tmp dirs of a kind
+        this agent's sessions name (leftovers.KINDS, `named_by`), a session
+        still names: those stay. By default every one: an agent whose
+        adapter does not look for them keeps them all."""
+        return set(paths)
+
     # -- in use ---------------------------------------------------------
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         """Evidence that a process has the session open. The default: any of

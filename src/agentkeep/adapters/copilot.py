@@ -177,13 +177,7 @@ class CopilotAdapter(Adapter):
     @cached_property
     def tmp_dirs(self) -> list[Path]:
         """The tmp dirs Copilot may have written to, each real dir once."""
-        found: dict[str, Path] = {}
-        for var in ("TMPDIR", "TMP", "TEMP"):
-            value = self.env.get(var)
-            if value and os.path.isabs(value):
-                found.setdefault(os.path.realpath(value), Path(value))
-        found.setdefault(os.path.realpath(self.env.system_tmp), self.env.system_tmp)
-        return list(found.values())
+        return self.env.tmp_dirs
 
     def roots(self) -> list[Root]:
         return [

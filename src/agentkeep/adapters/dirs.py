@@ -186,6 +186,8 @@ def directory_artifacts(
     through = linked or stat.S_ISLNK(st.st_mode)
     found: list[Artifact] = []
     leftover, newest, complete = 0, st.st_mtime, True
+    # What the directory itself takes on disk, as du counts it.
+    leftover_disk = st.st_blocks * 512
     try:
         with disk.scandir(directory, follow=True) as listing:
             names = sorted(entry.name for entry in listing)
@@ -205,6 +207,7 @@ def directory_artifacts(
         tree = disk.measure(path, seen)
         if tree is not None:
             leftover += tree.bytes
+            leftover_disk += tree.disk_bytes
             newest = max(newest, tree.mtime or newest)
             complete = complete and tree.complete
     found.sort(key=lambda a: not a.primary)
@@ -217,6 +220,7 @@ def directory_artifacts(
             root=root,
             linked=linked,
             is_dir=True,
+            disk_bytes=leftover_disk,
         )
     )
     return found

@@ -3,9 +3,10 @@
 Scans open a database read-only (`mode=ro`, `query_only`), which never
 creates the database and never writes it; SQLite may create the `-wal` and
 `-shm` files beside it, the one exception the contract allows. The only
-write agentkeep ever makes is deleting one session's rows, and only after
-checking that no other process has the database open (an agent writing it
-at the same time could resurrect or corrupt what we delete).
+writes agentkeep ever makes are deleting one session's rows (putting them
+back on restore), and giving the free pages that leaves back (compaction),
+each only after checking that no other process has the database open (an
+agent writing it at the same time could resurrect or corrupt what we delete).
 """
 
 from __future__ import annotations
@@ -62,6 +63,14 @@ def reading(path: str | os.PathLike[str]) -> Iterator[sqlite3.Connection]:
         yield conn
     finally:
         conn.close()
+
+
+def writing(path: str | os.PathLike[str]) -> sqlite3.Connection:
+    """A read-write connection in autocommit mode (the caller begins its
+    own transactions); never creates the database."""
+    return sqlite3.connect(
+        _uri(path, "rw"), uri=True, timeout=WRITE_TIMEOUT_S, isolation_level=None
+    )
 
 
 def among(sql: str, column: str, ids: Iterable[str] | None) -> tuple[str, tuple[str, ...]]:
@@ -158,9 +167,7 @@ def delete_rows(db: Path, deletions: Sequence[Deletion], keep: Keep | None = Non
     deleted (the trash saves them); when it raises, nothing is deleted.
     Raises RemovalError and changes nothing when any step fails."""
     try:
-        conn = sqlite3.connect(
-            _uri(db, "rw"), uri=True, timeout=WRITE_TIMEOUT_S, isolation_level=None
-        )
+        conn = writing(db)
     except sqlite3.Error as exc:
         raise RemovalError(f"{db}: {exc}") from exc
     try:
@@ -234,9 +241,7 @@ def write_back(db: Path, saved: Sequence[TableRows], *, act: bool) -> list[str]:
     if not is_database_file(db):
         return [f"{db}: the database is gone (nothing to put its rows back into)"]
     try:
-        conn = sqlite3.connect(
-            _uri(db, "rw"), uri=True, timeout=WRITE_TIMEOUT_S, isolation_level=None
-        )
+        conn = writing(db)
     except sqlite3.Error as exc:
         raise RemovalError(f"{db}: {exc}") from exc
     try:

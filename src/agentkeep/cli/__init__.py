@@ -15,9 +15,10 @@ or debug log), before or after its name; the tables take `--wide`.
 
 The command group and what every command shares are in cli/group.py; the
 commands, each thin (parse, ask, render), in cli/sessions.py (scan, ls,
-show, du), cli/pruning.py (prune, purge, hold, pin, trash, restore) and
-cli/daemon.py (serve, status, service, doctor, ui).
+show, du), cli/pruning.py (prune, purge, hold, pin, trash, restore),
+cli/settings.py (adopt) and cli/daemon.py (serve, status, service, doctor,
+ui).
 """
 
-from agentkeep.cli import daemon, pruning, sessions  # each registers its commands on main
+from agentkeep.cli import daemon, pruning, sessions, settings  # each registers its commands
 from agentkeep.cli.group import main

@@ -94,9 +94,11 @@ def _reader_gone(code: int) -> NoReturn:
 
 
 # Commands that run with a config that is bad: the daemon serves on (and
-# its status says why it prunes nothing); `service` does not read it;
-# status and doctor report it, then exit 2.
-_BAD_CONFIG_RUNS = frozenset({"serve", "service", "install", "uninstall", "status", "doctor"})
+# its status says why it prunes nothing); `service` and `adopt` do not read
+# it; status and doctor report it, then exit 2.
+_BAD_CONFIG_RUNS = frozenset(
+    {"serve", "service", "install", "uninstall", "status", "doctor", "adopt"}
+)
 
 
 class _Command(click.Command):

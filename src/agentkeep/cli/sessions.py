@@ -110,10 +110,10 @@ def show(agent: str, session_id: str, wide: bool, as_json: bool) -> None:
 @main.command()
 @click.option(
     "--by",
-    type=click.Choice(["agent", "workspace"]),
+    type=click.Choice(["agent", "workspace", "kind"]),
     default="agent",
     show_default=True,
-    help="Group the sessions by agent or by workspace.",
+    help="Group the sessions by agent or by workspace, or the whole disk use by kind.",
 )
 @wide_option
 @json_option
@@ -134,7 +134,8 @@ def du(by: str, wide: bool, as_json: bool) -> None:
         else:
             from agentkeep import core, render
 
-            held = core.trash_total(r.env.state_dir)
+            # By kind, the trash is a group of its own.
+            held = core.trash_total(r.env.state_dir) if by != "kind" else None
             render.du(text_out(wide), doc, core.reclaim_hint(r.ctx), held)
         return 0
 

@@ -33,7 +33,12 @@ log = structlog.get_logger("agentkeep.core")
 
 def _pruner(ctx: Context) -> Pruner:
     return Pruner(
-        ctx.adapters, ctx.state_dir, index=ctx.index, pins=ctx.pins(), expiry=ctx.trash_expiry
+        ctx.adapters,
+        ctx.state_dir,
+        index=ctx.index,
+        pins=ctx.pins(),
+        expiry=ctx.trash_expiry,
+        env=ctx.env,
     )
 
 

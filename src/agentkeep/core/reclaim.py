@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from agentkeep.core.bykind import du_by_kind
 from agentkeep.core.context import Context
 from agentkeep.errors import BadParams
 from agentkeep.index import IndexedSession
@@ -31,9 +32,11 @@ _DU_FIELDS = ("bytes", "disk_bytes", "sessions", "reclaimable_bytes", "reclaimab
 
 
 def du(ctx: Context, by: str = "agent") -> dict[str, Any]:
-    if by not in ("agent", "workspace"):
-        raise BadParams(f"--by must be agent or workspace, not {by!r}")
+    if by not in ("agent", "workspace", "kind"):
+        raise BadParams(f"--by must be agent, workspace or kind, not {by!r}")
     reclaim = reclaimable(ctx)
+    if by == "kind":
+        return du_by_kind(ctx, reclaim)
     groups: dict[str, dict[str, Any]] = {}
     for s in ctx.index.each_session():
         key = s.agent if by == "agent" else (s.workspace or "(unknown)")

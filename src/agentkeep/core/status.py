@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentkeep import __version__
+from agentkeep import __version__, compaction
 from agentkeep.core.context import Context
 from agentkeep.prune import read_pause, state_disk_full
 from agentkeep.statefiles import read_json
@@ -28,8 +28,18 @@ def status_fields(ctx: Context) -> dict[str, Any]:
         },
         "last_prune": last,
         "paused": read_pause(ctx.state_dir) or state_disk_full(ctx.state_dir),
+        "compaction_waiting": _compaction_waiting(ctx),
     }
     unreadable = ctx.index.unreadable()
     if unreadable:
         fields["unreadable"] = unreadable
     return fields
+
+
+def _compaction_waiting(ctx: Context) -> dict[str, int] | None:
+    """The free pages of databases a prune could not compact (a process had
+    them open), which a later prune gives back."""
+    waiting = compaction.waiting_bytes(ctx.state_dir)
+    if not waiting:
+        return None
+    return {"bytes": sum(waiting.values()), "databases": len(waiting)}

@@ -20,15 +20,14 @@ from typing import Any, Protocol
 import structlog
 
 from agentkeep import core, leases, processes
+from agentkeep.core.ending import ends_as
 from agentkeep.daemon import memory
 from agentkeep.daemon.changes import Changes
 from agentkeep.daemon.connection import Connection, Stream
-from agentkeep.daemon.rpc import BadRequest, RpcError
 from agentkeep.daemon.work import Work
-from agentkeep.errors import Failure, state_file_failure
+from agentkeep.errors import BadParams, EnvMismatch, UnknownMethod, state_file_failure
 from agentkeep.jsontext import JSONText
 from agentkeep.methods import METHODS
-from agentkeep.protocol import ENV_MISMATCH, INVALID_PARAMS, METHOD_NOT_FOUND, SERVER_ERROR
 
 log = structlog.get_logger("agentkeep.daemon")
 
@@ -53,7 +52,7 @@ def handle(d: Serving, conn: Connection, method: str, params: dict[str, Any]) ->
     """The answer to one request of `conn` (server.Handler)."""
     ctx = _ctx(d)
     if method not in METHODS:
-        raise BadRequest(METHOD_NOT_FOUND, f"unknown method {method!r}")
+        raise UnknownMethod(f"unknown method {method!r}")
     if "env" in params:
         _check_env(ctx, params["env"])
     params = {k: v for k, v in params.items() if k != "env"}
@@ -67,15 +66,10 @@ def handle(d: Serving, conn: Connection, method: str, params: dict[str, Any]) ->
                 sent_later = True
                 return JSONText(_Then(answer.parts(), partial(_answered, ctx, method)))
             return answer
-        except Failure as exc:
-            data: dict[str, object] | None = (
-                {"report": exc.report} if exc.report is not None else None
-            )
-            raise RpcError(exc.code, exc.message, exit=exc.exit, data=data) from None
         except OSError as exc:
             failure = state_file_failure(exc)
             log.error("request failed", method=method, error=failure.message)
-            raise RpcError(failure.code, failure.message, exit=failure.exit) from None
+            raise failure from None
         finally:
             if not sent_later:
                 _answered(ctx, method)
@@ -86,7 +80,7 @@ def handle(d: Serving, conn: Connection, method: str, params: dict[str, Any]) ->
 def _call(d: Serving, conn: Connection, method: str, params: dict[str, Any]) -> object:
     unknown = sorted(set(params) - set(METHODS[method].params))
     if unknown:
-        raise BadRequest(INVALID_PARAMS, f"unknown parameter(s): {', '.join(unknown)}")
+        raise BadParams(f"unknown parameter(s): {', '.join(unknown)}")
     return ANSWERS[method](d, conn, params)
 
 
@@ -95,10 +89,8 @@ def _check_env(ctx: core.Context, theirs: object) -> None:
     roots: anything else would be the daemon's view under the client's name."""
     ours = ctx.fingerprint()
     if theirs != ours:
-        raise RpcError(
-            ENV_MISMATCH,
+        raise EnvMismatch(
             "the daemon sees another config file, state dir or agent roots",
-            exit=1,
             data={"daemon": ours},
         )
 
@@ -106,15 +98,13 @@ def _check_env(ctx: core.Context, theirs: object) -> None:
 def _hold(ctx: core.Context, conn: Connection, params: dict[str, Any]) -> dict[str, str]:
     agent, raw = params.get("agent"), params.get("id")
     if not isinstance(agent, str) or not isinstance(raw, str):
-        raise BadRequest(INVALID_PARAMS, "hold needs agent and id (strings)")
+        raise BadParams("hold needs agent and id (strings)")
     session_id = ctx.session_id(agent, raw)
     path = leases.lease_path(ctx.state_dir, agent, session_id)
     try:
         lease = leases.hold_shared(path, wait=False)
-    except leases.LeaseHeld:
-        raise RpcError(SERVER_ERROR, f"{agent} {session_id} is being removed", exit=4) from None
     except leases.LeaseError as exc:
-        raise RpcError(SERVER_ERROR, f"cannot take the lease: {exc}", exit=1) from None
+        raise ends_as(exc, f"cannot take the lease of {agent} {session_id}: {exc}") from None
     token = secrets.token_urlsafe(16)
     # The lease belongs to the connection: it ends at release or when
     # the connection closes, whichever comes first.
@@ -126,7 +116,7 @@ def _hold(ctx: core.Context, conn: Connection, params: dict[str, Any]) -> dict[s
 def _release(conn: Connection, params: dict[str, Any]) -> dict[str, bool]:
     token = params.get("lease")
     if not isinstance(token, str) or not conn.release(token):
-        raise BadRequest(INVALID_PARAMS, "no such lease on this connection")
+        raise BadParams("no such lease on this connection")
     return {"released": True}
 
 
@@ -155,7 +145,7 @@ def _answer_from_child(
 
 def _str(value: Any, name: str) -> str:
     if not isinstance(value, str):
-        raise BadRequest(INVALID_PARAMS, f"{name} must be a string")
+        raise BadParams(f"{name} must be a string")
     return value
 
 
@@ -166,7 +156,7 @@ def _opt_str(p: dict[str, Any], name: str) -> str | None:
 
 def _bool(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
-        raise BadRequest(INVALID_PARAMS, f"{name} must be true or false")
+        raise BadParams(f"{name} must be true or false")
     return value
 
 

@@ -44,7 +44,7 @@ from typing import IO, TYPE_CHECKING, Any
 import structlog
 
 from agentkeep import children, journal, logs, processes, prune
-from agentkeep.errors import Failure, state_file_failure
+from agentkeep.errors import Failed, Failure, state_file_failure
 from agentkeep.jsontext import JSONText, folded_parts
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def run(
     if failure is not None or counts is None or not answer:
         _end(child)
     if failure is not None:
-        raise Failure(failure["exit"], failure["message"], failure["code"], failure["report"])
+        raise Failure.from_answer(failure)
     if counts is None or not answer:
         return Done(counts, None)
     return Done(counts, JSONText(_Answer(child, method, rest)))
@@ -154,7 +154,7 @@ def _outcome(child: subprocess.Popen[bytes], method: str) -> tuple[dict[str, Any
             code = child.wait()
             if signalled:
                 raise Stopped(method)
-            raise Failure(1, f"the {method}'s child process exited {code}; see the daemon's log")
+            raise Failed(f"the {method}'s child process exited {code}; see the daemon's log")
         got += chunk
     line, _, rest = bytes(got).partition(b"\n")
     doc: dict[str, Any] = json.loads(line)
@@ -193,7 +193,7 @@ class _Answer:
         if self._child.returncode != 0:
             # A line cut short: the server closes the connection.
             why = f"exited {self._child.returncode} half way through its answer"
-            raise Failure(1, f"the {self._method}'s child process {why}")
+            raise Failed(f"the {self._method}'s child process {why}")
         raise StopIteration
 
     def close(self) -> None:
@@ -323,7 +323,8 @@ def _write_all(out: IO[bytes], parts: Iterator[str]) -> None:
 
 
 def _failure(exc: Failure) -> dict[str, Any]:
-    return {"exit": exc.exit, "message": exc.message, "code": exc.code, "report": exc.report}
+    """The failure as its socket answer, which the daemon reads back (from_answer)."""
+    return exc.answer()
 
 
 if __name__ == "__main__":

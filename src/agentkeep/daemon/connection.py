@@ -29,9 +29,9 @@ import structlog
 
 from agentkeep.daemon import rpc
 from agentkeep.daemon.limits import Budgets, LeasesSpent, Seat
-from agentkeep.daemon.rpc import RpcError, error_message
+from agentkeep.errors import Failed, Failure, error_message
 from agentkeep.jsontext import JSONText
-from agentkeep.protocol import MAX_LINE, SERVER_ERROR, encode, encoded
+from agentkeep.protocol import MAX_LINE, encode, encoded
 
 log = structlog.get_logger("agentkeep.daemon.server")
 
@@ -67,8 +67,7 @@ class Connection:
             self.budgets.take_lease(self.seat)
         except LeasesSpent as exc:
             close()
-            raise RpcError(
-                SERVER_ERROR,
+            raise Failed(
                 f"too many leases held ({exc.limit}, this daemon's limit): release one, "
                 "or take a shared flock on the session's lease file yourself",
             ) from None
@@ -220,12 +219,12 @@ class Conversation:
                 # sessions): never held whole, in Python or as bytes.
                 return encoded(message)
             data = encode(message)
-        except RpcError as exc:
+        except Failure as exc:
             data = encode(error_message(request_id, exc))
         except Exception as exc:
             # Bad input never stops the daemon (invariant 11): answer and go on.
             log.exception("request failed", conn=self.conn.number)
-            error = RpcError(SERVER_ERROR, f"internal error: {type(exc).__name__}: {exc}")
+            error = Failed(f"internal error: {type(exc).__name__}: {exc}")
             data = encode(error_message(request_id, error))
         return data
 

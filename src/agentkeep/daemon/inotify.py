@@ -21,8 +21,9 @@ returning a watch descriptor (-1 for EACCES), `remove_callbacks`, and the
 `WatchCallback` protocol of watchdog 7.1 (`on_event`, `on_watch_deleted`,
 `on_queue_overflow`, `on_events_lost`). tests/test_daemon_inotify.py holds
 each of these to the version installed, so a changed protocol fails a test,
-not a user. What it buys, measured at 10,000 sessions (README, "Watching"):
-one reader thread instead of one emitter thread per directory.
+not a user. What it buys: one reader thread instead of watchdog's emitter
+thread per directory (at 10,000 sessions, 537 watches: 7 threads and
+40-48 MB of daemon RSS, against 545 threads and 56 MB).
 
 Two ways the watching can fail, and neither goes unnoticed (invariant 12):
 the kernel's queue overflows (events were lost: `on_lost` is called once,

@@ -321,6 +321,7 @@ class Daemon:
             "last_prune": fields["last_prune"],
             "next_prune": rfc3339(next_prune.timestamp()) if next_prune else None,
             "paused": fields["paused"],
+            "compaction_waiting": fields["compaction_waiting"],
         }
         if "unreadable" in fields:  # what cannot be listed, only when something cannot
             doc["unreadable"] = fields["unreadable"]

@@ -27,9 +27,9 @@ import structlog
 from agentkeep.daemon import connection
 from agentkeep.daemon.connection import Connection, Conversation, Handler
 from agentkeep.daemon.limits import Budgets, Seat
-from agentkeep.daemon.rpc import RpcError, error_message
+from agentkeep.errors import Busy, Failed, Failure, error_message
 from agentkeep.paths import UnsafeDirectory, ensure_private_dir
-from agentkeep.protocol import BUSY, SERVER_ERROR, encode, peer_credentials
+from agentkeep.protocol import encode, peer_credentials
 
 log = structlog.get_logger("agentkeep.daemon.server")
 
@@ -191,16 +191,14 @@ class Server:
         except OSError as exc:
             log.warning("peer credentials unreadable; refused", conn=number, error=str(exc))
             _send_quietly(
-                sock, RpcError(SERVER_ERROR, f"refused: peer credentials unreadable ({exc})")
+                sock, Failed(f"refused: peer credentials unreadable ({exc})")
             )
             return None
         if uid != self.uid:
             log.warning("connection from another user refused", conn=number, pid=pid, uid=uid)
             _send_quietly(
                 sock,
-                RpcError(
-                    SERVER_ERROR, f"refused: this daemon serves uid {self.uid}, not uid {uid}"
-                ),
+                Failed(f"refused: this daemon serves uid {self.uid}, not uid {uid}"),
             )
             return None
         return Connection(number, pid, uid, Seat(number, sock), self.budgets)
@@ -211,14 +209,14 @@ def _notice(sock: socket.socket, why: str) -> None:
     is answered (BUSY: what it asked was not done, so it may do it
     elsewhere). Sent without waiting: a client that does not read is not
     waited for."""
-    data = encode(error_message(None, RpcError(BUSY, f"{why}; try again", exit=1)))
+    data = encode(error_message(None, Busy(f"{why}; try again")))
     try:
         sock.send(data, socket.MSG_DONTWAIT)
     except OSError:
         pass
 
 
-def _send_quietly(sock: socket.socket, error: RpcError) -> None:
+def _send_quietly(sock: socket.socket, error: Failure) -> None:
     try:
         sock.settimeout(connection.SEND_TIMEOUT)
         sock.sendall(encode(error_message(None, error)))

@@ -260,6 +260,8 @@ def new_id() -> str:
 
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path)
+    # As Codex makes them (it takes effect on a new database only).
+    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
     conn.execute("PRAGMA journal_mode=WAL")
     return conn
 

@@ -28,7 +28,7 @@ from agentkeep.config import (
     ConfigError,
     load_config,
 )
-from agentkeep.doctor.agents import check_claude, check_gemini
+from agentkeep.doctor.agents import check_claude, check_gemini, check_qwen
 from agentkeep.doctor.check import Check
 from agentkeep.doctor.daemon import check_pause, check_service, check_socket, check_watches
 from agentkeep.errors import ConfigInvalid, Failed, Failure
@@ -143,6 +143,7 @@ def run_checks(env: Env) -> list[Check]:
         check_claude(env, config),
         check_gemini(env, config),
         check_listing(env, config),
+        check_qwen(env, config),
     ]
 
 

@@ -1,5 +1,6 @@
-"""The agents' own clean-up settings: whether Claude Code's or Gemini CLI's
-sweep removes sessions before agentkeep's retention decides."""
+"""The agents' own clean-up settings: whether Claude Code's, Gemini CLI's or
+Qwen Code's sweep removes what belongs to sessions before agentkeep's
+retention decides; the fix is `agentkeep adopt <agent>` (adopt.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 
 import structlog
 
-from agentkeep.adapters.claude import ClaudeAdapter
-from agentkeep.adapters.gemini import GeminiAdapter
+from agentkeep import jsonedit
+from agentkeep.adopt import SETTINGS
 from agentkeep.config import Config
 from agentkeep.disk import read_regular
 from agentkeep.doctor.check import Check
@@ -21,8 +22,10 @@ from agentkeep.paths import Env
 log = structlog.get_logger("agentkeep.doctor")
 
 DAY = 86400.0
-# Claude Code's sweep when settings.json does not set cleanupPeriodDays.
+# Claude Code's sweep when settings.json does not set cleanupPeriodDays,
+# and Qwen Code's when general.cleanupPeriodDays is not set.
 CLAUDE_DEFAULT_DAYS = 30
+QWEN_DEFAULT_DAYS = 30
 # Gemini CLI's general.sessionRetention when the settings do not say
 # (settingsSchema.ts, on since 0.33), and how it reads a period.
 GEMINI_DEFAULT_RETENTION: dict[str, Any] = {"enabled": True, "maxAge": "30d"}
@@ -30,30 +33,23 @@ GEMINI_AGE = re.compile(r"([0-9]+)([hdwm])")
 GEMINI_UNITS = {"h": 3600.0, "d": DAY, "w": 7 * DAY, "m": 30 * DAY}
 
 
-def _settings(path: Path, *, comments: bool = False) -> tuple[dict[str, Any] | None, str | None]:
-    """An agent's settings.json: (data, None), (None, None) when absent,
-    (None, why) when it cannot be read as a JSON object. With `comments`,
-    `//` and `/* */` comments are allowed, as Gemini CLI allows them."""
+def _settings(agent: str, env: Env) -> tuple[Path, dict[str, Any] | None, str | None]:
+    """An agent's settings file and its data as the agent reads it: (path,
+    data, None), (path, None, None) when absent, (path, None, why) when it
+    cannot be read as a JSON object the agent can read."""
+    setting = SETTINGS[agent]
+    path = setting.locate(env)
     try:
         text = read_regular(path).decode("utf-8")  # never hangs on a FIFO
-        data = json.loads(_JSON_COMMENT.sub(_uncomment, text) if comments else text)
+        data = jsonedit.parse(text, setting.dialect).root.value
     except FileNotFoundError:
-        return None, None
+        return path, None, None
     except (OSError, ValueError) as exc:
         log.warning("agent settings unreadable", path=str(path), error=str(exc))
-        return None, f"{path} cannot be read: {exc}"
+        return path, None, f"{path} cannot be read: {exc}"
     if not isinstance(data, dict):
-        return None, f"{path} is not a JSON object"
-    return data, None
-
-
-# A JSON string (kept whole, so that a `//` inside one is no comment) or a
-# comment outside strings.
-_JSON_COMMENT = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/', re.S)
-
-
-def _uncomment(match: re.Match[str]) -> str:
-    return match[0] if match[0].startswith('"') else " "
+        return path, None, f"{path} is not a JSON object"
+    return path, data, None
 
 
 def _text(seconds: float) -> str:
@@ -68,58 +64,116 @@ def _retention_text(config: Config, agent: str) -> str | None:
     return text if text is not None else (None if seconds is None else _text(seconds))
 
 
-def _claude_settings(env: Env) -> Path:
-    config_dir = next(r.path for r in ClaudeAdapter(env).roots() if r.kind == "config")
-    return config_dir / "settings.json"
-
-
 def _claude_days(data: dict[str, Any] | None) -> tuple[float | None, str]:
     """Claude's sweep period and the setting in words; None when Claude
-    skips its sweep (2.1.x rejects a value under 1 and then does not sweep)."""
+    skips its sweep: 2.1.332 takes a whole number of days from 1 to 2^53-1,
+    and anything else is a settings error during which it does not sweep."""
     if "cleanupPeriodDays" not in (data or {}):
         return CLAUDE_DEFAULT_DAYS, f"cleanupPeriodDays is not set (default {CLAUDE_DEFAULT_DAYS})"
     value = (data or {})["cleanupPeriodDays"]
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1:
+    whole = isinstance(value, int | float) and not isinstance(value, bool) and value == int(value)
+    if whole and 1 <= value <= 2**53 - 1:
         return float(value), f"cleanupPeriodDays is {value:g}"
     return None, f"cleanupPeriodDays is {json.dumps(value)}"
 
 
 def check_claude(env: Env, config: Config) -> Check:
-    path = _claude_settings(env)
-    data, unreadable = _settings(path)
-    days, setting = _claude_days(data)
+    path, data, unreadable = _settings("claude", env)
     if unreadable:
-        days = CLAUDE_DEFAULT_DAYS
-        setting = f"{unreadable}; assuming the default {CLAUDE_DEFAULT_DAYS}"
+        return Check(
+            "claude",
+            False,
+            f"{unreadable}: Claude Code reads none of it, and 2.1.332 skips its own clean-up"
+            f" until it can (older versions swept at the default {CLAUDE_DEFAULT_DAYS} days)",
+            f"correct {path} (plain JSON: Claude Code takes no comments), then {_adopt('claude')}",
+        )
+    days, setting = _claude_days(data)
     if days is None:
         return Check(
             "claude",
             False,
             f"{setting}: Claude Code 2.1 rejects it and skips its own clean-up, and older"
             " versions stop writing transcripts at all",
-            f'set "cleanupPeriodDays": 99999 in {path} to leave the clean-up to agentkeep',
+            f"{_adopt('claude')}, to leave the clean-up to agentkeep",
         )
     sweep = f"Claude Code deletes sessions idle over {days:g} days when it starts ({setting})"
-    if "claude" not in config.enabled:
-        return Check("claude", True, f"{sweep}; agentkeep does not manage Claude (not in enabled)")
-    retention = config.retention_for("claude")
+    return _against("claude", "Claude", sweep, days * DAY, config)
+
+
+def _against(agent: str, short: str, sweep: str, period: float, config: Config) -> Check:
+    """An agent's own sweep, deleting what is idle over `period` seconds,
+    against agentkeep's retention for it: a problem when it acts first."""
+    if agent not in config.enabled:
+        return Check(agent, True, f"{sweep}; agentkeep does not manage {short} (not in enabled)")
+    retention = config.retention_for(agent)
     if retention is None:
         return Check(
-            "claude",
+            agent,
             True,
-            f"{sweep}; it is the only clean-up of Claude sessions (agentkeep has no retention)",
+            f"{sweep}; it is the only clean-up of {short} sessions (agentkeep has no retention)",
         )
-    text = _retention_text(config, "claude")
-    if days * DAY < retention:
-        needed = math.ceil(retention / DAY)
+    text = _retention_text(config, agent)
+    if period < retention:
         return Check(
-            "claude",
+            agent,
             False,
-            f"{sweep}: Claude deletes first, before agentkeep's {text} retention, "
+            f"{sweep}: {short} deletes first, before agentkeep's {text} retention, "
             "live and resumable sessions included",
-            f'set "cleanupPeriodDays": {needed} (or more) in {path}, so agentkeep decides',
+            f"{_adopt(agent)}, so agentkeep decides",
         )
-    return Check("claude", True, f"{sweep}, after agentkeep's {text} retention")
+    return Check(agent, True, f"{sweep}, after agentkeep's {text} retention")
+
+
+def _adopt(agent: str) -> str:
+    return f"`agentkeep adopt {agent}`"
+
+
+def _qwen_period(data: dict[str, Any] | None) -> tuple[float, str]:
+    """Qwen's sweep period in seconds and the setting in words, as Qwen Code
+    0.24.4 reads it: `cleanupPeriodDays > 0 ? days : one hour`, JavaScript's
+    comparison taking any value."""
+    general = (data or {}).get("general")
+    value = general.get("cleanupPeriodDays") if isinstance(general, dict) else None
+    if value is None:
+        return QWEN_DEFAULT_DAYS * DAY, (
+            f"general.cleanupPeriodDays is not set (default {QWEN_DEFAULT_DAYS})"
+        )
+    setting = f"general.cleanupPeriodDays is {json.dumps(value)}"
+    days = _js_number(value)
+    if days > 0:
+        return days * DAY, setting
+    return 3600.0, f"{setting}, which Qwen Code takes as one hour"
+
+
+def _js_number(value: object) -> float:
+    """`value` as JavaScript's `>` compares it with a number (NaN: never more)."""
+    if isinstance(value, bool | int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip() or 0)
+        except ValueError:
+            return math.nan
+    return math.nan
+
+
+def check_qwen(env: Env, config: Config) -> Check:
+    path, data, unreadable = _settings("qwen", env)
+    if unreadable:
+        return Check(
+            "qwen",
+            False,
+            f"{unreadable}: Qwen Code cannot read it either",
+            f"correct {path}, then {_adopt('qwen')}",
+        )
+    period, setting = _qwen_period(data)
+    idle = f"{period / DAY:g} days" if period >= DAY else "an hour"
+    sweep = (
+        f"Qwen Code deletes the file history, debug logs and subagent transcripts of sessions"
+        f" idle over {idle} ({setting}), in its terminal sessions, at most once a day (the"
+        " chats stay)"
+    )
+    return _against("qwen", "Qwen", sweep, period, config)
 
 
 def _gemini_policy(data: dict[str, Any] | None) -> dict[str, Any]:
@@ -158,8 +212,7 @@ def _gemini_age(value: object) -> float | None:
 
 
 def check_gemini(env: Env, config: Config) -> Check:
-    path = GeminiAdapter(env).root / "settings.json"
-    data, unreadable = _settings(path, comments=True)
+    path, data, unreadable = _settings("gemini", env)
     if unreadable:
         return Check(
             "gemini",
@@ -185,7 +238,7 @@ def check_gemini(env: Env, config: Config) -> Check:
     )
     if "gemini" not in config.enabled:
         return Check("gemini", True, f"{sweep}; agentkeep does not manage Gemini")
-    fix = f"set general.sessionRetention.enabled to false in {path}, so agentkeep decides"
+    fix = f"{_adopt('gemini')} (it sets general.sessionRetention.enabled to false in {path})"
     if config.retention_for("gemini") is None:
         fix += f' (and give agentkeep a retention: retention = "30d" in {env.config_path})'
     return Check(

@@ -102,6 +102,7 @@ class Removing:
             list(removal.removed),
             list(removal.residuals),
             trashed,
+            databases=_databases(s),
         )
 
     def _removal(
@@ -133,6 +134,17 @@ class Removing:
             parents=parents,
             gone=gone,
         )
+
+
+def _databases(s: Session) -> list[str]:
+    """The databases `s` had rows in (its `<db>#<table>` artifacts)."""
+    return sorted(
+        {
+            a.path.partition("#")[0]
+            for a in s.artifacts
+            if a.root is None and "#" in a.path and not a.linked
+        }
+    )
 
 
 def _close_trash(removal: SessionRemoval) -> None:

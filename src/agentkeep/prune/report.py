@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -14,13 +14,15 @@ from agentkeep.model import Reason, Shape, rfc3339
 from agentkeep.progress import Progress
 from agentkeep.spool import Spool
 
+if TYPE_CHECKING:
+    from agentkeep.compaction import Compacted
+    from agentkeep.leftovers import Leftover
+
 log = structlog.get_logger("agentkeep.prune")
 
 
 class PruneRefused(Exception):
     """The prune cannot run as asked (no cutoff, a cutoff under the floor)."""
-
-    exit_code = 2
 
 
 @dataclass
@@ -43,6 +45,8 @@ class Removed:
     trashed: int = 0
     # Why it went: "age" (idle past the cutoff), "size" (over max_size) or "purge".
     why: str = "age"
+    # The agent's databases its rows were in: they have free pages now.
+    databases: list[str] = field(default_factory=list)
 
 
 class RemovedLog:
@@ -61,11 +65,13 @@ class RemovedLog:
         self._spilling = True
         self.bytes = 0
         self.trashed = 0
+        self.databases: set[str] = set()
 
     def append(self, removed: Removed) -> None:
         self._held.append(removed)
         self.bytes += removed.bytes
         self.trashed += removed.trashed
+        self.databases.update(removed.databases)
         if self._spilling and len(self._held) >= self.HELD:
             self._spill()
 
@@ -109,6 +115,10 @@ class PruneReport:
     paused: str | None = None
     # When what this run moves to the trash expires (None: no trash).
     trash_until: float | None = None
+    # Runtime leftovers removed (a dry run: that would be), and databases
+    # that gave their free pages back.
+    leftovers: list[Leftover] = field(default_factory=list)
+    compacted: list[Compacted] = field(default_factory=list)
 
     @property
     def bytes(self) -> int:
@@ -156,6 +166,8 @@ class PruneReport:
             ],
             "failed": [{"agent": f.agent, "id": f.id, "reason": f.reason} for f in self.failed],
             "residual": [{"agent": a, "id": i, "path": p} for a, i, p in self.residual],
+            "leftovers": [leftover.to_json() for leftover in self.leftovers],
+            "compacted": [c.to_json() for c in self.compacted],
             # Removed sessions wait in the trash: nothing of `bytes` is
             # freed until then, but what could not go there (`freed_bytes`).
             "trash": None
@@ -193,6 +205,10 @@ class PruneReport:
             "bytes": 0 if self.dry_run else self.bytes,
             **({"would_free": self.bytes} if self.dry_run else {}),
             "trashed_bytes": self.trashed,
+            # Beside the sessions: leftovers removed (a dry run: that would
+            # be) and what compacting the databases gave back.
+            "leftover_bytes": sum(leftover.bytes for leftover in self.leftovers),
+            "compacted_bytes": sum(c.bytes_before - c.bytes_after for c in self.compacted),
             # What went wrong, in words (status must say why, not only how many).
             "errors": sorted({f.reason for f in self.failed})[:5],
         }

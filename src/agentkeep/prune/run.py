@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -9,11 +10,12 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import lookagain, trash
+from agentkeep import compaction, leftovers, lookagain, trash
 from agentkeep.adapters.base import Adapter, expected_sessions
 from agentkeep.index import Index
 from agentkeep.journal import Journal
 from agentkeep.model import Session
+from agentkeep.paths import Env
 from agentkeep.progress import Tally, estimate
 from agentkeep.prune.act import Act
 from agentkeep.prune.evidence import Watch
@@ -42,8 +44,12 @@ class Pruner:
         index: Index | None = None,
         pins: set[tuple[str, str]] | None = None,
         expiry: trash.Expiry | None = None,
+        env: Env | None = None,
     ) -> None:
+        """`env`: the user's environment, whose tmp dirs hold the runtime
+        leftovers (None: none are looked for)."""
         self.adapters = adapters
+        self.env = env
         self.state_dir = state_dir
         self.index = index
         self.pins = pins or set()
@@ -69,7 +75,12 @@ class Pruner:
         6. act on the plan: each candidate's leases taken, the batch listed
            again and checked again under them, journaled, removed (act);
         7. forget the removed sessions in the index;
-        8. look again: what still names a removed session is residual."""
+        8. look again: what still names a removed session is residual;
+        9. a prune (not a purge) removes the runtime leftovers no process
+           uses any more (leftovers; a dry run lists them);
+        10. the databases this run removed rows from, and those an earlier
+           run left waiting, give their free pages back (compaction; never
+           while a process has one open, never in a dry run)."""
         if opts.purge is None:
             check_floor(opts.cutoffs, opts.now)
         report = _report(opts)
@@ -93,7 +104,33 @@ class Pruner:
             self._index_write(lambda i: i.delete((r.agent, r.id) for r in report.removed))
         if not opts.dry_run:
             self._look_again(report)
+        self._leftovers(report, opts)
+        self._compact(report, opts)
         return report
+
+    def _leftovers(self, report: PruneReport, opts: PruneOptions) -> None:
+        """Agents leave files by the process, not the session: a prune
+        takes those no process uses any more (a purge names one session)."""
+        if opts.purge is not None or self.env is None:
+            return
+        report.leftovers = leftovers.collect(
+            self.env.tmp_dirs,
+            leftovers.kinds_for(opts.cutoffs),
+            leftovers.asking(self.adapters),
+            uid=self.env.uid,
+            now=opts.now,
+            dry_run=opts.dry_run,
+        )
+
+    def _compact(self, report: PruneReport, opts: PruneOptions) -> None:
+        """Removed rows leave free pages, not free disk: give them back."""
+        if opts.dry_run:
+            return
+        known = {os.fspath(db) for adapter in self.adapters.values() for db in adapter.databases()}
+        uid = self.env.uid if self.env is not None else os.getuid()
+        report.compacted = compaction.compact_all(
+            self.state_dir, report.removed.databases, known, uid
+        )
 
     def _plan(self, views: dict[str, DiskView], opts: PruneOptions) -> PrunePlan:
         sessions = {agent: list(view.sessions.values()) for agent, view in views.items()}

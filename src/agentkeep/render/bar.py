@@ -55,8 +55,7 @@ class Bar:
     @property
     def progress(self) -> Progress | None:
         """What the core is told its progress by: None when nothing is drawn,
-        so that work nobody watches does not count for a bar (a prune spreads
-        only then, see prune.spread)."""
+        so that work nobody watches does not count for a bar."""
         return self.update if self.enabled else None
 
     def update(self, what: str, done: int, total: int | None) -> None:

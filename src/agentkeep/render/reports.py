@@ -52,6 +52,7 @@ def report(out: Out, doc: dict[str, Any]) -> None:
         f"{len(doc['removed'])} {verb} ({size(reclaimed)}), {len(doc['kept'])} kept, "
         f"{len(doc['failed'])} failed"
     )
+    _beside_sessions(out, doc)
     if trash and doc["removed"]:
         freed = trash["freed_bytes"]
         out.say(
@@ -59,6 +60,20 @@ def report(out: Out, doc: dict[str, Any]) -> None:
             f" {'that frees' if doc['dry_run'] else 'this freed'} {size(freed)} now,"
             f" and {size(trash['bytes'])} then"
             " (`agentkeep trash --empty` frees it at once; `agentkeep restore` brings one back)."
+        )
+
+
+def _beside_sessions(out: Out, doc: dict[str, Any]) -> None:
+    """The runtime leftovers removed and the databases compacted."""
+    left = doc.get("leftovers") or []
+    if left:
+        verb = "would remove" if doc["dry_run"] else "removed"
+        total = size(sum(f["bytes"] for f in left))
+        out.say(f"runtime leftovers: {verb} {count(len(left), 'file')} ({total})")
+    for c in doc.get("compacted") or []:
+        out.say(
+            f"compacted {printable(c['database'])}:"
+            f" {size(c['bytes_before'])} -> {size(c['bytes_after'])}"
         )
 
 

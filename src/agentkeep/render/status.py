@@ -46,4 +46,11 @@ def status(out: Out, doc: dict[str, Any]) -> None:
         field("paused", f"{doc['paused']} (run `agentkeep prune` once to resume)", YELLOW)
     for line in unreadable(doc):
         field("cannot list", line, YELLOW)
+    waiting = doc.get("compaction_waiting")
+    if waiting:
+        field(
+            "compaction",
+            f"{size(waiting['bytes'])} of free pages wait in"
+            f" {count(waiting['databases'], 'database')} a process has open",
+        )
     retention_hint(out, doc.get("reclaim_hint"))
