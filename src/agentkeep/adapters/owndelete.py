@@ -32,6 +32,7 @@ import structlog
 
 from agentkeep.adapters import rows
 from agentkeep.adapters.base import Remover
+from agentkeep.children import dies_with_us
 from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact, Session
 from agentkeep.paths import Env
@@ -55,11 +56,13 @@ def binary(env: Env, name: str) -> str | None:
 def run(env: Env, argv: list[str], timeout: float) -> AgentRun:
     """Run an agent's own command in the caller's environment. stdin is
     /dev/null so a confirmation prompt cannot wait forever, and the command
-    is killed after `timeout` seconds."""
+    is killed after `timeout` seconds, or with us (invariant 12: a command
+    killed half way leaves a journaled removal the next run finishes)."""
     try:
         proc = subprocess.run(
             argv,
             env=dict(env.environ),
+            preexec_fn=dies_with_us(),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
