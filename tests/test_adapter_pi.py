@@ -154,6 +154,38 @@ def test_logs_in_a_tmp_dir_of_another_user_are_reported_never_removed(
     assert removal.residuals == [str(s.logs[0])]
 
 
+def test_leftover_bash_logs_a_session_names_stay_and_the_rest_may_go(
+    fake_home: FakeHome, tree: PiTree
+) -> None:
+    s = tree.session("/w/p", days=40, log=True)
+    fork = tree.session("/w/p", parent=s)  # names the parent's log too
+    free = tree.tmp / "pi-bash-0123456789abcdef.log"
+    free.write_text("not named\n")
+    adapter = adapter_for(fake_home)
+    logs = [str(s.logs[0]), str(free)]
+    assert adapter.names_leftovers(logs) == {str(s.logs[0])}
+    # Named in another spelling of the tmp dir: still named.
+    other = f"/elsewhere/{s.logs[0].name}"
+    assert adapter.names_leftovers([other]) == {other}
+    s.file.unlink()
+    assert adapter.names_leftovers(logs) == {str(s.logs[0])}, "the fork still names it"
+    fork.file.unlink()
+    assert adapter.names_leftovers(logs) == set()
+
+
+def test_a_session_file_that_cannot_be_read_keeps_every_leftover_log(
+    fake_home: FakeHome, tree: PiTree
+) -> None:
+    s = tree.session("/w/p", days=40)
+    free = tree.tmp / "pi-bash-0123456789abcdef.log"
+    free.write_text("not named\n")
+    adapter = adapter_for(fake_home)
+    assert adapter.names_leftovers([str(free)]) == set(), "SETUP INVALID: named already"
+    s.file.unlink()
+    os.mkfifo(s.file)  # listed as a session file, never opened
+    assert adapter.names_leftovers([str(free)]) == {str(free)}
+
+
 # -- in use ------------------------------------------------------------------------------
 
 

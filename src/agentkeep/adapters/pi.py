@@ -34,7 +34,7 @@ import psutil
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Known, Root
+from agentkeep.adapters.base import Adapter, Known, Root, unlisted
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.reading import read_head
 from agentkeep.adapters.claude.registry import START_SLACK_S
@@ -120,6 +120,23 @@ class PiAdapter(Adapter):
         if not parts or len(parts) > 2:
             return None
         return _file_id(parts[-1])
+
+    def names_leftovers(self, paths: list[str]) -> set[str]:
+        """The bash logs among `paths` (leftovers.KINDS `pi-bash-log`) that a
+        session file names, by name: pi writes the absolute path, and a tmp
+        dir has more than one spelling. Every one when the sessions cannot
+        all be read (a place that cannot be listed, a file that cannot be
+        opened): whose they are cannot be told, so none goes."""
+        if unlisted(self):
+            return set(paths)
+        named: set[str] = set()
+        for files in self._find(None).files.values():
+            for path, _ in files:
+                logs = _logs_in(path)
+                if logs is None:
+                    return set(paths)
+                named |= logs
+        return {path for path in paths if os.path.basename(path) in named}
 
     # -- in use ---------------------------------------------------------
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
@@ -261,11 +278,20 @@ def _header_id(line: bytes) -> str | None:
 
 
 def _logs_named(path: str) -> set[str]:
+    return _logs_in(path) or set()
+
+
+def _logs_in(path: str) -> set[str] | None:
+    """The bash log names a session file holds; None when it is there and
+    cannot be read (one gone since it was listed names none)."""
     handle = disk.open_quietly(path)
     if handle is None:
-        return set()
-    with handle:
-        return {m.decode() for line in handle for m in BASH_LOG_NAME.findall(line)}
+        return None if os.path.lexists(path) else set()
+    try:
+        with handle:
+            return {m.decode() for line in handle for m in BASH_LOG_NAME.findall(line)}
+    except OSError:
+        return None
 
 
 def _is_pi(cmdline: tuple[str, ...]) -> bool:
