@@ -223,26 +223,6 @@ def test_the_index_file_is_private(fake_home: FakeHome) -> None:
     assert stat.S_IMODE(os.stat(ctx.state_dir).st_mode) == 0o700
 
 
-def test_an_index_from_an_older_version_loses_its_index_by_kind_and_nothing_else(
-    fake_home: FakeHome, index: Index
-) -> None:
-    make_session(fake_home)
-    index.put(claude_sessions(), {})
-    before = rows(index.path)
-    db = sqlite3.connect(index.path)
-    db.execute("CREATE INDEX artifacts_by_kind ON artifacts (kind)")
-    db.close()
-
-    Index(index.path)
-
-    db = sqlite3.connect(index.path)
-    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-    db.close()
-    assert "artifacts_by_kind" not in names
-    assert "artifacts_by_session" in names
-    assert before[0] and rows(index.path) == before
-
-
 # The CLI under a Python whose SQLite is older than the index needs: the
 # version it reports is all that can be made old here.
 _OLD_SQLITE = """

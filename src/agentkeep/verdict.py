@@ -2,15 +2,17 @@
 
 The plan is the configured retention's dry run (the UI's), or the plan of
 the sessions as indexed (`show`, as `du` reads it): every session old
-enough to go is in its report, removed (it would go, and why: age or
-size), kept with a reason, or failed (invariant 9). A session in none of
-them is not old enough, and its agent's cutoff says by how much. Nothing
-here decides: it only reads the report, so neither can disagree with
-`agentkeep prune`.
+enough to go is in its report, removed (it would go, and why: its age,
+max_size, or a purge), kept with a reason (keep_last's is `recent`), or
+failed (invariant 9). A session in none of them is not old enough, and its
+agent's cutoff says by how much. Nothing here decides: it only reads the
+report, so neither can disagree with `agentkeep prune`. Ids are said by a
+prefix only where it tells them apart (Names).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -36,15 +38,59 @@ class Verdict:
     words: str
     # The report's reason for a kept session (model.Reason's value).
     reason: str | None = None
+    # Why a removed one goes: "age", "size" or "purge" (the report's `why`).
+    why: str | None = None
+    # A column's worth of why, where the words say more (a removal's).
+    brief: str = ""
 
     @property
     def label(self) -> str:
-        """A cell's worth: "goes", "kept: ancestor", "stays"."""
-        return f"{self.fate.value}: {self.reason}" if self.reason else self.fate.value
+        """A cell's worth: "goes", "goes: size", "kept: ancestor", "stays"."""
+        if self.reason:
+            return f"{self.fate.value}: {self.reason}"
+        if self.why and self.why != "age":
+            return f"{self.fate.value}: {self.why}"
+        return self.fate.value
+
+    @property
+    def cause(self) -> str:
+        """Why it goes or stays, for a column (the words after the fate)."""
+        return self.brief or self.words.split(": ", 1)[-1]
 
 
-def short(sid: str) -> str:
-    return sid if len(sid) <= SHORT_ID else sid[:SHORT_ID]
+class Names:
+    """Session ids as a person reads them: each by its shortest prefix of at
+    least SHORT_ID characters that no other id here starts with (pi's
+    UUIDv7 ids, made minutes apart, share their first 8 hex digits and
+    more), whole where that prefix would be all of it. An id that is not
+    here is said whole: nothing says which prefix would tell it apart."""
+
+    def __init__(self, ids: Iterable[str]) -> None:
+        ordered = sorted(set(ids))
+        self._needed: dict[str, int] = {}
+        for n, sid in enumerate(ordered):
+            shared = max(
+                (_common(sid, ordered[m]) for m in (n - 1, n + 1) if 0 <= m < len(ordered)),
+                default=0,
+            )
+            self._needed[sid] = max(SHORT_ID, shared + 1)
+
+    def needed(self, sid: str) -> int:
+        """How many characters of `sid` tell it apart (all of them: whole)."""
+        return min(len(sid), self._needed.get(sid, len(sid)))
+
+    def __call__(self, sid: str) -> str:
+        return sid[: self.needed(sid)]
+
+
+def _common(a: str, b: str) -> int:
+    """The length of the prefix `a` and `b` share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 class Plans:
@@ -56,7 +102,10 @@ class Plans:
         error: str | None,
         taken_at: float,
         sessions: list[dict[str, Any]],
+        names: Names | None = None,
     ) -> None:
+        """`names`: how ids are said (default: among the sessions and the
+        report's entries)."""
         self.report = report
         self.error = error
         self.taken_at = taken_at
@@ -72,6 +121,10 @@ class Plans:
             ):
                 for entry in report[name]:
                     table[(entry["agent"], entry["id"])] = entry
+        if names is None:
+            entries = (*self._sessions, *self._removed, *self._kept, *self._failed)
+            names = Names(sid for _, sid in entries)
+        self.name = names
 
     def of(self, agent: str, sid: str) -> Verdict:
         return self._of(agent, sid, depth=0)
@@ -81,10 +134,7 @@ class Plans:
         if self.report is None:
             return Verdict(Fate.STAYS, f"stays: {self.error or 'no plan'}")
         if key in self._removed:
-            where = "moves to the trash" if self.report.get("trash") else "is removed"
-            if self._removed[key].get("why") == "size":
-                return Verdict(Fate.GOES, f"goes: {where} at the next prune (over max_size)")
-            return Verdict(Fate.GOES, f"goes: {where} at the next prune ({self._idle(key)})")
+            return self._goes(key, self._removed[key].get("why") or "age")
         if key in self._failed:
             return Verdict(Fate.FAILS, f"would fail: {self._failed[key]['reason']}")
         if key in self._kept:
@@ -92,11 +142,26 @@ class Plans:
             return self._kept_words(agent, kept["reason"], kept.get("detail") or "", depth)
         return self._young(agent, sid)
 
-    def _idle(self, key: tuple[str, str]) -> str:
+    def _goes(self, key: tuple[str, str], why: str) -> Verdict:
+        """Removed for its age, for the size cap, or purged by name. The
+        report's `trash` is null when the trash is off."""
+        trash = (self.report or {}).get("trash")
+        where = "is removed" if trash is None else "moves to the trash"
         s = self._sessions.get(key)
-        cutoff = self._retention(key[0])
         idle = f"idle {age(s['last_activity'], self.taken_at)}" if s else "idle"
-        return f"{idle}, past the retention ({cutoff})" if cutoff else idle
+        if why == "purge":
+            words = f"goes: {where} (purged by name, whatever its age)"
+            return Verdict(Fate.GOES, words, why=why, brief="purged by name")
+        if why == "size":
+            brief = "over max_size: the longest idle go first"
+            cause = f"{brief}; {idle}"
+        else:
+            cutoff = self._retention(key[0])
+            brief = f"past the retention ({cutoff})" if cutoff else "past the cutoff"
+            cause = f"{idle}, {brief}"
+        return Verdict(
+            Fate.GOES, f"goes: {where} at the next prune ({cause})", why=why, brief=brief
+        )
 
     def _retention(self, agent: str) -> str | None:
         """The agent's retention: its cutoff seen from the plan's time."""
@@ -104,13 +169,20 @@ class Plans:
         return None if cutoff is None else retention_label(self.taken_at - parse_rfc3339(cutoff))
 
     def _young(self, agent: str, sid: str) -> Verdict:
+        """In no list of the report: not old enough to go. The report's
+        cutoffs name every agent the prune looked at; a null one has a size
+        cap and no retention."""
+        cutoffs = (self.report or {}).get("cutoffs", {})
+        if agent not in cutoffs:
+            return Verdict(Fate.STAYS, f"stays: no retention applies to {agent}")
         retention = self._retention(agent)
         if retention is None:
-            return Verdict(Fate.STAYS, f"stays: no retention applies to {agent}")
+            return Verdict(
+                Fate.STAYS, f"stays: {agent} has no retention, and max_size does not take it now"
+            )
         s = self._sessions.get((agent, sid))
-        cutoff = parse_rfc3339((self.report or {})["cutoffs"][agent])
         activity = None if s is None else s["last_activity"]
-        if activity is not None and parse_rfc3339(activity) >= cutoff:
+        if activity is not None and parse_rfc3339(activity) >= parse_rfc3339(cutoffs[agent]):
             idle = age(activity, self.taken_at)
             return Verdict(Fate.STAYS, f"stays: idle {idle}, under the retention ({retention})")
         return Verdict(Fate.UNKNOWN, "not in the plan (it is older than this listing): press r")
@@ -143,11 +215,11 @@ class Plans:
         s = self._sessions.get((agent, child))
         if (agent, child) in self._kept and depth < 3:
             why = self._of(agent, child, depth + 1).words.removeprefix("kept: ")
-            return f"parent of {short(child)}, which is kept: {why}"
+            return f"parent of {self.name(child)}, which is kept: {why}"
         if s is not None and s["last_activity"] is not None:
             used = age(s["last_activity"], self.taken_at)
-            return f"parent of a session used {used} ago ({short(child)})"
-        return f"parent of {short(child)}, which stays"
+            return f"parent of a session used {used} ago ({self.name(child)})"
+        return f"parent of {self.name(child)}, which stays"
 
 
 def days_label(days: float) -> str:

@@ -23,19 +23,19 @@ from textual.message import Message
 from textual.notifications import SeverityLevel
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState
 
 from agentkeep.errors import Failed, Failure, Refused
 from agentkeep.model import rfc3339
 from agentkeep.render import age, count, size, when
 from agentkeep.ui.backend import Backend, Plan, Snapshot
-from agentkeep.ui.dialogs import Confirm, Help, Notice, PlanView, summary
+from agentkeep.ui.dialogs import DIALOG_WIDE, Confirm, Help, Notice, PlanView, summary
 from agentkeep.ui.live import Subscription
 from agentkeep.ui.overview import Overview
 from agentkeep.ui.sessions import SessionsPane, detail_text
 from agentkeep.ui.text import home_relative
 from agentkeep.ui.trash import TrashPane
-from agentkeep.verdict import Plans, short
+from agentkeep.verdict import Names, Plans
 
 T = TypeVar("T")
 Key = tuple[str, str]
@@ -44,13 +44,13 @@ PLAN_EVERY = 30.0
 CHANGE_DELAY = 0.3
 SHOW_DELAY = 0.1
 
-CSS = """
+CSS = (
+    """
 #title { height: 1; background: $panel; padding: 0 1; }
 TabbedContent { height: 1fr; }
 TabPane { padding: 0; }
 Overview { padding: 0 1; }
 .chart { height: auto; }
-Screen.-tall .chart { margin-top: 1; }
 SessionsPane { height: 1fr; }
 #filter { height: 1; border: none; padding: 0 1; background: $boost; }
 #filter:focus { border: none; background: $accent 30%; }
@@ -66,13 +66,16 @@ TrashPane { height: 1fr; }
 Confirm, Notice, PlanView, Help { align: center middle; }
 .dialog { width: 76; max-width: 100%; height: auto; max-height: 100%; border: thick $warning;
           background: $surface; padding: 0 1; }
-.dialog.wide { width: 120; height: 100%; }
 .dialog-title { text-style: bold; margin-bottom: 1; }
 .dialog-body { height: auto; max-height: 16; }
 #plan-table { height: 1fr; margin-top: 1; }
 .buttons { height: auto; align-horizontal: right; margin-top: 1; }
 .buttons Button { margin-left: 1; }
+/* Toasts under the title, not at the foot: there they covered the buttons of a dialog. */
+ToastRack { dock: top; align: right top; margin-top: 1; margin-bottom: 0; }
 """
+    + f".dialog.wide {{ width: {DIALOG_WIDE}; height: 100%; }}\n"
+)
 
 
 class Changed(Message):
@@ -113,6 +116,7 @@ class AgentkeepApp(App[None]):
         self.live = "no daemon"
         self.error: str | None = None
         self.loads = 0  # loads finished (tests wait on it)
+        self.faults: list[str] = []  # work that raised what no call catches
         self._loading = False
         self._again = False
         self._want_plan = False
@@ -121,6 +125,7 @@ class AgentkeepApp(App[None]):
         self._change_timer: Timer | None = None
         self._plan_timer: Timer | None = None
         self._show_timer: Timer | None = None
+        self._showing: Key | None = None  # the session a `show` worker reads
         self._docs: dict[Key, dict[str, Any]] = {}
 
     # -- layout -----------------------------------------------------------
@@ -133,7 +138,7 @@ class AgentkeepApp(App[None]):
                 yield SessionsPane(self.home, id="sessions-pane")
             with TabPane("3 Trash", id="trash"):
                 yield TrashPane(id="trash-pane")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.reload(plan=True)
@@ -146,7 +151,8 @@ class AgentkeepApp(App[None]):
     def busy(self) -> bool:
         """Reading or acting (tests wait until it is not)."""
         timers = (self._change_timer, self._show_timer)
-        return self._loading or self._acting > 0 or any(t is not None for t in timers)
+        working = self._loading or self._acting > 0 or self._showing is not None
+        return working or any(t is not None for t in timers)
 
     # -- reading ----------------------------------------------------------
     def reload(self, plan: bool = False) -> None:
@@ -209,11 +215,17 @@ class AgentkeepApp(App[None]):
         if snap is None:
             return
         plan = self.plan or Plan(None, "the plan is being made", snap.taken_at)
-        self.plans = Plans(plan.report, plan.error, plan.taken_at, snap.sessions)
+        names = _names(snap, plan.report)
+        self.plans = Plans(plan.report, plan.error, plan.taken_at, snap.sessions, names)
         self._title()
-        self.query_one(Overview).show(snap, self.plan, self.live, self.home)
+        self.query_one(Overview).show(snap, self.plan, self.live, self.home, names)
         self.query_one(SessionsPane).show(snap.sessions, self.plans, snap.taken_at)
-        self.query_one(TrashPane).show(snap.trash, snap.taken_at)
+        self.query_one(TrashPane).show(snap.trash, snap.taken_at, names)
+
+    @property
+    def names(self) -> Names:
+        """How ids are said: by a prefix only where it tells them apart."""
+        return self.plans.name if self.plans is not None else Names(())
 
     def _title(self) -> None:
         snap = self.snapshot
@@ -229,6 +241,14 @@ class AgentkeepApp(App[None]):
         if self.error:
             t.append(f"  {self.error}", "red")
         self.query_one("#title", Static).update(t)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Each call catches what the core raises, so a worker that raised
+        is a fault of the app's own: said, never swallowed."""
+        if event.state == WorkerState.ERROR:
+            fault = f"{event.worker.group}: {event.worker.error!r}"
+            self.faults.append(fault)
+            self.notify(fault, title="internal error", severity="error", timeout=10)
 
     # -- live -------------------------------------------------------------
     def _subscribe(self, fingerprint: dict[str, Any]) -> None:
@@ -251,7 +271,9 @@ class AgentkeepApp(App[None]):
             self.live = f"not live ({message.why}): r reads again"
         self._title()
         if self.snapshot is not None:
-            self.query_one(Overview).show(self.snapshot, self.plan, self.live, self.home)
+            self.query_one(Overview).show(
+                self.snapshot, self.plan, self.live, self.home, self.names
+            )
 
     def on_changed(self, message: Changed) -> None:
         if self._change_timer is None:
@@ -283,25 +305,35 @@ class AgentkeepApp(App[None]):
         if key in self._docs:
             self._detail(key, self._docs[key])
             return
-        self.run_worker(
-            lambda: self._fetch(key), thread=True, group="show", exclusive=True, exit_on_error=False
-        )
+        # One `show` at a time, never cancelled: a thread worker cannot be
+        # stopped, so a cancelled one would run on unseen, holding the
+        # backend. The one asked for meanwhile is fetched when it ends.
+        if self._showing is None:
+            self._showing = key
+            self.run_worker(
+                lambda: self._fetch(key), thread=True, group="show", exit_on_error=False
+            )
 
     def _fetch(self, key: Key) -> None:
         try:
             doc: dict[str, Any] | str = self.backend.show(*key)
         except (Failure, OSError) as exc:
             doc = getattr(exc, "message", None) or str(exc)
-        if not get_current_worker().is_cancelled:
-            self.call_from_thread(self._fetched, key, doc)
+        self.call_from_thread(self._fetched, key, doc)
 
     def _fetched(self, key: Key, doc: dict[str, Any] | str) -> None:
+        self._showing = None
+        pane = self.query_one(SessionsPane)
+        selected = pane.selected
         if isinstance(doc, str):
-            self.query_one(SessionsPane).detail(Text(f"{key[0]} {key[1]}: {doc}", "yellow"))
-            return
-        self._docs[key] = doc
-        if self.query_one(SessionsPane).selected == key:
-            self._detail(key, doc)
+            if selected == key:
+                pane.detail(Text(f"{key[0]} {key[1]}: {doc}", "yellow"))
+        else:
+            self._docs[key] = doc
+            if selected == key:
+                self._detail(key, doc)
+        if selected is not None and selected != key and self._show_timer is None:
+            self._show(selected)
 
     def _detail(self, key: Key, doc: dict[str, Any]) -> None:
         assert self.plans is not None and self.snapshot is not None
@@ -355,7 +387,7 @@ class AgentkeepApp(App[None]):
 
     def _ask_pin(self, doc: dict[str, Any]) -> None:
         key = (doc["agent"], doc["id"])
-        name = f"{doc['agent']} {short(doc['id'])}"
+        name = f"{doc['agent']} {self.names(doc['id'])}"
         if doc.get("pinned"):
             title, yes = f"Unpin {name}?", "Unpin"
             body = "It can be pruned again once it is idle past the retention."
@@ -374,7 +406,7 @@ class AgentkeepApp(App[None]):
 
     def _pinned(self, doc: dict[str, Any]) -> None:
         verb = "pinned" if doc["pinned"] else "unpinned"
-        self.notify(f"{verb} {doc['agent']} {short(doc['id'])}")
+        self.notify(f"{verb} {doc['agent']} {self.names(doc['id'])}")
         self.reload(plan=True)
 
     def _purge_trial(self, key: Key) -> tuple[dict[str, Any], bool, str]:
@@ -384,27 +416,25 @@ class AgentkeepApp(App[None]):
         try:
             return self.backend.purge(*key, dry_run=True, cascade=False), False, ""
         except Failure as exc:
-            if not isinstance(exc, Refused) or exc.report is None:
-                raise
-            plans = Plans(
-                exc.report, None, time.time(), self.snapshot.sessions if self.snapshot else []
-            )
-            verdict = plans.of(*key)
+            verdict = self._refusal(exc).of(*key)
             if verdict.reason != "ancestor":
-                raise Refused(f"{key[0]} {short(key[1])} {verdict.words}") from None
+                raise Refused(f"{key[0]} {self.names(key[1])} {verdict.words}") from None
         try:
             report = self.backend.purge(*key, dry_run=True, cascade=True)
         except Failure as exc:
-            if not isinstance(exc, Refused) or exc.report is None:
-                raise
-            plans = Plans(
-                exc.report, None, time.time(), self.snapshot.sessions if self.snapshot else []
-            )
-            words = plans.of(*key).words
+            words = self._refusal(exc).of(*key).words
             raise Refused(
-                f"{key[0]} {short(key[1])} {words}; --cascade cannot take it either"
+                f"{key[0]} {self.names(key[1])} {words}; --cascade cannot take it either"
             ) from None
         return report, True, verdict.words
+
+    def _refusal(self, exc: Failure) -> Plans:
+        """A refused purge's report, whose kept entry says why; any other
+        failure is raised again."""
+        if not isinstance(exc, Refused) or exc.report is None:
+            raise exc
+        sessions = self.snapshot.sessions if self.snapshot else []
+        return Plans(exc.report, None, time.time(), sessions, self.names)
 
     def _ask_purge(self, trial: tuple[dict[str, Any], bool, str]) -> None:
         report, cascade, why = trial
@@ -413,7 +443,7 @@ class AgentkeepApp(App[None]):
             self.push_screen(Notice("purge", "nothing to purge"))
             return
         key = (target["agent"], target["id"])
-        name = f"{key[0]} {short(key[1])}"
+        name = f"{key[0]} {self.names(key[1])}"
         body = Text()
         if cascade:
             body.append(f"{name} alone is refused: {why}.\n", "yellow")
@@ -425,7 +455,7 @@ class AgentkeepApp(App[None]):
                 s = self._session((r["agent"], r["id"]))
                 idle = f", idle {age(r['last_activity'])}" if r.get("last_activity") else ""
                 ws = f", {home_relative(s['workspace'], self.home)}" if s and s["workspace"] else ""
-                body.append(f"  {r['agent']} {short(r['id'])}  {size(r['bytes'])}{idle}{ws}\n")
+                body.append(f"  {r['agent']} {self.names(r['id'])}  {size(r['bytes'])}{idle}{ws}\n")
         gone = sum(r["bytes"] for r in report["removed"])
         paths = sum(len(r["paths"]) for r in report["removed"])
         trash = report.get("trash")
@@ -463,7 +493,7 @@ class AgentkeepApp(App[None]):
 
     def on_trash_pane_restore(self, message: TrashPane.Restore) -> None:
         e = message.entry
-        name = f"{e['agent']} {short(e['id'])}"
+        name = f"{e['agent']} {self.names(e['id'])}"
         body = Text(
             f"Puts {name} ({size(e['bytes'])}) back where it was, with any of its"
             " ancestors still in the trash, database rows included. Nothing is"
@@ -481,7 +511,7 @@ class AgentkeepApp(App[None]):
         self.push_screen(Confirm(f"Restore {name}?", body, "Restore"), answer)
 
     def _restored(self, doc: dict[str, Any]) -> None:
-        names = ", ".join(f"{e['agent']} {short(e['id'])}" for e in doc["restored"])
+        names = ", ".join(f"{e['agent']} {self.names(e['id'])}" for e in doc["restored"])
         self.notify(f"restored {names} ({size(doc['bytes'])})")
         self.reload(plan=True)
 
@@ -516,7 +546,7 @@ class AgentkeepApp(App[None]):
         sessions = {
             (s["agent"], s["id"]): s for s in (self.snapshot.sessions if self.snapshot else [])
         }
-        plans = Plans(plan.report, None, plan.taken_at, list(sessions.values()))
+        plans = Plans(plan.report, None, plan.taken_at, list(sessions.values()), self.names)
 
         def answer(ok: bool | None) -> None:
             if ok:
@@ -527,6 +557,14 @@ class AgentkeepApp(App[None]):
     def _pruned(self, report: dict[str, Any]) -> None:
         self.push_screen(Notice("Pruned", summary(report, time.time())))
         self.reload(plan=True)
+
+
+def _names(snap: Snapshot, report: dict[str, Any] | None) -> Names:
+    """Every id the app may say: the sessions, the trash, the plan's."""
+    ids = [s["id"] for s in snap.sessions] + [e["id"] for e in snap.trash]
+    for part in ("removed", "kept", "failed"):
+        ids += [e["id"] for e in (report or {}).get(part, [])]
+    return Names(ids)
 
 
 class _ToApp(logging.Handler):

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentkeep.errors import Failure
+from agentkeep.errors import BadParams, Failure
 from agentkeep.paths import Env
 from agentkeep.runner import Runner, status_doc
 
@@ -26,6 +26,9 @@ class Snapshot:
     sessions: list[dict[str, Any]]
     by_agent: list[dict[str, Any]]
     by_workspace: list[dict[str, Any]]
+    # `du --by kind`'s groups; None where a daemon started before `--by
+    # kind` was known answers (it refuses the parameter).
+    by_kind: list[dict[str, Any]] | None
     trash: list[dict[str, Any]]
     # With no retention: what a 30-day one would reclaim (core.reclaim_hint).
     hint: dict[str, Any] | None
@@ -70,6 +73,7 @@ class Backend:
             text = r.ask("ls", {"agent": None, "idle_over": None}, _ls, raw=True)
             by_agent = r.ask("du", {"by": "agent"}, lambda c: core.du(c, "agent"))
             by_workspace = r.ask("du", {"by": "workspace"}, lambda c: core.du(c, "workspace"))
+            by_kind = _by_kind(r)
             trash = core.trash_list(self.env.state_dir)["entries"]
             hint = core.reclaim_hint(r.ctx)
             retentions = _retentions(r.ctx)
@@ -78,6 +82,7 @@ class Backend:
             sessions=json.loads(text),
             by_agent=by_agent["groups"],
             by_workspace=by_workspace["groups"],
+            by_kind=by_kind,
             trash=trash,
             hint=hint,
             retentions=retentions,
@@ -147,6 +152,19 @@ class Backend:
 
         with self._lock:
             return core.restore(self.runner.ctx, agent, sid)
+
+
+def _by_kind(r: Runner) -> list[dict[str, Any]] | None:
+    """The disk by kind, or None where the daemon answering is older than
+    `du --by kind` and refuses the parameter: the rest still shows."""
+    from agentkeep import core
+
+    try:
+        doc = r.ask("du", {"by": "kind"}, lambda c: core.du(c, "kind"))
+    except BadParams:
+        return None
+    groups = doc.get("groups") if isinstance(doc, dict) else None
+    return groups if isinstance(groups, list) else None
 
 
 def _retentions(ctx: core.Context) -> dict[str, float]:

@@ -45,40 +45,59 @@ def legend(retention: str | None) -> Text:
         text.append(" stays ").append(RECLAIM, RECLAIM_STYLE)
         text.append(f" reclaimable now ({retention})")
     else:
-        text.append(" on disk (no retention: nothing is reclaimed)")
+        text.append(" on disk (no retention is set)")
     return text
 
 
-FIGURES = 27  # " 12.3 GB  4.1 GB    41": size, reclaimable, sessions
+FIGURE = 9  # " 114.6 kB": one figure and the space before it
+MIN_BAR = 8  # the narrowest bar worth a sessions column beside it
 
 
 def group_rows(
-    title: Text, groups: list[dict[str, Any]], width: int, label: int, limit: int
+    title: Text,
+    groups: list[dict[str, Any]],
+    width: int,
+    label: int,
+    rows: int,
+    *,
+    sessions: bool = True,
 ) -> Text:
-    """A title line with the figures' headings, then one line per group
-    (largest first, at most `limit`): key, bar, size, reclaimable, sessions;
-    the rest summed in one line."""
-    shown, rest = groups[:limit], groups[limit:]
-    biggest = max((int(g["bytes"]) for g in shown), default=0)
-    bar_width = max(4, width - label - 1 - FIGURES)
+    """A title line with the figures' headings, then a line per group
+    (largest first) in at most `rows` lines, the last of them summing the
+    rest when not all fit: key, bar, size, what a prune reclaims now, and
+    (`sessions`: the groups count sessions) the sessions where the width
+    has room for them. A field a group lacks counts as 0."""
+    column = sessions and width >= label + 1 + MIN_BAR + 3 * FIGURE
+    figures = 3 if column else 2
+    shown = groups if len(groups) <= rows else groups[: max(0, rows - 1)]
+    rest = groups[len(shown) :]
+    biggest = max((figure(g, "bytes") for g in shown), default=0)
+    bar_width = max(4, width - label - 1 - figures * FIGURE)
     text = Text(no_wrap=True, overflow="ellipsis")
-    headings = f" {'size':>8} {'reclaim':>8} {'sessions':>8}"
+    headings = f" {'size':>8} {'reclaim':>8}" + (f" {'sessions':>8}" if column else "")
     text.append_text(title[: max(0, width - len(headings))])
     text.append(" " * max(0, width - len(headings) - title.cell_len))
     text.append(headings + "\n", "dim")
     for g in shown:
-        total, reclaim = int(g["bytes"]), int(g["reclaimable_bytes"])
-        text.append(fit_end(str(g["key"]), label).ljust(label) + " ")
+        total, reclaim = figure(g, "bytes"), figure(g, "reclaimable_bytes")
+        text.append(fit_end(str(g.get("key")), label).ljust(label) + " ")
         text.append_text(bar(total, reclaim, biggest, bar_width))
-        text.append(
-            f" {size(total):>8} {size(reclaim) if reclaim else '-':>8} {g['sessions']:>8}\n"
-        )
-    if rest:
-        total = sum(int(g["bytes"]) for g in rest)
-        n = sum(int(g["sessions"]) for g in rest)
-        text.append(f"… and {len(rest)} more: {size(total)} in {count(n, 'session')}\n", "dim")
+        text.append(f" {size(total):>8} {size(reclaim) if reclaim else '-':>8}")
+        text.append(f" {figure(g, 'sessions'):>8}\n" if column else "\n")
+    if rest and rows > 0:
+        total = sum(figure(g, "bytes") for g in rest)
+        text.append(f"… and {len(rest)} more: {size(total)}", "dim")
+        if sessions:
+            n = sum(figure(g, "sessions") for g in rest)
+            text.append(f" in {count(n, 'session')}", "dim")
     text.rstrip()
     return text
+
+
+def figure(group: dict[str, Any], field: str) -> int:
+    """A group's count of `field`, 0 where it has none."""
+    value = group.get(field)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 # Bin edges of the histogram, in days; the retentions are added as edges of

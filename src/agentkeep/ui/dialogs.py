@@ -13,7 +13,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Static
 
 from agentkeep.render import age, count, size, when
-from agentkeep.verdict import Plans, short
+from agentkeep.verdict import Fate, Plans
+
+DIALOG_WIDE = 120  # the plan's dialog's width, where the screen has the room
 
 
 class Confirm(ModalScreen[bool]):
@@ -101,36 +103,7 @@ class PlanView(ModalScreen[bool]):
         with Vertical(classes="dialog wide"):
             yield Static("A prune with the configured retention (dry run)", classes="dialog-title")
             yield Static(summary(report, self.plans.taken_at))
-            table: DataTable[Any] = DataTable(
-                id="plan-table", cursor_type="row", zebra_stripes=True
-            )
-            table.add_column("", key="fate")
-            table.add_column("AGENT", key="agent")
-            table.add_column("ID", key="id")
-            table.add_column("SIZE", key="size")
-            table.add_column("IDLE", key="idle")
-            table.add_column("WHY", key="why")
-            for r in removed:
-                table.add_row(
-                    Text("goes", "yellow"),
-                    r["agent"],
-                    short(r["id"]),
-                    Text(size(r["bytes"]), justify="right"),
-                    age(r["last_activity"], self.plans.taken_at),
-                    "",
-                )
-            for entry in (*kept, *failed):
-                s = self.sessions.get((entry["agent"], entry["id"]))
-                verdict = self.plans.of(entry["agent"], entry["id"])
-                table.add_row(
-                    Text(verdict.fate.value, "red" if entry in failed else "cyan"),
-                    entry["agent"],
-                    short(entry["id"]),
-                    Text(size(s["bytes"]) if s else "-", justify="right"),
-                    age(s["last_activity"], self.plans.taken_at) if s else "-",
-                    verdict.words.split(": ", 1)[-1],
-                )
-            yield table
+            yield self._table([*removed, *kept, *failed], failed)
             with Horizontal(classes="buttons"):
                 if removed:
                     verb = "trash" if trash else "remove"
@@ -140,6 +113,41 @@ class PlanView(ModalScreen[bool]):
                         id="yes",
                     )
                 yield Button("Close (n)", id="no")
+
+    def _table(self, entries: list[dict[str, Any]], failed: list[dict[str, Any]]) -> DataTable[Any]:
+        """One row a session: its fate, and why in words, wrapped in what
+        the dialog leaves of its width (the other columns are as wide as
+        their widest cell)."""
+        rows = []
+        for entry in entries:
+            key = (entry["agent"], entry["id"])
+            s = self.sessions.get(key)
+            verdict = self.plans.of(*key)
+            activity = entry.get("last_activity") or (s or {}).get("last_activity")
+            bytes_ = entry.get("bytes", s["bytes"] if s else None)
+            style = "red" if entry in failed else "yellow" if verdict.fate == Fate.GOES else "cyan"
+            rows.append(
+                (
+                    Text(verdict.fate.value, style),
+                    entry["agent"],
+                    self.plans.name(entry["id"]),
+                    Text(size(bytes_) if bytes_ is not None else "-", justify="right"),
+                    age(activity, self.plans.taken_at) if activity else "-",
+                    verdict.cause,
+                )
+            )
+        table: DataTable[Any] = DataTable(id="plan-table", cursor_type="row", zebra_stripes=True)
+        headings = ("", "AGENT", "ID", "SIZE", "IDLE")
+        widths = [max([len(h), *(len(str(r[n])) for r in rows)]) for n, h in enumerate(headings)]
+        # The dialog's border and padding take 4 cells, each column 2, the scroll bar 2.
+        inner = min(DIALOG_WIDE, self.app.size.width) - 4
+        why = max(20, inner - sum(widths) - 2 * (len(widths) + 1) - 2)
+        for heading, width in zip(headings, widths, strict=True):
+            table.add_column(heading, width=width)
+        table.add_column("WHY", width=why)
+        for row in rows:
+            table.add_row(*row, height=None)
+        return table
 
     def on_mount(self) -> None:
         self.query_one("#plan-table", DataTable).focus()
@@ -170,7 +178,8 @@ def summary(report: dict[str, Any], now: float) -> Text:
     else:
         verb = "would remove" if dry else "removed"
         t.append(f"{verb} {sessions} ({size(gone)}) at once: the trash is off")
-    t.append(f"; {count(len(report.get('kept', [])), 'old session')} stay")
+    kept = len(report.get("kept", []))
+    t.append(f"; {count(kept, 'old session')} {'stays' if kept == 1 else 'stay'}")
     if report.get("failed"):
         t.append(f"; {len(report['failed'])} failed", "red")
     if dry and removed:
@@ -187,7 +196,7 @@ KEYS = (
     ("escape", "clear the filter, close a dialog"),
     ("s  S", "sort by the next column / reverse (or click a heading)"),
     ("p", "pin or unpin the session (a pinned session is never pruned)"),
-    ("d", "purge the session into the trash (offers --cascade for its children)"),
+    ("d", "purge it into the trash (offers --cascade for its children)"),
     ("u", "in the trash: restore the session"),
     ("y  n", "in a dialog: yes / no"),
     ("?", "these keys"),

@@ -1,12 +1,18 @@
-"""The overview: the daemon, the trash, disk use by agent and by workspace
-(what the configured retention reclaims now drawn within each bar), and the
-sessions by idle age with the retention's cutoff."""
+"""The overview: the daemon, the trash, disk use by agent, by kind and by
+workspace (what the configured retention reclaims now drawn within each
+bar), and the sessions by idle age with the retention's cutoff.
+
+It fits the pane whole, down to 80x24: the lines of the status, the
+histogram and the charts' titles are counted first, and the charts share
+the rows left, each summing in one line the groups it has no room for.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 from textual.app import ComposeResult
@@ -18,9 +24,25 @@ from agentkeep.render import age, count, size, when
 from agentkeep.ui import charts
 from agentkeep.ui.backend import Plan, Snapshot
 from agentkeep.ui.text import home_relative
-from agentkeep.verdict import retention_label, short
+from agentkeep.verdict import Names, retention_label
 
 DAY = 86400.0
+TALL = 28  # rows of the pane from which the charts have room to breathe
+GAP = 2  # cells between the charts by agent and by kind
+
+# `du --by kind`'s groups in a label's worth of words; a key not here is
+# shown as it comes, its dashes as spaces.
+KIND_WORDS = {
+    "transcripts": "transcripts",
+    "tool-output": "tool output",
+    "snapshots": "snapshots",
+    "debug-logs": "debug logs",
+    "database-rows": "db rows",
+    "database-free-pages": "free pages",
+    "runtime-leftovers": "leftovers",
+    "trash": "trash",
+    "agentkeep-state": "agentkeep",
+}
 
 
 class Sized:
@@ -36,78 +58,193 @@ class Sized:
 class Overview(VerticalScroll):
     can_focus = True
 
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._shown: tuple[Snapshot, Plan | None, str, str, Names] | None = None
+
     def compose(self) -> ComposeResult:
         yield Static("reading…", id="daemon")
         yield Static("", id="by-agent", classes="chart")
         yield Static("", id="by-workspace", classes="chart")
         yield Static("", id="histogram", classes="chart")
 
-    def show(self, snap: Snapshot, plan: Plan | None, live: str, home: str) -> None:
-        daemon = daemon_text(snap, plan, live)
-        daemon.append("\n").append_text(trash_text(snap.trash, snap.taken_at))
+    def show(self, snap: Snapshot, plan: Plan | None, live: str, home: str, names: Names) -> None:
+        self._shown = (snap, plan, live, home, names)
+        self._draw()
+
+    def on_resize(self) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
+        if self._shown is None:
+            return
+        snap, plan, live, home, names = self._shown
+        width = self.content_size.width or max(40, self.app.size.width - 2)
+        height = self.size.height or max(10, self.app.size.height - 4)
+        gap = 1 if height >= TALL else 0
+        daemon = pack(status_parts(snap, plan, live, names), width)
         self.query_one("#daemon", Static).update(daemon)
-        retention = (snap.status.get("config") or {}).get("retention")
-        if snap.retentions and not retention:
-            retention = "per agent"
-        title = Text("Disk by agent", "bold").append("  ").append_text(charts.legend(retention))
-        agents = snap.by_agent
+        bars = 6 if gap else 3
+        kinds = kind_groups(snap.by_kind)
         spaces = [{**g, "key": home_relative(g["key"], home)} for g in snap.by_workspace]
-        tall = self.size.height >= 26  # the screen's -tall (32 rows) less title, tabs, footer
-        self.query_one("#by-agent", Static).update(
-            Sized(lambda w: charts.group_rows(title, agents, w, label=8, limit=8))
-        )
-        spaces_title = Text("Disk by workspace", "bold")
+        used = len(daemon.wrap(self.app.console, width)) + 3 * gap + 2 + (1 + bars + 2)
+        top, low = share([max(len(snap.by_agent), len(kinds)), len(spaces)], height - used)
+        for chart in self.query(".chart"):
+            chart.styles.margin = (gap, 0, 0, 0)
+        self.query_one("#by-agent", Static).update(Sized(lambda w: disk_top(snap, kinds, w, top)))
+        spaces_title = titled("Disk by workspace", snap if kinds else None)
         self.query_one("#by-workspace", Static).update(
             Sized(
                 lambda w: charts.group_rows(
-                    spaces_title, spaces, w, label=min(30, max(10, w // 3)), limit=8 if tall else 4
+                    spaces_title, spaces, w, label=min(30, max(10, w // 3)), rows=low
                 )
             )
         )
         cutoffs = {agent: seconds / DAY for agent, seconds in snap.retentions.items()}
         sessions, now = snap.sessions, snap.taken_at
-        height = 6 if tall else 3
         self.query_one("#histogram", Static).update(
-            Sized(lambda w: charts.histogram(sessions, cutoffs, w, height, now))
+            Sized(lambda w: charts.histogram(sessions, cutoffs, w, bars, now))
         )
 
 
-def daemon_text(snap: Snapshot, plan: Plan | None, live: str) -> Text:
+def share(wants: list[int], rows: int) -> list[int]:
+    """`rows` lines dealt to charts wanting `wants` lines each, one at a
+    time to the one with the fewest so far that wants more."""
+    got = [0] * len(wants)
+    for _ in range(max(0, rows)):
+        open_ = [n for n, want in enumerate(wants) if got[n] < want]
+        if not open_:
+            break
+        got[min(open_, key=lambda n: got[n])] += 1
+    return got
+
+
+def kind_groups(groups: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """`du --by kind`'s groups that hold anything, largest first, keyed by
+    their words."""
+    found = [g for g in groups or [] if isinstance(g, dict) and charts.figure(g, "bytes") > 0]
+    found.sort(key=lambda g: charts.figure(g, "bytes"), reverse=True)
+    words = [KIND_WORDS.get(str(g.get("key")), str(g.get("key")).replace("-", " ")) for g in found]
+    return [{**g, "key": key} for g, key in zip(found, words, strict=True)]
+
+
+def legend(snap: Snapshot) -> Text:
+    retention = (snap.status.get("config") or {}).get("retention")
+    if snap.retentions and not retention:
+        retention = "per agent"
+    return charts.legend(retention)
+
+
+def titled(words: str, snap: Snapshot | None = None) -> Text:
+    """A chart's title; given `snap`, with the bars' legend after it."""
+    text = Text().append(words, "bold")
+    return text if snap is None else text.append("  ").append_text(legend(snap))
+
+
+def disk_top(snap: Snapshot, kinds: list[dict[str, Any]], width: int, rows: int) -> Text:
+    """The disk by agent, with the bars' legend; or where `du` splits the
+    disk by kind, by agent and by kind side by side (the legend goes to the
+    chart below, which has the width)."""
+    if not kinds:
+        return charts.group_rows(titled("Disk by agent", snap), snap.by_agent, width, 8, rows)
+    half = (width - GAP) // 2
+    agents = charts.group_rows(titled("Disk by agent"), snap.by_agent, half, 8, rows)
+    label = min(12, max(len(str(g["key"])) for g in kinds))
+    rest = width - GAP - half
+    by_kind = charts.group_rows(titled("Disk by kind"), kinds, rest, label, rows, sessions=False)
+    return beside(agents, by_kind, half)
+
+
+def beside(left: Text, right: Text, width: int) -> Text:
+    """`left`'s lines, each padded to `width` cells, with `right`'s after
+    them GAP cells on."""
+    lefts, rights = left.split("\n"), right.split("\n")
+    out = Text(no_wrap=True, overflow="ellipsis")
+    for n in range(max(len(lefts), len(rights))):
+        line = lefts[n].copy() if n < len(lefts) else Text()
+        line.pad_right(max(0, width - line.cell_len))
+        out.append_text(line).append(" " * GAP)
+        if n < len(rights):
+            out.append_text(rights[n])
+        out.append("\n")
+    out.rstrip()
+    return out
+
+
+def pack(parts: list[Text], width: int) -> Text:
+    """The parts in order, as many on a line as fit whole in `width`, two
+    spaces apart; a part that starts with a new line starts one."""
+    out = Text()
+    line = 0
+    for part in parts:
+        fresh = part.plain.startswith("\n")
+        if line and not fresh and line + 2 + part.cell_len <= width:
+            out.append("  ")
+            line += 2
+        elif line:
+            out.append("\n")
+            line = 0
+        if fresh:
+            part = part[1:]
+        out.append_text(part)
+        *_, last = part.plain.split("\n")
+        line = cell_len(last) if "\n" in part.plain else line + part.cell_len
+    return out
+
+
+def status_parts(snap: Snapshot, plan: Plan | None, live: str, names: Names) -> list[Text]:
+    """The daemon, the retention, the last and next prune, the trash and
+    what a prune would do now, each a part of its own (pack)."""
     st = snap.status
-    text = Text()
+    parts = [_daemon(snap, live)]
     config = st.get("config") or {}
-    if st.get("pid") is None:
-        text.append("daemon ", "bold").append("not running", "yellow")
-        text.append(": nothing is pruned on schedule; r reads again")
-    else:
-        up = age(rfc3339(snap.taken_at - float(st.get("uptime_s") or 0)), snap.taken_at)
-        mode = (st.get("watch") or {}).get("mode") or "-"
-        text.append("daemon ", "bold").append("running", "green")
-        text.append(f" pid {st['pid']}, up {up}, watch {mode}; {live}")
-    text.append("\n")
     if not config.get("ok", True):
-        text.append("config error: ", "red bold").append(str(config.get("error")))
-        text.append(" (nothing is pruned until it is fixed)\n")
+        error = Text("\n").append("config error: ", "red bold").append(str(config.get("error")))
+        parts.append(error.append(" (nothing is pruned until it is fixed)"))
     else:
-        text.append("retention ", "bold").append(config.get("retention") or _per_agent(snap))
-    last = st.get("last_prune")
-    if last:
-        text.append("  last prune ", "bold").append(when(last.get("time"), snap.taken_at))
-        text.append(f": {last.get('removed', 0)} removed ({size(last.get('bytes'))})")
-        for error in last.get("errors") or []:
-            text.append(f"\n  failed: {error}", "red")
-    else:
-        text.append("  last prune ", "bold").append("never")
+        retention = config.get("retention") or _per_agent(snap)
+        parts.append(Text().append("retention ", "bold").append(retention))
+    parts.append(_last_prune(st, snap.taken_at))
     if st.get("next_prune"):
-        text.append("  next ", "bold").append(when(st["next_prune"], snap.taken_at))
+        parts.append(Text().append("next ", "bold").append(when(st["next_prune"], snap.taken_at)))
+    parts.append(trash_text(snap.trash, snap.taken_at, names))
     if st.get("paused"):
-        text.append("\n")
-        text.append("pruning paused: ", "yellow bold").append(str(st["paused"]))
-        text.append(" (a prune from here, P, resumes it)")
+        paused = Text("\n").append("pruning paused: ", "yellow bold").append(str(st["paused"]))
+        parts.append(paused.append(" (a prune from here, P, resumes it)"))
+    parts.append(_would(snap, plan))
+    return [p for p in parts if p.plain.strip()]
+
+
+def _daemon(snap: Snapshot, live: str) -> Text:
+    st = snap.status
+    text = Text().append("daemon ", "bold")
+    if st.get("pid") is None:
+        text.append("not running", "yellow")
+        return text.append(": nothing is pruned on schedule; r reads again")
+    up = age(rfc3339(snap.taken_at - float(st.get("uptime_s") or 0)), snap.taken_at)
+    mode = (st.get("watch") or {}).get("mode") or "-"
+    text.append("running", "green")
+    return text.append(f" pid {st['pid']}, up {up}, watch {mode}; {live}")
+
+
+def _last_prune(st: dict[str, Any], now: float) -> Text:
+    last = st.get("last_prune")
+    text = Text().append("last prune ", "bold")
+    if not last:
+        return text.append("never")
+    text.append(when(last.get("time"), now))
+    text.append(f": {last.get('removed', 0)} removed ({size(last.get('bytes'))})")
+    for error in last.get("errors") or []:
+        text.append(f"\n  failed: {error}", "red")
+    return text
+
+
+def _would(snap: Snapshot, plan: Plan | None) -> Text:
+    """What a prune would do now, or with no retention what 30 days would."""
+    text = Text()
     if plan is not None and plan.report is not None:
         report = plan.report
         gone = sum(r["bytes"] for r in report["removed"])
-        text.append("\n")
         text.append("a prune now ", "bold")
         text.append(f"would take {count(len(report['removed']), 'session')} ({size(gone)}), ")
         text.append(f"keep {len(report['kept'])} old")
@@ -117,7 +254,7 @@ def daemon_text(snap: Snapshot, plan: Plan | None, live: str) -> Text:
         text.append(f"  (dry run {taken}: P)", "dim")
     elif snap.hint is not None and snap.hint.get("sessions"):
         hint = snap.hint
-        text.append(f"\na {hint['retention']} retention", "bold")
+        text.append(f"a {hint['retention']} retention", "bold")
         text.append(f" would reclaim {size(hint['bytes'])} in {count(hint['sessions'], 'session')}")
         text.append(f": add {hint['config_line']} to {hint['config_path']}", "dim")
     return text
@@ -129,7 +266,7 @@ def _per_agent(snap: Snapshot) -> str:
     return ", ".join(f"{a} {retention_label(s)}" for a, s in sorted(snap.retentions.items()))
 
 
-def trash_text(entries: list[dict[str, Any]], now: float) -> Text:
+def trash_text(entries: list[dict[str, Any]], now: float, names: Names) -> Text:
     text = Text()
     text.append("trash ", "bold")
     if not entries:
@@ -138,5 +275,5 @@ def trash_text(entries: list[dict[str, Any]], now: float) -> Text:
     first = min(entries, key=lambda e: e["expires_at"])
     text.append(f"{count(len(entries), 'session')}, {size(total)}; next expiry ")
     text.append(when(first["expires_at"], now))
-    text.append(f" ({first['agent']} {short(first['id'])})", "dim")
+    text.append(f" ({first['agent']} {names(first['id'])})", "dim")
     return text

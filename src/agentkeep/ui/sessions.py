@@ -13,11 +13,10 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
-from textual.widgets.data_table import ColumnKey
 
 from agentkeep.render import age, size
 from agentkeep.ui.text import compact_age, fit_end, home_relative
-from agentkeep.verdict import Fate, Plans, Verdict, short
+from agentkeep.verdict import Fate, Names, Plans, Verdict
 
 Key = tuple[str, str]
 
@@ -29,8 +28,10 @@ SORTS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "workspace": lambda s: (s["workspace"] or "", s["agent"], s["id"]),
     "state": lambda s: (s["state"], s["agent"], s["id"]),
 }
-FIXED = {"id": 8, "agent": 6, "idle": 7, "size": 8, "state": 6, "plan": 14}
+FIXED = {"idle": 7, "size": 8, "state": 6, "plan": 14}
 ORDER = ("id", "agent", "workspace", "idle", "size", "state", "plan")
+# Whole ids only where the workspace keeps this much beside them.
+WORKSPACE_BESIDE_WHOLE = 24
 HEADINGS = {k: k.upper() for k in ORDER}
 FATE_STYLE = {
     Fate.GOES: "yellow",
@@ -50,6 +51,23 @@ class Sorting:
 
     def key(self) -> Callable[[dict[str, Any]], Any]:
         return SORTS[self.column]
+
+
+def column_widths(sessions: list[dict[str, Any]], names: Names, width: int) -> dict[str, int]:
+    """Each column's width in a table `width` cells wide. Ids are whole
+    where the workspace keeps WORKSPACE_BESIDE_WHOLE cells beside them,
+    else as wide as the longest of the prefixes that tell each apart
+    (Names); agents whole; the workspace the rest."""
+    agent = max((len(s["agent"]) for s in sessions), default=0)
+    widths = {**FIXED, "agent": max(6, agent)}
+    # Each column has one cell of padding on either side, and the scroll
+    # bar takes two.
+    rest = width - sum(widths.values()) - 2 * len(ORDER) - 2
+    whole = max((len(s["id"]) for s in sessions), default=2)
+    cut = max((names.needed(s["id"]) for s in sessions), default=2)
+    widths["id"] = whole if rest - whole >= WORKSPACE_BESIDE_WHOLE else cut
+    widths["workspace"] = max(8, rest - widths["id"])
+    return widths
 
 
 def matches(s: dict[str, Any], verdict: Verdict, words: list[str], home: str) -> bool:
@@ -92,6 +110,7 @@ class SessionsPane(Vertical):
         self.plans: Plans | None = None
         self.now = 0.0
         self._shown: list[Key] = []
+        self._widths: dict[str, int] = {}
         self._width = 0
 
     def compose(self) -> ComposeResult:
@@ -118,16 +137,14 @@ class SessionsPane(Vertical):
 
     def _columns(self) -> None:
         table = self.table
-        width = max(40, table.size.width or self.size.width or 80)
-        if width == self._width and table.columns:
+        width = self._width = max(40, table.size.width or self.size.width or 80)
+        widths = column_widths(self.sessions, self.plans.name if self.plans else Names(()), width)
+        if widths == self._widths and table.columns:
             return
-        self._width = width
+        self._widths = widths
         table.clear(columns=True)
-        # Each column has one cell of padding on either side, and the
-        # scroll bar takes two.
-        rest = width - sum(FIXED.values()) - 2 * len(ORDER) - 2
         for key in ORDER:
-            table.add_column(HEADINGS[key], width=FIXED.get(key, max(8, rest)), key=key)
+            table.add_column(HEADINGS[key], width=widths[key], key=key)
 
     def _fill(self) -> None:
         if self.plans is None:
@@ -138,15 +155,17 @@ class SessionsPane(Vertical):
         table.clear()
         words = self.query_one("#filter", Input).value.lower().split()
         rows = sorted(self.sessions, key=self.sorting.key(), reverse=self.sorting.descending)
-        workspace_width = table.columns[ColumnKey("workspace")].width
+        id_width = self._widths["id"]
+        workspace_width = self._widths["workspace"]
         self._shown = []
         for s in rows:
             verdict = self.plans.of(s["agent"], s["id"])
             if words and not matches(s, verdict, words, self.home):
                 continue
             self._shown.append((s["agent"], s["id"]))
+            sid = s["id"]
             table.add_row(
-                short(s["id"]),
+                sid if len(sid) <= id_width else self.plans.name(sid),
                 s["agent"],
                 fit_end(home_relative(s["workspace"], self.home), workspace_width),
                 Text(compact_age(s["last_activity"], self.now), justify="right"),

@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from agentkeep.render import count, size, when
-from agentkeep.verdict import short
+from agentkeep.verdict import Names
 
 Key = tuple[str, str]
 
@@ -40,7 +40,7 @@ class TrashPane(Vertical):
         table.add_column("RESTORES", key="restores")
         yield table
 
-    def show(self, entries: list[dict[str, Any]], now: float) -> None:
+    def show(self, entries: list[dict[str, Any]], now: float, names: Names) -> None:
         self.entries = sorted(entries, key=lambda e: e["expires_at"])
         table = self.query_one("#trash-table", DataTable)
         row = table.cursor_row
@@ -48,7 +48,7 @@ class TrashPane(Vertical):
         for e in self.entries:
             table.add_row(
                 e["agent"],
-                short(e["id"]),
+                names(e["id"]),
                 Text(size(e["bytes"]), justify="right"),
                 when(e["trashed_at"], now),
                 when(e["expires_at"], now),
