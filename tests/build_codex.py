@@ -81,10 +81,12 @@ _FAKE_CODEX = """\
 # Like the real one (FIELD-NOTES): without --force and a terminal it refuses;
 # with it, it removes the session's rollouts and its rows in every table of
 # every database (threads by id, spawn edges by either thread, any other
-# table by thread_id), the same for each subagent thread its spawn edges
+# table by thread_id or session_id), the same for each subagent thread its spawn edges
 # name, and its session_index lines; it fails when it finds neither a threads
-# row nor a rollout. What it found when called goes to codex.seen.
-import json, os, sqlite3, sys
+# row nor a rollout. What it found when called goes to codex.seen. A test
+# seam: when codex.pause exists, it is taken, and the command stops after its
+# first database, writes its pid to codex.paused and waits for codex.go.
+import json, os, sqlite3, sys, time
 from pathlib import Path
 
 here = Path(__file__)
@@ -157,10 +159,17 @@ for thread in gone:
                 elif table == "thread_spawn_edges":
                     keys = ["parent_thread_id", "child_thread_id"]
                 else:
-                    keys = ["thread_id"] if "thread_id" in cols else []
+                    keys = [k for k in ("thread_id", "session_id") if k in cols]
                 for key in keys:
                     conn.execute(f'DELETE FROM "{{table}}" WHERE "{{key}}" = ?', (thread,))
         conn.close()
+        pause = here.with_name("codex.pause")
+        if pause.exists():
+            pause.unlink()
+            here.with_name("codex.paused").write_text(str(os.getpid()))
+            deadline = time.monotonic() + 60
+            while not here.with_name("codex.go").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
 index = home / "session_index.jsonl"
 if index.exists():
     kept = [l for l in index.read_text().splitlines() if json.loads(l).get("id") not in gone]

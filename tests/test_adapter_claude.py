@@ -15,7 +15,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from agentkeep import rmtree
 from agentkeep.adapters import claude
+from agentkeep.adapters.base import Known, listed, load
 from agentkeep.adapters.claude import TRANSCRIPT_HEAD, ClaudeAdapter
 from agentkeep.model import HolderKind, Session
 from agentkeep.paths import Env
@@ -56,7 +58,7 @@ def adapter(fake_home: FakeHome) -> ClaudeAdapter:
 
 
 def scan(adapter: ClaudeAdapter) -> dict[str, Session]:
-    return {s.id: s for s in adapter.scan()}
+    return {s.id: s for s in adapter.sessions()}
 
 
 def artifact_set(session: Session) -> set[tuple[str, str]]:
@@ -104,7 +106,7 @@ def test_every_kind_is_found_and_attributed_to_its_session(
         assert s.unsafe is None
         assert s.bytes == sum(x.bytes for x in s.artifacts) > 0
         assert s.artifacts[0].primary, "the transcript is listed (and removed) first"
-        loaded = adapter.load(made.id)
+        loaded = load(adapter, made.id)
         assert loaded is not None and loaded.artifacts == s.artifacts
         assert (loaded.workspace, loaded.parent, loaded.bytes) == (s.workspace, s.parent, s.bytes)
 
@@ -112,11 +114,11 @@ def test_every_kind_is_found_and_attributed_to_its_session(
 def test_a_scan_is_handed_out_in_parts_of_scan_part_sessions(
     fake_home: FakeHome, adapter: ClaudeAdapter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SCAN_PART, set on the package, is what scan_parts reads (tests of
+    """SCAN_PART, set on the package, is what split() reads (tests of
     spread scans set it there)."""
     made = {make_session(fake_home).id for _ in range(7)}
     monkeypatch.setattr(claude, "SCAN_PART", 3)
-    parts = [[s.id for s in part()] for part in adapter.scan_parts()]
+    parts = [[s.id for s in part()] for part in adapter.split().parts()]
     assert [len(ids) for ids in parts] == [3, 3, 1]
     assert {sid for ids in parts for sid in ids} == made
 
@@ -145,7 +147,7 @@ def test_a_job_sharing_only_the_prefix_is_not_the_sessions(
     sessions = scan(adapter)
     assert (JOB, str(a.job)) in artifact_set(sessions[a.id])
     assert JOB not in {x.kind for x in sessions[b.id].artifacts}
-    loaded_b = adapter.load(b.id)
+    loaded_b = load(adapter, b.id)
     assert loaded_b is not None and JOB not in {x.kind for x in loaded_b.artifacts}
     assert adapter.session_for_path(str(a.job / "output.log")) == a.id
 
@@ -158,7 +160,7 @@ def test_a_job_sharing_only_the_prefix_is_not_the_sessions(
 
     for bad in ("{not json", "[]", json.dumps({"sessionId": "x"}), ""):
         (a.job / "state.json").write_text(bad)
-        assert all(JOB not in {x.kind for x in s.artifacts} for s in adapter.scan())
+        assert all(JOB not in {x.kind for x in s.artifacts} for s in adapter.sessions())
         assert adapter.session_for_path(str(a.job / "output.log")) is None
 
 
@@ -235,7 +237,7 @@ def test_malformed_ids_reach_nothing(fake_home: FakeHome, adapter: ClaudeAdapter
     a = make_session(fake_home)  # something real that a bad id must not reach
     layout = ClaudeLayout.of(fake_home)
     assert adapter.canonical_id(bad) is None
-    assert adapter.load(bad) is None
+    assert load(adapter, bad) is None
     for path in (
         layout.projects / a.key / f"{bad}.jsonl",
         layout.projects / a.key / bad / "x",
@@ -268,7 +270,7 @@ def test_an_uppercase_uuid_on_disk_is_canonicalised(
     assert artifact_set(sessions[upper.lower()]) == s.artifact_set()
     assert sessions[child.id].parent == upper.lower()
     for asked in (upper, upper.lower()):
-        loaded = adapter.load(asked)
+        loaded = load(adapter, asked)
         assert loaded is not None and loaded.id == upper.lower()
         assert artifact_set(loaded) == s.artifact_set()
     for path in s.all_paths():
@@ -284,7 +286,7 @@ def test_a_linked_tmp_key_is_not_followed_and_is_marked_linked(
     s = make_session(fake_home)
     key_dir = s.layout.tmp_root / s.key
     move_behind_link(key_dir, fake_home.root / "elsewhere" / "tmpkey")
-    for session in (scan(adapter)[s.id], adapter.load(s.id)):
+    for session in (scan(adapter)[s.id], load(adapter, s.id)):
         assert session is not None
         assert artifact_set(session) == s.artifact_set()
         assert linked(session) == {x: x == str(s.tmp) for x in linked(session)}
@@ -304,7 +306,7 @@ def test_a_linked_projects_key_makes_the_session_unsafe(
     assert got.unsafe is not None
     assert got.workspace == "/home/u/linked", "what is behind the link is still reported"
     assert sessions[other.id].unsafe is None
-    loaded = adapter.load(s.id)
+    loaded = load(adapter, s.id)
     assert loaded is not None and loaded.unsafe is not None
 
 
@@ -337,7 +339,7 @@ def test_linked_file_history_is_marked_linked(fake_home: FakeHome, adapter: Clau
     sessions = scan(adapter)
     assert linked(sessions[b.id])[str(b.file_history)] is True
     assert linked(sessions[a.id])[str(a.file_history)] is True
-    assert adapter.load(b.id).artifacts == sessions[b.id].artifacts  # type: ignore[union-attr]
+    assert load(adapter, b.id).artifacts == sessions[b.id].artifacts  # type: ignore[union-attr]
 
 
 def test_a_link_that_is_itself_the_artifact_is_an_artifact(
@@ -475,7 +477,7 @@ def registry_session(
 ) -> tuple[ClaudeSessionPaths, Session]:
     s = make_session(fake_home, full=False)
     write_registry(fake_home, pid, s.id, **registry)  # type: ignore[arg-type]
-    got = adapter.load(s.id)
+    got = load(adapter, s.id)
     assert got is not None and REGISTRY in {x.kind for x in got.artifacts}, "SETUP INVALID"
     return s, got
 
@@ -637,7 +639,7 @@ def test_claude_project_dir_is_never_a_root(fake_home: FakeHome) -> None:
     sessions = scan(adapter)
     assert set(sessions) == {made.id}
     assert artifact_set(sessions[made.id]) == made.artifact_set()
-    assert adapter.load(mine) is None
+    assert load(adapter, mine) is None
     for path in workspace.rglob("*"):
         assert adapter.session_for_path(str(path)) is None, path
 
@@ -748,7 +750,7 @@ def test_roots_that_do_not_exist_find_nothing(fake_home: FakeHome, adapter: Clau
     roots = adapter.roots()
     assert not any(r.path.exists() for r in roots), "SETUP INVALID"
     assert all(r.problem is None for r in roots)
-    assert list(adapter.scan()) == []
+    assert list(adapter.sessions()) == []
     assert adapter.watch_dirs() == []
 
 
@@ -824,7 +826,7 @@ def test_the_parent_comes_from_forked_from(fake_home: FakeHome, adapter: ClaudeA
     sessions = scan(adapter)
     assert sessions[fork.id].parent == parent.id, "forkedFrom wins over the job's"
     assert sessions[parent.id].parent is None
-    assert adapter.load(fork.id).parent == parent.id  # type: ignore[union-attr]
+    assert load(adapter, fork.id).parent == parent.id  # type: ignore[union-attr]
 
 
 def test_the_parent_comes_from_a_jobs_fork_parent(
@@ -1018,9 +1020,9 @@ def test_reading_changes_no_atime_or_mtime(
         os.utime(p, ns=(int(old * 1e9), st.st_mtime_ns), follow_symlinks=False)
     before = _times(paths)
 
-    sessions = list(adapter.scan())
+    sessions = list(adapter.sessions())
     for s in sessions:
-        adapter.load(s.id)
+        load(adapter, s.id)
         adapter.holders(s, table_of(proc))
     for p in paths:
         adapter.session_for_path(str(p))
@@ -1053,8 +1055,8 @@ def test_listing_one_session_again_follows_every_registry_change(
     proc = sleeper()
     live_reg, live_key = write_registry(fake_home, proc.pid, a.id)
     dead_reg, dead_key = write_registry(fake_home, 4_199_011, b.id)
-    assert _registry_paths_of(adapter.load(a.id)) == {str(live_reg), str(live_key)}
-    assert _registry_paths_of(adapter.load(b.id)) == {str(dead_reg), str(dead_key)}
+    assert _registry_paths_of(load(adapter, a.id)) == {str(live_reg), str(live_key)}
+    assert _registry_paths_of(load(adapter, b.id)) == {str(dead_reg), str(dead_key)}
 
     # /clear inside the live claude: its record now names b, in place (the
     # directory's mtime does not move).
@@ -1062,33 +1064,33 @@ def test_listing_one_session_again_follows_every_registry_change(
     before = sessions_dir.stat().st_mtime_ns
     live_reg.write_text(live_reg.read_text().replace(a.id, b.id) + " ")
     assert sessions_dir.stat().st_mtime_ns == before, "SETUP INVALID: the directory changed"
-    assert _registry_paths_of(adapter.load(a.id)) == set()
+    assert _registry_paths_of(load(adapter, a.id)) == set()
     expected_b = {str(live_reg), str(live_key), str(dead_reg), str(dead_key)}
-    assert _registry_paths_of(adapter.load(b.id)) == expected_b
+    assert _registry_paths_of(load(adapter, b.id)) == expected_b
 
     # A new process registers a: a new file moves the directory's mtime.
     new_reg, new_key = write_registry(fake_home, 4_199_012, a.id)
-    assert _registry_paths_of(adapter.load(a.id)) == {str(new_reg), str(new_key)}
+    assert _registry_paths_of(load(adapter, a.id)) == {str(new_reg), str(new_key)}
 
     # Removed by hand: gone from the next load.
     dead_reg.unlink()
     dead_key.unlink()
-    assert _registry_paths_of(adapter.load(b.id)) == {str(live_reg), str(live_key)}
+    assert _registry_paths_of(load(adapter, b.id)) == {str(live_reg), str(live_key)}
 
     # agentkeep's own removal of a's files patches what load() kept.
-    got_a = adapter.load(a.id)
+    got_a = load(adapter, a.id)
     assert got_a is not None, "SETUP INVALID"
     adapter.remove(got_a, SessionRemoval("claude", a.id, dry_run=False, trash=None))
     assert not new_reg.exists() and not new_key.exists(), "SETUP INVALID: not removed"
-    assert adapter.load(a.id) is None
-    assert _registry_paths_of(adapter.load(b.id)) == {str(live_reg), str(live_key)}
+    assert load(adapter, a.id) is None
+    assert _registry_paths_of(load(adapter, b.id)) == {str(live_reg), str(live_key)}
 
 
 def test_listing_many_sessions_at_once_equals_listing_each(
     fake_home: FakeHome, adapter: ClaudeAdapter
 ) -> None:
-    """load_many() (a prune's batch: the shared directories' listings kept)
-    finds exactly what load() finds for each (an event's few: probed, or
+    """Listing a batch (a prune's: the shared directories' listings kept)
+    finds exactly what listing each finds for each (an event's few: probed, or
     filtered by name as listed) and what a scan finds: every kind,
     registry files, jobs, sessions sharing key dirs, an id spelled
     uppercase on disk."""
@@ -1099,8 +1101,8 @@ def test_listing_many_sessions_at_once_equals_listing_each(
     wanted = [s.id for s in sessions] + [missing, "not-an-id", sessions[2].id.upper()]
     assert len(sessions) > claude.finding.PROBE_AT_MOST, "SETUP INVALID: not a batch"
 
-    together = adapter_for(fake_home.environ).load_many(wanted)
-    alone = {sid: adapter_for(fake_home.environ).load(sid) for sid in wanted}
+    together = listed(adapter_for(fake_home.environ), wanted)
+    alone = {sid: load(adapter_for(fake_home.environ), sid) for sid in wanted}
     scanned = scan(adapter_for(fake_home.environ))
 
     assert set(together) == set(wanted)
@@ -1117,14 +1119,15 @@ def test_listing_many_sessions_at_once_equals_listing_each(
 def test_a_batch_listed_again_after_others_changed_its_directories_finds_them_now(
     fake_home: FakeHome, adapter: ClaudeAdapter
 ) -> None:
-    """load_many() of the same batch again after others changed the shared
-    directories its first listing kept (a second prune process removing
+    """The same batch listed again (with the same Known) after others
+    changed the shared directories its first listing kept (a second prune process removing
     its sessions' entries, a claude writing a new one): what a fresh
     adapter finds, the new entry included, nothing removed returned."""
     sessions = [make_session(fake_home, cwd=f"/home/user/p{i % 2}") for i in range(12)]
     ids = [s.id for s in sessions]
     assert len(ids) > claude.finding.PROBE_AT_MOST, "SETUP INVALID: not a batch"
-    before = adapter.load_many(ids)
+    known = Known()
+    before = listed(adapter, ids, known)
     gone = [p for s in sessions[:4] for kind in (DEBUG_LOG, TODOS) for p in s.artifacts[kind]]
     for path in gone:
         path.unlink()
@@ -1132,23 +1135,24 @@ def test_a_batch_listed_again_after_others_changed_its_directories_finds_them_no
     new_todo.write_text("[]")
     assert all(before[sid] is not None for sid in ids), "SETUP INVALID: a session not found"
 
-    again = adapter.load_many(ids)
-    fresh = adapter_for(fake_home.environ).load_many(ids)
+    again = listed(adapter, ids, known)
+    fresh = listed(adapter_for(fake_home.environ), ids)
 
     for sid in ids:
         assert again[sid] == fresh[sid], sid
-    listed = {a.path for s in again.values() if s is not None for a in s.artifacts}
-    assert str(new_todo) in listed
-    assert not listed & {str(p) for p in gone}
+    paths = {a.path for s in again.values() if s is not None for a in s.artifacts}
+    assert str(new_todo) in paths
+    assert not paths & {str(p) for p in gone}
 
 
 def test_a_registry_file_written_as_agentkeep_removes_is_found_by_the_next_batch(
     fake_home: FakeHome, adapter: ClaudeAdapter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A claude that starts (its sessions/<pid>.json written) as agentkeep's
-    removal in sessions/ ends, before the adapter hears of the removal: the
-    next batch's listing finds its record (it is evidence of use). Taking
-    the directory's new mtime for agentkeep's own change hid it."""
+    removal in sessions/ goes on: the next batch's listing, with the
+    listings of the first kept (Known.memo), finds its record (it is
+    evidence of use). Taking the directory's new mtime for agentkeep's own
+    change hid it."""
     sessions = [make_session(fake_home, cwd=f"/home/user/p{i % 2}") for i in range(12)]
     ids = [s.id for s in sessions]
     stale, _ = write_registry(fake_home, 4_199_021, ids[0])
@@ -1156,21 +1160,21 @@ def test_a_registry_file_written_as_agentkeep_removes_is_found_by_the_next_batch
     old = time.time() - 3600
     os.utime(stale.parent, (old, old))
     assert len(ids) > claude.finding.PROBE_AT_MOST, "SETUP INVALID: not a batch"
-    first = adapter.load_many(ids)
+    known = Known()
+    first = listed(adapter, ids, known)
     got = first[ids[0]]
     assert got is not None and REGISTRY in {a.kind for a in got.artifacts}, "SETUP INVALID"
-    heard = adapter._listings.removed
     started: list[Path] = []
 
-    def removed_as_another_starts(paths: list[str]) -> None:
-        started.append(write_registry(fake_home, 4_199_022, ids[5])[0])
-        heard(paths)
+    def another_starts(path: str) -> None:
+        if path == str(stale) and not started:
+            started.append(write_registry(fake_home, 4_199_022, ids[5])[0])
 
-    monkeypatch.setattr(adapter._listings, "removed", removed_as_another_starts)
+    monkeypatch.setattr(rmtree, "_before_leaf", another_starts)
     adapter.remove(got, SessionRemoval("claude", ids[0], dry_run=False, trash=None))
     assert started and not stale.exists(), "SETUP INVALID: the removal and the start did not meet"
 
-    again = adapter.load_many(ids[1:])[ids[5]]
+    again = listed(adapter, ids[1:], known)[ids[5]]
     assert again is not None
     assert str(started[0]) in {a.path for a in again.artifacts if a.kind == REGISTRY}
 
@@ -1196,7 +1200,7 @@ def test_an_area_below_a_linked_directory_is_linked(
     s = make_session(fake_home)
     usage = s.layout.config / "usage-data"
     move_behind_link(usage, fake_home.root / "elsewhere" / "usage-data")
-    for got in (scan(adapter)[s.id], adapter.load(s.id)):
+    for got in (scan(adapter)[s.id], load(adapter, s.id)):
         assert got is not None
         assert artifact_set(got) == s.artifact_set()
         meta = {p for p, is_linked in linked(got).items() if is_linked}

@@ -15,6 +15,7 @@ import zstandard
 from structlog.testing import capture_logs
 
 from agentkeep import rmtree
+from agentkeep.adapters.base import listed, load
 from agentkeep.adapters.codex import CodexAdapter
 from agentkeep.errors import RemovalError
 from agentkeep.model import Session
@@ -50,7 +51,7 @@ def adapter(fake_home: FakeHome) -> CodexAdapter:
 
 
 def by_id(fake_home: FakeHome) -> dict[str, Session]:
-    return {s.id: s for s in adapter(fake_home).scan()}
+    return {s.id: s for s in adapter(fake_home).sessions()}
 
 
 def paths(session: Session) -> set[str]:
@@ -94,15 +95,15 @@ def test_scan_attributes_every_artifact_to_its_session(
     assert len(paths(sessions[other])) == len(paths(s))
     assert sessions[other].workspace == "/home/u/other"
     # load lists the same session again from disk.
-    assert adapter(fake_home).load(sid) == s
-    assert adapter(fake_home).load(sid.upper()) == s
+    assert load(adapter(fake_home), sid) == s
+    assert load(adapter(fake_home), sid.upper()) == s
 
 
 def test_a_session_with_only_a_row_is_still_a_session(fake_home: FakeHome, tree: CodexTree) -> None:
     # Deleting only the file makes the session reappear from the database.
     sid = new_id()
     tree.thread(sid, parent=None)
-    s = adapter(fake_home).load(sid)
+    s = load(adapter(fake_home), sid)
     assert s is not None
     assert [(a.path, a.primary) for a in s.artifacts] == [(f"{tree.state_db}#threads", True)]
 
@@ -111,7 +112,7 @@ def test_file_mtime_counts_when_newer_than_the_row(fake_home: FakeHome, tree: Co
     sid = new_id()
     path = tree.rollout(sid)
     tree.thread(sid, rollout=path, updated_at=int(OLD))
-    s = adapter(fake_home).load(sid)
+    s = load(adapter(fake_home), sid)
     assert s is not None
     assert s.last_activity() == pytest.approx(path.stat().st_mtime)
 
@@ -139,7 +140,7 @@ def test_row_update_time_in_every_shape(
     sid = new_id()
     tree.rollout(sid, mtime=OLD)
     tree.thread(sid, updated_at=updated_at, updated_at_ms=updated_at_ms)
-    s = adapter(fake_home).load(sid)
+    s = load(adapter(fake_home), sid)
     assert s is not None
     assert s.updated == expected
     assert s.last_activity() == expected
@@ -162,7 +163,7 @@ def test_zst_rollout_is_read(fake_home: FakeHome, tree: CodexTree) -> None:
     parent, sid = new_id(), new_id()
     packed = tree.rollout(sid, forked_from=parent, archived=True, zst=True, cwd="/home/u/zst")
     assert packed.name.endswith(".jsonl.zst") and packed.parent.name == "archived_sessions"
-    s = adapter(fake_home).load(sid)
+    s = load(adapter(fake_home), sid)
     assert s is not None
     assert [(a.path, a.kind, a.primary) for a in s.artifacts] == [
         (str(packed), "archived-rollout", True)
@@ -173,15 +174,15 @@ def test_zst_rollout_is_read(fake_home: FakeHome, tree: CodexTree) -> None:
 def test_load_follows_the_rollout_from_plain_to_zst(fake_home: FakeHome, tree: CodexTree) -> None:
     sid = new_id()
     plain = tree.rollout(sid, forked_from=(parent := new_id()))
-    assert paths(adapter(fake_home).load(sid)) == {str(plain)}  # type: ignore[arg-type]
+    assert paths(load(adapter(fake_home), sid)) == {str(plain)}  # type: ignore[arg-type]
 
     # Mid-compression both names exist: both are the session's.
     packed = plain.with_name(plain.name + ".zst")
     packed.write_bytes(zstandard.ZstdCompressor().compress(plain.read_bytes()))
-    assert paths(adapter(fake_home).load(sid)) == {str(plain), str(packed)}  # type: ignore[arg-type]
+    assert paths(load(adapter(fake_home), sid)) == {str(plain), str(packed)}  # type: ignore[arg-type]
 
     plain.unlink()
-    s = adapter(fake_home).load(sid)
+    s = load(adapter(fake_home), sid)
     assert s is not None
     assert paths(s) == {str(packed)}
     assert s.parent == parent
@@ -228,7 +229,7 @@ def test_malformed_entries_are_skipped_with_a_log_line(
     assert "rollout name without a session id; skipped" in events
     assert "threads row id is not a canonical UUID; skipped" in events
     assert "a directory named like a rollout; skipped" in events
-    assert adapter(fake_home).load("../../etc/passwd") is None
+    assert load(adapter(fake_home), "../../etc/passwd") is None
 
 
 @pytest.mark.parametrize("damage", ["not-a-database", "corrupt"])
@@ -243,7 +244,7 @@ def test_unreadable_state_database_makes_sessions_undated(
             f.seek(100)
             f.write(os.urandom(3000))
     with capture_logs() as logs:
-        s = adapter(fake_home).load(sid)
+        s = load(adapter(fake_home), sid)
     assert s is not None
     assert not any(a.path.endswith("#threads") for a in s.artifacts)
     assert s.undated and s.last_activity() is None
@@ -260,7 +261,7 @@ def test_unreadable_history_database_attributes_nothing(
     sid = tree.full_session()
     tree.history_db.write_text("garbage" * 100)
     with capture_logs() as logs:
-        s = adapter(fake_home).load(sid)
+        s = load(adapter(fake_home), sid)
     assert s is not None and not s.undated
     assert not any(a.path.startswith(str(tree.history_db)) for a in s.artifacts)
     assert f"{tree.root / 'goals_1.sqlite'}#thread_goals" in paths(s)  # the others still read
@@ -310,8 +311,8 @@ def test_scanning_changes_no_time_and_writes_no_row(fake_home: FakeHome, tree: C
     before, db_before = file_times(tree.root), (digest(tree.state_db), digest(tree.history_db))
     rows_before = (tree.thread_ids(), tree.item_ids())
 
-    list(adapter(fake_home).scan())
-    adapter(fake_home).load(sid)
+    list(adapter(fake_home).sessions())
+    load(adapter(fake_home), sid)
 
     assert file_times(tree.root) == before
     assert (digest(tree.state_db), digest(tree.history_db)) == db_before
@@ -339,8 +340,8 @@ def test_in_use_by_a_command_line_naming_the_id(
     )
     a = adapter(fake_home)
     procs = ProcessTable.snapshot()
-    assert proc.pid in {h.pid for h in a.holders(a.load(sid), procs)}  # type: ignore[arg-type]
-    assert proc.pid not in {h.pid for h in a.holders(a.load(other), procs)}  # type: ignore[arg-type]
+    assert proc.pid in {h.pid for h in a.holders(load(a, sid), procs)}  # type: ignore[arg-type]
+    assert proc.pid not in {h.pid for h in a.holders(load(a, other), procs)}  # type: ignore[arg-type]
 
 
 def test_in_use_by_a_process_holding_the_rollout_open(
@@ -352,7 +353,7 @@ def test_in_use_by_a_process_holding_the_rollout_open(
     fds = [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{proc.pid}/fd")]
     assert str(rollout) in fds, "SETUP INVALID: the helper does not hold the rollout"
     a = adapter(fake_home)
-    holders = a.holders(a.load(sid), ProcessTable.snapshot())  # type: ignore[arg-type]
+    holders = a.holders(load(a, sid), ProcessTable.snapshot())  # type: ignore[arg-type]
     assert [h.detail for h in holders if h.pid == proc.pid] == [f"has {rollout.name} open"]
 
 
@@ -378,7 +379,7 @@ def test_remove_without_codex_takes_the_row_first(
 
     monkeypatch.setattr(rmtree, "_before_leaf", before_leaf)
     a, r = adapter(fake_home), remover(sid)
-    a.remove(a.load(sid), r)  # type: ignore[arg-type]
+    a.remove(load(a, sid), r)  # type: ignore[arg-type]
 
     assert row_present_when_rollout_removed, "SETUP INVALID: the rollout was never removed"
     assert row_present_when_rollout_removed == [False]
@@ -389,8 +390,8 @@ def test_remove_without_codex_takes_the_row_first(
     assert not rollout.exists() and not tui.exists()
     assert tree.naming(sid) == set()
     assert sid in tree.index.read_text()  # Codex's own index is never edited
-    assert a.load(sid) is None
-    assert a.load(other) is not None and tree.naming(other) == other_rows
+    assert load(a, sid) is None
+    assert load(a, other) is not None and tree.naming(other) == other_rows
 
 
 def test_rows_of_tables_a_later_codex_adds_are_the_sessions(
@@ -416,7 +417,7 @@ def test_rows_of_tables_a_later_codex_adds_are_the_sessions(
         conn.close()
     a = adapter(fake_home)
     assert future in a.databases() and goals in a.databases()
-    s = a.load(sid)
+    s = load(a, sid)
     assert s is not None
     assert {f"{goals}#thread_notes", f"{future}#scratch"} <= paths(s)
     assert f"{future}#opaque" not in paths(s)
@@ -425,6 +426,30 @@ def test_rows_of_tables_a_later_codex_adds_are_the_sessions(
 
     assert tree.naming(sid) == {f"{future}#opaque"}
     assert {f"{goals}#thread_notes", f"{future}#scratch", f"{future}#opaque"} <= tree.naming(other)
+
+
+def test_rows_a_table_keys_by_session_id_are_the_sessions_too(
+    fake_home: FakeHome, tree: CodexTree
+) -> None:
+    """Codex 0.171's state_5.sqlite#session_model_ids names the session by a
+    `session_id` column (codex delete clears it): its rows are the
+    session's, and go with it; another session's stay."""
+    sid, other = tree.full_session(), tree.full_session()
+    conn = sqlite3.connect(tree.state_db)
+    with conn:
+        conn.execute("CREATE TABLE session_model_ids (session_id TEXT NOT NULL, model TEXT)")
+        for owner in (sid, other):
+            conn.execute("INSERT INTO session_model_ids VALUES (?, 'gpt-5')", (owner,))
+    conn.close()
+    table = f"{tree.state_db}#session_model_ids"
+    a = adapter(fake_home)
+    s = load(a, sid)
+    assert s is not None and table in paths(s)
+
+    a.remove(s, remover(sid))
+
+    assert tree.naming(sid) == set()
+    assert table in tree.naming(other)
 
 
 def test_a_subagent_is_a_child_by_its_spawn_edge(fake_home: FakeHome, tree: CodexTree) -> None:
@@ -439,8 +464,8 @@ def test_a_subagent_is_a_child_by_its_spawn_edge(fake_home: FakeHome, tree: Code
 
     adapter(fake_home).remove(sessions[child], remover(child))
 
-    assert adapter(fake_home).load(child) is None
-    assert edge not in paths(adapter(fake_home).load(parent))  # type: ignore[arg-type]
+    assert load(adapter(fake_home), child) is None
+    assert edge not in paths(load(adapter(fake_home), parent))  # type: ignore[arg-type]
     assert parent in tree.thread_ids()
 
 
@@ -452,10 +477,10 @@ def test_the_older_layout_is_still_read(fake_home: FakeHome) -> None:
     sid = new_id()
     old.thread(sid, parent=parent)
     old.items(sid)
-    s = adapter(fake_home).load(sid)
+    s = load(adapter(fake_home), sid)
     assert s is not None and s.parent == parent
     assert paths(s) == {f"{old.state_db}#threads", f"{old.history_db}#thread_items"}
-    assert paths(adapter(fake_home).load(parent)) == {  # type: ignore[arg-type]
+    assert paths(load(adapter(fake_home), parent)) == {  # type: ignore[arg-type]
         str(next(old.root.glob(f"sessions/*/*/*/rollout-*-{parent}.jsonl"))),
         str(old.root / "tui-thread-reference-capabilities" / parent),
         f"{old.state_db}#threads",
@@ -477,7 +502,7 @@ def test_a_half_removed_session_is_listed_and_finished(
     tui = tree.root / "tui-thread-reference-capabilities" / sid
     rows = tree.naming(sid)
     a = adapter(fake_home)
-    s = a.load(sid)
+    s = load(a, sid)
     assert s is not None and s.primary == [] and sid in by_id(fake_home)
     assert paths(s) == {str(tui)} | rows
     # Codex installed: it cannot find a session by rows alone (it fails
@@ -487,7 +512,7 @@ def test_a_half_removed_session_is_listed_and_finished(
     a.remove(s, r)
     assert calls(log) == []
     assert r.removed[0] == str(tui) and set(r.removed[1:]) == rows
-    assert a.load(sid) is None and tree.naming(sid) == set()
+    assert load(a, sid) is None and tree.naming(sid) == set()
 
 
 def test_remove_with_codex_moves_the_rollout_first_and_finishes_what_it_left(
@@ -502,7 +527,7 @@ def test_remove_with_codex_moves_the_rollout_first_and_finishes_what_it_left(
     tui = tree.root / "tui-thread-reference-capabilities" / sid
     a, r = adapter(fake_home), remover(sid)
 
-    a.remove(a.load(sid), r)  # type: ignore[arg-type]
+    a.remove(load(a, sid), r)  # type: ignore[arg-type]
 
     # Without --force and a terminal the real codex refuses to delete.
     assert calls(log) == [["--version"], ["delete", "--force", sid]]
@@ -514,7 +539,7 @@ def test_remove_with_codex_moves_the_rollout_first_and_finishes_what_it_left(
     assert r.removed == [str(packed), str(rollout), f"codex delete --force {sid}", str(tui)]
     assert r.residuals == [f"{tree.root / 'logs_2.sqlite'}#logs"]  # rows it left: reported
     assert tree.naming(sid) == {f"{tree.root / 'logs_2.sqlite'}#logs"}
-    assert a.load(other) is not None and tree.naming(other) == other_rows
+    assert load(a, other) is not None and tree.naming(other) == other_rows
 
 
 def test_codex_delete_is_not_run_while_a_subagent_thread_stays(
@@ -530,11 +555,11 @@ def test_codex_delete_is_not_run_while_a_subagent_thread_stays(
     a = adapter(fake_home)
 
     with pytest.raises(RemovalError, match=f"subagent thread {child} is still present"):
-        a.remove(a.load(parent), remover(parent))  # type: ignore[arg-type]
+        a.remove(load(a, parent), remover(parent))  # type: ignore[arg-type]
     assert calls(log) == [] and file_times(tree.root) == before
 
-    a.remove(a.load(child), remover(child))  # type: ignore[arg-type]
-    a.remove(a.load(parent), remover(parent))  # type: ignore[arg-type]
+    a.remove(load(a, child), remover(child))  # type: ignore[arg-type]
+    a.remove(load(a, parent), remover(parent))  # type: ignore[arg-type]
     assert calls(log) == [["--version"], ["delete", "--force", child]] * 1 + [
         ["--version"],
         ["delete", "--force", parent],
@@ -552,15 +577,15 @@ def test_a_failing_codex_leaves_the_session_listed_and_fails(
     a = adapter(fake_home)
     r = remover(sid)
     with pytest.raises(RemovalError, match="codex delete failed .*still listed"):
-        a.remove(a.load(sid), r)  # type: ignore[arg-type]
+        a.remove(load(a, sid), r)  # type: ignore[arg-type]
     assert r.removed == [str(rollout)]  # codex did nothing: only the rollout went
     assert calls(log) == [["--version"], ["delete", "--force", sid]]
     assert tree.naming(sid) == rows
     # Codex no longer offers it; the next run (a journal's) finishes it.
     log = install_fake_codex(fake_home)
-    a.remove(a.load(sid), remover(sid))  # type: ignore[arg-type]
+    a.remove(load(a, sid), remover(sid))  # type: ignore[arg-type]
     assert seen(log) == [{"id": sid, "rollouts": 0, "threads": 1}]
-    assert a.load(sid) is None and tree.naming(sid) == set()
+    assert load(a, sid) is None and tree.naming(sid) == set()
 
 
 @pytest.mark.parametrize("with_codex", [False, True])
@@ -590,7 +615,7 @@ def test_every_row_and_the_rollout_go_into_the_trash(
     rows_db = fake_home.root / "rows.sqlite"
     rows_db.write_bytes(kept["rows.sqlite"])
     assert _kept_rows(rows_db) == expected
-    assert adapter(fake_home).load(other) is not None
+    assert load(adapter(fake_home), other) is not None
     [listed] = json.loads(fake_home.cli("trash", "--json", check=True).stdout)["entries"]
     assert listed["partial"] is False, "all that was taken waits in the trash"
 
@@ -624,10 +649,10 @@ def test_a_codex_without_delete_is_not_asked_to_delete(
     sid = tree.full_session()
     log = install_fake_codex(fake_home, version="0.120.3")
     a, r = adapter(fake_home), remover(sid)
-    a.remove(a.load(sid), r)  # type: ignore[arg-type]
+    a.remove(load(a, sid), r)  # type: ignore[arg-type]
     assert calls(log) == [["--version"]]
     assert r.removed[0] == f"{tree.state_db}#threads"
-    assert a.load(sid) is None
+    assert load(a, sid) is None
 
 
 def test_a_database_held_for_writing_refuses_before_anything_is_removed(
@@ -645,7 +670,7 @@ def test_a_database_held_for_writing_refuses_before_anything_is_removed(
     with pytest.raises(
         RemovalError, match=f"database .*thread_history_1.sqlite in use by pid {holder.pid}"
     ):
-        a.remove(a.load(sid), r)  # type: ignore[arg-type]
+        a.remove(load(a, sid), r)  # type: ignore[arg-type]
 
     assert r.removed == [] and file_times(tree.root) == before
     assert sid in tree.thread_ids() and sid in tree.item_ids()
@@ -658,7 +683,7 @@ def test_dry_run_decides_the_same_and_changes_nothing(fake_home: FakeHome, tree:
     before, ids = file_times(tree.root), (tree.thread_ids(), tree.item_ids())
     a, r = adapter(fake_home), remover(sid, dry_run=True)
 
-    a.remove(a.load(sid), r)  # type: ignore[arg-type]
+    a.remove(load(a, sid), r)  # type: ignore[arg-type]
 
     assert r.removed[:3] == [
         f"{tree.state_db}#threads",
@@ -670,9 +695,15 @@ def test_dry_run_decides_the_same_and_changes_nothing(fake_home: FakeHome, tree:
 
     log = install_fake_codex(fake_home)
     r = remover(sid, dry_run=True)
-    adapter(fake_home).remove(a.load(sid), r)  # type: ignore[arg-type]
+    adapter(fake_home).remove(load(a, sid), r)  # type: ignore[arg-type]
     assert calls(log) == []  # a dry run runs no binary
-    assert r.removed == [str(rollout), f"codex delete --force {sid}"]
+    # What a real run finishes after `codex delete` (it leaves the TUI
+    # reference) is reported too: the same steps, nothing run.
+    assert r.removed == [
+        str(rollout),
+        f"codex delete --force {sid}",
+        str(tree.root / "tui-thread-reference-capabilities" / sid),
+    ]
     assert file_times(tree.root) == before and (tree.thread_ids(), tree.item_ids()) == ids
     assert tree.naming(sid) == rows
 
@@ -684,7 +715,7 @@ def test_linked_rollout_dir_is_never_removed(fake_home: FakeHome, tree: CodexTre
     path = real.rollout(sid)
     (tree.root / "sessions").mkdir()
     os.symlink(elsewhere / "sessions" / "2026", tree.root / "sessions" / "2026")
-    s = adapter(fake_home).load(sid)
+    s = load(adapter(fake_home), sid)
     assert s is not None and all(a.linked for a in s.artifacts)
     assert s.unsafe
     with pytest.raises(RemovalError):
@@ -693,14 +724,14 @@ def test_linked_rollout_dir_is_never_removed(fake_home: FakeHome, tree: CodexTre
 
 
 def test_listing_many_at_once_equals_listing_each(fake_home: FakeHome, tree: CodexTree) -> None:
-    """load_many() (a prune's batch, a reconcile) goes over the date dirs and
+    """listed() (a prune's batch, a reconcile) goes over the date dirs and
     databases once, and finds exactly what load() finds for each."""
     ids = [tree.full_session(cwd=f"/home/u/p{i}") for i in range(3)]
     wanted = [*ids, ids[1].upper(), new_id(), "not-an-id"]
 
-    many = adapter(fake_home).load_many(wanted)
+    many = listed(adapter(fake_home), wanted)
 
     assert set(many) == set(wanted)
     assert all(many[sid] is not None for sid in ids)
     for sid in wanted:
-        assert many[sid] == adapter(fake_home).load(sid), sid
+        assert many[sid] == load(adapter(fake_home), sid), sid

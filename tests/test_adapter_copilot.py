@@ -18,6 +18,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentkeep import lookagain
+from agentkeep.adapters.base import load
 from agentkeep.adapters.copilot import CopilotAdapter
 from agentkeep.errors import RemovalError
 from agentkeep.model import HolderKind, Session
@@ -61,7 +62,7 @@ def tree(fake_home: FakeHome) -> CopilotTree:
 
 
 def scan(adapter: CopilotAdapter) -> dict[str, Session]:
-    return {s.id: s for s in adapter.scan()}
+    return {s.id: s for s in adapter.sessions()}
 
 
 def remover(sid: str) -> SessionRemoval:
@@ -120,7 +121,7 @@ def test_every_artifact_is_found_and_nothing_of_another(
     assert s.bytes == sum(a.bytes for a in s.artifacts) > s_made.outputs[0].stat().st_size
     assert sorted(s.residual) == sorted(str(p) for p in shared)
     assert not any(other.id in a.path for a in s.artifacts)
-    assert adapter.load(twin) == s
+    assert load(adapter, twin) == s
     assert adapter.watch_dirs() == [tree.state, tree.oplocks]
     assert adapter.databases() == [tree.db]
 
@@ -132,7 +133,7 @@ def test_bad_ids_reach_nothing_and_paths_map_to_their_session(
     assert made.dir is not None and made.oplock is not None
     for raw in BAD_IDS:
         assert adapter.canonical_id(raw) is None, raw
-        assert adapter.load(raw) is None, raw
+        assert load(adapter, raw) is None, raw
     assert adapter.session_for_path(str(made.dir / "events.jsonl")) == made.id
     assert adapter.session_for_path(str(made.dir / "checkpoints" / "index.md")) == made.id
     assert adapter.session_for_path(str(made.oplock)) == made.id
@@ -146,7 +147,7 @@ def test_an_id_keeps_the_case_it_was_given(adapter: CopilotAdapter, tree: Copilo
     upper = new_id().upper()
     tree.session(upper, when=time.time())
     assert set(scan(adapter)) == {upper}
-    assert adapter.load(upper.lower()) is None
+    assert load(adapter, upper.lower()) is None
 
 
 def test_package_caches_are_never_sessions(
@@ -203,7 +204,7 @@ def test_a_command_line_naming_the_id_is_a_holder(
     made = tree.session(when=time.time())
     code = "import time; print('ready', flush=True); time.sleep(600)"
     proc = spawn([sys.executable, "-c", code, f"--resume={made.id}"], ready=True)
-    s = adapter.load(made.id)
+    s = load(adapter, made.id)
     assert s is not None
     assert proc.pid in [h.pid for h in adapter.holders(s, ProcessTable.snapshot())]
 
@@ -250,9 +251,9 @@ def test_a_session_only_in_the_legacy_dir_is_found_and_removed(
     assert f"{tree.legacy / 'session-store.db'}#sessions" in {a.path for a in s.artifacts}
     assert s.unsafe is None and adapter.watch_dirs()[2] == tree.legacy / "session-state"
     adapter.remove(s, remover(old.id))
-    assert adapter.load(old.id) is None and not any(p.exists() for p in old.files())
+    assert load(adapter, old.id) is None and not any(p.exists() for p in old.files())
     assert count_rows(tree.legacy / "session-store.db", "sessions", old.id) == 0
-    assert adapter.load(home.id) is not None
+    assert load(adapter, home.id) is not None
 
 
 def test_the_links_left_in_the_legacy_dir_count_a_session_once(
@@ -268,7 +269,7 @@ def test_the_links_left_in_the_legacy_dir_count_a_session_once(
     assert adapter.watch_dirs() == [tree.state, tree.oplocks]
     adapter.remove(s, remover(made.id))
     assert all(link.is_symlink() for link in links)
-    assert adapter.load(made.id) is None
+    assert load(adapter, made.id) is None
 
 
 def test_a_legacy_dir_linked_elsewhere_is_read_and_never_removed(
@@ -326,7 +327,7 @@ def test_the_rows_and_lock_copilots_own_delete_leaves_are_a_session(
     r = remover(made.id)
     adapter.remove(s, r)
     assert [count_rows(tree.db, t, made.id) for t in ROW_TABLES] == [0] * len(ROW_TABLES)
-    assert adapter.load(made.id) is None and made.oplock is not None
+    assert load(adapter, made.id) is None and made.oplock is not None
     assert not made.oplock.exists()
 
 
@@ -341,7 +342,7 @@ def test_removal_takes_events_first_every_row_and_leaves_what_is_shared(
     kept = tree.session(when=when)
     shared = tree.shared(gone, when=when) + tree.shared(kept, when=when)
     before = digest(sorted(set(shared)))
-    s = adapter.load(gone.id)
+    s = load(adapter, gone.id)
     assert s is not None
     r = remover(gone.id)
     adapter.remove(s, r)
@@ -368,7 +369,7 @@ def test_rows_stay_while_a_process_has_the_database_open_and_go_later(
     rows stay (reported) and make a session of their own, removed later."""
     made = tree.session(when=time.time() - 40 * DAY)
     holder = spawn([sys.executable, "-c", HOLD_OPEN, str(tree.db)], ready=True)
-    s = adapter.load(made.id)
+    s = load(adapter, made.id)
     assert s is not None
     r = remover(made.id)
     adapter.remove(s, r)
@@ -377,10 +378,10 @@ def test_rows_stay_while_a_process_has_the_database_open_and_go_later(
     assert [count_rows(tree.db, t, made.id) for t in ROW_TABLES] == [1] * len(ROW_TABLES)
     holder.kill()
     holder.wait(timeout=10)
-    left = adapter.load(made.id)
+    left = load(adapter, made.id)
     assert left is not None and {a.kind for a in left.artifacts} == {"row"}
     adapter.remove(left, remover(made.id))
-    assert adapter.load(made.id) is None
+    assert load(adapter, made.id) is None
 
 
 def test_scans_change_no_timestamp(adapter: CopilotAdapter, tree: CopilotTree) -> None:
@@ -400,7 +401,7 @@ def test_scans_change_no_timestamp(adapter: CopilotAdapter, tree: CopilotTree) -
 
     before = times()
     for s in scan(adapter).values():
-        adapter.load(s.id)
+        load(adapter, s.id)
         adapter.session_for_path(s.artifacts[0].path)
     adapter.watch_dirs()
     assert times() == before
@@ -429,7 +430,7 @@ def test_a_tool_output_that_is_not_the_users_file_is_not_the_sessions(
     target.write_text("the user's own file")
     output.unlink()
     output.symlink_to(target)
-    s = adapter.load(made.id)
+    s = load(adapter, made.id)
     assert s is not None and str(output) not in {a.path for a in s.artifacts}
 
 

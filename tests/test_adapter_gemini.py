@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from agentkeep.adapters.base import listed, load
 from agentkeep.adapters.gemini import CHAT_HEAD, TAIL_LIMIT, GeminiAdapter
 from agentkeep.model import Session
 from agentkeep.paths import Env
@@ -46,7 +47,7 @@ def root(fake_home: FakeHome) -> Path:
 
 
 def scan(adapter: GeminiAdapter) -> dict[str, Session]:
-    return {s.id: s for s in adapter.scan()}
+    return {s.id: s for s in adapter.sessions()}
 
 
 def remover(sid: str) -> SessionRemoval:
@@ -81,7 +82,7 @@ def test_idle_session_every_artifact_found_and_nothing_shared(
     last = s.last_activity()
     assert last is not None and abs(last - (time.time() - 40 * DAY)) < 60
     assert s.bytes == sum(a.bytes for a in s.artifacts) > 0
-    assert adapter.load(A) == s
+    assert load(adapter, A) == s
     watched = adapter.watch_dirs()
     for d in ("tmp", "tmp/proj", "tmp/proj/chats", "tmp/proj/logs", "tmp/proj/tool-outputs"):
         assert root / d in watched, d
@@ -96,7 +97,7 @@ def test_legacy_json_chat_beyond_the_head_and_last_updated(
     g.chat.write_text(json.dumps(record))
     assert g.chat.stat().st_size > 2 * CHAT_HEAD
     os.utime(g.chat, (time.time() - 3000 * DAY,) * 2)
-    s = adapter.load(A)
+    s = load(adapter, A)
     assert s is not None and [a.path for a in s.primary] == [str(g.chat)]
     # lastUpdated is Gemini's own update time: it counts toward activity.
     assert s.updated == 1767225600.0 and s.last_activity() == 1767225600.0
@@ -106,7 +107,7 @@ def test_unreadable_last_updated_makes_the_session_undated(
     adapter: GeminiAdapter, root: Path
 ) -> None:
     make_gemini_session(root, A, last_updated="last tuesday", days=3000)
-    s = adapter.load(A)
+    s = load(adapter, A)
     assert s is not None and s.undated and s.last_activity() is None
 
 
@@ -114,7 +115,7 @@ def test_uuid_ids_are_lowercased_everywhere(adapter: GeminiAdapter, root: Path) 
     upper = A.upper()
     g = make_gemini_session(root, upper)
     assert adapter.canonical_id(upper) == A
-    s = adapter.load(upper)
+    s = load(adapter, upper)
     assert s is not None and s.id == A
     assert {a.path for a in s.artifacts} == {str(p) for p in g.artifacts}
     assert adapter.session_for_path(str(g.project / upper / "plans" / "plan.md")) == A
@@ -124,7 +125,7 @@ def test_bad_ids_reach_nothing(adapter: GeminiAdapter, root: Path) -> None:
     g = make_gemini_session(root, A, subagents=(SUB,))
     for raw in BAD_IDS:
         assert adapter.canonical_id(raw) is None, raw
-        assert adapter.load(raw) is None, raw
+        assert load(adapter, raw) is None, raw
     p = g.project
     assert adapter.session_for_path(str(g.chat)) == A
     assert adapter.session_for_path(str(p / "logs" / f"session-{SUB}.jsonl")) == A
@@ -174,7 +175,7 @@ def test_removal_takes_the_chat_first_and_leaves_shared_files(
 ) -> None:
     g = make_gemini_session(root, A, subagents=(SUB,), days=40)
     other = make_gemini_session(root, B, days=40)
-    s = adapter.load(A)
+    s = load(adapter, A)
     assert s is not None
     r = remover(A)
     adapter.remove(s, r)
@@ -183,17 +184,17 @@ def test_removal_takes_the_chat_first_and_leaves_shared_files(
     assert not any(p.exists() for p in g.artifacts)
     assert all(p.exists() for p in g.shared) and r.residuals == []
     assert all(p.exists() for p in other.artifacts)
-    assert adapter.load(A) is None and set(scan(adapter)) == {B}
+    assert load(adapter, A) is None and set(scan(adapter)) == {B}
 
 
 def test_half_removed_session_is_finishable(adapter: GeminiAdapter, root: Path) -> None:
     g = make_gemini_session(root, A, days=40)
     g.chat.unlink()
-    s = adapter.load(A)
+    s = load(adapter, A)
     assert s is not None and s.primary == []
     assert {a.path for a in s.artifacts} == {str(p) for p in g.artifacts[1:]}
     adapter.remove(s, remover(A))
-    assert adapter.load(A) is None
+    assert load(adapter, A) is None
 
 
 def test_linked_project_dir_is_not_followed(
@@ -221,7 +222,7 @@ def test_a_process_naming_the_id_is_a_holder(
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         procs = ProcessTable.snapshot()
-        named, other = adapter.load(A), adapter.load(B)
+        named, other = load(adapter, A), load(adapter, B)
         assert named is not None and other is not None
         assert proc.pid in [h.pid for h in adapter.holders(named, procs)]
         assert proc.pid not in [h.pid for h in adapter.holders(other, procs)]
@@ -235,7 +236,7 @@ def test_scans_change_no_timestamp(adapter: GeminiAdapter, root: Path) -> None:
     make_gemini_session(root, B, project="other", fmt="json", days=50)
     before = mtimes(root)
     for s in scan(adapter).values():
-        adapter.load(s.id)
+        load(adapter, s.id)
         for a in s.artifacts:
             adapter.session_for_path(a.path)
     adapter.watch_dirs()
@@ -243,18 +244,18 @@ def test_scans_change_no_timestamp(adapter: GeminiAdapter, root: Path) -> None:
 
 
 def test_listing_many_at_once_equals_listing_each(adapter: GeminiAdapter, root: Path) -> None:
-    """load_many() goes over the projects once, and finds exactly what
+    """listed() goes over the projects once, and finds exactly what
     load() finds for each, subagents' chats included."""
     make_gemini_session(root, A, subagents=(SUB,), days=40)
     make_gemini_session(root, B, project="other", days=3)
     wanted = [A, B, SUB, "0b7c1d2e-9999-4aaa-8bbb-000000000009", "not-an-id"]
 
-    many = adapter.load_many(wanted)
+    many = listed(adapter, wanted)
 
     assert set(many) == set(wanted)
     assert many[A] is not None and many[B] is not None
     for sid in wanted:
-        assert many[sid] == adapter.load(sid), sid
+        assert many[sid] == load(adapter, sid), sid
 
 
 # -- Gemini 0.61: what a session's update time is -------------------------
@@ -289,7 +290,7 @@ def test_activity_is_the_last_last_updated_not_the_first_records(
         {"$set": {"summary": "a summary sets no time"}},
     )
     _backdate(g.artifacts, 60)
-    s = adapter.load(A)
+    s = load(adapter, A)
     assert s is not None and not s.undated
     assert s.updated is not None and abs(s.updated - yesterday) < 1
     last = s.last_activity()
@@ -307,7 +308,7 @@ def test_torn_and_garbage_tail_lines_are_passed_over(adapter: GeminiAdapter, roo
         raw='not json at all\n{"lastUpdated": "2099-01-01T00:00:00Z"\n{"$set": {"lastUpd',
     )
     _backdate(g.artifacts, 60)
-    s = adapter.load(A)
+    s = load(adapter, A)
     assert s is not None and not s.undated
     assert s.updated is not None and abs(s.updated - yesterday) < 1
 
@@ -318,7 +319,7 @@ def test_an_unreadable_last_last_updated_makes_the_session_undated(
     g = make_gemini_session(root, A, days=60)
     _append(g.chat, {"$set": {"lastUpdated": "soon"}})
     _backdate(g.artifacts, 60)
-    s = adapter.load(A)
+    s = load(adapter, A)
     assert s is not None and s.undated and s.last_activity() is None
 
 
@@ -339,7 +340,7 @@ def test_a_tail_too_long_to_read_is_dated_by_the_mtime_when_it_can_be(
     g = make_gemini_session(root, A, days=60)
     _long_tail(g.chat, gemini_time(time.time() - 40 * DAY))
     when = _backdate(g.artifacts, 40)
-    s = adapter.load(A)
+    s = load(adapter, A)
     assert s is not None and not s.undated
     last = s.last_activity()
     assert last is not None and abs(last - when) < 1
@@ -353,7 +354,7 @@ def test_a_tail_too_long_to_read_with_an_mtime_set_back_is_undated(
     g = make_gemini_session(root, A, days=30)
     _long_tail(g.chat, gemini_time(time.time() - DAY))
     _backdate(g.artifacts, 60)
-    s = adapter.load(A)
+    s = load(adapter, A)
     assert s is not None and s.undated and s.last_activity() is None
 
 
@@ -366,7 +367,7 @@ def test_a_resume_in_the_same_minute_appends_a_first_record_again(
     yesterday = gemini_time(time.time() - DAY)
     _append(g.chat, {"sessionId": A, "projectHash": "0" * 64, "lastUpdated": yesterday})
     _backdate(g.artifacts, 60)
-    s = adapter.load(A)
+    s = load(adapter, A)
     assert s is not None and s.updated is not None
     assert abs(s.updated - (time.time() - DAY)) < 2
 
@@ -394,7 +395,7 @@ def test_the_workspace_comes_from_projects_json_when_no_project_root_says(
     assert sessions[SUB].workspace == "/work/chat"
     # What Gemini wrote in the project dir itself comes first.
     write(named.project / ".project_root", "/elsewhere/alpha")
-    again = adapter.load(A)
+    again = load(adapter, A)
     assert again is not None and again.workspace == "/elsewhere/alpha"
 
 
@@ -404,7 +405,7 @@ def test_a_malformed_projects_json_only_leaves_the_workspace_unknown(
     make_gemini_session(root, A, project="alpha", project_root=None)
     for text in ("{", "[]", '{"projects": []}', '{"projects": {"relative": "alpha"}}'):
         write(root / "projects.json", text)
-        s = adapter.load(A)
+        s = load(adapter, A)
         assert s is not None and s.workspace is None, text
 
 
@@ -424,7 +425,7 @@ def test_degraded_blobs_and_chat_copies_are_the_sessions(
     # is a session's, whatever its name.
     noise = write(root / "tmp" / "background-processes" / B / "background-1.log", "x").parent
     _backdate([blobs, sub_blobs, copy], 40)
-    s = adapter.load(A)
+    s = load(adapter, A)
     assert s is not None
     paths = {a.path for a in s.artifacts}
     assert {str(blobs), str(sub_blobs), str(copy)} <= paths

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from agentkeep.adapters.base import load
 from agentkeep.adapters.grok import GrokAdapter
 from agentkeep.model import Session
 from agentkeep.paths import Env
@@ -34,7 +35,7 @@ def root(fake_home: FakeHome) -> Path:
 
 
 def scan(adapter: GrokAdapter) -> dict[str, Session]:
-    return {s.id: s for s in adapter.scan()}
+    return {s.id: s for s in adapter.sessions()}
 
 
 def remover(sid: str) -> SessionRemoval:
@@ -61,7 +62,7 @@ def test_idle_session_every_artifact_found_memory_only_residual(
     assert s.bytes == sum(p.stat().st_size for p in idle.dir.iterdir())
     last = s.last_activity()
     assert last is not None and abs(last - (time.time() - 40 * DAY)) < 60
-    assert adapter.load("abc") == s
+    assert load(adapter, "abc") == s
     ws = root / "sessions" / urllib.parse.quote("/work/my proj%", safe="")
     assert root / "sessions" in adapter.watch_dirs() and ws in adapter.watch_dirs()
 
@@ -70,7 +71,7 @@ def test_bad_ids_reach_nothing(adapter: GrokAdapter, root: Path) -> None:
     s = make_grok_session(root, "ok_1")
     for raw in BAD_IDS:
         assert adapter.canonical_id(raw) is None, raw
-        assert adapter.load(raw) is None, raw
+        assert load(adapter, raw) is None, raw
     assert adapter.session_for_path(str(s.chat)) == "ok_1"
     assert adapter.session_for_path(str(s.dir)) == "ok_1"
     for path in (
@@ -112,7 +113,7 @@ def test_malformed_entries_are_skipped_with_a_log_line(adapter: GrokAdapter, roo
 def test_removal_leaves_memory_and_reports_it(adapter: GrokAdapter, root: Path) -> None:
     g = make_grok_session(root, "gone", memory=2, days=40)
     keep = make_grok_session(root, "kept", days=40)
-    s = adapter.load("gone")
+    s = load(adapter, "gone")
     assert s is not None
     r = remover("gone")
     adapter.remove(s, r)
@@ -122,16 +123,16 @@ def test_removal_leaves_memory_and_reports_it(adapter: GrokAdapter, root: Path) 
     assert sorted(r.residuals) == sorted(str(p) for p in g.memory)
     assert keep.chat.exists()
     # What is left names the session but is not a session.
-    assert adapter.load("gone") is None and set(scan(adapter)) == {"kept"}
+    assert load(adapter, "gone") is None and set(scan(adapter)) == {"kept"}
 
 
 def test_half_removed_session_is_finishable(adapter: GrokAdapter, root: Path) -> None:
     g = make_grok_session(root, "half", memory=0, days=40)
     g.chat.unlink()
-    s = adapter.load("half")
+    s = load(adapter, "half")
     assert s is not None and s.primary == [] and not s.undated
     adapter.remove(s, remover("half"))
-    assert not g.dir.exists() and adapter.load("half") is None
+    assert not g.dir.exists() and load(adapter, "half") is None
 
 
 def test_linked_workspace_dir_is_not_followed(
@@ -154,7 +155,7 @@ def test_linked_workspace_dir_is_not_followed(
 def test_same_id_in_two_workspaces_is_one_session(adapter: GrokAdapter, root: Path) -> None:
     a = make_grok_session(root, "twice", workspace="/work/a", memory=0)
     b = make_grok_session(root, "twice", workspace="/work/b", memory=0)
-    s = adapter.load("twice")
+    s = load(adapter, "twice")
     assert s is not None
     assert {x.path for x in s.primary} == {str(a.chat), str(b.chat)}
     # Both chats go before either directory (invariant 5).
@@ -170,7 +171,7 @@ def test_a_process_naming_the_id_is_a_holder(
     proc = subprocess.Popen(argv, env=fake_home.environ, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        s = adapter.load("held-1")
+        s = load(adapter, "held-1")
         assert s is not None
         assert proc.pid in [h.pid for h in adapter.holders(s, ProcessTable.snapshot())]
     finally:
@@ -183,7 +184,7 @@ def test_scans_change_no_timestamp(adapter: GrokAdapter, root: Path) -> None:
         make_grok_session(root, f"s{i}", workspace=f"/work/p{i % 2}", days=40 + i)
     before = mtimes(root)
     for s in scan(adapter).values():
-        adapter.load(s.id)
+        load(adapter, s.id)
         adapter.session_for_path(s.artifacts[0].path)
     adapter.watch_dirs()
     assert mtimes(root) == before

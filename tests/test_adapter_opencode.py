@@ -16,6 +16,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentkeep import rmtree, trash
+from agentkeep.adapters.base import listed, load
 from agentkeep.adapters.opencode import OpencodeAdapter
 from agentkeep.errors import RemovalError
 from agentkeep.model import Session
@@ -52,7 +53,7 @@ def adapter(fake_home: FakeHome) -> OpencodeAdapter:
 
 
 def by_id(fake_home: FakeHome) -> dict[str, Session]:
-    return {s.id: s for s in adapter(fake_home).scan()}
+    return {s.id: s for s in adapter(fake_home).sessions()}
 
 
 def paths(session: Session) -> set[str]:
@@ -70,13 +71,14 @@ def files_under(*roots: Path) -> int:
 
 
 def storage_of(tree: OpencodeTree, sid: str) -> list[Path]:
-    """The session's JSON storage: session file, message dir, part dirs, todo, diff."""
+    """The session's JSON storage in the order it is removed: session file,
+    part dirs, the message dir that names them, todo, diff."""
     messages = tree.storage / "message" / sid
     parts = [tree.storage / "part" / m.stem for m in sorted(messages.glob("*.json"))]
     return [
         tree.storage / "session" / "global" / f"{sid}.json",
-        messages,
         *parts,
+        messages,
         tree.storage / "todo" / f"{sid}.json",
         tree.storage / "session_diff" / f"{sid}.json",
     ]
@@ -110,7 +112,7 @@ def test_scan_attributes_every_artifact_to_its_session(
     assert s.updated == UPDATED_MS / 1000
     assert s.bytes == files_under(*files)
     assert not {p for p in paths(s) & paths(sessions[other]) if "#" not in p}
-    assert adapter(fake_home).load(sid) == s
+    assert load(adapter(fake_home), sid) == s
 
 
 def test_a_storage_folder_behind_a_link_is_found_and_marked_linked(
@@ -132,7 +134,7 @@ def test_a_storage_folder_behind_a_link_is_found_and_marked_linked(
     assert parts <= found.keys()
     assert all(found[p].linked for p in parts)
     assert not any(a.linked for p, a in found.items() if p not in parts and "#" not in p)
-    assert adapter(fake_home).load(sid) == s
+    assert load(adapter(fake_home), sid) == s
 
 
 def test_parents_down_to_depth_three(fake_home: FakeHome, tree: OpencodeTree) -> None:
@@ -154,7 +156,7 @@ def test_an_older_database_without_the_new_tables(fake_home: FakeHome, tree: Ope
     tree.create_db(v2=False)
     sid = new_id()
     tree.session_rows(sid, v2=False)
-    s = adapter(fake_home).load(sid)
+    s = load(adapter(fake_home), sid)
     assert s is not None
     assert paths(s) == {f"{tree.db}#{t}" for t in LEGACY_TABLES}
     # A first 1.2 database: only a session table, with another time column.
@@ -164,7 +166,7 @@ def test_an_older_database_without_the_new_tables(fake_home: FakeHome, tree: Ope
         conn.execute("CREATE TABLE session (id TEXT PRIMARY KEY, updated_at INTEGER)")
         conn.execute("INSERT INTO session VALUES (?, ?)", (sid, UPDATED_MS))
     conn.close()
-    s = adapter(fake_home).load(sid)
+    s = load(adapter(fake_home), sid)
     assert s is not None and s.updated == UPDATED_MS / 1000
     assert paths(s) == {f"{tree.db}#session"}
 
@@ -191,7 +193,7 @@ def test_leftovers_of_a_half_removal_are_listed(fake_home: FakeHome, tree: Openc
         conn.execute("DELETE FROM session WHERE id = ?", (sid,))
         conn.execute("DELETE FROM session_v2 WHERE id = ?", (sid,))
     conn.close()
-    s = adapter(fake_home).load(sid)
+    s = load(adapter(fake_home), sid)
     assert s is not None and s.primary == []
     assert paths(s) == {str(p) for p in files[1:]} | {f"{tree.db}#{t}" for t in ROW_TABLES[2:]}
     assert sid in by_id(fake_home)
@@ -237,7 +239,7 @@ def test_malformed_entries_are_skipped_with_a_log_line(
     assert "session file names another session; undated" in events
     assert "session file name is not a session id; skipped" in events
     assert "session row id is not a session id; skipped" in events
-    assert adapter(fake_home).load("../evil") is None
+    assert load(adapter(fake_home), "../evil") is None
 
 
 @pytest.mark.parametrize("damage", ["not-a-database", "corrupt"])
@@ -254,7 +256,7 @@ def test_an_unreadable_database_makes_sessions_undated_and_blocks_removal(
             f.seek(100)
             f.write(os.urandom(3000))
     with capture_logs() as logs:
-        s = adapter(fake_home).load(sid)
+        s = load(adapter(fake_home), sid)
     assert s is not None and s.undated and s.last_activity() is None
     assert not any(a.kind == "row" for a in s.artifacts)
     assert "opencode database unreadable; opencode sessions undated" in {e["event"] for e in logs}
@@ -300,8 +302,8 @@ def test_scanning_changes_no_time_and_writes_no_row(
     db_before = hashlib.sha256(tree.db.read_bytes()).hexdigest()
     rows_before = tree.row_counts(sid)
 
-    list(adapter(fake_home).scan())
-    adapter(fake_home).load(sid)
+    list(adapter(fake_home).sessions())
+    load(adapter(fake_home), sid)
 
     assert file_times(tree.data) == before
     assert hashlib.sha256(tree.db.read_bytes()).hexdigest() == db_before
@@ -322,8 +324,8 @@ def test_in_use_by_a_command_line_naming_the_id(
         ready=True,
     )
     a, procs = adapter(fake_home), ProcessTable.snapshot()
-    assert proc.pid in {h.pid for h in a.holders(a.load(sid), procs)}  # type: ignore[arg-type]
-    assert proc.pid not in {h.pid for h in a.holders(a.load(other), procs)}  # type: ignore[arg-type]
+    assert proc.pid in {h.pid for h in a.holders(load(a, sid), procs)}  # type: ignore[arg-type]
+    assert proc.pid not in {h.pid for h in a.holders(load(a, other), procs)}  # type: ignore[arg-type]
 
 
 def test_in_use_by_a_process_with_the_database_open_but_not_the_service(
@@ -340,7 +342,7 @@ def test_in_use_by_a_process_with_the_database_open_but_not_the_service(
         ]
         assert str(tree.db) in fds, "SETUP INVALID: the helper does not hold the database"
     a = adapter(fake_home)
-    holders = a.holders(a.load(sid), ProcessTable.snapshot())  # type: ignore[arg-type]
+    holders = a.holders(load(a, sid), ProcessTable.snapshot())  # type: ignore[arg-type]
     assert [(h.pid, h.detail) for h in holders] == [(tui.pid, "has opencode.db open")]
 
 
@@ -360,7 +362,7 @@ def test_remove_without_opencode_takes_the_session_rows_first(
 
     monkeypatch.setattr(rmtree, "_before_leaf", before_leaf)
     a, r = adapter(fake_home), remover(sid)
-    a.remove(a.load(sid), r)  # type: ignore[arg-type]
+    a.remove(load(a, sid), r)  # type: ignore[arg-type]
 
     assert rows_when_file_removed, "SETUP INVALID: the session file was never removed"
     assert rows_when_file_removed[0]["session"] == rows_when_file_removed[0]["session_v2"] == 0
@@ -368,7 +370,7 @@ def test_remove_without_opencode_takes_the_session_rows_first(
     assert r.residuals == []
     assert set(tree.row_counts(sid).values()) == {0}
     assert not any(p.exists() for p in files)
-    assert a.load(sid) is None
+    assert load(a, sid) is None
     assert set(tree.row_counts(other).values()) != {0}
     assert all(p.exists() for p in storage_of(tree, other))
 
@@ -381,7 +383,7 @@ def test_remove_with_opencode_then_the_legacy_rows_and_files(
     files = storage_of(tree, sid)
     a, r = adapter(fake_home), remover(sid)
 
-    a.remove(a.load(sid), r)  # type: ignore[arg-type]
+    a.remove(load(a, sid), r)  # type: ignore[arg-type]
 
     assert calls(log) == [["debug", "paths"], ["session", "delete", sid]]
     # The rows it took (read first, for the trash), then ours.
@@ -390,7 +392,7 @@ def test_remove_with_opencode_then_the_legacy_rows_and_files(
     ]
     assert set(tree.row_counts(sid).values()) == {0}
     assert not any(p.exists() for p in files)
-    assert a.load(sid) is None
+    assert load(a, sid) is None
     assert 0 not in tree.row_counts(other).values()
 
 
@@ -407,12 +409,12 @@ def test_opencode_is_not_asked_to_delete_a_session_with_a_child(
     a, r = adapter(fake_home), remover(sid)
 
     with pytest.raises(RemovalError, match=f"has child sessions {child}, which opencode"):
-        a.remove(a.load(sid), r)  # type: ignore[arg-type]
+        a.remove(load(a, sid), r)  # type: ignore[arg-type]
 
     assert calls(log) == [["debug", "paths"]]
     assert r.removed == [] and file_times(tree.data) == before
     assert tree.row_counts(sid) == rows
-    kept = a.load(child)
+    kept = load(a, child)
     assert kept is not None and kept.parent == sid
 
 
@@ -422,10 +424,10 @@ def test_opencode_on_another_data_dir_is_not_asked_to_delete(
     sid = tree.full_session()
     log = install_fake_opencode(fake_home, data_dir=fake_home.root / "other-opencode")
     a, r = adapter(fake_home), remover(sid)
-    a.remove(a.load(sid), r)  # type: ignore[arg-type]
+    a.remove(load(a, sid), r)  # type: ignore[arg-type]
     assert calls(log) == [["debug", "paths"]]
     assert r.removed[:2] == [f"{tree.db}#session", f"{tree.db}#session_v2"]
-    assert a.load(sid) is None
+    assert load(a, sid) is None
 
 
 def test_a_failing_opencode_leaves_the_session_and_fails(
@@ -437,7 +439,7 @@ def test_a_failing_opencode_leaves_the_session_and_fails(
     a = adapter(fake_home)
     r = remover(sid)
     with pytest.raises(RemovalError, match="opencode session delete failed .*still listed"):
-        a.remove(a.load(sid), r)  # type: ignore[arg-type]
+        a.remove(load(a, sid), r)  # type: ignore[arg-type]
     assert r.removed == []  # it did nothing: nothing is reported removed
     assert calls(log) == [["debug", "paths"], ["session", "delete", sid]]
     assert tree.row_counts(sid) == rows and all(p.exists() for p in storage_of(tree, sid))
@@ -452,9 +454,9 @@ def test_opencode_failing_on_a_legacy_only_session_is_finished_by_us(
     tree.session_rows(sid, v2=False)
     log = install_fake_opencode(fake_home)
     a = adapter(fake_home)
-    a.remove(a.load(sid), remover(sid))  # type: ignore[arg-type]
+    a.remove(load(a, sid), remover(sid))  # type: ignore[arg-type]
     assert calls(log) == [["debug", "paths"], ["session", "delete", sid]]  # "not found": exit 1
-    assert a.load(sid) is None and set(tree.row_counts(sid).values()) == {0}
+    assert load(a, sid) is None and set(tree.row_counts(sid).values()) == {0}
 
 
 @pytest.mark.parametrize("with_binary", [False, True])
@@ -472,7 +474,7 @@ def test_a_database_held_for_writing_refuses_before_anything_is_removed(
     a, r = adapter(fake_home), remover(sid)
 
     with pytest.raises(RemovalError, match=f"database .*opencode.db in use by pid {holder.pid}"):
-        a.remove(a.load(sid), r)  # type: ignore[arg-type]
+        a.remove(load(a, sid), r)  # type: ignore[arg-type]
 
     if log is not None:
         assert calls(log) == [["debug", "paths"]]  # never asked to delete
@@ -491,7 +493,7 @@ def test_the_service_holding_the_database_keeps_rows_unwritten(
         [sys.executable, "-c", HOLD_OPEN, str(tree.db), "serve", "--service"], ready=True
     )
     a = adapter(fake_home)
-    s = a.load(sid)
+    s = load(a, sid)
     assert s is not None and a.holders(s, ProcessTable.snapshot()) == []
     with pytest.raises(RemovalError, match=f"in use by pid {service.pid}"):
         a.remove(s, remover(sid))
@@ -506,14 +508,14 @@ def test_dry_run_decides_the_same_and_changes_nothing(
     before, rows = file_times(tree.data), tree.row_counts(sid)
     a, r = adapter(fake_home), remover(sid, dry_run=True)
 
-    a.remove(a.load(sid), r)  # type: ignore[arg-type]
+    a.remove(load(a, sid), r)  # type: ignore[arg-type]
 
     assert r.removed == [f"{tree.db}#{t}" for t in ROW_TABLES] + [str(p) for p in files]
     assert file_times(tree.data) == before and tree.row_counts(sid) == rows
 
     log = install_fake_opencode(fake_home)
     r = remover(sid, dry_run=True)
-    adapter(fake_home).remove(a.load(sid), r)  # type: ignore[arg-type]
+    adapter(fake_home).remove(load(a, sid), r)  # type: ignore[arg-type]
     assert calls(log) == []  # a dry run runs no binary
     assert r.removed == [f"opencode session delete {sid}"] + [
         f"{tree.db}#{t}" for t in LEGACY_TABLES
@@ -523,17 +525,17 @@ def test_dry_run_decides_the_same_and_changes_nothing(
 
 
 def test_listing_many_at_once_equals_listing_each(fake_home: FakeHome, tree: OpencodeTree) -> None:
-    """load_many() goes over the storage and the database once, and finds
+    """listed() goes over the storage and the database once, and finds
     exactly what load() finds for each."""
     ids = [tree.full_session() for _ in range(3)]
     wanted = [*ids, new_id(), "not an id"]
 
-    many = adapter(fake_home).load_many(wanted)
+    many = listed(adapter(fake_home), wanted)
 
     assert set(many) == set(wanted)
     assert all(many[sid] is not None for sid in ids)
     for sid in wanted:
-        assert many[sid] == adapter(fake_home).load(sid), sid
+        assert many[sid] == load(adapter(fake_home), sid), sid
 
 
 # -- the 1.18 tables, tables found in the schema, tables never a session's ----------
@@ -602,14 +604,16 @@ def test_a_tool_output_is_the_session_s_whose_parts_alone_point_at_it(
     r = remover(sid)
     a.remove(sessions[sid], r)
     assert shared.exists() and str(shared) not in r.removed + r.residuals
-    s = a.load(fork)
+    s = load(a, fork)
     assert s is not None and outputs(s) == {str(own), str(shared)}, "the fork's alone now"
     r = remover(fork)
     a.remove(s, r)
-    assert r.removed[-2:] == sorted([str(own), str(shared)])
+    # Before the part rows that point at them (nothing else names them).
+    part = r.removed.index(f"{tree.db}#part")
+    assert r.removed[part - 2 : part] == sorted([str(own), str(shared)])
     assert not shared.exists() and not own.exists()
     assert others.exists() and orphan.exists()
-    assert a.load(other) is not None and outputs(a.load(other)) == {str(others)}  # type: ignore[arg-type]
+    assert load(a, other) is not None and outputs(load(a, other)) == {str(others)}  # type: ignore[arg-type]
 
 
 def test_a_tool_output_a_fork_made_since_the_listing_points_at_stays(
@@ -618,7 +622,7 @@ def test_a_tool_output_a_fork_made_since_the_listing_points_at_stays(
     sid, fork = tree.full_session(), tree.full_session()
     output = tree.tool_output(sid)
     a = adapter(fake_home)
-    s = a.load(sid)
+    s = load(a, sid)
     assert s is not None and str(output) in paths(s), "SETUP INVALID: not the session's"
     tree.point_at(fork, output)  # the fork copies the parts after the listing
     r = remover(sid)
@@ -626,8 +630,8 @@ def test_a_tool_output_a_fork_made_since_the_listing_points_at_stays(
     a.remove(s, r)
 
     assert output.exists() and str(output) not in r.removed + r.residuals
-    assert a.load(sid) is None
-    assert str(output) in paths(a.load(fork))  # type: ignore[arg-type]
+    assert load(a, sid) is None
+    assert str(output) in paths(load(a, fork))  # type: ignore[arg-type]
 
 
 # -- the trash keeps the rows ----------------------------------------------------------
@@ -671,7 +675,7 @@ def test_every_row_removed_is_kept_in_the_trash_once(
         fake_home.state, "opencode", sid, parent=None, keep_for=7 * 86400, now=time.time()
     ) as writer:
         r = SessionRemoval("opencode", sid, dry_run=False, trash=writer)
-        a.remove(a.load(sid), r)  # type: ignore[arg-type]
+        a.remove(load(a, sid), r)  # type: ignore[arg-type]
 
     if log is not None:
         assert calls(log) == [["debug", "paths"], ["session", "delete", sid]]
@@ -679,5 +683,5 @@ def test_every_row_removed_is_kept_in_the_trash_once(
     assert not r.partial, "everything of it can be put back"
     assert set(tree.row_counts(sid).values()) == {0}
     assert not output.exists() and str(output) in r.removed
-    assert a.load(sid) is None
+    assert load(a, sid) is None
     assert 0 not in tree.row_counts(other).values()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from agentkeep.adapters.base import load
 from agentkeep.adapters.pi import PiAdapter
 from agentkeep.model import HolderKind, Session
 from agentkeep.paths import Env
@@ -38,7 +39,7 @@ def tree(fake_home: FakeHome) -> PiTree:
 
 
 def scan(adapter: PiAdapter) -> dict[str, Session]:
-    return {s.id: s for s in adapter.scan()}
+    return {s.id: s for s in adapter.sessions()}
 
 
 def paths(s: Session) -> list[str]:
@@ -57,7 +58,7 @@ def test_every_session_file_and_its_bash_logs_are_found(fake_home: FakeHome, tre
     assert got.workspace == "/w/proj" and got.parent is None and not got.undated
     last = got.last_activity()
     assert last is not None and abs(last - (time.time() - 40 * DAY)) < 60
-    assert adapter.load(s.id) == got
+    assert load(adapter, s.id) == got
     assert [r.path for r in adapter.roots()] == [tree.root]
     assert tree.directory("/w/proj") in adapter.watch_dirs()
 
@@ -95,8 +96,8 @@ def test_ids_sharing_a_long_prefix_are_told_apart_and_a_prefix_is_no_id(
     adapter = adapter_for(fake_home)
     assert set(scan(adapter)) == {a.id, b.id}
     for prefix in (a.id[:8], a.id[:14], a.id[:-1]):
-        assert adapter.canonical_id(prefix) is None and adapter.load(prefix) is None
-    got = adapter.load(b.id)
+        assert adapter.canonical_id(prefix) is None and load(adapter, prefix) is None
+    got = load(adapter, b.id)
     assert got is not None and paths(got) == [str(b.file)]
     assert adapter.session_for_path(str(a.file)) == a.id
     proc = fake_home.cli("purge", "pi", a.id[:14], "--json")
@@ -123,14 +124,14 @@ def test_a_removal_takes_the_file_first_then_its_logs(fake_home: FakeHome, tree:
     s = tree.session("/w/p", days=40, log=True)
     keep = tree.session("/w/p", parent=s, log=True)
     adapter = adapter_for(fake_home)
-    got = adapter.load(s.id)
+    got = load(adapter, s.id)
     assert got is not None
     removal = SessionRemoval("pi", s.id, dry_run=False, trash=None)
     adapter.remove(got, removal)
     assert removal.removed == [str(s.file), str(s.logs[0])]
     assert not s.file.exists() and not s.logs[0].exists() and keep.file.exists()
     # The fork whose parent is gone: its parent is still named by the path.
-    kept = adapter.load(keep.id)
+    kept = load(adapter, keep.id)
     assert kept is not None and kept.parent == s.id
     assert paths(kept) == [str(keep.file), str(keep.logs[0])]
 
@@ -143,7 +144,7 @@ def test_logs_in_a_tmp_dir_of_another_user_are_reported_never_removed(
     shared_tmp.chmod(0o1777)
     s = PiTree(tree.root, shared_tmp).session("/w/p", days=40, log=True)
     adapter = adapter_for(fake_home, TMPDIR=str(shared_tmp))
-    got = adapter.load(s.id)
+    got = load(adapter, s.id)
     assert got is not None
     [log] = [a for a in got.artifacts if a.kind == "bash-log"]
     assert log.linked and log.foreign
@@ -151,6 +152,38 @@ def test_logs_in_a_tmp_dir_of_another_user_are_reported_never_removed(
     adapter.remove(got, removal)
     assert not s.file.exists() and s.logs[0].exists()
     assert removal.residuals == [str(s.logs[0])]
+
+
+def test_leftover_bash_logs_a_session_names_stay_and_the_rest_may_go(
+    fake_home: FakeHome, tree: PiTree
+) -> None:
+    s = tree.session("/w/p", days=40, log=True)
+    fork = tree.session("/w/p", parent=s)  # names the parent's log too
+    free = tree.tmp / "pi-bash-0123456789abcdef.log"
+    free.write_text("not named\n")
+    adapter = adapter_for(fake_home)
+    logs = [str(s.logs[0]), str(free)]
+    assert adapter.names_leftovers(logs) == {str(s.logs[0])}
+    # Named in another spelling of the tmp dir: still named.
+    other = f"/elsewhere/{s.logs[0].name}"
+    assert adapter.names_leftovers([other]) == {other}
+    s.file.unlink()
+    assert adapter.names_leftovers(logs) == {str(s.logs[0])}, "the fork still names it"
+    fork.file.unlink()
+    assert adapter.names_leftovers(logs) == set()
+
+
+def test_a_session_file_that_cannot_be_read_keeps_every_leftover_log(
+    fake_home: FakeHome, tree: PiTree
+) -> None:
+    s = tree.session("/w/p", days=40)
+    free = tree.tmp / "pi-bash-0123456789abcdef.log"
+    free.write_text("not named\n")
+    adapter = adapter_for(fake_home)
+    assert adapter.names_leftovers([str(free)]) == set(), "SETUP INVALID: named already"
+    s.file.unlink()
+    os.mkfifo(s.file)  # listed as a session file, never opened
+    assert adapter.names_leftovers([str(free)]) == {str(free)}
 
 
 # -- in use ------------------------------------------------------------------------------
@@ -210,7 +243,7 @@ def test_a_pi_process_with_hidden_arguments_holds_the_sessions_of_its_workspace(
     assert [h.pid for h in adapter.holders(found[unknown.id], procs)] == [pid]
     # Written since the process started: it may be the one writing it.
     os.utime(elsewhere.file)
-    again = adapter.load(elsewhere.id)
+    again = load(adapter, elsewhere.id)
     assert again is not None and [h.pid for h in adapter.holders(again, procs)] == [pid]
 
 
@@ -222,7 +255,7 @@ def test_no_pi_process_no_holder_and_another_program_in_the_workspace_is_none(
     s = tree.session(str(workspace), days=40)
     sleeper = subprocess.Popen(["sleep", "600"], cwd=workspace, start_new_session=True)
     try:
-        got = adapter_for(fake_home).load(s.id)
+        got = load(adapter_for(fake_home), s.id)
         assert got is not None
         assert adapter_for(fake_home).holders(got, ProcessTable.snapshot()) == []
     finally:
@@ -236,7 +269,7 @@ def test_scans_change_no_timestamp(fake_home: FakeHome, tree: PiTree) -> None:
     before = {**mtimes(tree.root), **mtimes(tree.tmp)}
     adapter = adapter_for(fake_home)
     for s in scan(adapter).values():
-        adapter.load(s.id)
+        load(adapter, s.id)
         adapter.session_for_path(s.artifacts[0].path)
     adapter.watch_dirs()
     assert {**mtimes(tree.root), **mtimes(tree.tmp)} == before

@@ -15,6 +15,7 @@ import psutil
 import pytest
 from structlog.testing import capture_logs
 
+from agentkeep.adapters.base import load
 from agentkeep.adapters.qwen import QwenAdapter
 from agentkeep.model import HolderKind, Session
 from agentkeep.paths import Env
@@ -48,7 +49,7 @@ def split(fake_home: FakeHome) -> tuple[QwenTree, QwenAdapter]:
 
 
 def scan(adapter: QwenAdapter) -> dict[str, Session]:
-    return {s.id: s for s in adapter.scan()}
+    return {s.id: s for s in adapter.sessions()}
 
 
 def paths(s: Session) -> list[str]:
@@ -75,7 +76,7 @@ def test_every_artifact_in_both_roots_is_found_and_shared_files_are_residual(
     assert [r.path for r in adapter.roots()] == [tree.home, tree.runtime]
     last = got.last_activity()
     assert last is not None and last > time.time() - DAY  # the builder's files are new
-    assert adapter.load(s.id) == got
+    assert load(adapter, s.id) == got
     watched = adapter.watch_dirs()
     assert tree.project(cwd) / "chats" in watched and tree.home / "plans" in watched
 
@@ -116,7 +117,7 @@ def test_a_fork_names_its_parent_and_the_copied_records_outputs_stay_the_parents
 
 def test_an_archived_chat_is_the_session_too(fake_home: FakeHome, tree: QwenTree) -> None:
     s = tree.session("/w/p", archived=True)
-    got = adapter_for(fake_home).load(s.id)
+    got = load(adapter_for(fake_home), s.id)
     assert got is not None and [a.path for a in got.primary] == [str(s.chat)]
     assert "archive" in str(s.chat)
 
@@ -130,7 +131,7 @@ def test_bad_ids_reach_nothing_and_paths_map_to_their_session(
     lock = tree.writer_lock(s.id, 1, "x:1")
     for raw in ("", "..", "../x", s.id[:8], s.id + "x", "a" * 36):
         assert adapter.canonical_id(raw) is None, raw
-        assert adapter.load(raw) is None, raw
+        assert load(adapter, raw) is None, raw
     assert adapter.canonical_id(s.id.upper()) == s.id
     for path in [*s.artifacts, registry, lock, s.artifacts[2] / "d2a04fb71bb4fbcf@v2"]:
         if path not in s.outputs:  # only the transcript names an output
@@ -172,7 +173,7 @@ def test_a_linked_project_dir_is_reported_never_removed(
     (tree.home / "projects").mkdir(parents=True)
     (tree.home / "projects" / project_key("/w/l")).symlink_to(elsewhere.project("/w/l"))
     adapter = adapter_for(fake_home)
-    got = adapter.load(s.id)
+    got = load(adapter, s.id)
     assert got is not None and got.unsafe is not None
     removal = SessionRemoval("qwen", s.id, dry_run=False, trash=None)
     adapter.remove(got, removal)
@@ -185,7 +186,7 @@ def test_a_removal_takes_the_chat_first_and_leaves_what_is_shared(
     tree, adapter = split
     s = tree.session("/w/p", days=40, output=True, subagent=True, extras=True)
     keep = tree.session("/w/p", output=True)
-    got = adapter.load(s.id)
+    got = load(adapter, s.id)
     assert got is not None
     removal = SessionRemoval("qwen", s.id, dry_run=False, trash=None)
     adapter.remove(got, removal)
@@ -194,7 +195,7 @@ def test_a_removal_takes_the_chat_first_and_leaves_what_is_shared(
     assert not any(os.path.lexists(p) for p in s.artifacts)
     assert sorted(removal.residuals) == sorted(str(p) for p in s.naming())
     assert all(p.exists() for p in s.shared) and keep.outputs[0].exists()
-    assert adapter.load(s.id) is None
+    assert load(adapter, s.id) is None
 
 
 # -- in use ------------------------------------------------------------------------------
@@ -212,7 +213,7 @@ def test_a_headless_run_naming_the_id_holds_it(
     s = tree.session("/w/p", days=40)
     pid = _sleeper(spawn, "-o", "json", "--resume", s.id, "go on")
     adapter = adapter_for(fake_home)
-    got = adapter.load(s.id)
+    got = load(adapter, s.id)
     assert got is not None
     holders = adapter.holders(got, ProcessTable.snapshot())
     assert [(h.pid, h.kind) for h in holders] == [(pid, HolderKind.PROCESS)]
@@ -228,7 +229,7 @@ def test_the_registry_of_a_live_tui_holds_its_session_and_a_reused_pid_does_not(
     adapter = adapter_for(fake_home)
     procs = ProcessTable.snapshot()
 
-    got = adapter.load(live.id)
+    got = load(adapter, live.id)
     assert got is not None and str(registry) in paths(got)
     assert [(h.pid, h.kind) for h in adapter.holders(got, procs)] == [(pid, HolderKind.REGISTRY)]
 
@@ -237,15 +238,15 @@ def test_the_registry_of_a_live_tui_holds_its_session_and_a_reused_pid_does_not(
     registry.unlink()
     boot = proc_start(pid).split(":")[0]
     tree.register(stale.id, "/w/b", pid, started_ms=(created - 3600) * 1000, start=f"{boot}:1")
-    got = adapter.load(stale.id)
+    got = load(adapter, stale.id)
     assert got is not None and adapter.holders(got, procs) == []
-    again = adapter.load(live.id)  # its record gone: nothing holds it
+    again = load(adapter, live.id)  # its record gone: nothing holds it
     assert again is not None and adapter.holders(again, procs) == []
 
     # A record whose start cannot be told holds it (cannot tell: in use).
     record = tree.register(unsure.id, "/w/c", pid, started_ms=0, start="")
     record.write_text(record.read_text().replace('"startedAt": 0', '"startedAt": "soon"'))
-    got = adapter.load(unsure.id)
+    got = load(adapter, unsure.id)
     assert got is not None
     [holder] = adapter.holders(got, procs)
     assert holder.pid == pid and "cannot be told" in holder.detail
@@ -260,11 +261,11 @@ def test_a_writer_lock_of_a_live_process_holds_the_session(
     write(tree.home / "tmp" / "session-writer-locks" / f"{cut.id}.lock", '{"session_id": "')
     adapter = adapter_for(fake_home)
     procs = ProcessTable.snapshot()
-    got = adapter.load(s.id)
+    got = load(adapter, s.id)
     assert got is not None
     assert [(h.pid, h.kind) for h in adapter.holders(got, procs)] == [(pid, HolderKind.REGISTRY)]
     # A lock that cannot be read: Qwen would not write over it either.
-    got = adapter.load(cut.id)
+    got = load(adapter, cut.id)
     assert got is not None and [h.pid for h in adapter.holders(got, procs)] == [None]
 
 
@@ -274,7 +275,7 @@ def test_scans_change_no_timestamp(fake_home: FakeHome, tree: QwenTree) -> None:
     before = mtimes(tree.home)
     adapter = adapter_for(fake_home)
     for s in scan(adapter).values():
-        adapter.load(s.id)
+        load(adapter, s.id)
         adapter.session_for_path(s.artifacts[0].path)
     adapter.watch_dirs()
     assert mtimes(tree.home) == before

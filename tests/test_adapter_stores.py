@@ -12,6 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentkeep.adapters import agent_roots, build
+from agentkeep.adapters.base import load
 from agentkeep.adapters.stores import StoreAdapter
 from agentkeep.config import StoreConfig, load_config
 from agentkeep.model import Session
@@ -27,7 +28,7 @@ def store(fake_home: FakeHome, name: str, root: Path, depth: int) -> StoreAdapte
 
 
 def scan(adapter: StoreAdapter) -> dict[str, Session]:
-    return {s.id: s for s in adapter.scan()}
+    return {s.id: s for s in adapter.sessions()}
 
 
 def remover(adapter: StoreAdapter, sid: str) -> SessionRemoval:
@@ -55,7 +56,7 @@ def test_sessions_are_exactly_depth_deep(fake_home: FakeHome, root: Path) -> Non
     assert s.bytes == sum(p.stat().st_size for p in s1.rglob("*") if p.is_file())
     last = s.last_activity()
     assert last is not None and abs(last - (time.time() - 40 * DAY)) < 60
-    assert adapter.load("repo-a/issue-1") == s
+    assert load(adapter, "repo-a/issue-1") == s
     assert sorted(adapter.watch_dirs()) == sorted(
         [root, root / "empty", root / "repo-a", root / "repo-b", root / "repo-c"]
     )
@@ -66,7 +67,7 @@ def test_activity_is_the_newest_mtime_in_the_tree(fake_home: FakeHome, root: Pat
     s1 = make_store_session(root, "one", days=40)
     recent = time.time() - 2 * DAY
     os.utime(s1 / "work" / "notes.txt", (recent, recent))
-    s = adapter.load("one")
+    s = load(adapter, "one")
     assert s is not None and s.last_activity() == pytest.approx(recent)
 
 
@@ -77,7 +78,7 @@ def test_canonical_ids_are_depth_components_each_valid(fake_home: FakeHome, root
     bad = ["", "a", "a/b/c", "../b", "a/..", "./b", "/a", "a/", "a//b", "a/b\0", "a/\udcff"]
     for raw in bad:
         assert adapter.canonical_id(raw) is None, raw
-        assert adapter.load(raw) is None, raw
+        assert load(adapter, raw) is None, raw
     assert adapter.session_for_path(str(root / "a" / "b" / "issue.md")) == "a/b"
     for path in (root, root / "a", root / "a" / ".." / "a" / "b", root.parent / "a" / "b"):
         assert adapter.session_for_path(str(path)) is None, path
@@ -89,12 +90,12 @@ def test_two_stores_with_a_shared_prefix_never_cross(fake_home: FakeHome) -> Non
     abc = store(fake_home, "abc", base / "abc", 1)
     in_ab = make_store_session(base / "ab", "s1", days=40)
     in_abc = make_store_session(base / "abc", "s1", days=40)
-    assert [a.path for s in ab.scan() for a in s.artifacts] == [str(in_ab)]
-    assert [a.path for s in abc.scan() for a in s.artifacts] == [str(in_abc)]
+    assert [a.path for s in ab.sessions() for a in s.artifacts] == [str(in_ab)]
+    assert [a.path for s in abc.sessions() for a in s.artifacts] == [str(in_abc)]
     assert ab.session_for_path(str(in_abc / "issue.md")) is None
     assert ab.session_for_path(str(base) + "/abc") is None
     assert abc.session_for_path(str(in_abc / "issue.md")) == "s1"
-    s = ab.load("s1")
+    s = load(ab, "s1")
     assert s is not None
     ab.remove(s, remover(ab, "s1"))
     assert not in_ab.exists() and (in_abc / "issue.md").exists()
@@ -112,7 +113,7 @@ def test_links_are_never_followed(fake_home: FakeHome, root: Path) -> None:
         sessions = scan(adapter)
     assert set(sessions) == {"real/linked-issue"}
     assert any(e.get("path") == str(root / "linked-repo") for e in logs)
-    assert adapter.load("linked-repo/issue") is None
+    assert load(adapter, "linked-repo/issue") is None
     assert adapter.session_for_path(str(root / "linked-repo" / "issue")) == "linked-repo/issue"
     s = sessions["real/linked-issue"]
     assert s.unsafe is not None and s.artifacts[0].linked
@@ -126,12 +127,12 @@ def test_removal_takes_the_whole_directory(fake_home: FakeHome, root: Path) -> N
     adapter = store(fake_home, "issues", root, 2)
     gone = make_store_session(root, "r/gone", days=40)
     kept = make_store_session(root, "r/kept", days=40)
-    s = adapter.load("r/gone")
+    s = load(adapter, "r/gone")
     assert s is not None
     r = remover(adapter, "r/gone")
     adapter.remove(s, r)
     assert r.removed == [str(gone)] and not gone.exists() and kept.exists()
-    assert adapter.load("r/gone") is None and set(scan(adapter)) == {"r/kept"}
+    assert load(adapter, "r/gone") is None and set(scan(adapter)) == {"r/kept"}
 
 
 def test_real_store_config_builds_the_adapter(fake_home: FakeHome, root: Path) -> None:
@@ -144,7 +145,7 @@ def test_real_store_config_builds_the_adapter(fake_home: FakeHome, root: Path) -
     adapters = build(env, config)
     adapter = adapters["issue-stores"]
     assert isinstance(adapter, StoreAdapter)
-    assert [s.id for s in adapter.scan()] == ["r/one"]
+    assert [s.id for s in adapter.sessions()] == ["r/one"]
     direct = StoreAdapter(env, StoreConfig("other", root, 2))
     assert direct.name == "other" and adapter.name == "issue-stores"
 
@@ -159,7 +160,7 @@ def test_a_process_naming_the_directory_is_a_holder(fake_home: FakeHome, root: P
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         procs = ProcessTable.snapshot()
-        named, other = adapter.load("r/held"), adapter.load("r/held2")
+        named, other = load(adapter, "r/held"), load(adapter, "r/held2")
         assert named is not None and other is not None
         assert proc.pid in [h.pid for h in adapter.holders(named, procs)]
         assert proc.pid not in [h.pid for h in adapter.holders(other, procs)]
@@ -174,7 +175,7 @@ def test_scans_change_no_timestamp(fake_home: FakeHome, root: Path) -> None:
         make_store_session(root, f"r{i % 2}/s{i}", days=40 + i)
     before = mtimes(root)
     for s in scan(adapter).values():
-        adapter.load(s.id)
+        load(adapter, s.id)
         adapter.session_for_path(s.artifacts[0].path)
     adapter.watch_dirs()
     assert mtimes(root) == before

@@ -14,6 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentkeep import leases
+from agentkeep.adapters.base import load
 from agentkeep.adapters.zero import ZeroAdapter
 from agentkeep.model import Session
 from agentkeep.paths import Env
@@ -38,7 +39,7 @@ def root(fake_home: FakeHome) -> Path:
 
 
 def scan(adapter: ZeroAdapter) -> dict[str, Session]:
-    return {s.id: s for s in adapter.scan()}
+    return {s.id: s for s in adapter.sessions()}
 
 
 def remover(sid: str) -> SessionRemoval:
@@ -67,7 +68,7 @@ def test_idle_session_every_artifact_found_and_nothing_of_another(
     assert s.bytes == sizes == sum(a.bytes for a in s.artifacts)
     last = s.last_activity()
     assert last is not None and abs(last - (time.time() - 40 * DAY)) < 60
-    assert adapter.load("idle-1") == s
+    assert load(adapter, "idle-1") == s
     assert adapter.watch_dirs() == [root]
 
 
@@ -76,7 +77,7 @@ def test_bad_ids_reach_nothing(adapter: ZeroAdapter, root: Path) -> None:
     assert adapter.canonical_id("ok-id_1") == "ok-id_1"
     for raw in BAD_IDS:
         assert adapter.canonical_id(raw) is None, raw
-        assert adapter.load(raw) is None, raw
+        assert load(adapter, raw) is None, raw
     assert adapter.session_for_path(str(root / "ok-id_1" / "events.jsonl")) == "ok-id_1"
     assert adapter.session_for_path(str(root / "ok-id_1")) == "ok-id_1"
     for path in (root, root / ".." / "ok-id_1", root / "a b" / "x", root.parent, "ok-id_1"):
@@ -129,7 +130,7 @@ def test_updated_at_counts_toward_activity(
 ) -> None:
     # Files last written far before the metadata's updatedAt.
     make_zero_session(root, "s", updated_at=updated_at, days=3000)
-    s = adapter.load("s")
+    s = load(adapter, "s")
     assert s is not None and not s.undated
     assert s.updated is not None and abs(s.updated - 1767225600) < 1
     assert s.last_activity() == s.updated
@@ -140,7 +141,7 @@ def test_unreadable_updated_at_makes_the_session_undated(
     adapter: ZeroAdapter, root: Path, updated_at: object
 ) -> None:
     make_zero_session(root, "s", updated_at=updated_at, days=3000)
-    s = adapter.load("s")
+    s = load(adapter, "s")
     assert s is not None and s.undated and s.last_activity() is None
 
 
@@ -149,18 +150,18 @@ def test_missing_metadata_is_a_half_removed_session_still_dated(
 ) -> None:
     z = make_zero_session(root, "half", days=40)
     z.metadata.unlink()
-    s = adapter.load("half")
+    s = load(adapter, "half")
     assert s is not None and not s.undated and s.primary == []
     assert s.last_activity() is not None
     adapter.remove(s, remover("half"))
     assert not z.dir.exists()
-    assert adapter.load("half") is None
+    assert load(adapter, "half") is None
 
 
 def test_removal_takes_metadata_first_then_the_rest(adapter: ZeroAdapter, root: Path) -> None:
     z = make_zero_session(root, "gone", days=40)
     keep = make_zero_session(root, "gone2", days=40)
-    s = adapter.load("gone")
+    s = load(adapter, "gone")
     assert s is not None
     r = remover("gone")
     adapter.remove(s, r)
@@ -168,7 +169,7 @@ def test_removal_takes_metadata_first_then_the_rest(adapter: ZeroAdapter, root: 
     assert r.removed[-1] == str(z.dir)
     assert set(r.removed) == {str(p) for p in z.artifacts}
     assert not z.dir.exists() and r.residuals == []
-    assert adapter.load("gone") is None
+    assert load(adapter, "gone") is None
     assert keep.metadata.exists() and set(scan(adapter)) == {"gone2"}
 
 
@@ -191,7 +192,7 @@ def test_root_others_can_write_to_is_unsafe(adapter: ZeroAdapter, root: Path) ->
     make_zero_session(root, "s", days=40)
     os.chmod(root, 0o777)
     try:
-        s = adapter.load("s")
+        s = load(adapter, "s")
         assert s is not None and s.unsafe is not None
         assert all(a.linked for a in s.artifacts)
     finally:
@@ -200,7 +201,7 @@ def test_root_others_can_write_to_is_unsafe(adapter: ZeroAdapter, root: Path) ->
 
 def test_lock_files_name_zeros_own_lease(adapter: ZeroAdapter, root: Path) -> None:
     make_zero_session(root, "s", lease=False)
-    s = adapter.load("s")
+    s = load(adapter, "s")
     assert s is not None
     assert adapter.lock_files(s) == [root / "s" / "lease.lock"]
     assert not leases.is_held(root / "s" / "lease.lock")  # no file: nobody holds it
@@ -232,7 +233,7 @@ def lease_holder(root: Path, fake_home: FakeHome, request: pytest.FixtureRequest
 
 @pytest.mark.parametrize("lease_holder", ["flock", "python"], indirect=True)
 def test_a_shared_flock_on_lease_lock_is_a_holder(adapter: ZeroAdapter, lease_holder: Path) -> None:
-    s = adapter.load("s")
+    s = load(adapter, "s")
     assert s is not None
     # The pruner and `show` test every lock file the adapter names.
     assert adapter.lock_files(s) == [lease_holder]
@@ -246,7 +247,7 @@ def test_a_lease_released_holds_nothing(
     adapter: ZeroAdapter, root: Path, fake_home: FakeHome
 ) -> None:
     make_zero_session(root, "s")
-    s = adapter.load("s")
+    s = load(adapter, "s")
     assert s is not None
     code = "import sys, time; print('ready', flush=True); sys.stdin.readline()"
     argv = ["flock", "-s", str(root / "s" / "lease.lock"), sys.executable, "-c", code]
@@ -276,7 +277,7 @@ def test_a_process_naming_the_id_is_a_holder(
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
         procs = ProcessTable.snapshot()
-        named, other = adapter.load("sess-42"), adapter.load("sess-4")
+        named, other = load(adapter, "sess-42"), load(adapter, "sess-4")
         assert named is not None and other is not None
         assert proc.pid in [h.pid for h in adapter.holders(named, procs)]
         assert proc.pid not in [h.pid for h in adapter.holders(other, procs)]
@@ -291,7 +292,7 @@ def test_scans_change_no_timestamp(adapter: ZeroAdapter, root: Path) -> None:
     before = mtimes(root)
     sessions = scan(adapter)
     for s in sessions.values():
-        adapter.load(s.id)
+        load(adapter, s.id)
         adapter.holders(s, ProcessTable())
         adapter.session_for_path(s.artifacts[0].path)
     adapter.watch_dirs()

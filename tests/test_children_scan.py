@@ -433,7 +433,7 @@ from agentkeep.children import scan as children
 from agentkeep.paths import Env
 index._BATCH = 1
 # Listed before the limit (it would hold back SQLite's own files too).
-sessions = list(core.Context.open(Env.from_environ()).adapters["codex"].scan())
+sessions = list(core.Context.open(Env.from_environ()).adapters["codex"].sessions())
 expected = list(index.batches(sessions, {}))
 size = len(pickle.dumps(expected[0], pickle.HIGHEST_PROTOCOL))
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 
 from agentkeep.adapters.base import Root
 from agentkeep.adapters.claude import ClaudeAdapter, finding
+from agentkeep.adapters.claude.listings import Listings
 from agentkeep.adapters.claude.roots import Layout
 from agentkeep.model import Session
 from agentkeep.paths import Env
@@ -29,7 +30,7 @@ HELD_IN_MEMORY = "a scan's findings are held in memory"
 
 
 def scanned(fh: FakeHome) -> list[Session]:
-    return list(ClaudeAdapter(Env.from_environ(fh.environ)).scan())
+    return list(ClaudeAdapter(Env.from_environ(fh.environ)).sessions())
 
 
 def tricky_home(fh: FakeHome) -> None:
@@ -137,7 +138,7 @@ def _held_by_find(fh: FakeHome) -> int:
         gc.collect()
         tracemalloc.start()
         try:
-            found = finding.find(adapter._listings, layout, None)
+            found = finding.find(Listings(), layout, None)
             gc.collect()
             held = tracemalloc.get_traced_memory()[0]
         finally:

@@ -221,14 +221,14 @@ def _asking(daemon: Any, method: str, params: dict[str, Any] | None = None) -> N
 _SLOW_PLANNING = """
 import os, sys, time
 from agentkeep.adapters import claude
-_listing = claude.ClaudeAdapter.scan
-def _slowly(self):
-    if sys.argv[0].endswith("child.py"):
+_listing = claude.ClaudeAdapter.sessions
+def _slowly(self, names=None, known=None):
+    if names is None and sys.argv[0].endswith("child.py"):
         with open(os.environ["PLANNING"], "a") as f:
             f.write(f"{os.getpid()}\\n")
         time.sleep(60)
-    yield from _listing(self)
-claude.ClaudeAdapter.scan = _slowly
+    yield from _listing(self, names, known)
+claude.ClaudeAdapter.sessions = _slowly
 """
 # A child watches its parent as it does where the kernel does not tell it.
 _BY_POLLING = "import agentkeep.children\nagentkeep.children.KERNEL_TELLS = False\n"

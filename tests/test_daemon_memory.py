@@ -5,16 +5,19 @@ behind per answered request."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
 import subprocess
 import uuid
+import weakref
 from pathlib import Path
 
 import pytest
 
 from agentkeep import core, watchplan
+from agentkeep.adapters.claude.listings import Listings
 from agentkeep.daemon import main
 from agentkeep.paths import Env
 from build_agents import gemini_root, make_gemini_session, make_zero_session, zero_root
@@ -200,7 +203,7 @@ def test_python_heap_holds_nothing_per_process_of_the_machine(fake_home) -> None
     assert grew < OTHERS * 300, f"the heap grew {grew} bytes with {OTHERS} more processes"
 
 
-def test_an_events_refresh_keeps_no_listing(fake_home) -> None:
+def test_an_events_refresh_keeps_no_listing(fake_home, monkeypatch: pytest.MonkeyPatch) -> None:
     """More than a few sessions listed again after their shared directories
     changed (claude.finding.PROBE_AT_MOST) read those directories' listings:
     the daemon's refresh does not keep them."""
@@ -208,15 +211,25 @@ def test_an_events_refresh_keeps_no_listing(fake_home) -> None:
     env = Env.from_environ(fake_home.environ)
     daemon = main.Daemon(env)
     daemon.work.ctx = ctx = core.Context.open(env)
+    made: list[weakref.ref[Listings]] = []
+    init = Listings.__init__
+
+    def noted(self: Listings) -> None:
+        made.append(weakref.ref(self))
+        init(self)
+
+    monkeypatch.setattr(Listings, "__init__", noted)
     try:
         core.scan(ctx)
+        made.clear()
         todos = fake_home.claude / "todos"
         todos.mkdir(exist_ok=True)
         for s in sessions:
             (todos / f"{s.id}-agent-{s.id}.json").write_text("[]")
         daemon.work.refresh("claude", [s.id for s in sessions], set())
         assert {s.id for s in ctx.index.sessions("claude")} == {s.id for s in sessions}
-        listings = ctx.adapters["claude"]._listings
-        assert listings._dirs == {} and listings._named == {}, "listings kept after the refresh"
+        assert made, "SETUP INVALID: the refresh read no listing"
+        gc.collect()
+        assert [ref() for ref in made] == [None] * len(made), "listings kept after the refresh"
     finally:
         ctx.index.close()

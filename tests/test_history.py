@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from agentkeep import history
+from agentkeep.adapters.base import load
 from agentkeep.paths import Env
 from agentkeep.statefiles import write_json
 from agentkeep.trash import entry_dir
@@ -259,7 +260,7 @@ def describe(fh: FakeHome, agent: str, sid: str) -> tuple[str | None, float | No
     adapter = importlib.import_module(f"agentkeep.adapters.{agent}").ADAPTER(
         Env.from_environ(fh.environ)
     )
-    s = adapter.load(sid)
+    s = load(adapter, sid)
     assert s is not None, "SETUP INVALID: the session is not listed"
     described = adapter.describe(s)
     return described.title, described.started

@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ def rows(path: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]
 
 
 def claude_sessions() -> list[Session]:
-    return list(ClaudeAdapter(Env.from_environ()).scan())
+    return list(ClaudeAdapter(Env.from_environ()).sessions())
 
 
 @pytest.fixture
@@ -85,7 +86,7 @@ def test_replace_agent_holds_exactly_what_it_is_given(fake_home: FakeHome, index
     a = make_session(fake_home, age_days=40)
     b = make_session(fake_home, age_days=20)
     make_zero_session(zero_root(fake_home.data), "z1", days=5)
-    zero = list(ZeroAdapter(Env.from_environ()).scan())
+    zero = list(ZeroAdapter(Env.from_environ()).sessions())
     index.replace_agent("zero", zero, {})
 
     n, arts, nbytes = index.replace_agent("claude", claude_sessions(), {})
@@ -164,7 +165,7 @@ def test_sessions_come_oldest_first_with_undated_ones_last(
     make_zero_session(root, "z-undated", metadata="{not json", days=50)
     make_zero_session(root, "z-old", days=30)
     index.replace_agent("claude", claude_sessions(), {})
-    index.replace_agent("zero", ZeroAdapter(Env.from_environ()).scan(), {})
+    index.replace_agent("zero", ZeroAdapter(Env.from_environ()).sessions(), {})
 
     ordered = index.sessions()
 
@@ -193,7 +194,7 @@ def test_forget_agents_drops_disabled_agents(fake_home: FakeHome, index: Index) 
     make_session(fake_home, age_days=40, full=False)
     make_zero_session(zero_root(fake_home.data), "z1", days=5)
     index.replace_agent("claude", claude_sessions(), {})
-    index.replace_agent("zero", ZeroAdapter(Env.from_environ()).scan(), {})
+    index.replace_agent("zero", ZeroAdapter(Env.from_environ()).sessions(), {})
     index.set_dir_signatures("zero", {"/x": 1})
 
     index.forget_agents(["claude"])
@@ -453,15 +454,16 @@ def test_reconcile_relists_in_batches_and_agrees_with_a_scan(
     monkeypatch.setattr(indexing, "RELIST_BATCH", 2)
     monkeypatch.setattr(base, "LOOKUPS_ALONE", 2)
     passes: list[int] = []
-    load_many = ClaudeAdapter.load_many
+    listing = ClaudeAdapter.sessions
 
     def counting(
-        self: ClaudeAdapter, ids: list[str], known: Known | None = None
-    ) -> dict[str, Session | None]:
-        passes.append(len(ids))
-        return load_many(self, ids, known)
+        self: ClaudeAdapter, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        if names is not None:
+            passes.append(len(names))
+        return listing(self, names, known)
 
-    monkeypatch.setattr(ClaudeAdapter, "load_many", counting)
+    monkeypatch.setattr(ClaudeAdapter, "sessions", counting)
     later = sessions[0].transcript.stat().st_mtime + 3600
     for s in sessions[1:touched]:
         os.utime(s.transcript, (later, later))

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +149,7 @@ def index_ids(fh: FakeHome) -> list[str]:
 
 
 def disk_ids() -> list[str]:
-    return sorted(s.id for s in ClaudeAdapter(Env.from_environ()).scan())
+    return sorted(s.id for s in ClaudeAdapter(Env.from_environ()).sessions())
 
 
 def lease_file(fh: FakeHome, sid: str, agent: str = "claude") -> Path:
@@ -711,19 +711,20 @@ def test_a_home_in_use_is_not_listed_again_whole_between_batches(
     monkeypatch.setattr(prune_act, "BATCH", 2)
     monkeypatch.setattr(base, "LOOKUPS_ALONE", 0)
     calls = {"scan": 0, "named": 0}
-    scan, sessions_named = ClaudeAdapter.scan, ClaudeAdapter.sessions_named
+    listing, session_for_path = ClaudeAdapter.sessions, ClaudeAdapter.session_for_path
 
-    def counted_scan(self: ClaudeAdapter) -> Iterator[Any]:
-        calls["scan"] += 1
-        return scan(self)
+    def counted_scan(
+        self: ClaudeAdapter, names: frozenset[str] | None = None, known: Any = None
+    ) -> Iterator[Any]:
+        calls["scan"] += names is None
+        return listing(self, names, known)
 
-    def counted_named(self: ClaudeAdapter, paths: Iterable[str]) -> set[str]:
-        paths = list(paths)
-        calls["named"] += len(paths)
-        return sessions_named(self, paths)
+    def counted_named(self: ClaudeAdapter, path: str) -> str | None:
+        calls["named"] += 1
+        return session_for_path(self, path)
 
-    monkeypatch.setattr(ClaudeAdapter, "scan", counted_scan)
-    monkeypatch.setattr(ClaudeAdapter, "sessions_named", counted_named)
+    monkeypatch.setattr(ClaudeAdapter, "sessions", counted_scan)
+    monkeypatch.setattr(ClaudeAdapter, "session_for_path", counted_named)
     planned: list[int] = []
     monkeypatch.setattr(prune_run, "_after_plan", lambda: planned.append(calls["scan"]))
 
@@ -753,14 +754,13 @@ def test_a_changed_directory_asks_whose_only_its_names_new_since_the_plan(
     settle(context().adapters["claude"].watch_dirs())
     monkeypatch.setattr(prune_act, "BATCH", 2)
     asked: list[str] = []
-    sessions_named = ClaudeAdapter.sessions_named
+    session_for_path = ClaudeAdapter.session_for_path
 
-    def counted_named(self: ClaudeAdapter, paths: Iterable[str]) -> set[str]:
-        paths = list(paths)
-        asked.extend(paths)
-        return sessions_named(self, paths)
+    def counted_named(self: ClaudeAdapter, path: str) -> str | None:
+        asked.append(path)
+        return session_for_path(self, path)
 
-    monkeypatch.setattr(ClaudeAdapter, "sessions_named", counted_named)
+    monkeypatch.setattr(ClaudeAdapter, "session_for_path", counted_named)
     written: list[str] = []
 
     def another_writer(agent: str, sid: str) -> None:
@@ -1417,14 +1417,16 @@ def test_a_listing_that_fails_midway_fails_the_prune_and_removes_nothing(
     idle = [make_session(fake_home, age_days=40) for _ in range(3)]
     ctx = context()
     core.scan(ctx)
-    scan = ClaudeAdapter.scan
+    listing = ClaudeAdapter.sessions
 
-    def failing_scan(self: ClaudeAdapter) -> Iterator[Any]:
-        it = scan(self)
+    def failing_scan(
+        self: ClaudeAdapter, names: frozenset[str] | None = None, known: Any = None
+    ) -> Iterator[Any]:
+        it = listing(self, names, known)
         yield next(it)
         raise OSError(5, "Input/output error", str(fake_home.claude / "projects"))
 
-    monkeypatch.setattr(ClaudeAdapter, "scan", failing_scan)
+    monkeypatch.setattr(ClaudeAdapter, "sessions", failing_scan)
     with pytest.raises(OSError, match="Input/output error"):
         core.prune(ctx, older_than="30d")
     assert all(whole(s) for s in idle)
@@ -1438,14 +1440,16 @@ def test_a_fork_made_while_the_plan_lists_keeps_its_parent(
     made in a directory already listed shows at the first check."""
     parent = make_session(fake_home, age_days=40)
     forks: list[ClaudeSessionPaths] = []
-    scan = ClaudeAdapter.scan
+    listing = ClaudeAdapter.sessions
 
-    def scan_then_fork(self: ClaudeAdapter) -> Iterator[Any]:
-        yield from scan(self)
-        if not forks:  # every directory listed already
+    def scan_then_fork(
+        self: ClaudeAdapter, names: frozenset[str] | None = None, known: Any = None
+    ) -> Iterator[Any]:
+        yield from listing(self, names, known)
+        if names is None and not forks:  # every directory listed already
             forks.append(make_session(fake_home, parent=parent.id, age_days=0.01, full=False))
 
-    monkeypatch.setattr(ClaudeAdapter, "scan", scan_then_fork)
+    monkeypatch.setattr(ClaudeAdapter, "sessions", scan_then_fork)
     doc = run_prune(older_than="30d")
 
     if len(forks) != 1 or forks[0].transcript.parent != parent.transcript.parent:

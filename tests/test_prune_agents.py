@@ -426,28 +426,32 @@ class Opencode(Builder):
     def make(
         self, fh: FakeHome, *, days: float, parent: str | None = None, variant: int = 0
     ) -> Made:
-        """The 1.x JSON storage, and with `db` the rows of every table and
-        a truncated tool output (which goes last)."""
+        """The 1.x JSON storage (the part dirs go before the message dir
+        that names them), and with `db` the rows of every table and a
+        truncated tool output (which goes before the part rows pointing at
+        it)."""
         tree, sid, when = self.tree(fh), opencode_id(), ago(days)
         info = tree.session_json(sid, parent=parent, updated_ms=when * 1000)
         messages, *parts = tree.messages_json(sid)
-        files = [info, messages, *sorted(parts), *tree.extras_json(sid)]
+        files = [info, *sorted(parts), messages, *tree.extras_json(sid)]
         stamp(when, *files)
         if not self.db:
             return Made(self.agent, sid, when, paths=[str(p) for p in files], files=files)
         tree.session_rows(sid, parent=parent, updated_ms=when * 1000)
-        files.append(tree.tool_output(sid))
-        stamp(when, files[-1])
+        output = tree.tool_output(sid)
+        stamp(when, output)
         rows = [Row(tree.db, t, _OPENCODE_KEYS.get(t, "session_id"), sid) for t in OPENCODE_TABLES]
         if self.binary:
-            # `opencode session delete` takes the 2.x rows; the legacy rows
-            # and the files are ours.
-            paths = [f"{tree.db}#{t}" for t in OPENCODE_TABLES if t not in OPENCODE_LEGACY]
+            # The tool output before `opencode session delete`, which takes
+            # the 2.x rows; the legacy rows and the files are ours.
+            paths = [str(output)]
+            paths += [f"{tree.db}#{t}" for t in OPENCODE_TABLES if t not in OPENCODE_LEGACY]
             paths += [f"{tree.db}#{t}" for t in OPENCODE_LEGACY]
         else:
-            paths = [f"{tree.db}#{t}" for t in OPENCODE_TABLES]
+            paths = [f"{tree.db}#{t}" for t in OPENCODE_TABLES if t != "part"]
+            paths += [str(output), f"{tree.db}#part"]
         paths += [str(p) for p in files]
-        return Made(self.agent, sid, when, paths=paths, files=files, rows=rows)
+        return Made(self.agent, sid, when, paths=paths, files=[*files, output], rows=rows)
 
     def binary_calls(self, removed: list[str]) -> list[list[str]]:
         if not self.binary:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentkeep import core, disk
+from agentkeep.adapters.base import Adapter
 from agentkeep.adapters.claude import listing
 from agentkeep.paths import Env
 from build_claude import RECORDING, TODOS, make_session
@@ -46,10 +47,18 @@ def indexed_paths(ctx: core.Context, sid: str) -> set[str]:
 
 def shared_dirs(ctx: core.Context) -> set[str]:
     """The directories sessions share, but the roots (whose listings, of a
-    key directory per project, are listed each time: they are small)."""
+    key directory per project, are listed each time: they are small) and
+    sessions/, the registry of the live sessions (one record per running
+    claude, which may rewrite it in place: read at each event's look, as
+    the daemon always did)."""
     adapter = ctx.adapters["claude"]
     roots = {os.fspath(r.path) for r in adapter.roots()}
-    return {os.fspath(d) for d in adapter.watch_dirs()} - roots
+    registry = os.fspath(config_dir(adapter) / "sessions")
+    return {os.fspath(d) for d in adapter.watch_dirs()} - roots - {registry}
+
+
+def config_dir(adapter: Adapter) -> Path:
+    return next(r.path for r in adapter.roots() if r.kind == "config")
 
 
 def test_an_event_lists_only_what_changed_and_finds_what_is_new(fake_home: FakeHome) -> None:
@@ -62,9 +71,8 @@ def test_an_event_lists_only_what_changed_and_finds_what_is_new(fake_home: FakeH
     shared = shared_dirs(ctx)
     assert len(shared) > 10, "SETUP INVALID: too few shared directories to tell"
 
-    # Nothing changed: no shared directory is listed (the registry's,
-    # sessions/, is kept while its mtime holds, from the first), and the
-    # index holds what it held.
+    # Nothing changed: no shared directory is listed, and the index holds
+    # what it held.
     core.relist(ctx, "claude", [s.id])
     with open(s.transcript, "a") as f:
         f.write(json.dumps({"type": "user", "sessionId": s.id}) + "\n")

@@ -95,7 +95,7 @@ CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions (agent, parent);
 CREATE INDEX IF NOT EXISTS sessions_unreadable ON sessions (agent) WHERE unreadable IS NOT NULL;
 CREATE TABLE IF NOT EXISTS dirs (path TEXT PRIMARY KEY, agent TEXT NOT NULL, mtime_ns INTEGER);
 -- Each agent's roots and listed directories that could not be listed at the
--- last scan or reconcile (Adapter.unlisted), with why.
+-- last scan or reconcile (adapters.base.unlisted), with why.
 CREATE TABLE IF NOT EXISTS unlisted (agent TEXT NOT NULL, path TEXT NOT NULL, why TEXT NOT NULL);
 """
 # An IndexedSession's columns (`listing` aside).
@@ -475,7 +475,7 @@ class Index:
 
     # -- places that cannot be listed ------------------------------------
     def set_unlisted(self, agent: str, unlisted: Mapping[str, str]) -> None:
-        """What Adapter.unlisted() found of `agent` now (path -> why)."""
+        """What adapters.base.unlisted() found of `agent` now (path -> why)."""
         with self._tx() as db:
             db.execute("DELETE FROM unlisted WHERE agent = ?", (agent,))
             _insert(

@@ -48,10 +48,9 @@ def residual(adapter: Adapter, ids: Collection[str]) -> Iterator[tuple[str, str]
     wanted = frozenset(ids)
     # Only what names a session still: most often nothing, of thousands.
     found: dict[str, set[str]] = defaultdict(set)
-    for sid, session in adapter.load_many(sorted(wanted)).items():
-        if session is not None:
-            found[sid].update(a.path for a in session.artifacts)
-            found[sid].update(session.residual)
+    for session in adapter.sessions(wanted):
+        found[session.id].update(a.path for a in session.artifacts)
+        found[session.id].update(session.residual)
     for db in adapter.databases():
         for sid, where in _rows(db, wanted):
             found[sid].add(where)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentkeep import disk
+from agentkeep.adapters import base
 from agentkeep.adapters.base import Adapter, Remover, Root
 from agentkeep.agents import AGENTS
 from agentkeep.paths import Env
@@ -41,11 +42,11 @@ def unreadable(
     env: Env, config: Config, recorded: Mapping[str, Iterable[str]]
 ) -> dict[str, dict[str, str]]:
     """What cannot be listed now (path -> why), by agent (only those with
-    some): each enabled agent's own (Adapter.unlisted), and those of the
+    some): each enabled agent's own (base.unlisted), and those of the
     `recorded` places (an index's, by agent) that still cannot be."""
     found: dict[str, dict[str, str]] = {}
     for agent, adapter in build(env, config).items():
-        now = adapter.unlisted()
+        now = base.unlisted(adapter)
         for path in recorded.get(agent, ()):
             why = disk.list_problem(path)
             if why is not None:

@@ -63,14 +63,8 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters import heads, sqlite
-from agentkeep.adapters.base import (
-    Adapter,
-    Remover,
-    Root,
-    directory_artifacts,
-    entries,
-    parts_below,
-)
+from agentkeep.adapters.base import Adapter, Known, Remover, Root
+from agentkeep.adapters.dirs import directory_artifacts, entries, parts_below, root_problem
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact, Described, Holder, HolderKind, Session
@@ -203,9 +197,19 @@ class CopilotAdapter(Adapter):
         # Copilot keeps the case `--session-id` was given in: the name is the id.
         return raw if isinstance(raw, str) and ID.fullmatch(raw) else None
 
-    def scan(self) -> Iterator[Session]:
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
         places = self._places()
-        listing = self._listing(None)
+        listing = self._listing(names)
+        ids = set(names) if names is not None else self._ids(places, listing)
+        for sid in sorted(ids):
+            session = self._session(sid, places, listing)
+            if session is not None:
+                yield session
+
+    def _ids(self, places: list[_Place], listing: _Listing) -> set[str]:
+        """Every id a session dir, an operation lock or a row names."""
         ids: set[str] = set(listing.rows)
         for place in places:
             for entry in entries(place.state):
@@ -220,20 +224,7 @@ class CopilotAdapter(Adapter):
                 sid = self.canonical_id(entry.name.removesuffix(".lock"))
                 if sid is not None and entry.name.endswith(".lock"):
                     ids.add(sid)
-        for sid in sorted(ids):
-            session = self._session(sid, places, listing)
-            if session is not None:
-                yield session
-
-    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
-        places = self._places()
-        listing = self._listing(session_ids)
-        found = {}
-        for sid in session_ids:
-            session = self._session(sid, places, listing)
-            if session is not None:
-                found[sid] = session
-        return found
+        return ids
 
     def session_for_path(self, path: str) -> str | None:
         for place in self._places():
@@ -359,7 +350,7 @@ class CopilotAdapter(Adapter):
         for root in (self.home, self.legacy):
             state = root / STATE
             if state.is_dir():
-                linked = self.root_problem(root) is not None or disk.is_link(state)
+                linked = root_problem(self.env, root) is not None or disk.is_link(state)
                 found.append(_Place(root, state, linked))
         return _once(found, lambda p: (p.state, p.linked))
 
@@ -369,7 +360,7 @@ class CopilotAdapter(Adapter):
         for root in (self.home, self.legacy):
             db = root / STORE
             if sqlite.is_database_file(db):
-                found.append((db, self.root_problem(root) is not None or disk.is_link(db)))
+                found.append((db, root_problem(self.env, root) is not None or disk.is_link(db)))
         return _once(found, lambda s: s)
 
     # -- listing --------------------------------------------------------
@@ -392,7 +383,7 @@ class CopilotAdapter(Adapter):
 
     def _list_outputs(self, listing: _Listing) -> None:
         for tmp in self.tmp_dirs:
-            linked = self.root_problem(tmp) is not None
+            linked = root_problem(self.env, tmp) is not None
             for entry in entries(tmp):
                 match = _TOOL_OUTPUT.fullmatch(entry.name)
                 if match is None or entry.dir:

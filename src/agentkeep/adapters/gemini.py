@@ -53,15 +53,8 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters import heads
-from agentkeep.adapters.base import (
-    NAME_ID,
-    Adapter,
-    Root,
-    Unlisted,
-    entries,
-    parts_below,
-    unreadable,
-)
+from agentkeep.adapters.base import NAME_ID, Adapter, Known, Root
+from agentkeep.adapters.dirs import Unlisted, entries, parts_below, root_problem, unreadable
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Artifact, Described, Session
 
@@ -223,15 +216,13 @@ class GeminiAdapter(Adapter):
         # writers may spell the same id in capitals.
         return raw.lower() if UUID.fullmatch(raw) else raw
 
-    def scan(self) -> Iterator[Session]:
-        merged = self._collect(None)
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        """One pass over the projects for all of them."""
+        merged = self._collect(names)
         for sid in sorted(merged):
             yield self._session(sid, merged[sid])
-
-    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
-        """One pass over the projects for all of them."""
-        merged = self._collect(session_ids)
-        return {sid: self._session(sid, found) for sid, found in merged.items()}
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.tmp)
@@ -269,7 +260,7 @@ class GeminiAdapter(Adapter):
     def _collect(self, only: frozenset[str] | None) -> dict[str, list[_Found]]:
         """Every session's artifacts by id (only those in `only` when it is
         given), measured."""
-        problem = self.root_problem(self.root)
+        problem = root_problem(self.env, self.root)
         linked_tmp = disk.is_link(self.tmp)
         workspaces = self._workspaces()
         merged: dict[str, list[_Found]] = defaultdict(list)

@@ -27,17 +27,15 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters import heads
-from agentkeep.adapters.base import (
-    NAME_ID,
-    Adapter,
-    Root,
+from agentkeep.adapters.base import NAME_ID, Adapter, Known, Root, valid_name
+from agentkeep.adapters.dirs import (
     Unlisted,
     directory_artifacts,
     entries,
     parts_below,
+    root_problem,
     unlisted_error,
     unreadable,
-    valid_name,
 )
 from agentkeep.model import Artifact, Described, Session
 
@@ -79,8 +77,16 @@ class GrokAdapter(Adapter):
     def canonical_id(self, raw: str) -> str | None:
         return raw if isinstance(raw, str) and ID.fullmatch(raw) else None
 
-    def scan(self) -> Iterator[Session]:
-        problem = self.root_problem(self.root)
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        if names is not None:
+            for name in sorted(names):
+                session = self._load(name)
+                if session is not None:
+                    yield session
+            return
+        problem = root_problem(self.env, self.root)
         found: dict[str, list[tuple[str | None, Path]]] = defaultdict(list)
         unlisted = Unlisted()
         for workspace, entry in self._workspace_dirs():
@@ -96,9 +102,6 @@ class GrokAdapter(Adapter):
             if session is not None:
                 yield session
 
-    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
-        return {sid: s for sid in session_ids if (s := self._load(sid)) is not None}
-
     def _load(self, sid: str) -> Session | None:
         unlisted = Unlisted()
         places = [
@@ -107,7 +110,7 @@ class GrokAdapter(Adapter):
             if _present(entry, sid, unlisted)
         ]
         memory = self._memory(sid).get(sid, [])
-        return self._session(sid, places, self.root_problem(self.root), memory, unlisted)
+        return self._session(sid, places, root_problem(self.env, self.root), memory, unlisted)
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.sessions_dir)

@@ -36,15 +36,13 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters import heads, sqlite
-from agentkeep.adapters.base import (
-    NAME_ID,
-    Adapter,
-    Remover,
-    Root,
+from agentkeep.adapters import heads, owndelete, sqlite
+from agentkeep.adapters.base import NAME_ID, Adapter, Known, Remover, Root, load
+from agentkeep.adapters.dirs import (
     Unlisted,
     entries,
     parts_below,
+    root_problem,
     unlisted_error,
     unreadable,
 )
@@ -114,6 +112,8 @@ _LISTING_TABLES = ("session", "session_v2")
 _V2_TABLES = ("session_v2", "event", "event_sequence")
 _EVENT_TABLES = ("event", "event_sequence")
 _ORDER = [table for table, _key in _ROW_TABLES]
+# The table whose rows point at tool outputs.
+_POINTING = "part"
 
 
 @dataclass(frozen=True)
@@ -206,17 +206,15 @@ class OpencodeAdapter(Adapter):
     def canonical_id(self, raw: str) -> str | None:
         return raw if isinstance(raw, str) and _ID.fullmatch(raw) else None
 
-    def scan(self) -> Iterator[Session]:
-        listing = self._list(None)
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        """One pass over the storage and the database for all of them."""
+        listing = self._list(names)
         for sid in sorted(listing.found):
             session = self._session(sid, listing)
             if session is not None:
                 yield session
-
-    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
-        """One pass over the storage and the database for all of them."""
-        listing = self._list(session_ids)
-        return {sid: s for sid in session_ids if (s := self._session(sid, listing)) is not None}
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.data_dir)
@@ -270,14 +268,14 @@ class OpencodeAdapter(Adapter):
         data dir (1.18 removes every row; 2.x only its own, #50260), then
         whatever rows and files it left ourselves; without it, every row
         (listing rows first), then the files. The session's tool outputs go
-        last either way (opencode's delete leaves them). Every row removed
-        is kept in the trash: ours as they go, opencode's read before it
-        runs."""
+        before the part rows that point at them either way (opencode's
+        delete leaves them). Every row removed is kept in the trash: ours as
+        they go, opencode's read before it runs."""
         if session.unsafe:
             raise RemovalError(session.unsafe)
         self._ensure_db_readable()
         outputs = [a for a in session.artifacts if a.kind == KIND_TOOL_OUTPUT]
-        binary = self.agent_binary("opencode")
+        binary = owndelete.binary(self.env, "opencode")
         # A dry run calls no binary: it assumes an installed opencode shares
         # our data dir and reports what a real run would hand to it.
         if binary is not None and not remover.dry_run and not self._same_data_dir(binary):
@@ -290,13 +288,16 @@ class OpencodeAdapter(Adapter):
             # Checked before the binary runs, so a refusal leaves the session whole.
             sqlite.ensure_alone({_db(a) for a in rows}, ProcessTable.snapshot(self.env.uid))
         self._ensure_childless(session.id, remover)
+        # Before it runs: the part rows it may take are all that connect the
+        # session's tool outputs to it (it leaves the files).
+        self._remove_outputs(session.id, outputs, remover)
         if remover.dry_run:
             remover.removed_at_once(f"opencode session delete {session.id}")
-            self._finish(session, remover, handled=_V2_TABLES, outputs=outputs)
+            self._finish(session, remover, handled=_V2_TABLES, outputs=[])
             return
         before = [r for db, d in _deletions(rows, session.id) for r in sqlite.read_rows(db, d)]
-        run = self.run_agent([binary, "session", "delete", session.id], _COMMAND_TIMEOUT_S)
-        left = self.load(session.id) or Session(self.name, session.id)
+        run = owndelete.run(self.env, [binary, "session", "delete", session.id], _COMMAND_TIMEOUT_S)
+        left = load(self, session.id) or Session(self.name, session.id)
         for taken in self._keep_taken(before, session.id, remover):
             remover.removed_at_once(taken)
         files = {a.path for a in session.artifacts if a.kind not in (KIND_ROW, KIND_TOOL_OUTPUT)}
@@ -311,7 +312,7 @@ class OpencodeAdapter(Adapter):
             log.warning(
                 "opencode session delete failed; finishing", id=session.id, error=run.failure
             )
-        self._finish(left, remover, _V2_TABLES, outputs)
+        self._finish(left, remover, _V2_TABLES, outputs=[])
 
     def _ensure_db_readable(self) -> None:
         """A database we cannot read may hold this session's rows: removing
@@ -327,7 +328,7 @@ class OpencodeAdapter(Adapter):
     def _same_data_dir(self, binary: str) -> bool:
         """Whether the installed opencode reads our data dir (`opencode debug
         paths` prints `data <dir>`); another one would delete elsewhere."""
-        run = self.run_agent([binary, "debug", "paths"], _PATHS_TIMEOUT_S)
+        run = owndelete.run(self.env, [binary, "debug", "paths"], _PATHS_TIMEOUT_S)
         data = None
         for line in run.stdout.splitlines():
             key, _, value = line.strip().partition(" ")
@@ -394,26 +395,25 @@ class OpencodeAdapter(Adapter):
         handled: tuple[str, ...],
         outputs: list[Artifact],
     ) -> None:
-        """Rows (listing rows first, one transaction, kept in the trash),
-        then files (the session file first), then the tool outputs. Rows of
+        """Rows (listing rows first, kept in the trash), the tool outputs
+        before the part rows that point at them (nothing else connects them
+        to the session), then files (the session file first). Rows of
         `handled` tables are the binary's: any it left are reported, never
         written."""
         rows = [a for a in _rows(session) if _table(a) not in handled]
         if rows:
             sqlite.ensure_alone({_db(a) for a in rows}, ProcessTable.snapshot(self.env.uid))
-            rows.sort(key=lambda a: _order(_table(a)))
-            if not remover.dry_run:
-                for db, deletions in _deletions(rows, session.id):
-                    sqlite.delete_rows(db, deletions, keep=remover.keep_rows)
-            for artifact in rows:
-                remover.removed_at_once(artifact.path)
+        rows.sort(key=lambda a: _order(_table(a)))
+        pointing = [a for a in rows if outputs and _table(a) == _POINTING]
+        self._delete_rows(session.id, [a for a in rows if a not in pointing], remover)
+        self._remove_outputs(session.id, outputs, remover)
+        self._delete_rows(session.id, pointing, remover)
         files = [a for a in session.artifacts if a.kind not in (KIND_ROW, KIND_TOOL_OUTPUT)]
         for artifact in sorted(files, key=lambda a: not a.primary):
             if artifact.linked:
                 remover.residual(artifact.path)
             else:
                 remover.remove_path(artifact)
-        self._remove_outputs(session.id, outputs, remover)
         for artifact in session.artifacts:
             if artifact.kind != KIND_ROW:
                 continue
@@ -423,6 +423,15 @@ class OpencodeAdapter(Adapter):
                 remover.residual(artifact.path)
         for path in session.residual:
             remover.residual(path)
+
+    @staticmethod
+    def _delete_rows(sid: str, rows: list[Artifact], remover: Remover) -> None:
+        """One transaction per database, each row kept in the trash inside it."""
+        if not remover.dry_run:
+            for db, deletions in _deletions(rows, sid):
+                sqlite.delete_rows(db, deletions, keep=remover.keep_rows)
+        for artifact in rows:
+            remover.removed_at_once(artifact.path)
 
     def _remove_outputs(self, sid: str, outputs: list[Artifact], remover: Remover) -> None:
         """The session's tool outputs, each unless another session's part
@@ -457,7 +466,7 @@ class OpencodeAdapter(Adapter):
     def _list(self, only: frozenset[str] | None) -> _Listing:
         """Everything in the data dir that names a session (only those in
         `only` when it is given)."""
-        listing = _Listing(linked_root=self.root_problem(self.data_dir) is not None)
+        listing = _Listing(linked_root=root_problem(self.env, self.data_dir) is not None)
         storage = self.data_dir / "storage"
         outputs_dir = self.data_dir / _TOOL_OUTPUT
         # Listed whatever `only` says: the part rows are read only when there
@@ -701,16 +710,19 @@ def _names(directory: str, unlisted: Unlisted) -> frozenset[str] | None:
 
 
 def _storage_files(sid: str, folders: dict[str, _Folder], unlisted: Unlisted) -> Iterator[_File]:
-    """The session's message dir, the part dir of each of its messages
-    (named by the message file names), its todo and diff files; its message
-    dir is added to `unlisted` when it cannot be listed."""
+    """The part dir of each of the session's messages (named by the message
+    file names), its message dir, its todo and diff files, in the order they
+    are removed; its message dir is added to `unlisted` when it cannot be
+    listed."""
     message = folders["message"]
     messages = message.has(sid)
     if messages is not None:
-        yield _File(messages, KIND_MESSAGES, message.linked)
         # Message names read through a link could name anyone's parts.
         if not (message.linked or disk.is_link(messages)):
             yield from _part_dirs(messages, folders["part"], unlisted)
+        # After the part dirs: only its message files name them, so a
+        # removal stopped between the two must not have taken it first.
+        yield _File(messages, KIND_MESSAGES, message.linked)
     for folder, kind in (("todo", KIND_TODO), ("session_diff", KIND_DIFF)):
         path = folders[folder].has(f"{sid}.json")
         if path is not None:

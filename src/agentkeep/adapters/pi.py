@@ -35,9 +35,10 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters import heads
-from agentkeep.adapters.base import Adapter, Root, dir_var, entries, parts_below, tmp_dirs
+from agentkeep.adapters.base import Adapter, Known, Root, unlisted
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.registry import START_SLACK_S
+from agentkeep.adapters.dirs import dir_var, entries, parts_below, root_problem, tmp_dirs
 from agentkeep.adapters.heads import read_head
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Described, Holder, HolderKind, Session
@@ -107,17 +108,14 @@ class PiAdapter(Adapter):
     def canonical_id(self, raw: str) -> str | None:
         return canonical(raw)
 
-    def scan(self) -> Iterator[Session]:
-        found = self._find(None)
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        found = self._find(names)
         for sid in sorted(found.files):
             session = self._session(sid, found)
             if session is not None:
                 yield session
-
-    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
-        found = self._find(session_ids)
-        listed = {sid: self._session(sid, found) for sid in found.files}
-        return {sid: s for sid, s in listed.items() if s is not None}
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.root)
@@ -135,6 +133,25 @@ class PiAdapter(Adapter):
         return Described()
 
     # -- in use ---------------------------------------------------------
+
+    def names_leftovers(self, paths: list[str]) -> set[str]:
+        """The bash logs among `paths` (leftovers.KINDS `pi-bash-log`) that a
+        session file names, by name: pi writes the absolute path, and a tmp
+        dir has more than one spelling. Every one when the sessions cannot
+        all be read (a place that cannot be listed, a file that cannot be
+        opened): whose they are cannot be told, so none goes."""
+        if unlisted(self):
+            return set(paths)
+        named: set[str] = set()
+        for files in self._find(None).files.values():
+            for path, _ in files:
+                logs = _logs_in(path)
+                if logs is None:
+                    return set(paths)
+                named |= logs
+        return {path for path in paths if os.path.basename(path) in named}
+
+    # -- in use ---------------------------------------------------------
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         holders = procs.naming(session.id)
         files = [a.path for a in session.artifacts if a.kind == SESSION]
@@ -148,7 +165,7 @@ class PiAdapter(Adapter):
 
     # -- finding ----------------------------------------------------------
     def _find(self, only: frozenset[str] | None) -> _Pass:
-        linked = self.root_problem(self.root) is not None
+        linked = root_problem(self.env, self.root) is not None
         found = _Pass(only, foreign=linked)
         for entry in entries(self.root):
             if entry.dir:
@@ -274,11 +291,20 @@ def _header_id(line: bytes) -> str | None:
 
 
 def _logs_named(path: str) -> set[str]:
+    return _logs_in(path) or set()
+
+
+def _logs_in(path: str) -> set[str] | None:
+    """The bash log names a session file holds; None when it is there and
+    cannot be read (one gone since it was listed names none)."""
     handle = disk.open_quietly(path)
     if handle is None:
-        return set()
-    with handle:
-        return {m.decode() for line in handle for m in BASH_LOG_NAME.findall(line)}
+        return None if os.path.lexists(path) else set()
+    try:
+        with handle:
+            return {m.decode() for line in handle for m in BASH_LOG_NAME.findall(line)}
+    except OSError:
+        return None
 
 
 def _is_pi(cmdline: tuple[str, ...]) -> bool:

@@ -41,12 +41,13 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters import heads
-from agentkeep.adapters.base import Adapter, Root, dir_var, entries, parts_below
+from agentkeep.adapters.base import Adapter, Known, Root
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.listing import linked_below
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import record_holders, registry_holders, registry_id
 from agentkeep.adapters.claude.transcripts import lineage
+from agentkeep.adapters.dirs import dir_var, entries, parts_below
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Described, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
@@ -152,30 +153,15 @@ class QwenAdapter(Adapter):
     def canonical_id(self, raw: str) -> str | None:
         return canonical(raw)
 
-    def scan(self) -> Iterator[Session]:
-        found = self._find(None)
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        found = self._find(names)
         residual = self._residual(found)
         for sid in sorted(found.found):
             session = self._session(sid, found, residual.get(sid, []))
             if session is not None:
                 yield session
-
-    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
-        found = self._find(session_ids)
-        residual = self._residual(found)
-        listed = {sid: self._session(sid, found, residual.get(sid, [])) for sid in found.found}
-        return {sid: s for sid, s in listed.items() if s is not None}
-
-    def describe(self, session: Session) -> Described:
-        """Its title (the last `custom_title` record, a rename or Qwen's own
-        title) or its first prompt (as typed: `systemPayload.displayText`),
-        and its first record's time, from the heads of its chats."""
-        for artifact in session.artifacts:
-            if artifact.kind == TRANSCRIPT and not artifact.linked:
-                described = _described(artifact.path)
-                if described != Described():
-                    return described
-        return Described()
 
     def session_for_path(self, path: str) -> str | None:
         runtime = parts_below(path, self.runtime_dir)
@@ -187,6 +173,17 @@ class QwenAdapter(Adapter):
         return self._home_path_id(home) if home else None
 
     # -- in use ---------------------------------------------------------
+    def describe(self, session: Session) -> Described:
+        """Its title (the last `custom_title` record, a rename or Qwen's own
+        title) or its first prompt (as typed: `systemPayload.displayText`),
+        and its first record's time, from the heads of its chats."""
+        for artifact in session.artifacts:
+            if artifact.kind == TRANSCRIPT and not artifact.linked:
+                described = _described(artifact.path)
+                if described != Described():
+                    return described
+        return Described()
+
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         """Command lines naming the id, registry records and writer locks
         naming the session whose process is alive and not a reused pid."""

@@ -149,11 +149,12 @@ def _select(conn: sqlite3.Connection, db: Path, deletion: Deletion) -> TableRows
 
 def read_rows(db: Path, deletions: Sequence[Deletion]) -> list[TableRows]:
     """The rows `deletions` name, read without changing the database (for
-    rows an agent's own command is about to delete). Tables missing in this
-    version have none. Raises RemovalError when the database cannot be read."""
+    rows an agent's own command is about to delete). Tables and columns
+    missing in this version have none. Raises RemovalError when the database
+    cannot be read."""
     try:
         with reading(db) as conn:
-            return [_select(conn, db, d) for d in deletions if columns(conn, d[0])]
+            return [_select(conn, db, d) for d in deletions if d[1] in columns(conn, d[0])]
     except sqlite3.Error as exc:
         raise RemovalError(f"{db}: {exc}") from exc
 
@@ -161,9 +162,10 @@ def read_rows(db: Path, deletions: Sequence[Deletion]) -> list[TableRows]:
 def delete_rows(db: Path, deletions: Sequence[Deletion], keep: Keep | None = None) -> None:
     """Delete rows in one transaction, in the order given: each deletion is
     (table, key column, value). Table and column names are the adapters' own
-    constants. `keep` is handed each table's rows, inside the transaction,
-    before they are deleted (the trash saves them); when it raises, nothing
-    is deleted. Raises RemovalError and changes nothing when any step fails."""
+    constants; a table or column missing in this version has no rows. `keep`
+    is handed each table's rows, inside the transaction, before they are
+    deleted (the trash saves them); when it raises, nothing is deleted.
+    Raises RemovalError and changes nothing when any step fails."""
     try:
         conn = writing(db)
     except sqlite3.Error as exc:
@@ -172,6 +174,8 @@ def delete_rows(db: Path, deletions: Sequence[Deletion], keep: Keep | None = Non
         conn.execute("BEGIN IMMEDIATE")
         for deletion in deletions:
             table, column, value = deletion
+            if column not in columns(conn, table):
+                continue
             if keep is not None:
                 rows = _select(conn, db, deletion)
                 if rows.rows:

@@ -20,16 +20,8 @@ from typing import Protocol
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import (
-    Adapter,
-    Entry,
-    Root,
-    entries,
-    parts_below,
-    unreadable,
-    utf8_name,
-    valid_name,
-)
+from agentkeep.adapters.base import Adapter, Known, Root, valid_name
+from agentkeep.adapters.dirs import Entry, entries, parts_below, root_problem, unreadable, utf8_name
 from agentkeep.model import Holder, HolderKind, Session
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
@@ -87,8 +79,16 @@ class StoreAdapter(Adapter):
             return None
         return raw
 
-    def scan(self) -> Iterator[Session]:
-        problem = self.root_problem(self.root)
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        if names is not None:
+            for sid in sorted(names):
+                session = self._load(sid)
+                if session is not None:
+                    yield session
+            return
+        problem = root_problem(self.env, self.root)
         level: list[tuple[str, ...]] = [()]
         for _ in range(self.depth - 1):
             level = [parts + (e.name,) for parts in level for e in self._subdirs(parts)]
@@ -100,9 +100,6 @@ class StoreAdapter(Adapter):
                 if session is not None:
                     yield session
 
-    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
-        return {sid: s for sid in session_ids if (s := self._load(sid)) is not None}
-
     def _load(self, sid: str) -> Session | None:
         # No link on the way down: a linked level above the session is not
         # this store's namespace.
@@ -111,7 +108,7 @@ class StoreAdapter(Adapter):
             current = current / part
             if disk.is_link(current) or not os.path.isdir(current):
                 return None
-        return self._session(sid, self.root_problem(self.root))
+        return self._session(sid, root_problem(self.env, self.root))
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.root)
@@ -147,7 +144,7 @@ class StoreAdapter(Adapter):
     def _session(self, sid: str, problem: str | None) -> Session | None:
         """The store dir `sid`; one that cannot all be listed keeps it
         unsafe. A level above that cannot be listed shows none of its
-        sessions (Adapter.unlisted names it): nothing of them is known."""
+        sessions (base.unlisted names it): nothing of them is known."""
         path = self.root / sid
         if not os.path.isdir(path):
             return None

@@ -20,14 +20,13 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters import heads
-from agentkeep.adapters.base import (
-    NAME_ID,
-    Adapter,
-    Root,
+from agentkeep.adapters.base import NAME_ID, Adapter, Known, Root
+from agentkeep.adapters.dirs import (
     Unlisted,
     directory_artifacts,
     entries,
     parts_below,
+    root_problem,
     unreadable,
 )
 from agentkeep.adapters.times import parse_agent_time
@@ -76,20 +75,24 @@ class ZeroAdapter(Adapter):
     def canonical_id(self, raw: str) -> str | None:
         return raw if isinstance(raw, str) and ID.fullmatch(raw) else None
 
-    def scan(self) -> Iterator[Session]:
-        problem = self.root_problem(self.root)
-        for entry in entries(self.root):
-            sid = self.canonical_id(entry.name)
-            if sid is None:
-                log.info("skipped: not a zero session id", path=entry.path)
-                continue
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        problem = root_problem(self.env, self.root)
+        if names is not None:
+            ids: list[str] = sorted(names)
+        else:
+            ids = []
+            for entry in entries(self.root):
+                sid = self.canonical_id(entry.name)
+                if sid is None:
+                    log.info("skipped: not a zero session id", path=entry.path)
+                else:
+                    ids.append(sid)
+        for sid in ids:
             session = self._session(sid, problem)
             if session is not None:
                 yield session
-
-    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
-        problem = self.root_problem(self.root)
-        return {sid: s for sid in session_ids if (s := self._session(sid, problem)) is not None}
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.root)
@@ -113,7 +116,7 @@ class ZeroAdapter(Adapter):
     def _session(self, sid: str, problem: str | None) -> Session | None:
         """The session in `<root>/<sid>/`; a directory of it that cannot be
         listed keeps it unsafe. A root that cannot be listed shows none
-        (Adapter.unlisted names it): nothing of them is known."""
+        (base.unlisted names it): nothing of them is known."""
         directory = self.root / sid
         if not os.path.isdir(directory):  # follows a link: a linked session dir is reported
             if os.path.lexists(directory):

@@ -17,6 +17,11 @@ end_with_parent() as it starts, and is sent SIGTERM when its parent is gone
 (killed, out of memory, crashed); what SIGTERM does is the child's own
 decision (a scan's children end at once, the daemon's child finishes the
 session it is removing).
+An agent's own command (`codex delete`, `opencode session delete`) is
+SIGKILLed with the process that runs it (dies_with_us()): it is not
+transactional, and left running it went on changing the session while the
+next prune listed it, and named the id, so that the session was kept `live`
+and its journal entry forgotten, half removed.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 # How often a child looks at its parent where the kernel does not tell it.
 POLL = 0.5
@@ -60,6 +66,29 @@ def _ask_the_kernel() -> bool:
     except (OSError, AttributeError):
         return False
     return bool(prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) == 0)
+
+
+def dies_with_us() -> Callable[[], None] | None:
+    """For a command agentkeep runs that is not its own (an agent's): a
+    preexec_fn that has the kernel SIGKILL it once the thread that started
+    it ends (PR_SET_PDEATHSIG), so that it never outlives a killed prune;
+    None where the kernel cannot be asked."""
+    if not KERNEL_TELLS:
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def in_the_child() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # gone before the kernel was asked
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return in_the_child
 
 
 def _watch(parent: int) -> None:

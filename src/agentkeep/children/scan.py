@@ -39,7 +39,7 @@ from agentkeep.index import Rows
 
 log = structlog.get_logger("agentkeep.children.scan")
 
-# Below this many expected sessions (adapters' expected_sessions(): only
+# Below this many expected sessions (adapters.base.expected_sessions: only
 # Claude's transcripts are counted before a first scan) a scan takes about
 # a second in one process, and children do not pay: a forked one is ready
 # at once and pays from about 1,200 (Claude-only homes, medians of 5: at

@@ -1,7 +1,7 @@
 """The index brought up to the disk: a full scan (spread over child
 processes in a big home), a re-list of named sessions (watch events), and
 reconcile, which re-lists only what changed since the last look. Both
-record what could not be listed (Adapter.unlisted); a permission change
+record what could not be listed (adapters.base.unlisted); a permission change
 moves no mtime and no watch sees it, so a reconcile scans an agent again
 whenever a directory of it could not be listed and now can, or the
 reverse."""
@@ -19,7 +19,15 @@ from typing import Any
 import structlog
 
 from agentkeep import disk, trash
-from agentkeep.adapters.base import Adapter, Known, listing_again_is_cheaper
+from agentkeep.adapters import base
+from agentkeep.adapters.base import (
+    Adapter,
+    Known,
+    ScanPart,
+    Split,
+    WholeScan,
+    listing_again_is_cheaper,
+)
 from agentkeep.children.scan import run_parts, worth_spreading
 from agentkeep.core.context import Context
 from agentkeep.index import Rows
@@ -53,9 +61,10 @@ def _scan(
     processes (see children.scan)."""
     # Taken before anything is listed: a directory that changes during the
     # scan then differs at the next reconcile, which lists it again.
-    unlisted = {agent: ctx.adapters[agent].unlisted() for agent in agents}
+    unlisted = {agent: base.unlisted(ctx.adapters[agent]) for agent in agents}
     signatures = {a: _dir_signatures(ctx.adapters[a], unlisted[a])[1] for a in agents}
-    hints = {agent: ctx.adapters[agent].expected_sessions() for agent in agents}
+    split_of = {agent: ctx.adapters[agent].split() for agent in agents}
+    hints = {agent: split.expected() if split else None for agent, split in split_of.items()}
     estimates = {a: estimate(hint, ctx.index.count(a)) for a, hint in hints.items()}
     expected = sum(n or 0 for n in estimates.values())
     # Agents that list here before they hand out parts go last, so that
@@ -70,7 +79,7 @@ def _scan(
         parts = (
             (agent, part)
             for agent in order
-            for part in tally.parts(agent, ctx.adapters[agent].scan_parts())
+            for part in tally.parts(agent, _parts(ctx.adapters[agent], split_of[agent]))
         )
         for agent, rows in run_parts(parts, _restored(ctx), spread=spread):
             replacement.add(agent, _counted(tally, agent, rows))
@@ -79,6 +88,11 @@ def _scan(
         ctx.index.set_dir_signatures(agent, signature)
         ctx.index.set_unlisted(agent, unlisted[agent])
     return replacement.counts
+
+
+def _parts(adapter: Adapter, split: Split | None) -> Iterator[ScanPart]:
+    """The agent's scan as the parts its split() makes, else whole."""
+    return split.parts() if split is not None else iter([WholeScan(adapter)])
 
 
 def _counted(tally: Tally, agent: str, rows: Iterable[Rows]) -> Iterator[Rows]:
@@ -165,19 +179,19 @@ def relist(
     read the listing of every directory they shared."""
     adapter = ctx.adapters.get(agent)
     if vanished:
-        known = {s.id for s in ctx.index.sessions_of(agent, vanished)}
-        session_ids = [sid for sid in session_ids if sid not in vanished or sid in known]
+        indexed = {s.id for s in ctx.index.sessions_of(agent, vanished)}
+        session_ids = [sid for sid in session_ids if sid not in vanished or sid in indexed]
     if adapter is None or not session_ids:
         return
     restored = _restored(ctx)
     # The index's own view of the disk (see adapters.base.Known): a few
     # sessions listed again (an event's) cost a look at what they had and at
     # what changed, not a pass over every directory all sessions share.
-    signatures = ctx.index.dir_signatures(agent)
+    known = Known(ctx.index.dir_signatures(agent))
     for start in range(0, len(session_ids), RELIST_BATCH):
         batch = session_ids[start : start + RELIST_BATCH]
-        paths = (a.path for sid in batch for a in ctx.index.artifacts(agent, sid))
-        listed = adapter.load_many(batch, Known(signatures, paths))
+        known.learn(a.path for sid in batch for a in ctx.index.artifacts(agent, sid))
+        listed = base.listed(adapter, batch, known)
         gone = [(agent, sid) for sid, s in listed.items() if s is None]
         present = [s for s in listed.values() if s is not None]
         ctx.index.put(present, restored, gone=gone)
@@ -196,7 +210,7 @@ def reconcile(ctx: Context, progress: Progress | None = None) -> int:
     for name, adapter in ctx.adapters.items():
         if name in fresh:
             continue
-        unlisted = adapter.unlisted()
+        unlisted = base.unlisted(adapter)
         if _listability_changed(ctx, name, unlisted):
             done += _scan(ctx, [name], progress)[name][0]
             continue
@@ -209,7 +223,7 @@ def reconcile(ctx: Context, progress: Progress | None = None) -> int:
 
 def _listability_changed(ctx: Context, agent: str, now: dict[str, str]) -> bool:
     """Whether a directory of the agent that could not be listed now can
-    (or is gone), or one that could now cannot (`now`: Adapter.unlisted):
+    (or is gone), or one that could now cannot (`now`: base.unlisted):
     which sessions it shows or hides is the adapter's to say, in a scan of
     the agent (rare: a person changed a permission). Recorded meanwhile
     when nothing changed."""
@@ -236,8 +250,8 @@ def _reconcile_agent(
     # A newer file may name another session now (a registry file rewritten
     # by a /clear); a new entry names a new session or a new artifact.
     sids = set(gone) | {sid for _, sid in newer}
-    sids |= adapter.sessions_named(path for path, _ in newer)
-    sids |= adapter.sessions_named(unknown)
+    sids |= base.sessions_named(adapter, (path for path, _ in newer))
+    sids |= base.sessions_named(adapter, unknown)
     relist(ctx, agent, sorted(sids))
     return len(sids)
 

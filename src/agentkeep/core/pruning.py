@@ -11,7 +11,7 @@ from typing import Any
 import structlog
 
 from agentkeep import leases, preview, trash
-from agentkeep.adapters.base import Adapter
+from agentkeep.adapters.base import Adapter, load
 from agentkeep.core.context import Context, parse_age
 from agentkeep.core.ending import ends_as
 from agentkeep.core.reclaim import SUGGESTED_RETENTION
@@ -159,7 +159,7 @@ def purge(
     ctx.require_config()
     sid = ctx.session_id(agent, id)
     adapter = ctx.adapter(agent)
-    if adapter.load(sid) is None:
+    if load(adapter, sid) is None:
         raise NotFound(f"no such session: {agent} {sid}")
     targets = [(agent, sid)]
     if cascade:
@@ -190,7 +190,7 @@ def _cascade(adapter: Adapter, sid: str) -> list[str]:
     """What a --cascade purge takes first: the descendants as the disk lists
     them now (the plan then orders them, children first)."""
     children: dict[str, list[str]] = {}
-    for s in adapter.scan():
+    for s in adapter.sessions():
         if s.parent:
             children.setdefault(s.parent, []).append(s.id)
     return descendants(sid, lambda parent: children.get(parent, ()))

@@ -72,10 +72,8 @@ def give_back() -> None:
 
 def after_work(ctx: core.Context) -> None:
     """After work in proportion to the sessions: per-session state lives in
-    the index, not in the adapters' listings, and the memory goes back to
-    the system."""
-    for adapter in ctx.adapters.values():
-        adapter.forget()
+    the index (the adapters keep nothing from one call to the next), and
+    the memory goes back to the system."""
     give_back()
 
 

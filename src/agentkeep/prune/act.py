@@ -151,8 +151,8 @@ class Act:
         for held in batch:
             by_agent.setdefault(held.session.agent, []).append(held)
         for agent, items in by_agent.items():
-            fresh = self.removing.adapters[agent].load_many([h.session.id for h in items])
             view = self.views[agent]
+            fresh = view.listed_again([h.session.id for h in items])
             view.refresh()  # a fork made after the plan shows as a child from here on
             # Read after every lease of the batch was taken: a process
             # started since the plan shows.

@@ -11,9 +11,10 @@ from typing import cast
 import structlog
 
 from agentkeep import disk, trash
+from agentkeep.adapters.base import load
 from agentkeep.errors import RemovalError
 from agentkeep.journal import Journal, JournalEntry
-from agentkeep.model import Session
+from agentkeep.model import Artifact, Session
 from agentkeep.prune.plan import AGE, PURGE, ancestors, check_again
 from agentkeep.prune.remove import Removing
 from agentkeep.prune.report import Failed, Kept, PruneReport, Removed
@@ -82,7 +83,7 @@ def _finish(
         report.kept.append(Kept(taken.agent, taken.id, taken.reason, f"finishing: {taken.detail}"))
         return False
     try:
-        s = adapter.load(entry.id)
+        s = load(adapter, entry.id)
         if s is None or s.primary:
             return None
         view = views.get(entry.agent)
@@ -123,9 +124,12 @@ def _finish(
 def _activity(removing: Removing, s: Session) -> float | None:
     """The session's activity, with the directories' own mtimes left out:
     the interrupted removal moved them, and only a write says the session
-    was used since (a file's mtime)."""
+    was used since (a file's mtime). Rows that nothing dates any more are
+    left out too (see _undated_rows)."""
     times = [removing.restored.get(s.key), s.updated]
     for artifact in s.own_artifacts:
+        if _undated_rows(artifact):
+            continue
         if artifact.root is None or not artifact.is_dir:
             times.append(artifact.mtime)  # a file, or rows: as listed
             if artifact.mtime is None:
@@ -139,3 +143,14 @@ def _activity(removing: Removing, s: Session) -> float | None:
         return None
     known = [t for t in times if t is not None and t != -math.inf]
     return max(known) if known else -math.inf
+
+
+def _undated_rows(artifact: Artifact) -> bool:
+    """Rows with no time of their own: an adapter dates a session's rows by
+    the record it is listed by, which a removal takes first (invariant 5).
+    Left behind by a removal killed half way, they say nothing of a use
+    since it began (a write would have made a record again: then the
+    session is left to the plan), and taking them for an unreadable time
+    kept the session `undated` and forgot it, half removed, for good. A
+    database that cannot be read still makes the session undated."""
+    return artifact.root is None and not artifact.primary and artifact.mtime is None

@@ -11,7 +11,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import compaction, history, leftovers, lookagain, trash
-from agentkeep.adapters.base import Adapter
+from agentkeep.adapters.base import Adapter, expected_sessions
 from agentkeep.index import Index
 from agentkeep.journal import Journal
 from agentkeep.model import Session
@@ -163,7 +163,7 @@ class Pruner:
             return {agent: self._list(agent) for agent in opts.cutoffs}
         indexed = self.index.count if self.index is not None else lambda agent: 0
         estimates = {
-            agent: estimate(self.adapters[agent].expected_sessions(), indexed(agent))
+            agent: estimate(expected_sessions(self.adapters[agent]), indexed(agent))
             for agent in opts.cutoffs
         }
         tally = Tally(opts.progress, "listing", estimates)
@@ -180,7 +180,7 @@ class Pruner:
         listed into the view all the same; a failure of the listing itself
         is the run's, never taken for the index's."""
         view = DiskView(self.adapters[agent])
-        listing = _Listing(agent, self.adapters[agent].scan(), view, tally)
+        listing = _Listing(agent, self.adapters[agent].sessions(), view, tally)
         try:
             self._index_write(lambda i: i.replace_agent(agent, listing, self.removing.restored))
             listing.finish()

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterable
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, listing_again_is_cheaper
+from agentkeep.adapters.base import Adapter, Known, listed, listing_again_is_cheaper, sessions_named
 from agentkeep.model import Session
 from agentkeep.prune.plan import known_activity
 
@@ -24,6 +24,9 @@ class DiskView:
 
     def __init__(self, adapter: Adapter) -> None:
         self.adapter = adapter
+        # What the adapter keeps from one listing to the next while the
+        # prune runs (Known.memo), dropped with the view.
+        self.known = Known()
         self.sessions: dict[str, Session] = {}
         self._children: dict[str, set[str]] = {}
         # Taken before anything is listed: a directory that changes while it
@@ -85,13 +88,19 @@ class DiskView:
         mtimes, signatures = disk.signed(dirs)
         moved = [d for d in dirs if d not in self.signatures or mtimes[d] != self.signatures[d]]
         unseen = [os.path.join(d, name) for d in moved for name in self._unseen(d)]
-        new = sorted(sid for sid in self.adapter.sessions_named(unseen) if sid not in self.sessions)
+        named = sessions_named(self.adapter, unseen)
+        new = sorted(sid for sid in named if sid not in self.sessions)
         if listing_again_is_cheaper(len(new), len(self.sessions)):
-            self._set(self.adapter.scan())
+            self._set(self.adapter.sessions())
         else:
-            for sid, s in self.adapter.load_many(new).items():
+            for sid, s in self.listed_again(new).items():
                 self._put(sid, s)
         self.dirs, self.signatures = dirs, signatures
+
+    def listed_again(self, ids: list[str]) -> dict[str, Session | None]:
+        """These sessions listed from the disk again, by id (None: nothing
+        of it is left), whole: what the check under the lease reads."""
+        return listed(self.adapter, ids, self.known)
 
     def _unseen(self, directory: str) -> set[str]:
         """The names in `directory` not looked at before (from now on they

@@ -11,8 +11,8 @@ Layout (FIELD-NOTES.md "Claude Code"): per session id, `projects/<key>/<id>.json
 the id with its `sessions/<pid>.<hex>.key`, and `<tmp>/claude-<uid>/<key>/<id>/`.
 Everything else there is shared.
 
-A scan lists each directory once and groups what it finds by id; `load` probes
-one id's paths directly. Listings and reads go through descriptors opened
+A scan lists each directory once and groups what it finds by id; listing a
+few sessions again probes their paths directly. Listings and reads go through descriptors opened
 without moving atimes, and only the head of a transcript is ever read. A link
 is followed only where a key dir, an area or a job dir is itself a link, to
 report what lies behind it (following a link moves the link's own atime).
@@ -26,12 +26,13 @@ measuring (a scan), transcripts (a transcript's head). This class wires them.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Known, Remover, Root, ScanPart
+from agentkeep.adapters.base import Adapter, Known, Root, ScanPart, Split
 from agentkeep.adapters.claude import roots as claude_roots
 from agentkeep.adapters.claude.artifacts import (
     DEBUG_LOG,
@@ -62,8 +63,8 @@ from agentkeep.adapters.claude.reading import SMALL_JSON
 from agentkeep.adapters.claude.registry import START_SLACK_S, registry_holders
 from agentkeep.adapters.claude.roots import Layout, Paths, below
 from agentkeep.adapters.claude.transcripts import TRANSCRIPT_HEAD, described
+from agentkeep.adapters.dirs import root_problem
 from agentkeep.model import Described, Holder, Session
-from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
 
 __all__ = [
@@ -96,7 +97,7 @@ __all__ = [
 # and what a spread scan holds at once is the parts handed out ahead
 # (children.scan.IN_FLIGHT per child): at 1,000 a part, a scan of 10,000 held
 # nearly all it found (41 MB traced; 14 MB at 250, as fast).
-# Read here, by scan_parts, at every scan (tests set it on this module).
+# Read here, by split(), at every scan (tests set it on this module).
 SCAN_PART = 250
 
 
@@ -106,15 +107,6 @@ class ClaudeAdapter(Adapter):
     # A canonical UUID in either spelling, wherever it stands in a name (a
     # name that carries the id is worth reporting). Claude has no databases.
     id_in_name = UUID
-
-    def __init__(self, env: Env) -> None:
-        super().__init__(env)
-        self._listings = Listings()
-
-    def forget(self) -> None:
-        # A prune that runs meanwhile goes on with a fresh one: a listing
-        # is only ever a shortcut to what the disk says.
-        self._listings = Listings()
 
     # -- where ----------------------------------------------------------
     @cached_property
@@ -126,7 +118,8 @@ class ClaudeAdapter(Adapter):
     def _layout(self, check: bool = True) -> Layout:
         """Every root; `check` computes each root's problem (path lookups,
         which only map names, skip it)."""
-        return claude_roots.layout(self._paths, self.root_problem if check else None)
+        problem = (lambda path: root_problem(self.env, path)) if check else None
+        return claude_roots.layout(self._paths, problem)
 
     def roots(self) -> list[Root]:
         layout = self._layout()
@@ -158,61 +151,40 @@ class ClaudeAdapter(Adapter):
     def canonical_id(self, raw: str) -> str | None:
         return canonical(raw)
 
-    def expected_sessions(self) -> int:
-        """The transcripts in the key dirs, counted by name alone."""
-        count = 0
-        for key in list_entries(str(self._paths.projects), None):
-            if not listable(key):
-                continue
-            try:
-                with disk.scandir(key.path, follow=True) as listing:
-                    count += sum(entry.name.endswith(".jsonl") for entry in listing)
-            except OSError:
-                continue  # the scan logs what it cannot list
-        return count
-
-    def scan(self) -> Iterator[Session]:
-        for part in self.scan_parts():
-            yield from part()
-
-    def scan_parts(self) -> Iterator[ScanPart]:
-        """One listing of every shared directory, then the measuring of what
-        it found in parts of SCAN_PART sessions."""
-        found = find(self._listings, self._layout(), None)
-        for part in found.parts(SCAN_PART):
-            yield Measuring(part)
-
-    def list_again(self, session_ids: frozenset[str]) -> dict[str, Session]:
-        """One pass over the shared directories for all of them: listing each
-        session again on its own cost a look at every key dir per session."""
-        return self.list_known(session_ids, None)
-
-    def list_known(self, session_ids: frozenset[str], known: Known | None) -> dict[str, Session]:
-        found = find(self._listings, self._layout(), session_ids, known)
-        listed = {sid: measure(*found.take(sid)) for sid in session_ids}
-        return {sid: s for sid, s in listed.items() if s is not None}
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        """A scan in parts (split()); some sessions in one pass over the
+        shared directories for all of them (listing each on its own cost a
+        look at every key dir per session), their listings kept in `known`'s
+        memo for the next pass of the same piece of work."""
+        if names is None:
+            for part in _Split(self).parts():
+                yield from part()
+            return
+        listings = known.memo(Listings) if known is not None else Listings()
+        found = find(listings, self._layout(), names, known)
+        for sid in sorted(names):
+            session = measure(*found.take(sid))
+            if session is not None:
+                yield session
 
     def session_for_path(self, path: str) -> str | None:
-        return self._session_for(path, self._layout(check=False), {})
-
-    def sessions_named(self, paths: Iterable[str]) -> set[str]:
         layout = self._layout(check=False)
-        resolved: dict[Path, str] = {}
-        return {sid for path in paths if (sid := self._session_for(path, layout, resolved))}
-
-    @staticmethod
-    def _session_for(path: str, layout: Layout, resolved: dict[Path, str]) -> str | None:
         path = os.path.abspath(path)
-        parts = below(path, layout.projects.path, resolved)
-        if parts is not None:
-            return project_path_id(parts)
-        parts = below(path, layout.config.path, resolved)
-        if parts is not None:
-            return config_path_id(layout, parts)
-        for root in layout.tmp:
-            parts = below(path, root.path, resolved)
+        # Each root as given first: the paths of the watched directories
+        # are; resolving a root costs a syscall per component.
+        for resolve in (False, True):
+            parts = below(path, layout.projects.path, resolve)
             if parts is not None:
-                return canonical(parts[1]) if len(parts) >= 2 else None
+                return project_path_id(parts)
+            parts = below(path, layout.config.path, resolve)
+            if parts is not None:
+                return config_path_id(layout, parts)
+            for root in layout.tmp:
+                parts = below(path, root.path, resolve)
+                if parts is not None:
+                    return canonical(parts[1]) if len(parts) >= 2 else None
         return None
 
     def describe(self, session: Session) -> Described:
@@ -221,13 +193,6 @@ class ClaudeAdapter(Adapter):
         )
 
     # -- in use ---------------------------------------------------------
-    def remove(self, session: Session, remover: Remover) -> None:
-        try:
-            super().remove(session, remover)
-        finally:
-            gone = [a.path for a in session.artifacts if not os.path.lexists(a.path)]
-            self._listings.removed(gone)
-
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         """Command lines naming the id in either spelling, and registry files
         naming the session whose process is alive and not a reused pid. The
@@ -238,6 +203,36 @@ class ClaudeAdapter(Adapter):
             if artifact.kind == REGISTRY:
                 holders += registry_holders(artifact.path, session.id, procs)
         return holders
+
+    # -- hooks ------------------------------------------------------------
+    def split(self) -> Split:
+        return _Split(self)
+
+
+@dataclass(frozen=True)
+class _Split:
+    """One listing of every shared directory, then the measuring of what it
+    found in parts of SCAN_PART sessions."""
+
+    adapter: ClaudeAdapter
+
+    def expected(self) -> int:
+        """The transcripts in the key dirs, counted by name alone."""
+        count = 0
+        for key in list_entries(str(self.adapter._paths.projects), None):
+            if not listable(key):
+                continue
+            try:
+                with disk.scandir(key.path, follow=True) as listing:
+                    count += sum(entry.name.endswith(".jsonl") for entry in listing)
+            except OSError:
+                continue  # the scan logs what it cannot list
+        return count
+
+    def parts(self) -> Iterator[ScanPart]:
+        found = find(Listings(), self.adapter._layout(), None)
+        for part in found.parts(SCAN_PART):
+            yield Measuring(part)
 
 
 ADAPTER = ClaudeAdapter

@@ -16,7 +16,7 @@ from typing import TypeGuard
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Known, Root, Unlisted
+from agentkeep.adapters.base import Known, Root
 from agentkeep.adapters.claude.artifacts import (
     AREAS,
     JOB,
@@ -39,6 +39,7 @@ from agentkeep.adapters.claude.registry import (
     registry_id,
 )
 from agentkeep.adapters.claude.roots import Layout
+from agentkeep.adapters.dirs import Unlisted
 from agentkeep.spool import Spool
 
 # One logger for the whole adapter, named as it always was.

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentkeep import disk
-from agentkeep.adapters.base import Unlisted, unlisted_error, valid_name
+from agentkeep.adapters.base import valid_name
+from agentkeep.adapters.dirs import Unlisted, unlisted_error
 
 
 @dataclass(slots=True)

@@ -14,7 +14,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
 from agentkeep import disk
-from agentkeep.adapters.base import Unlisted
 from agentkeep.adapters.claude.listing import (
     Entry,
     entry_at,
@@ -29,6 +28,7 @@ from agentkeep.adapters.claude.registry import (
     Registry,
     registry_id,
 )
+from agentkeep.adapters.dirs import Unlisted
 
 
 class Listings:
@@ -165,16 +165,6 @@ class Listings:
             still = alive is not None and int(pid) not in alive
             registry.name(pid, registry_id(self.record(entry.path, still)))
         return registry
-
-    def removed(self, paths: Sequence[str]) -> None:
-        """agentkeep removed `paths`: their records are forgotten. Their
-        directories' listings are not patched: the ctime a removal leaves
-        may hold another's change made meanwhile (a claude started, its
-        record written, as a stale one went), and taking it for agentkeep's
-        own would hide that change from every later re-check. The moved
-        ctime has each listed again when next asked."""
-        for path in paths:
-            self._records.pop(path, None)
 
 
 class _Named:

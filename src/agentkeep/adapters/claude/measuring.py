@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from agentkeep import disk
-from agentkeep.adapters.base import unreadable
 from agentkeep.adapters.claude.finding import FoundSession, Item
 from agentkeep.adapters.claude.ids import AGENT
 from agentkeep.adapters.claude.transcripts import lineage
+from agentkeep.adapters.dirs import unreadable
 from agentkeep.model import Session
 
 

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentkeep.adapters.base import Root, dir_var, tmp_dirs
+from agentkeep.adapters.base import Root
+from agentkeep.adapters.dirs import dir_var, tmp_dirs
 from agentkeep.paths import Env
 
 
@@ -68,18 +69,11 @@ def layout(paths: Paths, problem: Callable[[Path], str | None] | None) -> Layout
     )
 
 
-def below(path: str, root: Path, resolved: dict[Path, str]) -> list[str] | None:
-    """The components of `path` below `root` (as given, else resolved: the
-    resolving costs a syscall per component, and watched paths come as
-    given), or None. `resolved` keeps each root as resolved, for the paths
-    of one look (a root resolved per path cost a prune's look at every
-    entry of a shared directory some 80 us an entry)."""
-    parts = _parts_below(path, os.fspath(root))
-    if parts is not None:
-        return parts
-    if root not in resolved:
-        resolved[root] = os.path.realpath(root)
-    return _parts_below(path, resolved[root])
+def below(path: str, root: Path, resolve: bool) -> list[str] | None:
+    """The components of `path` below `root` as given, or with `resolve`
+    below `root` resolved (a syscall per component: tried only once `path`
+    lies below no root as given, as watched paths do), or None."""
+    return _parts_below(path, os.path.realpath(root) if resolve else os.fspath(root))
 
 
 def _parts_below(path: str, base: str) -> list[str] | None:

@@ -1,0 +1,138 @@
+"""Codex CLI: rollouts, the `threads` rows Codex lists sessions by, and the
+rest of what names a session under `$CODEX_HOME` (FIELD-NOTES "Codex CLI").
+
+A session is any id that a rollout, a `threads` row, other rows or a TUI
+reference names. Each concern has its module: rollouts (their names and
+first line), listing (one look at the root and its databases, and the
+Session each id makes), removal (directly, or through `codex delete`).
+This class wires them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+from pathlib import Path
+
+from agentkeep.adapters import heads, rows
+from agentkeep.adapters.base import Adapter, Known, Remover, Root
+from agentkeep.adapters.codex import listing, removal
+from agentkeep.adapters.codex.rollouts import (
+    KINDS,
+    UUID,
+    id_from_name,
+    open_rollouts,
+    real_dirs,
+    rollout_head,
+)
+from agentkeep.adapters.dirs import root_problem
+from agentkeep.model import Artifact, Described, Holder, HolderKind, Session
+from agentkeep.processes import ProcessTable
+
+__all__ = ["ADAPTER", "CodexAdapter"]
+
+# What a person knows a thread by, first found first: the name given it,
+# its title, its first message (columns of 0.169's `threads`).
+_TITLES = ("name", "title", "first_user_message")
+
+
+class CodexAdapter(Adapter):
+    name = "codex"
+    evidence_kinds = frozenset(KINDS)
+    id_in_name = UUID
+
+    @cached_property
+    def root(self) -> Path:
+        value = self.env.get("CODEX_HOME")
+        # A relative CODEX_HOME would depend on the daemon's cwd: ignored.
+        if value and os.path.isabs(value):
+            return Path(value)
+        return self.env.home / ".codex"
+
+    # -- where ----------------------------------------------------------
+    def roots(self) -> list[Root]:
+        return [Root.check(self.root, self.name, self.env.uid)]
+
+    def watch_dirs(self) -> list[Path]:
+        root = self.root
+        dirs = [root, root / "sessions", root / "archived_sessions"]
+        for year in real_dirs(root / "sessions"):
+            dirs.append(year)
+            for month in real_dirs(year):
+                dirs.append(month)
+                dirs.extend(real_dirs(month))
+        return dirs
+
+    def listed_dirs(self) -> list[Path]:
+        return [*self.watch_dirs(), self.root / listing.TUI_REFS]
+
+    def databases(self) -> list[Path]:
+        return listing.databases(self.root)
+
+    # -- what -----------------------------------------------------------
+    def canonical_id(self, raw: str) -> str | None:
+        if not isinstance(raw, str):
+            return None
+        lowered = raw.lower()
+        return lowered if UUID.fullmatch(lowered) else None
+
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        """One pass over the date dirs and databases for all of them."""
+        linked = root_problem(self.env, self.root) is not None
+        found = listing.list_root(self.root, names, linked)
+        for sid in sorted(found.found):
+            if names is None and not found.in_a_scan(sid):
+                continue
+            session = listing.session(sid, found)
+            if session is not None:
+                yield session
+
+    def session_for_path(self, path: str) -> str | None:
+        try:
+            parts = Path(path).relative_to(self.root).parts
+        except ValueError:
+            return None
+        if len(parts) >= 2 and parts[0] in ("sessions", "archived_sessions"):
+            return id_from_name(parts[-1])
+        if len(parts) == 2 and parts[0] == listing.TUI_REFS:
+            return parts[1] if UUID.fullmatch(parts[1]) else None
+        return None
+
+    # -- in use ---------------------------------------------------------
+    def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
+        """A command line naming the id, or a process with a rollout open."""
+        found = list(procs.naming(session.id))
+        for path, pid in open_rollouts(session.artifacts, procs):
+            found.append(Holder(pid, HolderKind.PROCESS, f"has {os.path.basename(path)} open"))
+        return list(dict.fromkeys(found))
+
+    def may_hold(self, evidence: Sequence[Artifact], procs: ProcessTable) -> bool:
+        # A rollout is evidence only while a process has it open.
+        return next(open_rollouts(evidence, procs), None) is not None
+
+    # -- removal --------------------------------------------------------
+    def describe(self, session: Session) -> Described:
+        """Its thread's name or title (the `threads` row; older versions
+        kept the name in session_index.jsonl, which is not read), else its
+        first prompt (the rollout's first `user_message` event), and its
+        session_meta's time."""
+        title: str | None = None
+        for artifact in session.artifacts:
+            if rows.is_row(artifact) and rows.table_of(artifact) == listing.THREADS:
+                row = heads.row_of(rows.db_of(artifact), listing.THREADS, session.id, _TITLES)
+                title = heads.first_title(*(row.get(c) for c in _TITLES))
+                break
+        rollouts = [a for a in session.artifacts if a.kind in KINDS and not a.linked]
+        if not rollouts:
+            return Described(title)
+        prompt, started = rollout_head(Path(rollouts[0].path))
+        return Described(title or prompt, started)
+
+    def remove(self, session: Session, remover: Remover) -> None:
+        removal.remove(session, remover, self.env, self.root, self.sessions)
+
+
+ADAPTER = CodexAdapter

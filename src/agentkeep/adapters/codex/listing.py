@@ -1,0 +1,316 @@
+"""One look at everything under `$CODEX_HOME` that names a session, and the
+Session each id makes of it.
+
+Codex keeps a database per concern in the root, `<name>_<n>.sqlite` (state,
+thread_history, goals, queue, memories, logs in 0.169), and adds tables and
+databases between versions: every table of them with a `thread_id` (or
+`session_id`) column is read from the schema, never from a list of names,
+so the rows a newer Codex writes are the session's too (`<db>#<table>`
+artifacts). A TUI reference, rows alone, are what a removal stopped half
+way leaves: they are listed, so that it can be finished.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.adapters import rows, sqlite
+from agentkeep.adapters.codex.rollouts import KINDS, UUID, File, Meta, read_meta, rollout_files
+from agentkeep.adapters.dirs import Unlisted, entries, unreadable
+from agentkeep.model import Artifact, Session
+
+log = structlog.get_logger("agentkeep.adapters.codex")
+
+STATE_DB = re.compile(r"state_\d+\.sqlite")
+# Codex names each database `<name>_<schema version>.sqlite`.
+_DATABASE = re.compile(r"[a-z][a-z_]*_\d+\.sqlite")
+# Table names are put into SQL as they are: anything else is not Codex's.
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+TUI_REFS = "tui-thread-reference-capabilities"
+INDEX = "session_index.jsonl"
+_INDEX_LINE_LIMIT = 1 << 20
+
+KIND_TUI_REF = "tui-reference"
+THREADS = "threads"
+# The columns naming a session in any other table: `thread_id` in most,
+# `session_id` in some (0.171's session_model_ids, which codex delete clears).
+_KEYS = ("thread_id", "session_id")
+# A subagent's edge names both threads; it is each one's row.
+SPAWN_EDGES = "thread_spawn_edges"
+SPAWN_PARENT, SPAWN_CHILD = "parent_thread_id", "child_thread_id"
+
+
+def keys(table: str) -> tuple[str, ...]:
+    """The columns of `table` naming a session (rows.Keys)."""
+    if table == THREADS:
+        return ("id",)
+    if table == SPAWN_EDGES:
+        return (SPAWN_CHILD, SPAWN_PARENT)
+    return _KEYS
+
+
+@dataclass(frozen=True)
+class _Thread:
+    db: Path
+    updated: float | None
+    cwd: str | None
+    parent: str | None
+
+
+@dataclass
+class _Found:
+    """Everything one listing found for one id."""
+
+    files: list[File] = field(default_factory=list)
+    threads: list[_Thread] = field(default_factory=list)
+    # (database, table) of every other table holding rows of the session.
+    rows: list[tuple[Path, str]] = field(default_factory=list)
+    spawned_by: str | None = None
+    in_index: bool = False
+
+
+@dataclass
+class Listing:
+    root: Path
+    linked_root: bool
+    found: dict[str, _Found] = field(default_factory=dict)
+    # A state database could not be read: a newer update time of any
+    # session may hide there.
+    incomplete: bool = False
+    # The root, a rollout dir or tui-thread-reference-capabilities/ could
+    # not be listed: any session may have a rollout or a database there
+    # (which of them a date dir holds cannot be told), so all are unsafe.
+    unlisted: Unlisted = field(default_factory=Unlisted)
+
+    def in_a_scan(self, sid: str) -> bool:
+        """Rows alone (what a removal stopped half way left, or rows `codex
+        delete` left, reported residual when it ran) are no session Codex
+        lists, nor one a scan shows; listed by name they are, so that a
+        journal can finish a removal."""
+        found = self.found[sid]
+        return bool(found.files or found.threads)
+
+
+def databases(root: Path, unlisted: Unlisted | None = None) -> list[Path]:
+    return [
+        Path(e.path) for e in entries(root, unlisted) if _DATABASE.fullmatch(e.name) and not e.dir
+    ]
+
+
+def list_root(root: Path, only: frozenset[str] | None, linked_root: bool) -> Listing:
+    """Everything under the root that names a session (only those in
+    `only` when it is given)."""
+    listing = Listing(root, linked_root)
+    for sid, file in rollout_files(root, only, linked_root, listing.unlisted):
+        listing.found.setdefault(sid, _Found()).files.append(file)
+    for db in databases(root, listing.unlisted):
+        try:
+            _read_database(db, only, listing)
+        except sqlite3.Error as exc:
+            if STATE_DB.fullmatch(db.name):
+                log.warning(
+                    "state database unreadable; codex sessions undated", db=str(db), error=str(exc)
+                )
+                listing.incomplete = True
+            else:
+                log.warning(
+                    "codex database unreadable; its rows not attributed", db=str(db), error=str(exc)
+                )
+    for entry in entries(root / TUI_REFS, listing.unlisted):
+        if UUID.fullmatch(entry.name) and (only is None or entry.name in only):
+            file = File(Path(entry.path), KIND_TUI_REF, linked_root)
+            listing.found.setdefault(entry.name, _Found()).files.append(file)
+    # session_index.jsonl only ever names: it never makes a session.
+    for sid in _index_ids(root, only):
+        if sid in listing.found:
+            listing.found[sid].in_index = True
+    return listing
+
+
+def _read_database(db: Path, only: frozenset[str] | None, listing: Listing) -> None:
+    """Every table of `db` that holds sessions' rows, found from its schema:
+    `threads` by `id`, the spawn edges by either thread, any other table by
+    its `thread_id` or `session_id` column. One read transaction, so a
+    table is never seen from two moments."""
+    with sqlite.reading(db) as conn:
+        conn.execute("BEGIN")
+        for table in _tables(conn):
+            cols = sqlite.columns(conn, table)
+            if table == THREADS and "id" in cols:
+                for sid, thread in _threads(conn, db, cols, only):
+                    listing.found.setdefault(sid, _Found()).threads.append(thread)
+            elif table == SPAWN_EDGES and {SPAWN_PARENT, SPAWN_CHILD} <= cols:
+                for parent, child in edges(conn, only):
+                    for sid in (parent, child):
+                        if only is None or sid in only:
+                            listing.found.setdefault(sid, _Found()).rows.append((db, table))
+                    if only is None or child in only:
+                        listing.found[child].spawned_by = parent
+            else:
+                for key in (k for k in _KEYS if k in cols):
+                    sql = f"SELECT DISTINCT {key} FROM {table}"
+                    for (sid,) in conn.execute(*sqlite.among(sql, key, only)):
+                        if isinstance(sid, str) and UUID.fullmatch(sid):
+                            listing.found.setdefault(sid, _Found()).rows.append((db, table))
+
+
+def _threads(
+    conn: sqlite3.Connection, db: Path, cols: set[str], only: frozenset[str] | None
+) -> list[tuple[str, _Thread]]:
+    # parent_thread_id: a column of older versions (0.169 keeps the edge
+    # in thread_spawn_edges instead).
+    wanted = [c for c in ("updated_at", "updated_at_ms", "cwd", "parent_thread_id") if c in cols]
+    sql = f"SELECT {', '.join(['id', *wanted])} FROM {THREADS}"
+    records = [
+        dict(zip(["id", *wanted], row, strict=True))
+        for row in conn.execute(*sqlite.among(sql, "id", only))
+    ]
+    found = []
+    for record in records:
+        sid = record["id"]
+        if not isinstance(sid, str) or not UUID.fullmatch(sid):
+            log.warning(
+                "threads row id is not a canonical UUID; skipped", db=str(db), id=repr(sid)[:80]
+            )
+            continue
+        cwd = record.get("cwd")
+        parent = record.get("parent_thread_id")
+        found.append(
+            (
+                sid,
+                _Thread(
+                    db,
+                    _thread_time(record),
+                    cwd if isinstance(cwd, str) else None,
+                    parent if isinstance(parent, str) and UUID.fullmatch(parent) else None,
+                ),
+            )
+        )
+    return found
+
+
+def _thread_time(record: dict[str, object]) -> float | None:
+    """The newest of updated_at and updated_at_ms (Codex keeps seconds in one
+    and, since migration 25, milliseconds in the other). A value present but
+    unreadable, or no value at all, makes the row undated."""
+    values = [record[c] for c in ("updated_at", "updated_at_ms") if record.get(c) is not None]
+    times = [sqlite.column_time(v) for v in values]
+    if not times or any(t is None for t in times):
+        return None
+    return max(t for t in times if t is not None)
+
+
+def edges(conn: sqlite3.Connection, only: frozenset[str] | None) -> list[tuple[str, str]]:
+    """(parent, child) of the spawn edges naming one of `only` (all of them
+    when None), each a canonical id."""
+    sql = f"SELECT {SPAWN_PARENT}, {SPAWN_CHILD} FROM {SPAWN_EDGES}"
+    params: tuple[str, ...] = ()
+    if only is not None:
+        among = "IN (SELECT value FROM json_each(?))"
+        sql += f" WHERE {SPAWN_PARENT} {among} OR {SPAWN_CHILD} {among}"
+        ids = json.dumps(sorted(only))
+        params = (ids, ids)
+    return [
+        (parent, child)
+        for parent, child in conn.execute(sql, params)
+        if isinstance(parent, str)
+        and isinstance(child, str)
+        and UUID.fullmatch(parent)
+        and UUID.fullmatch(child)
+    ]
+
+
+def _tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables of a database whose names can be put into SQL as they are."""
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return sorted(n for n in names if isinstance(n, str) and _TABLE_NAME.fullmatch(n))
+
+
+def _index_ids(root: Path, only: frozenset[str] | None) -> set[str]:
+    """Ids session_index.jsonl names: reported as residual, never edited (it
+    is Codex's own list of names, shared by every session)."""
+    handle = disk.open_quietly(root / INDEX)
+    if handle is None:
+        return set()
+    ids: set[str] = set()
+    with handle:
+        while line := handle.readline(_INDEX_LINE_LIMIT):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            sid = record.get("id") if isinstance(record, dict) else None
+            if isinstance(sid, str) and UUID.fullmatch(sid) and (only is None or sid in only):
+                ids.add(sid)
+    return ids
+
+
+# -- a session ------------------------------------------------------------------
+
+
+def session(sid: str, listing: Listing) -> Session | None:
+    """What the listing found of `sid`, measured: rollouts (primary) and
+    other files, then the `threads` rows (primary) and the other rows,
+    which have no time of their own: as old as the session (rows left with
+    nothing else are undated)."""
+    found = listing.found.get(sid)
+    if found is None:
+        return None
+    seen: set[tuple[int, int]] = set()
+    artifacts: list[Artifact] = []
+    meta: Meta | None = None
+    for file in sorted(found.files, key=lambda f: str(f.path)):
+        is_rollout = file.kind in KINDS
+        item = disk.artifact(
+            file.path,
+            file.kind,
+            str(listing.root),
+            primary=is_rollout,
+            linked=file.linked,
+            seen=seen,
+        )
+        if item is None:
+            continue  # gone since it was listed
+        artifacts.append(item)
+        if meta is None and is_rollout and not file.linked:
+            meta = read_meta(file.path, sid)
+    times = [t.updated for t in found.threads if t.updated is not None]
+    updated = max(times) if times else None
+    file_times = [a.mtime for a in artifacts if a.mtime is not None]
+    own_time = updated if updated is not None else max(file_times, default=None)
+    for thread in found.threads:
+        artifacts.append(_row(thread.db, THREADS, thread.updated, True, listing))
+    for db, table in dict.fromkeys(found.rows):
+        artifacts.append(_row(db, table, own_time, False, listing))
+    if not artifacts:
+        return None
+    parent = meta.parent if meta else None
+    workspace = meta.cwd if meta else None
+    for thread in found.threads:
+        parent = parent or (thread.parent if thread.parent != sid else None)
+        workspace = workspace or thread.cwd
+    if found.spawned_by != sid:
+        parent = parent or found.spawned_by
+    return Session(
+        agent="codex",
+        id=sid,
+        workspace=workspace,
+        parent=parent,
+        artifacts=artifacts,
+        updated=updated,
+        undated=listing.incomplete,
+        bytes=sum(a.bytes for a in artifacts),
+        residual=[str(listing.root / INDEX)] if found.in_index else [],
+        unreadable=unreadable(artifacts, listing.unlisted),
+    )
+
+
+def _row(db: Path, table: str, mtime: float | None, primary: bool, listing: Listing) -> Artifact:
+    return rows.row(db, table, mtime, primary, listing.linked_root or disk.is_link(db))
