@@ -26,6 +26,8 @@ from build_claude import make_many, make_session, new_id, write_registry
 from fakehome import FakeHome
 from fulldisk import FullDisk
 
+pytestmark = pytest.mark.slow
+
 HELD_IN_MEMORY = "a scan's findings are held in memory"
 
 

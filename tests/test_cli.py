@@ -31,6 +31,8 @@ from fakehome import FakeHome, cli_json, kill_group, make_fake_home
 from test_daemon_serve import start_daemon, stop_daemons
 from waiting import wait_until as wait_for
 
+pytestmark = pytest.mark.slow
+
 # Imported for its effect: every daemon a test here starts is killed after it.
 __all__ = ["stop_daemons"]
 

@@ -9,9 +9,13 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
+
 from build_claude import make_session
 from test_daemon_serve import start_daemon, stop_daemons
 from waiting import wait_until
+
+pytestmark = pytest.mark.slow
 
 # Imported for its effect: every daemon a test here starts is killed after it.
 __all__ = ["stop_daemons"]

@@ -35,6 +35,8 @@ from test_daemon_serve import start_daemon, stop_daemons
 from test_daemon_watch import Seen, transcript
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 MANY = 220
 # Imported for its effect: every daemon a test here starts is killed after it.
 __all__ = ["stop_daemons"]

@@ -14,6 +14,8 @@ from agentkeep.daemon import schedule
 from agentkeep.daemon.schedule import Jobs, Schedule
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 
 class Recorder:
     def __init__(self, busy_for: float = 0.0) -> None:

@@ -30,6 +30,8 @@ from agentkeep.errors import Failure, UnknownMethod
 from agentkeep.paths import Env
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 
 class Recorder:
     """A small handler: echo, a big answer, a resource per connection."""

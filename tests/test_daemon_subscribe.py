@@ -12,6 +12,8 @@ import threading
 from collections.abc import Generator
 from typing import Any
 
+import pytest
+
 from agentkeep import client
 from agentkeep.daemon.connection import Connection, Stream
 from agentkeep.daemon.server import Server
@@ -19,6 +21,8 @@ from agentkeep.paths import Env
 from build_claude import make_session
 from test_daemon_serve import read_answer, start_daemon, stop_daemons  # noqa: F401 (fixture)
 from waiting import wait_until
+
+pytestmark = pytest.mark.slow
 
 
 def _subscribe(sock: socket.socket, request_id: int = 7) -> None:

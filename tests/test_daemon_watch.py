@@ -26,6 +26,8 @@ from agentkeep.paths import Env
 from agentkeep.watchplan import POLLING, RootWatch, group_by_root, plan
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 
 class Seen:
     def __init__(self) -> None:

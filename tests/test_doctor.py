@@ -27,6 +27,8 @@ from agentkeep.doctor import Check
 from agentkeep.errors import Failure
 from agentkeep.paths import Env
 
+pytestmark = pytest.mark.slow
+
 HUGE = str(10**9)
 
 
@@ -245,7 +247,7 @@ def test_claude_check_uses_claudes_own_retention(fake_home: FakeHome) -> None:
 )
 def test_unreadable_claude_settings_are_reported_not_raised(fake_home: FakeHome, text: str) -> None:
     """Claude Code reads plain JSON: with a comment its settings do not
-    parse, and 2.1.332 then skips its sweep (tests/real_agents/test_adopt.py
+    parse, and 2.1.332 then skips its sweep (tests/real_agents/test_own_sweeps.py
     saw it)."""
     env = _env(fake_home)
     fake_home.write_config('retention = "60d"\n')

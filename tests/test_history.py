@@ -29,6 +29,8 @@ from build_codex import build_codex
 from build_opencode import build_opencode
 from fakehome import FakeHome, cli_json
 
+pytestmark = pytest.mark.slow
+
 
 def lines(fh: FakeHome, *args: str) -> list[dict[str, Any]]:
     code, doc, err = cli_json(fh, "history", *args)

@@ -50,6 +50,8 @@ from fakehome import FakeHome, Spawn, cli_json, make_fake_home
 from trees import paths_state, settle, tree_state
 from waiting import wait_until as wait_for
 
+pytestmark = pytest.mark.slow
+
 DAY = 86400.0
 RFC3339_Z = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 # The contract's keys, and `trash` (what went there, until when: README).

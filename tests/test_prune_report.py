@@ -21,6 +21,8 @@ from build_claude import make_many
 from fakehome import FakeHome, prune_here
 from fulldisk import FullDisk
 
+pytestmark = pytest.mark.slow
+
 
 def removed(n: int) -> Removed:
     """A removal as a Claude session's reads: eight paths of some 150 bytes."""

@@ -32,6 +32,8 @@ from snapshots_of_trees import contents, set_times, stats
 from test_daemon_serve import start_daemon, stop_daemons
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 # Imported for its effect: every daemon a test here starts is killed after it.
 __all__ = ["stop_daemons"]
 

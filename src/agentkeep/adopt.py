@@ -5,7 +5,7 @@ agentkeep, through the agent's own setting in its own settings file; and
 Claude Code, Gemini CLI and Qwen Code delete what belongs to old sessions on
 a timer of their own, blind to leases, pins and keep_last (FIELD-NOTES).
 Adopt writes the value each one honours as "keep" (seen in the real agents:
-tests/real_agents/test_adopt.py):
+tests/real_agents/test_own_sweeps.py):
 
 - claude: `cleanupPeriodDays` 99999. Claude takes a whole number of days
   from 1 to 2^53-1 (from about 10^8 on it has no age cut-off at all); any

@@ -31,6 +31,8 @@ from build_codex import CodexTree, build_codex, install_fake_codex, without
 from build_opencode import OpencodeTree, build_opencode
 from fakehome import FakeHome, make_fake_home
 
+pytestmark = pytest.mark.slow
+
 DAY = 86400.0
 CONFIG = 'retention = "30d"\ntrash = "{trash}"\n'
 

@@ -28,6 +28,8 @@ from build_codex import CodexTree, build_codex, install_fake_codex
 from fakehome import FakeHome, kill_group, make_fake_home
 from waiting import wait_until
 
+pytestmark = pytest.mark.slow
+
 DAY = 86400.0
 
 
