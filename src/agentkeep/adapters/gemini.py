@@ -299,22 +299,7 @@ class GeminiAdapter(Adapter):
         cannot be listed, or a chat whose id cannot be read, is added to
         `unlisted`."""
         owners = self._subagent_owners(project, unlisted)
-        items: list[_Item] = []
-        for entry in entries(project / "chats", unlisted):
-            if entry.dir:
-                sid = self.canonical_id(entry.name)
-                if sid is not None:
-                    items.append(_Item(sid, entry.path, SUBAGENTS))
-            elif CHAT_FILE.fullmatch(entry.name):
-                facts = self._chat_facts(Path(entry.path), unlisted)
-                if facts.sid is not None:
-                    items.append(_Item(facts.sid, entry.path, CHAT, facts))
-            elif CHAT_COPY.fullmatch(entry.name):
-                # A copy is the session's, but not what Gemini lists it by,
-                # and its times are the chat's from before the rewrite.
-                sid = self._chat_facts(Path(entry.path), unlisted).sid
-                if sid is not None:
-                    items.append(_Item(sid, entry.path, CHAT_COPY_KIND))
+        items = self._chats(project, unlisted)
         for area, pattern, kind in AREAS:
             for entry in entries(project / area, unlisted):
                 match = pattern.fullmatch(entry.name)
@@ -333,6 +318,26 @@ class GeminiAdapter(Adapter):
                 items.append(_Item(owners.get(sid, sid), entry.path, SESSION_DIR))
             else:
                 log.info("skipped a dir that no session names", path=entry.path)
+        return items
+
+    def _chats(self, project: Path, unlisted: Unlisted | None) -> list[_Item]:
+        """What `chats/` of one project temp dir holds of each session."""
+        items: list[_Item] = []
+        for entry in entries(project / "chats", unlisted):
+            if entry.dir:
+                sid = self.canonical_id(entry.name)
+                if sid is not None:
+                    items.append(_Item(sid, entry.path, SUBAGENTS))
+            elif CHAT_FILE.fullmatch(entry.name):
+                facts = self._chat_facts(Path(entry.path), unlisted)
+                if facts.sid is not None:
+                    items.append(_Item(facts.sid, entry.path, CHAT, facts))
+            elif CHAT_COPY.fullmatch(entry.name):
+                # A copy is the session's, but not what Gemini lists it by,
+                # and its times are the chat's from before the rewrite.
+                sid = self._chat_facts(Path(entry.path), unlisted).sid
+                if sid is not None:
+                    items.append(_Item(sid, entry.path, CHAT_COPY_KIND))
         return items
 
     def _named(self, first: str, rest: list[str]) -> str | None:

@@ -324,35 +324,7 @@ def make_session(
     if RECORDING in chosen:
         cast = layout.projects / key / f"{sid}-{start_ms}.cast"
         m.artifact(RECORDING, m.file(cast, '{"version": 2, "width": 80, "height": 24}\n'))
-    if FILE_HISTORY in chosen:
-        d = m.dir(layout.config / "file-history" / sid)
-        m.file(d / "3f2a9c1e8b7d6a50@v1", "original contents\n")
-        m.file(d / "3f2a9c1e8b7d6a50@v2", "edited contents\n")
-        m.artifact(FILE_HISTORY, d)
-    if SESSION_ENV in chosen:
-        d = m.dir(layout.config / "session-env" / sid)
-        m.file(d / "sessionstart-hook-0.sh", "export FOO=1\n")
-        m.artifact(SESSION_ENV, d)
-    if TASKS in chosen:
-        d = m.dir(layout.config / "tasks" / sid)
-        m.file(d / ".lock", "")
-        task = {"id": "1", "subject": "Check output", "status": "pending", "blocks": []}
-        m.file(d / "1.json", json.dumps(task))
-        m.artifact(TASKS, d)
-    if UPLOADS in chosen:
-        d = m.dir(layout.config / "uploads" / sid)
-        m.file(d / "notes.txt", "an attached file\n")
-        m.artifact(UPLOADS, d)
-    if TODOS in chosen:
-        todo = m.file(layout.config / "todos" / f"{sid}-agent-{sid}.json", "[]")
-        m.artifact(TODOS, todo)
-    if DEBUG_LOG in chosen:
-        text = f"[DEBUG] session {sid} started in {cwd}\n"
-        m.artifact(DEBUG_LOG, m.file(layout.config / "debug" / f"{sid}.txt", text))
-    if USAGE_DATA in chosen:
-        for part in ("session-meta", "facets"):
-            meta = layout.config / "usage-data" / part / f"{sid}.json"
-            m.artifact(USAGE_DATA, m.file(meta, json.dumps({"session_id": sid})))
+    _config_parts(m, layout, sid, cwd, chosen)
     if JOB in chosen:
         state = {"sessionId": sid, "status": "completed"}
         if job_parent is not None:
@@ -392,6 +364,39 @@ def make_session(
         m.artifact(TMP, d)
     set_age(paths.all_paths(), age_days, now)
     return paths
+
+
+def _config_parts(m: _Maker, layout: ClaudeLayout, sid: str, cwd: str, chosen: set[str]) -> None:
+    """The session's parts in the config dir that hold nothing but its id."""
+    if FILE_HISTORY in chosen:
+        d = m.dir(layout.config / "file-history" / sid)
+        m.file(d / "3f2a9c1e8b7d6a50@v1", "original contents\n")
+        m.file(d / "3f2a9c1e8b7d6a50@v2", "edited contents\n")
+        m.artifact(FILE_HISTORY, d)
+    if SESSION_ENV in chosen:
+        d = m.dir(layout.config / "session-env" / sid)
+        m.file(d / "sessionstart-hook-0.sh", "export FOO=1\n")
+        m.artifact(SESSION_ENV, d)
+    if TASKS in chosen:
+        d = m.dir(layout.config / "tasks" / sid)
+        m.file(d / ".lock", "")
+        task = {"id": "1", "subject": "Check output", "status": "pending", "blocks": []}
+        m.file(d / "1.json", json.dumps(task))
+        m.artifact(TASKS, d)
+    if UPLOADS in chosen:
+        d = m.dir(layout.config / "uploads" / sid)
+        m.file(d / "notes.txt", "an attached file\n")
+        m.artifact(UPLOADS, d)
+    if TODOS in chosen:
+        todo = m.file(layout.config / "todos" / f"{sid}-agent-{sid}.json", "[]")
+        m.artifact(TODOS, todo)
+    if DEBUG_LOG in chosen:
+        text = f"[DEBUG] session {sid} started in {cwd}\n"
+        m.artifact(DEBUG_LOG, m.file(layout.config / "debug" / f"{sid}.txt", text))
+    if USAGE_DATA in chosen:
+        for part in ("session-meta", "facets"):
+            meta = layout.config / "usage-data" / part / f"{sid}.json"
+            m.artifact(USAGE_DATA, m.file(meta, json.dumps({"session_id": sid})))
 
 
 def _session_dir(m: _Maker, d: Path, sid: str, cwd: str) -> None:
