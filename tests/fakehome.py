@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from agentkeep import core
@@ -56,11 +57,22 @@ def make_fake_home(root: Path) -> FakeHome:
 
 def kill_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
     """End a process a test started in its own group (start_new_session),
-    with everything it started, and reap it."""
+    with everything it started, and reap it. Its descendants are found first
+    and killed too: an agent may start a command in a session of its own
+    (Claude's Bash tool does), which the group's signal does not reach."""
+    try:
+        descendants = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        descendants = []
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    for child in descendants:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
     proc.wait(timeout=10)
 
 
