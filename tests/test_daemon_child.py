@@ -307,8 +307,10 @@ def test_a_prune_removing_when_its_daemon_dies_finishes_that_session_only(
     seams = _GATED_REMOVAL + (_BY_POLLING if watching == "polling" else "")
     daemon = start_daemon(fake_home, everywhere=seams, extra={"GATE": str(gate)})
     _asking(daemon, "prune", {"older_than": "30d"})
-    wait_until((gate / "removing").exists, "the prune's child removing a session")
-    child = psutil.Process(int((gate / "removing").read_text()))
+    removing = gate / "removing"
+    # write_text creates the file before it writes the pid: wait for both.
+    wait_until(lambda: removing.exists() and removing.read_text(), "the prune's child removing")
+    child = psutil.Process(int(removing.read_text()))
 
     daemon.proc.kill()
     daemon.proc.wait(10)
