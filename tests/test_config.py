@@ -560,18 +560,18 @@ def test_a_size_cap_alone_lets_a_prune_remove(fake_home: FakeHome) -> None:
 @pytest.mark.parametrize(
     ("line", "key"),
     [
-        ('max_size = 20', "max_size"),
+        ("max_size = 20", "max_size"),
         ('max_size = "20"', "max_size"),
         ('max_size = "20g"', "max_size"),
         ('max_size = "0G"', "max_size"),
         ('max_size = "1.5G"', "max_size"),
         ('max_size = "-1G"', "max_size"),
-        ('keep_last = -1', "keep_last"),
+        ("keep_last = -1", "keep_last"),
         ('keep_last = "3"', "keep_last"),
-        ('keep_last = true', "keep_last"),
-        ('keep_last = 2.0', "keep_last"),
+        ("keep_last = true", "keep_last"),
+        ("keep_last = 2.0", "keep_last"),
         ('[agents.codex]\nmax_size = "big"', "agents.codex.max_size"),
-        ('[agents.codex]\nkeep_last = -2', "agents.codex.keep_last"),
+        ("[agents.codex]\nkeep_last = -2", "agents.codex.keep_last"),
     ],
 )
 def test_a_bad_size_or_count_is_refused_naming_the_key(

@@ -88,6 +88,7 @@ def test_the_daemon_shows_the_preview_in_status(fake_home: FakeHome) -> None:
     assert "new or shorter retention" in last["preview"]
     # Nothing was removed, in status and in the daemon's log line.
     assert (last["removed"], last["would_remove"], last["dry_run"]) == (0, 1, True), last
+
     def logged() -> list[str]:
         return [line for line in daemon.stderr().splitlines() if "scheduled prune done" in line]
 

@@ -190,9 +190,7 @@ class Server:
                 uid = _peer_uid_override(sock)
         except OSError as exc:
             log.warning("peer credentials unreadable; refused", conn=number, error=str(exc))
-            _send_quietly(
-                sock, Failed(f"refused: peer credentials unreadable ({exc})")
-            )
+            _send_quietly(sock, Failed(f"refused: peer credentials unreadable ({exc})"))
             return None
         if uid != self.uid:
             log.warning("connection from another user refused", conn=number, pid=pid, uid=uid)
