@@ -75,8 +75,9 @@ def _finish(
     trash_for: float,
 ) -> Removed | None | bool:
     """One journaled removal: the Removed record when finished; None when
-    there is nothing to finish (gone, left to the plan, or kept: in
-    report.kept); False when a lease of it is held (it waits)."""
+    there is nothing to finish (gone, or left to the plan: kept ones in
+    report.kept); False when it waits for a later run (a lease of it is
+    held, or it is kept and no listing shows it)."""
     adapter = removing.adapters[entry.agent]
     taken = removing.take(Session(entry.agent, entry.id), dry_run=False)
     if isinstance(taken, Kept):
@@ -104,7 +105,11 @@ def _finish(
         if kept is not None:
             log.info("an interrupted removal is not finished", agent=s.agent, id=s.id, why=kept)
             report.kept.append(kept)
-            return None
+            # A session the listing still shows is the plan's from here on;
+            # one it does not (rows a removal left without the record that
+            # lists them) has only this entry: it waits, as a held one does,
+            # so the run after the reason passes finishes it.
+            return None if view is not None and s.id in view.sessions else False
         done = removing.remove(
             s,
             dry_run=False,
