@@ -1,6 +1,6 @@
-"""The gemini, grok and zero builders of agentkeep.demo.agents, and the
-stores' own: each writes a session the way it lies on disk and returns where
-everything went. `mtimes()` records every timestamp under a root so a test
+"""The gemini, grok and zero builders of agentkeep.demo.agents with each
+agent's root, and the stores' own: each writes a session the way it lies on
+disk and returns where everything went. `mtimes()` records every timestamp under a root so a test
 can prove a scan changed none.
 """
 
@@ -18,15 +18,12 @@ from agentkeep.demo.agents import (
     age,
     gemini_chat_lines,
     gemini_project_hash,
-    gemini_root,
     gemini_time,
-    grok_root,
     make_gemini_session,
     make_grok_session,
     make_zero_session,
     write,
     write_gemini_projects,
-    zero_root,
 )
 
 __all__ = [
@@ -50,6 +47,18 @@ __all__ = [
     "write_gemini_projects",
     "zero_root",
 ]
+
+
+def gemini_root(home: Path) -> Path:
+    return home / ".gemini"
+
+
+def grok_root(home: Path) -> Path:
+    return home / ".grok"
+
+
+def zero_root(data_home: Path) -> Path:
+    return data_home / "zero" / "sessions"
 
 
 def mtimes(root: Path) -> dict[str, tuple[int, int]]:

@@ -1,8 +1,9 @@
-"""Tree builders for Gemini CLI, grok and zero sessions.
+"""Gemini CLI, grok and zero sessions, for the demo home and the tests.
 
 Each builder writes a session the way its agent lays it out on disk
 (FIELD-NOTES.md), inside a fake home, and returns where everything went, so a
-test can assert on exact paths. `age()` backdates a tree.
+test can assert on exact paths. `age()` backdates a tree; `write()` makes a
+file and its folders (every demo module writes with them).
 """
 
 from __future__ import annotations
@@ -44,10 +45,6 @@ def write(path: Path, text: str | bytes) -> Path:
 
 
 # -- gemini ---------------------------------------------------------------
-
-
-def gemini_root(home: Path) -> Path:
-    return home / ".gemini"
 
 
 @dataclass
@@ -170,10 +167,6 @@ def make_gemini_session(
 # -- grok -----------------------------------------------------------------
 
 
-def grok_root(home: Path) -> Path:
-    return home / ".grok"
-
-
 @dataclass
 class GrokSession:
     id: str
@@ -206,10 +199,6 @@ def make_grok_session(
 
 
 # -- zero -----------------------------------------------------------------
-
-
-def zero_root(data_home: Path) -> Path:
-    return data_home / "zero" / "sessions"
 
 
 @dataclass
