@@ -26,10 +26,10 @@ from pathlib import Path
 from agentkeep.demo import claude, codex, opencode
 from agentkeep.demo.agents import (
     DAY,
-    make_gemini_session,
-    make_grok_session,
-    make_zero_session,
     write_gemini_projects,
+    write_gemini_session,
+    write_grok_session,
+    write_zero_session,
 )
 from agentkeep.demo.home import FakeHome, make_fake_home
 
@@ -88,11 +88,11 @@ def build(home: FakeHome) -> Demo:
         opencode.write_session(home.data / "opencode", directory="/home/you/webapp", days=days)
     _gemini(home.home / ".gemini")
     grok = home.home / ".grok"
-    make_grok_session(grok, "grok-notes-1", workspace="/home/you/notes", days=40)
-    make_grok_session(grok, "grok-notes-2", workspace="/home/you/notes", days=1)
+    write_grok_session(grok, "grok-notes-1", workspace="/home/you/notes", days=40)
+    write_grok_session(grok, "grok-notes-2", workspace="/home/you/notes", days=1)
     zero = home.data / "zero" / "sessions"
-    make_zero_session(zero, "refactor-parser", days=50)
-    make_zero_session(zero, "fix-ci", days=2)
+    write_zero_session(zero, "refactor-parser", days=50)
+    write_zero_session(zero, "fix-ci", days=2)
     return Demo(home=home, old_parent=old_parent, fork=fork)
 
 
@@ -118,5 +118,5 @@ def _gemini(root: Path) -> None:
         ("7d1c2b3a-0f9e-4d8c-b7a6-1e2f3a4b5c6d", 36.0),
         ("8e2d3c4b-1a0f-4e9d-a8b7-2f3a4b5c6d7e", 0.5),
     ):
-        make_gemini_session(root, sid, project="site", project_root="/home/you/site", days=days)
+        write_gemini_session(root, sid, project="site", workspace="/home/you/site", days=days)
     write_gemini_projects(root, {"/home/you/site": "site"})
