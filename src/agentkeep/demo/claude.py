@@ -98,14 +98,13 @@ def write_session(
     when = now - age_days * DAY
     folder = config / "projects" / project_key(cwd)
     records = transcript_records(sid, cwd, parent=parent, pad=pad, start_ms=int(when * 1000))
-    made = [
-        write(folder / f"{sid}.jsonl", jsonl(records)),
-        write(folder / sid / "tool-results" / f"{BASH_TASK}.txt", "tool result\n" * 16),
-        write(config / "file-history" / sid / "3f2a9c1e8b7d6a50@v1", "original contents\n"),
-        write(config / "debug" / f"{sid}.txt", f"[DEBUG] session {sid} started in {cwd}\n"),
-        write(config / "todos" / f"{sid}-agent-{sid}.json", "[]"),
-    ]
-    for path in (made[0], folder / sid, made[2].parent, *made[3:]):
+    history = config / "file-history" / sid
+    transcript = write(folder / f"{sid}.jsonl", jsonl(records))
+    write(folder / sid / "tool-results" / f"{BASH_TASK}.txt", "tool result\n" * 16)
+    write(history / "3f2a9c1e8b7d6a50@v1", "original contents\n")
+    debug = write(config / "debug" / f"{sid}.txt", f"[DEBUG] session {sid} started in {cwd}\n")
+    todos = write(config / "todos" / f"{sid}-agent-{sid}.json", "[]")
+    for path in (transcript, folder / sid, history, debug, todos):
         age(path, age_days)
     return sid
 
