@@ -1,9 +1,9 @@
 """Synthetic homes for the benchmark: many sessions of every agent, fast.
 
-The layouts are agentkeep.demo's builders' (claude, codex, opencode,
-agents: the tests' own) with the same file names and record
-shapes, written with bare os calls instead of pathlib so that 50,000
-sessions take seconds rather than minutes (make_session spends ~4 ms a
+The layouts are the tests' builders' (tests/build_*.py), with the same file
+names and record shapes (agentkeep.demo's transcripts and Codex schema),
+written with bare os calls instead of pathlib so that 50,000 sessions take
+seconds rather than minutes (make_session spends ~4 ms a
 session; this spends well under 1 ms). Every file and the session's own
 directories get the session's age as mtime and atime.
 

@@ -43,7 +43,7 @@ from build_claude import (
     transcript_records,
     write_registry,
 )
-from conftest import FakeHome
+from fakehome import FakeHome
 
 UID = os.getuid()
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.conftest import FakeHome
 
 from agentkeep.agents import AGENTS
 from agentkeep.config import (
@@ -30,6 +29,7 @@ from agentkeep.config import (
     load_config,
     parse_duration,
 )
+from fakehome import FakeHome
 
 UNIT = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
 # The grammar, written independently of the module under test.

@@ -18,14 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.conftest import FakeHome
-from tests.test_service import fake_service_manager
 
 from agentkeep import client, doctor, service, watchplan
 from agentkeep.daemon.server import Server
 from agentkeep.doctor import Check
 from agentkeep.errors import Failure
 from agentkeep.paths import Env
+from fakehome import FakeHome
+from test_service import fake_service_manager
 
 pytestmark = pytest.mark.slow
 

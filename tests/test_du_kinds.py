@@ -1,6 +1,6 @@
 """`du --by kind`: the whole disk the agents fill, by what fills it.
 
-A home with sessions of every agent (the demo's builders, and Copilot's),
+A home with sessions of every agent (the tests' builders),
 scanned by the real CLI: every artifact kind any adapter wrote has a group
 of its own (none falls to "other"), the session groups add up to what `du`
 (the command) counts for the sessions' files, an agent's database is split
@@ -21,12 +21,22 @@ import pytest
 
 from agentkeep import core
 from agentkeep.core import bykind
-from agentkeep.demo import build
 from agentkeep.index import Index
 from agentkeep.model import Artifact, Session
 from agentkeep.paths import Env
+from build_agents import (
+    gemini_root,
+    grok_root,
+    make_gemini_session,
+    make_grok_session,
+    make_zero_session,
+    write_gemini_projects,
+    zero_root,
+)
+from build_claude import make_session, make_shared, new_id
+from build_codex import build_codex
 from build_copilot import CopilotTree
-from build_opencode import OpencodeTree
+from build_opencode import OpencodeTree, build_opencode
 from fakehome import FakeHome, cli_json
 
 pytestmark = pytest.mark.slow
@@ -53,7 +63,24 @@ def du_bytes(*paths: str) -> int:
 
 
 def every_agent(fh: FakeHome) -> None:
-    build(fh)
+    """Sessions of every agent with every part each leaves, some idle past
+    30 days, and each agent's shared files."""
+    now = time.time()
+    ids = [make_session(fh, cwd="/home/you/webapp", age_days=days, now=now).id for days in (75, 3)]
+    make_shared(fh, cwd="/home/you/webapp", session_ids=ids, age_days=1)
+    codex = build_codex(fh)
+    for days in (90, 1):
+        when = now - days * 86400
+        codex.full_session(mtime=when, updated_at=int(when), older=False)
+    opencode = build_opencode(fh)
+    for days in (55, 4):
+        sid = opencode.full_session(updated_ms=int((now - days * 86400) * 1000))
+        opencode.tool_output(sid)
+    gemini = gemini_root(fh.home)
+    make_gemini_session(gemini, new_id(), project="site", project_root="/home/you/site", days=36)
+    write_gemini_projects(gemini, {"/home/you/site": "site"})
+    make_grok_session(grok_root(fh.home), "grok-notes-1", workspace="/home/you/notes", days=40)
+    make_zero_session(zero_root(fh.data), "refactor-parser", days=50)
     tmp = Path(fh.environ["TMPDIR"])
     copilot = CopilotTree(fh.home / ".copilot", tmp, fh.home / ".local" / "state" / ".copilot")
     copilot.session(when=time.time() - 40 * 86400, outputs=1)

@@ -25,16 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.build_claude import make_session
-from tests.conftest import FakeHome
-from tests.test_daemon_serve import start_daemon, stop_daemons  # noqa: F401 (fixture)
-from tests.user_systemd import UserManager, user_manager, why_not
-from tests.waiting import wait_until
 
 from agentkeep import service
 from agentkeep.model import parse_rfc3339
 from agentkeep.paths import Env
 from agentkeep.service import ALREADY_RUNNING_EXIT, Plan, ServiceError
+from build_claude import make_session
+from fakehome import FakeHome
+from test_daemon_serve import start_daemon, stop_daemons  # noqa: F401 (fixture)
+from user_systemd import UserManager, user_manager, why_not
+from waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

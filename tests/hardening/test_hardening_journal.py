@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from agentkeep.demo.agents import make_zero_session, zero_root
 from agentkeep.journal import Journal
+from build_agents import make_zero_session, zero_root
 from build_claude import FILE_HISTORY, SESSION_ENV, make_session
 from fakehome import FakeHome, Spawn
 

@@ -13,11 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentkeep.demo.agents import make_gemini_session, write_gemini_projects
-from agentkeep.demo.opencode import OpencodeTree
-from build_agents import make_grok_session, make_zero_session
+from build_agents import (
+    make_gemini_session,
+    make_grok_session,
+    make_zero_session,
+    write_gemini_projects,
+)
 from build_claude import DEBUG_LOG, FILE_HISTORY, SESSION_DIR, TODOS, TRANSCRIPT, make_session
 from build_copilot import CopilotTree
+from build_opencode import OpencodeTree
 from build_pi import PiTree
 from build_qwen import QwenTree
 from fakehome import FakeHome

@@ -1,6 +1,8 @@
 """A demo home: a whole fake user holding sessions of every agent agentkeep
 knows, for a machine with none of its own (deploy/demo.py shows agentkeep on
-it; the tests and the benchmark build their trees with the same builders).
+it). The tests' builders, which write every part of every layout, are the
+tests' own (tests/build_*.py); they and the benchmark share these modules'
+record shapes.
 
     with demo_home(Path("/tmp/demo")) as demo:
         subprocess.run(["agentkeep", "ls"], env=demo.home.environ)
@@ -19,26 +21,23 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
+from agentkeep.demo import claude, codex, opencode
 from agentkeep.demo.agents import (
-    make_gemini_session,
-    make_grok_session,
-    make_zero_session,
+    DAY,
     write_gemini_projects,
+    write_gemini_session,
+    write_grok_session,
+    write_zero_session,
 )
-from agentkeep.demo.claude import make_session, make_shared
-from agentkeep.demo.codex import CodexTree
 from agentkeep.demo.home import FakeHome, make_fake_home
-from agentkeep.demo.opencode import OpencodeTree
 
 # The file that says a folder is a demo home this module built: only such a
 # folder is ever removed to build it afresh.
 MARKER = ".agentkeep-demo"
 # Unix socket paths are limited to 108 bytes on Linux, 104 on macOS.
 SOCKET_PATH_MAX = 100
-DAY = 86400.0
 
 
 class NotADemo(Exception):
@@ -80,79 +79,44 @@ def demo_home(root: Path) -> Iterator[Demo]:
 
 def build(home: FakeHome) -> Demo:
     """Sessions of every agent in `home`, some idle past 30 days and some
-    fresh, and each agent's shared files (which no session owns)."""
+    fresh, and Claude's shared files (which no session owns)."""
     now = time.time()
     old_parent, fork = _claude(home, now)
-    _codex(home, now)
-    _opencode(home, now)
-    _gemini(home)
+    for days, cwd in ((90, "/home/you/api"), (38, "/home/you/api"), (1, "/home/you/webapp")):
+        codex.write_session(home.codex, cwd=cwd, when=now - days * DAY)
+    for days in (55, 4):
+        opencode.write_session(home.data / "opencode", directory="/home/you/webapp", days=days)
+    _gemini(home.home / ".gemini")
     grok = home.home / ".grok"
-    make_grok_session(grok, "grok-notes-1", workspace="/home/you/notes", days=40)
-    make_grok_session(grok, "grok-notes-2", workspace="/home/you/notes", days=1)
+    write_grok_session(grok, "grok-notes-1", workspace="/home/you/notes", days=40)
+    write_grok_session(grok, "grok-notes-2", workspace="/home/you/notes", days=1)
     zero = home.data / "zero" / "sessions"
-    make_zero_session(zero, "refactor-parser", days=50)
-    make_zero_session(zero, "fix-ci", days=2)
+    write_zero_session(zero, "refactor-parser", days=50)
+    write_zero_session(zero, "fix-ci", days=2)
     return Demo(home=home, old_parent=old_parent, fork=fork)
 
 
 def _claude(home: FakeHome, now: float) -> tuple[str, str]:
-    """Three workspaces; in webapp an old parent with a fork of 3 days.
-    Every session has all its artifacts (subagents, tool results, file
-    history, a tmp tree, ...)."""
+    """Three workspaces; in webapp an old parent with a fork of 3 days."""
     webapp, cli_tool, notes = "/home/you/webapp", "/home/you/cli-tool", "/home/you/notes"
-    old = make_session(home, cwd=webapp, age_days=75, now=now)
-    fork = make_session(home, cwd=webapp, age_days=3, parent=old.id, now=now)
-    ids = [old.id, fork.id]
+    old = claude.write_session(home.claude, cwd=webapp, age_days=75, now=now)
+    fork = claude.write_session(home.claude, cwd=webapp, age_days=3, parent=old, now=now)
+    ids = [old, fork]
     for days in (45, 62, 120):
-        ids.append(make_session(home, cwd=cli_tool, age_days=days, pad=20_000, now=now).id)
-    ids.append(make_session(home, cwd=cli_tool, age_days=0.2, now=now).id)
-    ids.append(make_session(home, cwd=notes, age_days=33, now=now).id)
-    make_shared(home, cwd=webapp, session_ids=ids, age_days=1)
-    return old.id, fork.id
-
-
-def _codex(home: FakeHome, now: float) -> None:
-    """Rollouts and rows in every database Codex 0.169 keeps."""
-    home.codex.mkdir(parents=True)
-    tree = CodexTree(home.codex)
-    for days, cwd in ((90, "/home/you/api"), (38, "/home/you/api"), (1, "/home/you/webapp")):
-        when = now - days * DAY
-        tree.full_session(
-            cwd=cwd,
-            started=datetime.fromtimestamp(when - 600, UTC),
-            mtime=when,
-            updated_at=int(when),
-            older=False,
+        ids.append(
+            claude.write_session(home.claude, cwd=cli_tool, age_days=days, pad=20_000, now=now)
         )
+    ids.append(claude.write_session(home.claude, cwd=cli_tool, age_days=0.2, now=now))
+    ids.append(claude.write_session(home.claude, cwd=notes, age_days=33, now=now))
+    claude.write_shared(home.claude, home.home, cwd=webapp, session_ids=ids)
+    return old, fork
 
 
-def _opencode(home: FakeHome, now: float) -> None:
-    """Sessions in opencode.db and the JSON storage, and a tool output."""
-    data = home.data / "opencode"
-    data.mkdir(parents=True)
-    tree = OpencodeTree(data)
-    for days in (55, 4):
-        when = now - days * DAY
-        sid = tree.full_session(updated_ms=int(when * 1000), directory="/home/you/webapp")
-        output = tree.tool_output(sid)
-        os.utime(output, (when, when))
-
-
-def _gemini(home: FakeHome) -> None:
-    """Chats of two projects (with `$set.lastUpdated` lines) and projects.json."""
-    root = home.home / ".gemini"
-    make_gemini_session(
-        root,
-        "7d1c2b3a-0f9e-4d8c-b7a6-1e2f3a4b5c6d",
-        project="site",
-        project_root="/home/you/site",
-        days=36,
-    )
-    make_gemini_session(
-        root,
-        "8e2d3c4b-1a0f-4e9d-a8b7-2f3a4b5c6d7e",
-        project="site",
-        project_root="/home/you/site",
-        days=0.5,
-    )
+def _gemini(root: Path) -> None:
+    """Chats of a project (with `$set.lastUpdated` lines) and projects.json."""
+    for sid, days in (
+        ("7d1c2b3a-0f9e-4d8c-b7a6-1e2f3a4b5c6d", 36.0),
+        ("8e2d3c4b-1a0f-4e9d-a8b7-2f3a4b5c6d7e", 0.5),
+    ):
+        write_gemini_session(root, sid, project="site", workspace="/home/you/site", days=days)
     write_gemini_projects(root, {"/home/you/site": "site"})

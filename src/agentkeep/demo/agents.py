@@ -1,25 +1,20 @@
-"""Tree builders for Gemini CLI, grok and zero sessions.
-
-Each builder writes a session the way its agent lays it out on disk
-(FIELD-NOTES.md), inside a fake home, and returns where everything went, so a
-test can assert on exact paths. `age()` backdates a tree.
+"""Gemini CLI, grok and zero sessions for the demo home, each laid out the
+way its agent writes it (FIELD-NOTES.md), with the record shapes the tests'
+builders use too. `age()` backdates a tree; `write()` makes a file and its
+folders (every demo module writes with them).
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
 import time
 import urllib.parse
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 DAY = 86400.0
-UNSET = object()
-_CHAT_MINUTE = itertools.count()
 
 
 def age(path: Path, days: float) -> float:
@@ -44,19 +39,6 @@ def write(path: Path, text: str | bytes) -> Path:
 
 
 # -- gemini ---------------------------------------------------------------
-
-
-def gemini_root(home: Path) -> Path:
-    return home / ".gemini"
-
-
-@dataclass
-class GeminiSession:
-    id: str
-    project: Path
-    chat: Path
-    artifacts: list[Path]
-    shared: list[Path]
 
 
 def gemini_project_hash(workspace: str) -> str:
@@ -98,155 +80,56 @@ def gemini_chat_lines(
     ]
 
 
-def make_gemini_session(
-    root: Path,
-    sid: str,
-    *,
-    project: str = "proj",
-    project_root: str | None = "/work/proj",
-    fmt: str = "jsonl",
-    subagents: tuple[str, ...] = (),
-    last_updated: object = UNSET,
-    days: float = 0.0,
-) -> GeminiSession:
-    """A Gemini CLI session in `root/tmp/<project>/`: its chat (`fmt` jsonl,
-    as 0.61 writes it, or a legacy json object), log, tool outputs and
-    per-session dir, and each subagent's chat (under chats/<sid>/), log,
-    tool outputs and dir; plus the project's shared files (checkpoint
-    history, logs.json, shell_history), returned as `shared`. Its times are
-    `days` ago; `last_updated` replaces the last lastUpdated written."""
+def write_gemini_session(
+    root: Path, sid: str, *, project: str, workspace: str, days: float
+) -> None:
+    """A chat of `workspace` in `root/tmp/<project>/`, as 0.61 appends it,
+    and the session's log, last updated `days` ago."""
     tmp = root / "tmp" / project
-    stamp = f"2026-01-02T03-{next(_CHAT_MINUTE) % 60:02d}"  # unique, like Gemini's
-    when = gemini_time(time.time() - days * DAY)
-    last = when if last_updated is UNSET else last_updated
-    workspace = project_root or "/work/unknown"
-    chat = tmp / "chats" / f"session-{stamp}-{sid[:8]}.{fmt}"
-    lines = gemini_chat_lines(sid, workspace, when, last)
-    if fmt == "jsonl":
-        write(chat, "".join(json.dumps(line) + "\n" for line in lines))
-    else:
-        meta = {**lines[0], "lastUpdated": last}
-        del meta["kind"]  # older versions wrote no kind
-        messages = [lines[2], lines[4]]
-        write(chat, json.dumps({**meta, "messages": messages}, indent=2))
-    write(tmp / "logs" / f"session-{sid}.jsonl", '{"event": "start"}\n')
-    write(tmp / "tool-outputs" / f"session-{sid}" / "shell-1.txt", "output\n")
-    write(tmp / sid / "plans" / "plan.md", "# plan\n")
-    artifacts = [
-        chat,
-        tmp / "logs" / f"session-{sid}.jsonl",
-        tmp / "tool-outputs" / f"session-{sid}",
-    ]
-    artifacts.append(tmp / sid)
-    for sub in subagents:
-        sub_lines = gemini_chat_lines(sub, workspace, when, when, kind="subagent")
-        write(tmp / "chats" / sid / f"{sub}.jsonl", json.dumps(sub_lines[0]) + "\n")
-        write(tmp / "logs" / f"session-{sub}.jsonl", "{}\n")
-        write(tmp / "tool-outputs" / f"session-{sub}" / "out.txt", "x\n")
-        write(tmp / sub / "tasks" / "t.json", "{}\n")
-        artifacts += [
-            tmp / "logs" / f"session-{sub}.jsonl",
-            tmp / "tool-outputs" / f"session-{sub}",
-        ]
-        artifacts.append(tmp / sub)
-    if subagents:
-        artifacts.append(tmp / "chats" / sid)
-    if project_root is not None and not (tmp / ".project_root").exists():
-        write(tmp / ".project_root", project_root)
-    shared = [
-        write(root / "history" / project / "HEAD", "ref: refs/heads/main\n").parent,
-        write(tmp / "logs.json", json.dumps([{"sessionId": sid, "message": "hi"}])),
-        write(tmp / "shell_history", "ls\n"),
-        # /restore checkpoints are named by time, file and tool, not by the
-        # session; /chat save by the user's tag.
-        write(tmp / "checkpoints" / f"{stamp}-hello.txt-write_file.json", "{}"),
-        write(tmp / "checkpoint-mytag.json", "{}"),
-    ]
-    for p in artifacts:
-        age(p, days)
-    return GeminiSession(sid, tmp, chat, artifacts, shared)
+    when = time.time() - days * DAY
+    stamp = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H-%M")
+    start = gemini_time(when)
+    lines = gemini_chat_lines(sid, workspace, start, start)
+    chat = tmp / "chats" / f"session-{stamp}-{sid[:8]}.jsonl"
+    write(chat, "".join(json.dumps(line) + "\n" for line in lines))
+    log = write(tmp / "logs" / f"session-{sid}.jsonl", '{"event": "start"}\n')
+    write(tmp / ".project_root", workspace)
+    for path in (chat, log):
+        age(path, days)
 
 
 # -- grok -----------------------------------------------------------------
 
 
-def grok_root(home: Path) -> Path:
-    return home / ".grok"
+def grok_session_dir(root: Path, workspace: str, sid: str) -> Path:
+    """`sessions/<percent-encoded workspace>/<sid>/`."""
+    return root / "sessions" / urllib.parse.quote(workspace, safe="") / sid
 
 
-@dataclass
-class GrokSession:
-    id: str
-    dir: Path
-    chat: Path
-    memory: list[Path]
-    artifacts: list[Path]
+def grok_chat_record(sid: str) -> dict[str, object]:
+    """A line of a session's chat_history.jsonl."""
+    return {"session_id": sid, "role": "user", "content": "hi"}
 
 
-def make_grok_session(
-    root: Path,
-    sid: str,
-    *,
-    workspace: str = "/work/proj",
-    memory: int = 1,
-    named: str | None = None,
-    days: float = 0.0,
-) -> GrokSession:
-    """A grok session: `sessions/<percent-encoded workspace>/<sid>/` with its
-    chat_history.jsonl (naming `named`, default `sid`) and a second file, and
-    `memory` observations naming it in the user's memory inbox."""
-    directory = root / "sessions" / urllib.parse.quote(workspace, safe="") / sid
-    record = {"session_id": named or sid, "role": "user", "content": "hi"}
-    chat = write(directory / "chat_history.jsonl", json.dumps(record) + "\n")
+def write_grok_session(root: Path, sid: str, *, workspace: str, days: float) -> None:
+    """A session of `workspace`: its chat history and state, `days` old."""
+    directory = grok_session_dir(root, workspace, sid)
+    write(directory / "chat_history.jsonl", json.dumps(grok_chat_record(sid)) + "\n")
     write(directory / "state.json", "{}")
-    inbox = root / "memory-v2" / "workspaces" / "w1" / "observations" / "_inbox"
-    notes = [write(inbox / f"{sid}__note{i}.md", "remember\n") for i in range(memory)]
     age(directory, days)
-    return GrokSession(sid, directory, chat, notes, [chat, directory / "state.json", directory])
 
 
 # -- zero -----------------------------------------------------------------
 
 
-def zero_root(data_home: Path) -> Path:
-    return data_home / "zero" / "sessions"
+def zero_metadata(sid: str, parent: str | None = None) -> dict[str, object]:
+    """A session's metadata.json."""
+    return {"sessionId": sid, "parentSessionId": parent or ""}
 
 
-@dataclass
-class ZeroSession:
-    id: str
-    dir: Path
-    metadata: Path
-    artifacts: list[Path] = field(default_factory=list)
-
-
-def make_zero_session(
-    root: Path,
-    sid: str,
-    *,
-    parent: str | None = None,
-    updated_at: object = UNSET,
-    metadata: str | None = None,
-    lease: bool = True,
-    days: float = 0.0,
-) -> ZeroSession:
-    """A zero session `<root>/<sid>/`: metadata.json (or `metadata` verbatim),
-    events.jsonl, a checkpoint, session.lock and (when `lease`) lease.lock."""
+def write_zero_session(root: Path, sid: str, *, days: float) -> None:
+    """A session `<root>/<sid>/`: its metadata and events, `days` old."""
     directory = root / sid
-    meta: dict[str, object] = {"sessionId": sid, "parentSessionId": parent or ""}
-    if updated_at is not UNSET:
-        meta["updatedAt"] = updated_at
-    meta_path = write(
-        directory / "metadata.json", metadata if metadata is not None else json.dumps(meta)
-    )
-    write(directory / "checkpoints" / "0001.json", "{}")
-    files = [
-        meta_path,
-        write(directory / "events.jsonl", '{"type": "start"}\n'),
-        directory / "checkpoints",
-        write(directory / "session.lock", ""),
-    ]
-    if lease:
-        files.append(write(directory / "lease.lock", ""))
+    write(directory / "metadata.json", json.dumps(zero_metadata(sid)))
+    write(directory / "events.jsonl", '{"type": "start"}\n')
     age(directory, days)
-    return ZeroSession(sid, directory, meta_path, [*files, directory])
