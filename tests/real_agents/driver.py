@@ -5,7 +5,8 @@ ended (terminal.py).
 
 An agent's driver (drive_<agent>.py) says only what is its own: the mock
 protocol it speaks (`PROTOCOL`), the arguments of a headless prompt
-(`prompt_args`) and where the session's id is to be read (`session_id`).
+(`prompt_args`), where the session's id is to be read (`session_id`) and,
+where its terminal wants more than typing, a `TERMINAL` of its own.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ Rules = list[dict[str, Any]]
 @dataclass
 class Driver:
     PROTOCOL: ClassVar[str]
+    TERMINAL: ClassVar[type[Terminal]] = Terminal
 
     home: FakeHome
     binary: Path
@@ -70,7 +72,7 @@ class Driver:
 
     def terminal(self, cwd: Path, *args: str, rules: Rules | None = None) -> Terminal:
         """The agent in a terminal of its own, ended by `close`."""
-        terminal = Terminal.start(
+        terminal = self.TERMINAL.start(
             self.home,
             self.command(*args),
             cwd=cwd,
