@@ -74,6 +74,7 @@ class Tui(Terminal):
 
 @dataclass
 class Copilot(Driver):
+    AGENT = "copilot"
     PROTOCOL = "openai_chat"
     TERMINAL = Tui
 

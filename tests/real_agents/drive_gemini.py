@@ -44,6 +44,7 @@ BIG_OUTPUT = "seq 1 30000"  # ~170 kB: past the 40,000-character truncation
 
 @dataclass
 class Gemini(Driver):
+    AGENT = "gemini"
     PROTOCOL = "gemini"
 
     @classmethod

@@ -38,6 +38,7 @@ def say(when: str, text: str) -> dict[str, Any]:
 
 @dataclass
 class Pi(Driver):
+    AGENT = "pi"
     PROTOCOL = "openai_chat"
 
     @classmethod

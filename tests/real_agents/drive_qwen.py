@@ -52,6 +52,7 @@ def call(when: str, tool: str, **args: Any) -> dict[str, Any]:
 
 @dataclass
 class Qwen(Driver):
+    AGENT = "qwen"
     PROTOCOL = "openai_chat"
 
     @classmethod

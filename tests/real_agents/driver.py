@@ -3,7 +3,8 @@ home, a command run isolated against the mock model (isolation.run), a
 headless prompt whose session id is read back, and terminals started and
 ended (terminal.py).
 
-An agent's driver (drive_<agent>.py) says only what is its own: the mock
+An agent's driver (drive_<agent>.py) says only what is its own: its name
+among the installed agents (`AGENT`), how it is set up (`setup`), the mock
 protocol it speaks (`PROTOCOL`), the arguments of a headless prompt
 (`prompt_args`), where the session's id is to be read (`session_id`) and,
 where its terminal wants more than typing, a `TERMINAL` of its own.
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from types import TracebackType
+from typing import Any, ClassVar, Self
 
 import isolation
 from terminal import Terminal
@@ -25,6 +27,7 @@ Rules = list[dict[str, Any]]
 
 @dataclass
 class Driver:
+    AGENT: ClassVar[str]
     PROTOCOL: ClassVar[str]
     TERMINAL: ClassVar[type[Terminal]] = Terminal
 
@@ -33,6 +36,20 @@ class Driver:
     logs: Path
     runs: list[isolation.Run] = field(default_factory=list)
     terminals: list[Terminal] = field(default_factory=list)
+
+    @classmethod
+    def setup(cls, home: FakeHome, binary: Path) -> Self:
+        """The driver of `binary` for `home`, the agent's config written and
+        its environment set."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
     def command(self, *args: str) -> list[str]:
         """The agent's argv for `args`."""
