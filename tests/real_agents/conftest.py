@@ -11,13 +11,16 @@ before (install.py remembers it) is not tried again here.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any, TypeVar
 
 import install
 import isolation
 import pytest
+from driver import Driver
 from pins import Pin
 
 from fakehome import FakeHome, make_fake_home
@@ -34,6 +37,7 @@ QUIET = {
 }
 
 SKIPPED = "REAL AGENT SKIPPED"
+D = TypeVar("D", bound=Driver)
 
 # The one verdict of this run: the agents (by name), or why they cannot run.
 _verdict: list[dict[str, Pin] | str] = []
@@ -98,3 +102,18 @@ def make_agent_home(root: Path) -> FakeHome:
     )
     fh.environ.update(QUIET)
     return fh
+
+
+def agent_driver(driver: type[D], root: Path) -> D:
+    """`driver` set up for a fresh agent_home in `root`; skips the test
+    (loudly) when its agent cannot run here."""
+    binary = agent_binary(driver.AGENT)
+    return driver.setup(make_agent_home(root), binary)
+
+
+def agentkeep(home: FakeHome, *args: str) -> Any:
+    """What `agentkeep ARGS --json` printed for `home` (exit 1, a partial
+    failure, is a report too)."""
+    done = home.cli(*args, "--json", timeout=300)
+    assert done.returncode in (0, 1), f"agentkeep {args}: {done.returncode}\n{done.stderr}"
+    return json.loads(done.stdout)

@@ -17,24 +17,22 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import install
 import isolation
 import mockmodel
+from driver import Driver
+from terminal import Terminal
 
 from fakehome import FakeHome
 from waiting import wait_until
 
-PROTOCOL = "openai_chat"
-HERE = Path(__file__).resolve().parent
 # Past the size Copilot reads at once: saved to $TMPDIR as a tool output.
 BIG_OUTPUT = "seq 1 200000"
 # What a crash is: the bash tool kills Copilot (the pid is in the name of the
@@ -51,12 +49,34 @@ def say(prompt: str, text: str) -> list[dict[str, Any]]:
     return [{"when": prompt, "reply": [{"text": text}]}]
 
 
+class Tui(Terminal):
+    """Copilot in a terminal (terminal.py), typed into as it wants."""
+
+    def type(self, text: str) -> None:
+        self.write(text)
+        # Enter only once the TUI shows what was typed (it takes keys in its own time).
+        self.wait(text)
+        self.keys("Enter")
+
+    def exit(self) -> None:
+        """`/exit` until Copilot (and its terminal) is gone: after `/fork` the
+        first one only closes the fork's view and goes back to its parent."""
+        for _ in range(3):
+            self.wait("/ commands")
+            self.type("/exit")
+            try:
+                wait_until(lambda: not self.alive(), "Copilot exiting", timeout=15, setup=False)
+                return
+            except AssertionError:
+                continue
+        wait_until(lambda: not self.alive(), "Copilot exiting", timeout=30)
+
+
 @dataclass
-class Copilot:
-    home: FakeHome
-    binary: Path
-    logs: Path
-    runs: list[isolation.Run] = field(default_factory=list)
+class Copilot(Driver):
+    AGENT = "copilot"
+    PROTOCOL = "openai_chat"
+    TERMINAL = Tui
 
     @classmethod
     def setup(cls, home: FakeHome, binary: Path) -> Copilot:
@@ -85,38 +105,10 @@ class Copilot:
     def tmp(self) -> Path:
         return Path(self.home.environ["TMPDIR"])
 
-    def workspace(self, *parts: str) -> Path:
-        path = self.home.home.joinpath(*parts)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+    def prompt_args(self, text: str, *args: str) -> list[str]:
+        return ["-p", text, "--allow-all-tools", "--output-format", "json", *args]
 
-    def run(
-        self, cwd: Path, *args: str, rules: list[dict[str, Any]] | None = None
-    ) -> isolation.Run:
-        result = isolation.run(
-            [str(self.binary), *args],
-            env=self.home.environ,
-            cwd=cwd,
-            protocol=PROTOCOL,
-            rules=rules or [],
-            workdir=self.logs,
-            timeout=240,
-        )
-        self.runs.append(result)
-        return result
-
-    def prompt(
-        self, cwd: Path, text: str, *args: str, rules: list[dict[str, Any]] | None = None
-    ) -> isolation.Run:
-        return self.run(
-            cwd, "-p", text, "--allow-all-tools", "--output-format", "json", *args, rules=rules
-        )
-
-    def session(
-        self, cwd: Path, text: str, *args: str, rules: list[dict[str, Any]] | None = None
-    ) -> str:
-        """Run one prompt and return the id of the session it used."""
-        result = self.prompt(cwd, text, *args, rules=rules).check()
+    def session_id(self, result: isolation.Run) -> str:
         sid = result_id(result.stdout)
         assert sid is not None, result.stdout[-2000:]
         return sid
@@ -207,7 +199,11 @@ class Copilot:
         return sorted(p.name for p in self.state.iterdir() if not p.name.startswith("."))
 
     def tui(self, cwd: Path, *args: str, rules: list[dict[str, Any]] | None = None) -> Tui:
-        return Tui.start(self, cwd, list(args), rules or [])
+        """Copilot in a terminal, once its prompt shows."""
+        tui = self.terminal(cwd, *args, rules=rules)
+        assert isinstance(tui, Tui)
+        tui.wait("/ commands")
+        return tui
 
 
 def bash(command: str) -> dict[str, Any]:
@@ -224,81 +220,6 @@ def result_id(stdout: str) -> str | None:
             sid = record.get("sessionId")
             return sid if isinstance(sid, str) else None
     return None
-
-
-@dataclass
-class Tui:
-    """Copilot in a terminal: a tmux server of its own, whose one pane runs
-    Copilot isolated with the mock model beside it (netns_run)."""
-
-    copilot: Copilot
-    socket: Path
-    env: dict[str, str]
-
-    @classmethod
-    def start(
-        cls, copilot: Copilot, cwd: Path, args: list[str], rules: list[dict[str, Any]]
-    ) -> Tui:
-        logs = copilot.logs
-        logs.mkdir(parents=True, exist_ok=True)
-        n = len(list(logs.glob("run-*.log")))
-        script, log = logs / f"run-{n}.rules.json", logs / f"run-{n}.log"
-        script.write_text(json.dumps(rules))
-        log.touch()
-        env = dict(copilot.home.environ, TERM="xterm-256color", PYTHONPATH=str(HERE))
-        netns = [sys.executable, str(HERE / "netns_run.py"), PROTOCOL, str(script), str(log)]
-        argv = [*isolation.unshare_prefix(), *netns, "--", str(copilot.binary), *args]
-        tui = cls(copilot, copilot.home.root / f"tmux-{n}", env)
-        size = ["-x", "200", "-y", "50"]
-        tui.tmux("new-session", "-d", "-s", "copilot", *size, "-c", str(cwd), *argv)
-        tui.wait("/ commands")
-        return tui
-
-    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["tmux", "-S", str(self.socket), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "copilot").stdout
-
-    def type(self, text: str) -> None:
-        self.tmux("send-keys", "-t", "copilot", "-l", text)
-        # Enter only once the TUI shows what was typed (it takes keys in its own time).
-        self.wait(text)
-        self.tmux("send-keys", "-t", "copilot", "Enter")
-
-    def wait(self, text: str, timeout: float = 90, *, setup: bool = True) -> str:
-        """The screen once it shows `text`; `setup` False: its absence is
-        the failure under test, not a setup that did not arise."""
-        what = f"{text!r} on Copilot's screen"
-        wait_until(lambda: text in self.screen(), what, timeout=timeout, setup=setup)
-        return self.screen()
-
-    def alive(self) -> bool:
-        return self.tmux("has-session", "-t", "copilot").returncode == 0
-
-    def exit(self) -> None:
-        """`/exit` until Copilot (and its terminal) is gone: after `/fork` the
-        first one only closes the fork's view and goes back to its parent."""
-        for _ in range(3):
-            self.wait("/ commands")
-            self.type("/exit")
-            try:
-                wait_until(lambda: not self.alive(), "Copilot exiting", timeout=15, setup=False)
-                return
-            except AssertionError:
-                continue
-        wait_until(lambda: not self.alive(), "Copilot exiting", timeout=30)
-
-    def kill(self) -> None:
-        if self.alive():
-            self.tmux("kill-server")
-            wait_until(lambda: not self.alive(), "the terminal gone", timeout=30)
 
 
 def age(copilot: Copilot, sid: str, seconds: float, extra: Sequence[Path] = ()) -> None:

@@ -15,17 +15,17 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import isolation
 import mockmodel
+from driver import Driver
 
 from fakehome import FakeHome
 
-PROTOCOL = "gemini"
 SETTINGS: dict[str, Any] = {
     "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
     "privacy": {"usageStatisticsEnabled": False},
@@ -43,11 +43,9 @@ BIG_OUTPUT = "seq 1 30000"  # ~170 kB: past the 40,000-character truncation
 
 
 @dataclass
-class Gemini:
-    home: FakeHome
-    binary: Path
-    logs: Path
-    runs: list[isolation.Run] = field(default_factory=list)
+class Gemini(Driver):
+    AGENT = "gemini"
+    PROTOCOL = "gemini"
 
     @classmethod
     def setup(cls, home: FakeHome, binary: Path) -> Gemini:
@@ -62,31 +60,10 @@ class Gemini:
     def root(self) -> Path:
         return self.home.home / ".gemini"
 
-    def workspace(self, *parts: str) -> Path:
-        path = self.home.home.joinpath(*parts)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+    def prompt_args(self, text: str, *args: str) -> list[str]:
+        return ["--output-format", "json", *args, "-p", text]
 
-    def run(
-        self, cwd: Path, *args: str, rules: list[dict[str, Any]] | None = None
-    ) -> isolation.Run:
-        result = isolation.run(
-            [str(self.binary), *args],
-            env=self.home.environ,
-            cwd=cwd,
-            protocol=PROTOCOL,
-            rules=rules or [],
-            workdir=self.logs,
-            timeout=240,
-        )
-        self.runs.append(result)
-        return result
-
-    def session(
-        self, cwd: Path, prompt: str, *args: str, rules: list[dict[str, Any]] | None = None
-    ) -> str:
-        """Run one prompt (`-p`) and return the id of the session it used."""
-        result = self.run(cwd, "--output-format", "json", *args, "-p", prompt, rules=rules).check()
+    def session_id(self, result: isolation.Run) -> str:
         answer = json.loads(result.stdout[result.stdout.index("{") :])
         sid = answer.get("session_id")
         assert isinstance(sid, str) and sid, result.stdout[-2000:]

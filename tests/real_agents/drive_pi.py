@@ -16,17 +16,17 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import isolation
 import mockmodel
+from driver import Driver
 from terminal import Terminal
 
 from fakehome import FakeHome
 
-PROTOCOL = "openai_chat"
 MODEL = ["--provider", "mock", "--model", "mock-model"]
 BIG_OUTPUT = "seq 1 60000"  # ~350 kB: past pi's limit, saved whole to pi-bash-<hex>.log
 NOT_FOUND = "No session found matching"
@@ -37,12 +37,9 @@ def say(when: str, text: str) -> dict[str, Any]:
 
 
 @dataclass
-class Pi:
-    home: FakeHome
-    binary: Path
-    logs: Path
-    runs: list[isolation.Run] = field(default_factory=list)
-    terminals: list[Terminal] = field(default_factory=list)
+class Pi(Driver):
+    AGENT = "pi"
+    PROTOCOL = "openai_chat"
 
     @classmethod
     def setup(cls, home: FakeHome, binary: Path) -> Pi:
@@ -72,36 +69,25 @@ class Pi:
     def tmp(self) -> Path:
         return Path(self.home.environ["TMPDIR"])
 
-    def workspace(self, *parts: str) -> Path:
-        path = self.home.home.joinpath(*parts)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def run(
-        self, cwd: Path, *args: str, rules: list[dict[str, Any]] | None = None
-    ) -> isolation.Run:
-        result = isolation.run(
-            [str(self.binary), *MODEL, *args],
-            env=self.home.environ,
-            cwd=cwd,
-            protocol=PROTOCOL,
-            rules=rules or [],
-            workdir=self.logs,
-            timeout=240,
-        )
-        self.runs.append(result)
-        return result
+    def command(self, *args: str) -> list[str]:
+        return [str(self.binary), *MODEL, *args]
 
     def files(self) -> dict[str, Path]:
         """Every session file, by the id its name ends in."""
         return {p.stem.rpartition("_")[2]: p for p in self.root.rglob("*.jsonl")}
 
     def session(
-        self, cwd: Path, prompt: str, *args: str, rules: list[dict[str, Any]] | None = None
+        self, cwd: Path, text: str, *args: str, rules: list[dict[str, Any]] | None = None
     ) -> str:
-        """Run one prompt headless and return the id of the session it wrote
-        (the newest file)."""
-        self.run(cwd, *args, "-p", prompt, rules=rules or [say(prompt, "Hello.")]).check()
+        """The id of the session a prompt (answered "Hello." unless `rules`
+        say otherwise) wrote."""
+        return super().session(cwd, text, *args, rules=rules or [say(text, "Hello.")])
+
+    def prompt_args(self, text: str, *args: str) -> list[str]:
+        return [*args, "-p", text]
+
+    def session_id(self, result: isolation.Run) -> str:
+        """pi prints only the answer: the session is the newest file."""
         files = self.files()
         return max(files, key=lambda sid: files[sid].stat().st_mtime_ns)
 
@@ -131,15 +117,7 @@ class Pi:
     ) -> Terminal:
         """pi in a terminal, once `ready` shows (the editor's footer names
         the model; it takes pi some seconds to draw)."""
-        terminal = Terminal.start(
-            self.home,
-            [str(self.binary), *MODEL, *args],
-            cwd=cwd,
-            protocol=PROTOCOL,
-            rules=rules or [],
-            workdir=self.logs,
-        )
-        self.terminals.append(terminal)
+        terminal = self.terminal(cwd, *args, rules=rules)
         terminal.wait(ready, timeout=120)
         return terminal
 
@@ -162,10 +140,6 @@ class Pi:
         picker.keys("Enter")
         picker.wait("Session deleted")
         picker.kill()
-
-    def close(self) -> None:
-        for terminal in self.terminals:
-            terminal.kill()
 
 
 def age(paths: list[Path], seconds: float) -> None:

@@ -19,18 +19,18 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import isolation
 import mockmodel
+from driver import Driver
 from terminal import Terminal
 
 from fakehome import FakeHome
 from waiting import wait_until
 
-PROTOCOL = "openai_chat"
 SETTINGS: dict[str, Any] = {
     "security": {"auth": {"selectedType": "openai"}},
     "general": {"cleanupPeriodDays": 99999, "enableAutoUpdate": False},
@@ -51,12 +51,9 @@ def call(when: str, tool: str, **args: Any) -> dict[str, Any]:
 
 
 @dataclass
-class Qwen:
-    home: FakeHome
-    binary: Path
-    logs: Path
-    runs: list[isolation.Run] = field(default_factory=list)
-    terminals: list[Terminal] = field(default_factory=list)
+class Qwen(Driver):
+    AGENT = "qwen"
+    PROTOCOL = "openai_chat"
 
     @classmethod
     def setup(cls, home: FakeHome, binary: Path) -> Qwen:
@@ -81,31 +78,10 @@ class Qwen:
     def runtime(self) -> Path:
         return Path(self.home.environ["QWEN_RUNTIME_DIR"])
 
-    def workspace(self, *parts: str) -> Path:
-        path = self.home.home.joinpath(*parts)
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+    def prompt_args(self, text: str, *args: str) -> list[str]:
+        return ["-o", "json", *args, text]
 
-    def run(
-        self, cwd: Path, *args: str, rules: list[dict[str, Any]] | None = None
-    ) -> isolation.Run:
-        result = isolation.run(
-            [str(self.binary), *args],
-            env=self.home.environ,
-            cwd=cwd,
-            protocol=PROTOCOL,
-            rules=rules or [],
-            workdir=self.logs,
-            timeout=240,
-        )
-        self.runs.append(result)
-        return result
-
-    def session(
-        self, cwd: Path, prompt: str, *args: str, rules: list[dict[str, Any]] | None = None
-    ) -> str:
-        """Run one prompt headless and return the id of the session it used."""
-        result = self.run(cwd, "-o", "json", *args, prompt, rules=rules).check()
+    def session_id(self, result: isolation.Run) -> str:
         found = _SESSION_ID.search(result.stdout)
         assert found, result.stdout[-2000:]
         return found.group(1)
@@ -165,24 +141,11 @@ class Qwen:
             found[record["sessionId"]] = record
         return found
 
-    def close(self) -> None:
-        """End every terminal this driver started."""
-        for terminal in self.terminals:
-            terminal.kill()
-
     # -- in a terminal -------------------------------------------------------
     def tui(self, cwd: Path, rules: list[dict[str, Any]]) -> QwenTui:
         """Qwen in a terminal, once it registered its session (the id)."""
         before = set(self.registry())
-        terminal = Terminal.start(
-            self.home,
-            [str(self.binary), "--approval-mode", "yolo"],
-            cwd=cwd,
-            protocol=PROTOCOL,
-            rules=rules,
-            workdir=self.logs,
-        )
-        self.terminals.append(terminal)
+        terminal = self.terminal(cwd, "--approval-mode", "yolo", rules=rules)
         terminal.wait("Type your message", timeout=120)
         tui = QwenTui(self, terminal)
         tui.id = wait_until(lambda: self._registered(before), "Qwen registering", timeout=120)

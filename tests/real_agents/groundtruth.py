@@ -127,3 +127,8 @@ def digests(paths: Iterable[str | Path]) -> dict[str, str | None]:
 def tree(roots: Iterable[Path]) -> set[str]:
     """Every path below `roots` (to compare before and after)."""
     return {path for path, _ in _files(roots)}
+
+
+def covered(path: str, artifacts: Iterable[str]) -> bool:
+    """Whether `path` is one of `artifacts` or lies below one of them."""
+    return any(path == a or path.startswith(a + "/") for a in artifacts)

@@ -79,8 +79,11 @@ class Terminal:
             self.tmux("send-keys", "-t", SESSION, key)
             time.sleep(0.3)
 
-    def wait(self, text: str, timeout: float = 90) -> str:
-        wait_until(lambda: text in self.screen(), f"{text!r} on the agent's screen", timeout)
+    def wait(self, text: str, timeout: float = 90, *, setup: bool = True) -> str:
+        """The screen once it shows `text`; `setup` False: its absence is
+        the failure under test, not a setup that did not arise."""
+        what = f"{text!r} on the agent's screen"
+        wait_until(lambda: text in self.screen(), what, timeout=timeout, setup=setup)
         return self.screen()
 
     def alive(self) -> bool:

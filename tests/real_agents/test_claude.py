@@ -28,8 +28,9 @@ import groundtruth
 import psutil
 import pytest
 from drive_claude import NOT_FOUND, Claude, age, rich_rules
+from groundtruth import covered
 
-from conftest import agent_binary
+from conftest import agent_binary, agentkeep
 from fakehome import FakeHome, kill_group
 from waiting import wait_until
 
@@ -37,17 +38,6 @@ pytestmark = pytest.mark.slow
 
 AGED_DAYS = 60
 WAIT = "tail -f /dev/null"
-
-
-def _cli(home: FakeHome, *args: str) -> Any:
-    proc = home.cli(*args, "--json", timeout=180)
-    assert proc.returncode in (0, 1), f"agentkeep {args}: {proc.returncode}\n{proc.stderr}"
-    return json.loads(proc.stdout)
-
-
-def _covered(path: str, artifacts: set[str]) -> bool:
-    """Whether `path` is one of `artifacts` or lies below one of them."""
-    return any(path == a or path.startswith(a + "/") for a in artifacts)
 
 
 def _files(roots: list[Path]) -> dict[str, str | None]:
@@ -137,15 +127,15 @@ def test_claude_sessions_are_found_pruned_and_purged_whole(
         age(sorted(truth[ids[name]].names), AGED_DAYS)
 
     # -- found: every session, its workspace and its parent -----------------
-    scanned = _cli(agent_home, "scan")
+    scanned = agentkeep(agent_home, "scan")
     assert scanned["sessions"]["claude"] == len(every)
-    listed = {s["id"]: s for s in _cli(agent_home, "ls", "--agent", "claude")}
+    listed = {s["id"]: s for s in agentkeep(agent_home, "ls", "--agent", "claude")}
     assert set(listed) == set(every)
     for sid in every:
         assert listed[sid]["workspace"] == str(sessions["workspace"][sid])
         # --fork-session records no parent in 2.1.197 and 2.1.332 (FIELD-NOTES.md).
         assert listed[sid]["parent"] is None, sid
-    shown = {sid: _cli(agent_home, "show", "claude", sid) for sid in every}
+    shown = {sid: agentkeep(agent_home, "show", "claude", sid) for sid in every}
     artifacts = {sid: {a["path"] for a in shown[sid]["artifacts"]} for sid in every}
     print(
         "kinds by session:",
@@ -159,7 +149,7 @@ def test_claude_sessions_are_found_pruned_and_purged_whole(
     copied = {ids["R"]: artifacts[ids["F"]]}
 
     def accounted(sid: str, path: str) -> bool:
-        return _covered(path, shared | artifacts[sid] | copied.get(sid, set()))
+        return covered(path, shared | artifacts[sid] | copied.get(sid, set()))
 
     unaccounted = {
         sid: sorted(p for p in truth[sid].names if not accounted(sid, p))
@@ -168,14 +158,14 @@ def test_claude_sessions_are_found_pruned_and_purged_whole(
     }
     assert unaccounted == {sid: [] for sid in every}
     figures = {
-        sid: (sum(_covered(p, artifacts[sid]) for p in truth[sid].names), len(truth[sid].names))
+        sid: (sum(covered(p, artifacts[sid]) for p in truth[sid].names), len(truth[sid].names))
         for sid in every
     }
     print("artifacts found / ground truth names, by session:", figures)
     # A plugin's store names the latest session (P): shared, no session's.
     stores = _plugin_stores(agent_home, truth)
     assert any(stores.values()), "SETUP INVALID: no plugins/store/ file names a session"
-    assert not any(_covered(p, artifacts[sid]) for sid in every for p in stores[sid])
+    assert not any(covered(p, artifacts[sid]) for sid in every for p in stores[sid])
     print("plugin stores naming a session:", {sid: sorted(p) for sid, p in stores.items() if p})
 
     # -- prune R and S, purge P --------------------------------------------
@@ -183,10 +173,10 @@ def test_claude_sessions_are_found_pruned_and_purged_whole(
     kept_ids = {ids["F"], ids["K"]}
     removable = {p for sid in removed_ids for p in artifacts[sid]}
     before = _files(roots)
-    report = _cli(agent_home, "prune", "--older-than", "30d")
+    report = agentkeep(agent_home, "prune", "--older-than", "30d")
     assert report["failed"] == [] and report["kept"] == []
     assert {r["id"] for r in report["removed"]} == {ids["R"], ids["S"]}
-    purge = _cli(agent_home, "purge", "claude", ids["P"])
+    purge = agentkeep(agent_home, "purge", "claude", ids["P"])
     assert purge["failed"] == [] and [r["id"] for r in purge["removed"]] == [ids["P"]]
     residual = {r["path"] for rep in (report, purge) for r in rep["residual"]}
     for rep in (report, purge):
@@ -196,7 +186,7 @@ def test_claude_sessions_are_found_pruned_and_purged_whole(
     # Nothing but the removed sessions' artifacts changed.
     after = _files(roots)
     changed = {p for p in before if before[p] != after.get(p, "gone")}
-    assert not {p for p in changed if not _covered(p, removable)}, "something shared changed"
+    assert not {p for p in changed if not covered(p, removable)}, "something shared changed"
     assert not set(after) - set(before), "the removal made files"
 
     # What still names a removed session is residual, or shared.
@@ -228,7 +218,7 @@ def test_claude_sessions_are_found_pruned_and_purged_whole(
         gone = claude.run("--resume", sid, "gone?", cwd=sessions["workspace"][sid], check=False)
         assert gone.run.returncode != 0, name
         assert NOT_FOUND in gone.run.stdout + gone.run.stderr, name
-    assert kept_ids <= {s["id"] for s in _cli(agent_home, "ls", "--agent", "claude")}
+    assert kept_ids <= {s["id"] for s in agentkeep(agent_home, "ls", "--agent", "claude")}
 
 
 def _registered(registry: Path) -> dict[str, Any] | None:
@@ -287,7 +277,7 @@ def test_a_session_open_in_a_running_claude_is_kept_live(agent_home: FakeHome) -
         # again, `<pid>.<hex>.key`) are as old as the rest.
         registered = [str(p) for p in (agent_home.claude / "sessions").glob(f"{record['pid']}.*")]
         age([*groundtruth.naming(roots, [sid])[sid].names, *registered], AGED_DAYS)
-        report = _cli(agent_home, "prune", "--older-than", "30d")
+        report = agentkeep(agent_home, "prune", "--older-than", "30d")
         assert [(k["id"], k["reason"]) for k in report["kept"]] == [(sid, "live")]
         assert report["removed"] == []
         assert f"sessions/{record['pid']}.json" in report["kept"][0]["detail"]

@@ -36,7 +36,7 @@ import groundtruth
 import pytest
 from drive_copilot import Copilot, Tui, age, say
 
-from conftest import agent_binary, make_agent_home
+from conftest import agent_driver, agentkeep
 from fakehome import FakeHome
 
 DAY = 86400.0
@@ -73,16 +73,13 @@ class Driven:
         return rel.parts[0] in ("logs", "sidebar-sessions-state") or str(rel) in SHARED_FILES
 
     def cli(self, *args: str) -> Any:
-        done = self.home.cli(*args, "--json", timeout=300)
-        assert done.returncode in (0, 1), done.stderr
-        return json.loads(done.stdout)
+        return agentkeep(self.home, *args)
 
 
 @pytest.fixture(scope="module")
 def driven(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driven]:
-    binary = agent_binary("copilot")
-    home = make_agent_home(tmp_path_factory.mktemp("copilot"))
-    c = Copilot.setup(home, binary)
+    c = agent_driver(Copilot, tmp_path_factory.mktemp("copilot"))
+    home = c.home
     alpha = c.workspace("work", "alpha")
     ids: dict[str, str] = {}
     ids["P"] = c.plain(alpha, NAMES["P"])
@@ -138,7 +135,7 @@ def outputs(c: Copilot) -> list[Path]:
 def _covered(path: str, artifacts: set[str]) -> bool:
     if path.endswith("#search_index_content"):  # the FTS5 table's own content
         path = path.removesuffix("_content")
-    return any(path == a or path.startswith(a + "/") for a in artifacts)
+    return groundtruth.covered(path, artifacts)
 
 
 def test_every_session_and_every_artifact_is_found(driven: Driven) -> None:
@@ -245,8 +242,8 @@ def test_the_legacy_dir_and_the_links_copilot_leaves_there_count_a_session_once(
 ) -> None:
     """An older install's `$XDG_STATE_HOME/.copilot`: 1.0.102 moves its
     sessions home and leaves links behind (only with COPILOT_HOME unset)."""
-    home = make_agent_home(tmp_path)
-    c = Copilot.setup(home, agent_binary("copilot"))
+    c = agent_driver(Copilot, tmp_path)
+    home = c.home
     del home.environ["COPILOT_HOME"]
     alpha = c.workspace("work", "alpha")
     old = c.plain(alpha, "an old one")

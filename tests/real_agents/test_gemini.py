@@ -30,12 +30,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import groundtruth
 import pytest
 from drive_gemini import REFUSED, Gemini, age, last_updated
+from groundtruth import covered
 
-from conftest import agent_binary, make_agent_home
+from conftest import agent_binary, agent_driver, agentkeep
 from fakehome import FakeHome
 
 DAY = 86400.0
@@ -66,17 +68,14 @@ class Driven:
             *sorted(root.glob("history/*/.project_root")),
         ]
 
-    def cli(self, *args: str) -> object:
-        done = self.home.cli(*args, "--json", timeout=300)
-        assert done.returncode in (0, 1), done.stderr
-        return json.loads(done.stdout)
+    def cli(self, *args: str) -> Any:
+        return agentkeep(self.home, *args)
 
 
 @pytest.fixture(scope="module")
 def driven(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driven]:
-    binary = agent_binary("gemini")
-    home = make_agent_home(tmp_path_factory.mktemp("gemini"))
-    g = Gemini.setup(home, binary)
+    g = agent_driver(Gemini, tmp_path_factory.mktemp("gemini"))
+    home = g.home
     alpha, other = g.workspace("work", "alpha"), g.workspace("other", "alpha")
     ids: dict[str, str] = {}
     ids["P"] = g.plain(alpha)
@@ -105,13 +104,9 @@ def driven(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driven]:
     runtime.rmdir()
 
 
-def _covered(path: str, artifacts: set[str]) -> bool:
-    return any(path == a or path.startswith(a + "/") for a in artifacts)
-
-
 def test_every_session_and_every_artifact_is_found(driven: Driven) -> None:
     d = driven
-    listed = {s["id"]: s for s in d.cli("ls", "--agent", "gemini")}  # type: ignore[attr-defined]
+    listed = {s["id"]: s for s in d.cli("ls", "--agent", "gemini")}
     assert set(listed) == set(d.ids.values())  # subagents belong to their parent
     for name, sid in d.ids.items():
         want = str(d.other if name == "Q" else d.alpha)
@@ -121,17 +116,17 @@ def test_every_session_and_every_artifact_is_found(driven: Driven) -> None:
     found, expected = 0, 0
     for name, sid in d.ids.items():
         shown = d.cli("show", "gemini", sid)
-        artifacts = {a["path"] for a in shown["artifacts"]}  # type: ignore[index]
+        artifacts = {a["path"] for a in shown["artifacts"]}
         everything = truth[sid].everything()
         if name == "S":
             for sub in d.subs:
                 everything |= truth[sub].everything()
-        missing = {p for p in everything if not _covered(p, artifacts)}
+        missing = {p for p in everything if not covered(p, artifacts)}
         assert not missing, (name, missing)
         expected += len(everything)
         found += len(everything) - len(missing)
         if name == "P":  # both of P's chats are what Gemini lists it by
-            primary = {a["path"] for a in shown["artifacts"] if a["kind"] == "chat"}  # type: ignore[index]
+            primary = {a["path"] for a in shown["artifacts"] if a["kind"] == "chat"}
             assert primary == {str(c) for c in d.gemini.chats(sid)}
     print(f"\ngemini: sessions {len(listed)}/{len(d.ids)}, ground truth {found}/{expected}")
 
@@ -150,7 +145,7 @@ def test_activity_is_the_last_last_updated_of_the_chats(driven: Driven) -> None:
         os.utime(chat, (old, old))
     d.cli("scan")  # an mtime set back is not news to the index: look afresh
     shown = d.cli("show", "gemini", sid)
-    assert shown["last_activity"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last))  # type: ignore[index]
+    assert shown["last_activity"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(last))
 
 
 def test_prune_and_purge_leave_nothing_and_gemini_agrees(driven: Driven) -> None:
@@ -165,12 +160,12 @@ def test_prune_and_purge_leave_nothing_and_gemini_agrees(driven: Driven) -> None
     kept_before = {n: d.cli("show", "gemini", d.ids[n]) for n in ("X", "Q")}
 
     report = d.cli("prune", "--older-than", "30d")
-    removed = {r["id"] for r in report["removed"]}  # type: ignore[index]
+    removed = {r["id"] for r in report["removed"]}
     assert removed == {d.ids[n] for n in gone}, report
-    assert report["failed"] == [] and report["kept"] == [], report  # type: ignore[index]
+    assert report["failed"] == [] and report["kept"] == [], report
     purged = d.cli("purge", "gemini", d.ids["T"])
-    assert [r["id"] for r in purged["removed"]] == [d.ids["T"]], purged  # type: ignore[index]
-    residual = {r["path"] for r in [*report["residual"], *purged["residual"]]}  # type: ignore[index]
+    assert [r["id"] for r in purged["removed"]] == [d.ids["T"]], purged
+    residual = {r["path"] for r in [*report["residual"], *purged["residual"]]}
 
     after = d.naming()
     leftovers = {name: after[d.ids[name]].everything() - residual for name in [*gone, "T"]}
@@ -179,7 +174,7 @@ def test_prune_and_purge_leave_nothing_and_gemini_agrees(driven: Driven) -> None
     assert all(not left for left in leftovers.values()), leftovers
     assert {str(k): v for k, v in groundtruth.digests(d.shared()).items()} == before
     for name, shown in kept_before.items():
-        for artifact in shown["artifacts"]:  # type: ignore[index]
+        for artifact in shown["artifacts"]:
             assert os.path.lexists(artifact["path"]), (name, artifact)
     print(f"\ngemini: leftovers outside residual 0, residual {len(residual)}")
 
@@ -198,7 +193,7 @@ def test_prune_and_purge_leave_nothing_and_gemini_agrees(driven: Driven) -> None
 
     # A pruned session restored from the trash is Gemini's to resume again.
     restored = d.cli("restore", "gemini", d.ids["S"])
-    assert [r["id"] for r in restored["restored"]] == [d.ids["S"]], restored  # type: ignore[index]
+    assert [r["id"] for r in restored["restored"]] == [d.ids["S"]], restored
     assert d.ids["S"] in g.listed(d.alpha)
     assert g.resume(d.alpha, d.ids["S"]) == d.ids["S"]
 

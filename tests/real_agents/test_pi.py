@@ -20,17 +20,18 @@ One fake user, two workspaces whose session dir is the same (`w/a-b` and
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import groundtruth
 import pytest
 from drive_pi import Pi, age, say
+from groundtruth import covered
 from terminal import Terminal
 
-from conftest import agent_binary, make_agent_home
+from conftest import agent_driver, agentkeep
 from fakehome import FakeHome
 
 DAY = 86400.0
@@ -60,24 +61,17 @@ class Driven:
     def naming(self) -> dict[str, groundtruth.Naming]:
         return groundtruth.naming(self.roots(), self.ids.values())
 
-    def cli(self, *args: str) -> object:
-        done = self.home.cli(*args, "--json", timeout=300)
-        assert done.returncode in (0, 1), done.stderr
-        return json.loads(done.stdout)
+    def cli(self, *args: str) -> Any:
+        return agentkeep(self.home, *args)
 
 
 @pytest.fixture(scope="module")
 def driven(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driven]:
-    binary = agent_binary("pi")
-    home = make_agent_home(tmp_path_factory.mktemp("pi"))
-    pi = Pi.setup(home, binary)
-    try:
-        yield _drive(home, pi)
-    finally:
-        pi.close()
+    with agent_driver(Pi, tmp_path_factory.mktemp("pi")) as pi:
+        yield _drive(pi)
 
 
-def _drive(home: FakeHome, pi: Pi) -> Driven:
+def _drive(pi: Pi) -> Driven:
     w = {
         "P": pi.workspace("w", "a-b"),
         "Q": pi.workspace("w", "a", "b"),
@@ -107,16 +101,11 @@ def _drive(home: FakeHome, pi: Pi) -> Driven:
     assert pi.files()[ids["P"]].parent == pi.files()[ids["Q"]].parent, "SETUP INVALID: dirs"
     assert list(pi.tmp.glob("pi-bash-*.log")), "SETUP INVALID: no bash log"
     assert len({sid[:8] for sid in ids.values()}) < len(ids), "SETUP INVALID: no shared prefix"
-    return Driven(home, pi, w, ids, live)
+    return Driven(pi.home, pi, w, ids, live)
 
 
-def _covered(path: str, artifacts: set[str]) -> bool:
-    return any(path == a or path.startswith(a + "/") for a in artifacts)
-
-
-def _show(d: Driven, name: str) -> dict[str, object]:
-    shown: dict[str, object] = d.cli("show", "pi", d.ids[name])  # type: ignore[assignment]
-    return shown
+def _show(d: Driven, name: str) -> dict[str, Any]:
+    return d.cli("show", "pi", d.ids[name])
 
 
 def _artifacts(shown: dict[str, object]) -> list[tuple[str, str]]:
@@ -125,7 +114,7 @@ def _artifacts(shown: dict[str, object]) -> list[tuple[str, str]]:
 
 def test_every_session_and_every_artifact_is_found(driven: Driven) -> None:
     d = driven
-    listed = {s["id"]: s for s in d.cli("ls", "--agent", "pi")}  # type: ignore[attr-defined]
+    listed = {s["id"]: s for s in d.cli("ls", "--agent", "pi")}
     present = {n: sid for n, sid in d.ids.items() if n != "D"}
     assert set(listed) == set(present.values()), "pi's own delete leaves nothing"
     for name, sid in present.items():
@@ -136,7 +125,7 @@ def test_every_session_and_every_artifact_is_found(driven: Driven) -> None:
         name: [p for p, kind in _artifacts(s) if kind == "bash-log"] for name, s in shown.items()
     }
     assert len(logs["T"]) == 1 and logs["F"] == [], "the fork's copied log stays T's"
-    assert [(h["kind"]) for h in shown["L"]["holders"]] == ["process"]  # type: ignore[index]
+    assert [(h["kind"]) for h in shown["L"]["holders"]] == ["process"]
     assert listed[d.ids["L"]]["state"] == "live" and listed[d.ids["K"]]["state"] == "live"
     assert listed[d.ids["Q"]]["state"] == "idle"
 
@@ -144,9 +133,9 @@ def test_every_session_and_every_artifact_is_found(driven: Driven) -> None:
     everything = {p for s in shown.values() for p, _ in _artifacts(s)}
     for name, sid in present.items():
         own = {p for p, _ in _artifacts(shown[name])}
-        assert {p for p in truth[sid].names if not _covered(p, own)} == set(), name
+        assert {p for p in truth[sid].names if not covered(p, own)} == set(), name
         # F's header names T's file: it is F's own.
-        assert {p for p in truth[sid].contents if not _covered(p, everything)} == set(), name
+        assert {p for p in truth[sid].contents if not covered(p, everything)} == set(), name
     print(f"\npi: sessions {len(listed)}/{len(present)}, ground truth names all found")
 
 
@@ -157,12 +146,12 @@ def test_prune_and_purge_leave_nothing_and_pi_agrees(driven: Driven) -> None:
         age([Path(p) for p, _ in _artifacts(shown[name])], 60 * DAY)
 
     report = d.cli("prune", "--older-than", "30d")
-    assert {r["id"] for r in report["removed"]} == {d.ids["P"], d.ids["F"]}, report  # type: ignore[index]
-    kept = {(k["id"], k["reason"]) for k in report["kept"]}  # type: ignore[index]
+    assert {r["id"] for r in report["removed"]} == {d.ids["P"], d.ids["F"]}, report
+    kept = {(k["id"], k["reason"]) for k in report["kept"]}
     assert kept == {(d.ids["L"], "live"), (d.ids["K"], "live")}, report
-    assert report["failed"] == [] and report["residual"] == [], report  # type: ignore[index]
+    assert report["failed"] == [] and report["residual"] == [], report
     purged = d.cli("purge", "pi", d.ids["T"])
-    assert [r["id"] for r in purged["removed"]] == [d.ids["T"]], purged  # type: ignore[index]
+    assert [r["id"] for r in purged["removed"]] == [d.ids["T"]], purged
 
     gone = ("P", "F", "T")
     after = d.naming()
@@ -188,5 +177,5 @@ def test_prune_and_purge_leave_nothing_and_pi_agrees(driven: Driven) -> None:
 
     # A pruned fork restored from the trash comes back with its purged parent.
     restored = d.cli("restore", "pi", d.ids["F"])
-    assert {r["id"] for r in restored["restored"]} == {d.ids["F"], d.ids["T"]}, restored  # type: ignore[index]
+    assert {r["id"] for r in restored["restored"]} == {d.ids["F"], d.ids["T"]}, restored
     assert pi.resume(d.workspaces["F"], d.ids["F"]) == d.ids["F"]

@@ -25,17 +25,18 @@ scheduled_tasks.lock; what of them names a removed session is residual.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import groundtruth
 import pytest
 from drive_qwen import Qwen, QwenTui, age, edit_rules, plan_rules, say
+from groundtruth import covered
 
-from conftest import agent_binary, make_agent_home
+from conftest import agent_binary, agent_driver, agentkeep
 from fakehome import FakeHome
 
 DAY = 86400.0
@@ -70,25 +71,18 @@ class Driven:
             return None  # /delete took the chat, the records with the cwd
         return self.dashed if name in ("C", "N", "U") else self.dotted
 
-    def cli(self, *args: str) -> object:
-        done = self.home.cli(*args, "--json", timeout=300)
-        assert done.returncode in (0, 1), done.stderr
-        return json.loads(done.stdout)
+    def cli(self, *args: str) -> Any:
+        return agentkeep(self.home, *args)
 
 
 @pytest.fixture(scope="module")
 def driven(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driven]:
     agent_binary("node")  # Qwen Code needs Node >= 22: the suite's own, on PATH
-    binary = agent_binary("qwen")
-    home = make_agent_home(tmp_path_factory.mktemp("qwen"))
-    q = Qwen.setup(home, binary)
-    try:
-        yield _drive(home, q)
-    finally:
-        q.close()
+    with agent_driver(Qwen, tmp_path_factory.mktemp("qwen")) as q:
+        yield _drive(q)
 
 
-def _drive(home: FakeHome, q: Qwen) -> Driven:
+def _drive(q: Qwen) -> Driven:
     dotted, dashed = q.workspace("w", "a.b"), q.workspace("w", "a-b")
     (dashed / "notes.txt").write_text("before\n")
     ids: dict[str, str] = {}
@@ -116,7 +110,7 @@ def _drive(home: FakeHome, q: Qwen) -> Driven:
     ids["L"] = live.id
     assert len(set(ids.values())) == len(ids), "SETUP INVALID: sessions share an id"
     _check_setup(q, ids)
-    return Driven(home, q, dotted, dashed, ids, live)
+    return Driven(q.home, q, dotted, dashed, ids, live)
 
 
 def _check_setup(q: Qwen, ids: dict[str, str]) -> None:
@@ -134,12 +128,8 @@ def _check_setup(q: Qwen, ids: dict[str, str]) -> None:
     assert len(keys) == 1, f"SETUP INVALID: the workspaces' keys differ: {keys}"
 
 
-def _covered(path: str, artifacts: set[str]) -> bool:
-    return any(path == a or path.startswith(a + "/") for a in artifacts)
-
-
-def _shown(d: Driven) -> dict[str, dict[str, object]]:
-    return {name: d.cli("show", "qwen", sid) for name, sid in d.ids.items()}  # type: ignore[misc]
+def _shown(d: Driven) -> dict[str, dict[str, Any]]:
+    return {name: d.cli("show", "qwen", sid) for name, sid in d.ids.items()}
 
 
 def _artifacts(shown: dict[str, object]) -> set[str]:
@@ -152,7 +142,7 @@ def _kinds(shown: dict[str, object]) -> set[str]:
 
 def test_every_session_and_every_artifact_is_found(driven: Driven) -> None:
     d = driven
-    listed = {s["id"]: s for s in d.cli("ls", "--agent", "qwen")}  # type: ignore[attr-defined]
+    listed = {s["id"]: s for s in d.cli("ls", "--agent", "qwen")}
     assert set(listed) == set(d.ids.values())
     for name, sid in d.ids.items():
         want = d.workspace(name)
@@ -160,7 +150,7 @@ def test_every_session_and_every_artifact_is_found(driven: Driven) -> None:
         assert listed[sid]["parent"] == (d.ids["T"] if name == "F" else None), name
     shown = _shown(d)
     assert listed[d.ids["L"]]["state"] == "live"
-    assert [h["kind"] for h in shown["L"]["holders"]] == ["registry"]  # type: ignore[index]
+    assert [h["kind"] for h in shown["L"]["holders"]] == ["registry"]
     assert _kinds(shown["D"]) == {"debug-log"}, "what /delete left is the session's"
     assert {"tool-output", "debug-log"} <= _kinds(shown["T"])
     assert {"subagents", "tool-output"} <= _kinds(shown["S"])
@@ -178,10 +168,10 @@ def test_every_session_and_every_artifact_is_found(driven: Driven) -> None:
         missing = {
             p
             for p in truth[sid].everything()
-            if not _covered(p, own) and p not in shared and not _covered(p, everything)
+            if not covered(p, own) and p not in shared and not covered(p, everything)
         }
         assert not missing, (name, missing)
-        unnamed_own = {p for p in truth[sid].names if not _covered(p, own)}
+        unnamed_own = {p for p in truth[sid].names if not covered(p, own)}
         assert not unnamed_own, (name, unnamed_own)
         expected += len(truth[sid].names)
         found += len(truth[sid].names) - len(unnamed_own)
@@ -199,13 +189,13 @@ def test_prune_and_purge_leave_nothing_and_qwen_agrees(driven: Driven) -> None:
     kept = {name: _artifacts(shown[name]) for name in ("C", "N", "L")}
 
     report = d.cli("prune", "--older-than", "30d")
-    removed = [r["id"] for r in report["removed"]]  # type: ignore[index]
+    removed = [r["id"] for r in report["removed"]]
     assert set(removed) == {d.ids[n] for n in GONE}, report
-    assert report["failed"] == [], report  # type: ignore[index]
-    assert [(k["id"], k["reason"]) for k in report["kept"]] == [(d.ids["L"], "live")]  # type: ignore[index]
+    assert report["failed"] == [], report
+    assert [(k["id"], k["reason"]) for k in report["kept"]] == [(d.ids["L"], "live")]
     purged = d.cli("purge", "qwen", d.ids["T"])
-    assert [r["id"] for r in purged["removed"]] == [d.ids["T"]], purged  # type: ignore[index]
-    residual = {r["path"] for r in [*report["residual"], *purged["residual"]]}  # type: ignore[index]
+    assert [r["id"] for r in purged["removed"]] == [d.ids["T"]], purged
+    residual = {r["path"] for r in [*report["residual"], *purged["residual"]]}
     assert residual <= d.shared(), residual - d.shared()
 
     gone = [*GONE, "T"]
@@ -232,6 +222,6 @@ def test_prune_and_purge_leave_nothing_and_qwen_agrees(driven: Driven) -> None:
 
     # A pruned session restored from the trash is Qwen's to resume again.
     restored = d.cli("restore", "qwen", d.ids["S"])
-    assert [r["id"] for r in restored["restored"]] == [d.ids["S"]], restored  # type: ignore[index]
+    assert [r["id"] for r in restored["restored"]] == [d.ids["S"]], restored
     assert d.ids["S"] in q.listed(d.dotted)
     assert q.resume(d.dotted, d.ids["S"]) == d.ids["S"]
