@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import disk, statefiles
+from agentkeep import fsio, statefiles
 from agentkeep.leases import LeaseError, hold_exclusive
 from agentkeep.model import parse_rfc3339, rfc3339
 
@@ -151,7 +151,7 @@ def _append(path: Path, line: bytes) -> None:
 def read(state_dir: Path) -> Iterator[Gone]:
     """Every whole line of the record, oldest first; a line that is not one
     (cut by a kill, or damaged) is passed over, and counted in the log."""
-    handle = disk.open_quietly(path_of(state_dir))
+    handle = fsio.open_quietly(path_of(state_dir))
     if handle is None:
         return
     skipped = 0

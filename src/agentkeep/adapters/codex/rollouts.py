@@ -19,7 +19,7 @@ from typing import IO
 import structlog
 import zstandard
 
-from agentkeep import disk
+from agentkeep import disk, fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.dirs import Unlisted, entries
 from agentkeep.adapters.times import parse_agent_time
@@ -169,7 +169,7 @@ def _meta_parent(payload: dict[str, object], sid: str) -> str | None:
 
 
 def _first_line(path: Path) -> bytes | None:
-    handle = disk.open_quietly(path)
+    handle = fsio.open_quietly(path)
     if handle is None:
         log.warning("rollout cannot be opened", path=str(path))
         return None
@@ -203,7 +203,7 @@ def _read_line(stream: IO[bytes], path: Path) -> bytes | None:
 def rollout_head(path: Path) -> tuple[str | None, float | None]:
     """(first prompt, start) from a rollout's head, compressed or not: its
     session_meta line (tens of KiB of instructions) and HEAD bytes more."""
-    handle = disk.open_quietly(path)
+    handle = fsio.open_quietly(path)
     if handle is None:
         return None, None
     try:
