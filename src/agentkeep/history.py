@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import fsio, statefiles
+from agentkeep import fsio
 from agentkeep.leases import LeaseError, hold_exclusive
 from agentkeep.model import parse_rfc3339, rfc3339
 
@@ -175,5 +175,5 @@ def forget(state_dir: Path, drop: Callable[[Gone], bool]) -> int:
         kept = [g for g in lines if not drop(g)]
         if len(kept) == len(lines):
             return 0
-        statefiles.replace_file(path_of(state_dir), b"".join(_line(g) for g in kept), 0o600)
+        fsio.replace(path_of(state_dir), b"".join(_line(g) for g in kept))
     return len(lines) - len(kept)
