@@ -15,6 +15,7 @@ import os
 import stat
 import time
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,13 +23,10 @@ from agentkeep import fsio
 from agentkeep.fsio import LIST_FLAGS, open_noatime, scandir
 from agentkeep.model import Artifact
 
-# Moved to fsio; still named here for the modules that read them from here.
+# Moved to fsio; still named here for the modules that read them from here
+# (read_regular following a link, as it always did).
 denied, file_kind, open_quietly = fsio.denied, fsio.file_kind, fsio.open_quietly
-
-
-def read_regular(path: str | os.PathLike[str]) -> bytes:
-    """fsio.read_regular following a link at `path` (as this one always did)."""
-    return fsio.read_regular(path, follow=True)
+read_regular = partial(fsio.read_regular, follow=True)
 
 
 class Tree(NamedTuple):

@@ -267,7 +267,7 @@ def entry_names(directory: StrPath) -> list[str]:
         return []
 
 
-def entry_paths(directory: str) -> list[str]:
+def entry_paths(directory: StrPath) -> list[str]:
     """The path of every entry of `directory` (entry_names())."""
     return [os.path.join(directory, name) for name in entry_names(directory)]
 
