@@ -61,7 +61,7 @@ def test_a_fifo_does_not_hang_a_read(tmp_path: Path) -> None:
             fsio.read_regular(fifo)
         assert "FIFO" in str(refused.value)
         with pytest.raises(fsio.NotRegularFile):
-            fsio.read_regular(fifo, follow=True, noatime=False)
+            fsio.read_regular(fifo, follow=True)
         assert fsio.open_quietly(fifo) is None
         assert fsio.read_head(fifo, 100) is None
         assert fsio.read_small_json(fifo, 100) is None

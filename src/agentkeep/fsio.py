@@ -80,14 +80,14 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def open_regular(path: StrPath, *, follow: bool = False, noatime: bool = True) -> BinaryIO:
+def open_regular(path: StrPath, *, follow: bool = False) -> BinaryIO:
     """The regular file at `path`, open for reading. O_NONBLOCK: a FIFO at
     the name cannot hang the open (and is refused once open). Without
     `follow`, a link at the name is refused (ELOOP becomes NotRegularFile).
     Raises FileNotFoundError, NotRegularFile, or OSError."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = open_noatime(path, flags) if noatime else os.open(path, flags | os.O_CLOEXEC)
+        fd = open_noatime(path, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP and not follow:
             raise NotRegularFile(errno.ELOOP, "a link, not a file", os.fspath(path)) from None
@@ -102,12 +102,10 @@ def open_regular(path: StrPath, *, follow: bool = False, noatime: bool = True) -
     return os.fdopen(fd, "rb")
 
 
-def read_regular(
-    path: StrPath, *, limit: int | None = None, follow: bool = False, noatime: bool = True
-) -> bytes:
+def read_regular(path: StrPath, *, limit: int | None = None, follow: bool = False) -> bytes:
     """The whole regular file at `path` (open_regular()); TooLarge when it
     holds more than `limit` bytes, which are never all read."""
-    with open_regular(path, follow=follow, noatime=noatime) as f:
+    with open_regular(path, follow=follow) as f:
         data = f.read() if limit is None else f.read(limit + 1)
     if limit is not None and len(data) > limit:
         raise TooLarge(errno.EFBIG, f"over {limit} bytes", os.fspath(path))
@@ -151,12 +149,11 @@ def denied(path: StrPath) -> OSError | None:
     stands in the way (a permission) rather than its being missing or a
     link (which open_quietly never reads): what it says is then unknown."""
     try:
-        fd = open_noatime(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except (FileNotFoundError, NotADirectoryError):
+        open_regular(path).close()
+    except (FileNotFoundError, NotADirectoryError, NotRegularFile):
         return None
     except OSError as exc:
-        return None if exc.errno == errno.ELOOP else exc
-    os.close(fd)
+        return exc
     return None
 
 
@@ -364,16 +361,11 @@ def replace(
         except FileNotFoundError:
             pass
         raise
-    fsync_dir(path.parent)
-
-
-def fsync_dir(path: StrPath) -> None:
-    """Make the entries of directory `path` durable (a rename into it)."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        os.fsync(fd)
+        os.fsync(dfd)  # the rename itself made durable
     finally:
-        os.close(fd)
+        os.close(dfd)
 
 
 def temporary(path: Path) -> tuple[int, Path]:

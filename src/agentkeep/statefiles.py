@@ -86,19 +86,15 @@ def write_json(path: Path, value: Any) -> None:
     """Replace `path` atomically and durably (file and folder fsynced): a
     reader sees the old file or the new one, never half of one. Raises
     OSError naming `path` (a write's own error names no file)."""
-    try:
-        _write_json(path, value)
-    except OSError as exc:
-        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}", str(path)) from exc
-
-
-def _write_json(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     # One string from json's C encoder: json.dump (and any indent) goes
     # through its Python encoder, whose closures leave a reference cycle per
     # write (thousands in a prune into the trash).
     data = json.dumps(value, sort_keys=True).encode("utf-8")
-    fsio.replace(path, data, before_rename=_write_hook)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fsio.replace(path, data, before_rename=_write_hook)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}", str(path)) from exc
 
 
 def clear_stale(state_dir: Path) -> list[Path]:
