@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agentkeep import core, disk
+from agentkeep import core, fsio
 from agentkeep.adapters.base import Adapter
-from agentkeep.adapters.claude import listing
 from agentkeep.paths import Env
 from build_claude import RECORDING, TODOS, make_session
 from fakehome import FakeHome
@@ -28,16 +27,14 @@ def listed_dirs() -> Iterator[list[str]]:
     """The directories Claude's finder lists whole while in the block (a
     patch of its own: undone alone, not the fake home's environment)."""
     seen: list[str] = []
-    real = disk.scandir
+    real = fsio.listed
 
-    @contextmanager
-    def counting(path: str | os.PathLike[str], *, follow: bool = False) -> Iterator:
+    def counting(path: str | os.PathLike[str]) -> Iterator[tuple[str, bool, bool]]:
         seen.append(os.fspath(path))
-        with real(path, follow=follow) as it:
-            yield it
+        return real(path)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(listing.disk, "scandir", counting)
+        patch.setattr(fsio, "listed", counting)
         yield seen
 
 

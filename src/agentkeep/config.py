@@ -46,8 +46,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentkeep import fsio
 from agentkeep.agents import AGENTS
-from agentkeep.disk import read_regular
 
 MIN_RETENTION: float = 86400.0
 DEFAULT_PRUNE_INTERVAL: float = 6 * 3600.0
@@ -230,7 +230,9 @@ def load_config(
 
 def _read(path: Path) -> dict[str, object] | None:
     try:
-        raw = read_regular(path)  # a FIFO there must not hang every command
+        # A FIFO there must not hang every command. A link is followed: dotfile
+        # managers link configs into place.
+        raw = fsio.read_regular(path, limit=fsio.SMALL_FILE_LIMIT, follow=True)
     except FileNotFoundError:
         # A link to nothing is a mistake to show, not a file to ignore.
         if os.path.islink(path):

@@ -1,8 +1,10 @@
-"""Reading the disk without changing it: artifact sizes, times and root safety.
+"""Measuring the disk without changing it: artifact sizes, times and root
+safety.
 
 Every read here uses lstat and never follows a link below the path it was
-given, so a scan cannot be led out of an agent's root; the one way to read a
-file's data is open_quietly, which moves no atime (invariant 10).
+given, so a scan cannot be led out of an agent's root; every directory is
+opened O_NOATIME (invariant 10). Reading a file's data and listing a
+directory are fsio's.
 """
 
 from __future__ import annotations
@@ -12,12 +14,19 @@ import math
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import NamedTuple
 
+from agentkeep import fsio
+from agentkeep.fsio import LIST_FLAGS, open_noatime, scandir
 from agentkeep.model import Artifact
+
+# Moved to fsio; still named here for the modules that read them from here
+# (read_regular following a link, as it always did).
+denied, file_kind, open_quietly = fsio.denied, fsio.file_kind, fsio.open_quietly
+read_regular = partial(fsio.read_regular, follow=True)
 
 
 class Tree(NamedTuple):
@@ -108,7 +117,7 @@ def _measure_by_path(path: str, st: os.stat_result, seen: set[Ident]) -> Tree | 
     while stack:
         current = stack.pop()
         try:
-            fd = open_noatime(current, _LIST_FLAGS)
+            fd = open_noatime(current, LIST_FLAGS)
         except FileNotFoundError:
             continue
         except OSError as exc:
@@ -288,39 +297,6 @@ class DirCursor:
         self.close()
 
 
-_NOATIME = getattr(os, "O_NOATIME", 0)
-# Listing a directory without following a link at it (ELOOP instead).
-_LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-
-
-def open_noatime(path: str | os.PathLike[str], flags: int, *, dir_fd: int | None = None) -> int:
-    """os.open with O_NOATIME where the kernel allows it (the caller owns the
-    file, or is privileged), plainly otherwise: with relatime, even listing a
-    directory moves its atime, and reading must not change what it reads."""
-    if _NOATIME:
-        try:
-            return os.open(path, flags | _NOATIME | os.O_CLOEXEC, dir_fd=dir_fd)
-        except PermissionError:
-            pass  # EPERM: not ours to read without atime; EACCES fails again below
-    return os.open(path, flags | os.O_CLOEXEC, dir_fd=dir_fd)
-
-
-@contextmanager
-def scandir(
-    path: str | os.PathLike[str], *, follow: bool = False
-) -> Iterator[Iterator[os.DirEntry[str]]]:
-    """os.scandir without moving the directory's atime. Entries' `path` is
-    only their name (the listing is relative to a descriptor): join it to
-    `path` yourself. With follow=False a link at `path` fails (ELOOP) rather
-    than being listed through. Entries must be used inside the block."""
-    fd = open_noatime(path, (_LIST_FLAGS & ~os.O_NOFOLLOW) if follow else _LIST_FLAGS)
-    try:
-        with os.scandir(fd) as entries:
-            yield entries
-    finally:
-        os.close(fd)
-
-
 def _size(st: os.stat_result, seen: set[tuple[int, int]]) -> int:
     if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode) and _seen_before(st, seen):
         return 0
@@ -455,156 +431,6 @@ def is_link(path: str | os.PathLike[str]) -> bool:
         return stat.S_ISLNK(os.lstat(path).st_mode)
     except OSError:
         return False
-
-
-class NotRegularFile(OSError):
-    """A FIFO, socket, device or directory stands where a file belongs."""
-
-
-def file_kind(mode: int) -> str:
-    """What a non-regular file is, in words for an error message."""
-    for test, kind in (
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISLNK, "a link"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-    ):
-        if test(mode):
-            return kind
-    return "not a regular file"
-
-
-def read_regular(path: str | os.PathLike[str]) -> bytes:
-    """The whole of the regular file at `path` (a link at it is followed).
-
-    Anything else planted under the name raises NotRegularFile before it is
-    ever opened: opening a FIFO for reading waits for a writer for ever, and
-    opening a device can have effects of its own. The open itself is
-    O_NONBLOCK and checked again, so a FIFO swapped in between cannot block
-    it either. FileNotFoundError when nothing is there; OSError otherwise.
-    """
-    st = os.stat(path)
-    if not stat.S_ISREG(st.st_mode):
-        raise NotRegularFile(errno.EINVAL, f"{file_kind(st.st_mode)}, not a file", os.fspath(path))
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegularFile(errno.EINVAL, f"{file_kind(mode)}, not a file", os.fspath(path))
-        return f.read()
-
-
-def open_quietly(path: str | os.PathLike[str]) -> BinaryIO | None:
-    """Open a regular file for reading without moving its atime; None when it
-    is missing, a link, not a regular file, or cannot be opened. O_NOFOLLOW
-    and O_NONBLOCK keep a planted link or FIFO from leading the read
-    elsewhere or blocking it."""
-    try:
-        fd = open_noatime(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        regular = stat.S_ISREG(os.fstat(fd).st_mode)
-    except OSError:
-        regular = False
-    if not regular:
-        os.close(fd)
-        return None
-    return os.fdopen(fd, "rb")
-
-
-def denied(path: str | os.PathLike[str]) -> OSError | None:
-    """Why the file at `path` cannot be opened for reading, when something
-    stands in the way (a permission) rather than its being missing or a
-    link (which open_quietly never reads): what it says is then unknown."""
-    try:
-        fd = open_noatime(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        return None if exc.errno == errno.ELOOP else exc
-    os.close(fd)
-    return None
-
-
-def entry_paths(directory: str) -> list[str]:
-    """The path of every entry of `directory` (listed through a link at it);
-    none when it cannot be listed."""
-    return [os.path.join(directory, name) for name in entry_names(directory)]
-
-
-def entry_names(directory: str) -> list[str]:
-    """The name of every entry of `directory` (listed through a link at it,
-    without moving its atime); none when it cannot be listed."""
-    try:
-        return listed_names(directory)
-    except OSError:
-        return []
-
-
-def listed_names(directory: str) -> list[str]:
-    """entry_names(), raising OSError when `directory` cannot be listed."""
-    fd = open_noatime(directory, _LIST_FLAGS & ~os.O_NOFOLLOW)
-    try:
-        return os.listdir(fd)
-    finally:
-        os.close(fd)
-
-
-def list_problem(directory: str | os.PathLike[str]) -> str | None:
-    """Why `directory` cannot be listed and looked into (listed through a
-    link at it), or None when it can, is missing, or is not a directory.
-    Opening it to read its names takes read permission; looking up an
-    entry takes search permission, which a lookup of "." relative to it
-    checks (nothing is read: a big directory costs no more)."""
-    try:
-        fd = open_noatime(directory, _LIST_FLAGS & ~os.O_NOFOLLOW)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    try:
-        os.stat(".", dir_fd=fd)
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    finally:
-        os.close(fd)
-    return None
-
-
-def unlisted(dirs: Iterable[str | os.PathLike[str]]) -> dict[str, str]:
-    """The directories of `dirs` that cannot be listed (path -> why), but
-    none below another of them: what cannot be listed beneath one that
-    cannot is that one's doing."""
-    found: dict[str, str] = {}
-    for path in sorted({os.fspath(d) for d in dirs}):
-        if any(path.startswith(above.rstrip("/") + "/") for above in found):
-            continue
-        problem = list_problem(path)
-        if problem is not None:
-            found[path] = problem
-    return found
-
-
-def first_unlisted(path: str | os.PathLike[str]) -> str | None:
-    """The first directory at or below `path` (walked without following a
-    link) that cannot be listed, or None."""
-    stack = [os.fspath(path)]
-    while stack:
-        current = stack.pop()
-        if list_problem(current) is not None:
-            return current
-        try:
-            with scandir(current) as listing:
-                stack += sorted(
-                    (f"{current}/{e.name}" for e in listing if e.is_dir(follow_symlinks=False)),
-                    reverse=True,
-                )
-        except OSError:
-            continue  # gone meanwhile, or a link
-    return None
 
 
 # File systems stamp a directory's mtime from a coarse clock (FAT's in 2 s

@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import disk, statefiles
+from agentkeep import fsio
 from agentkeep.leases import LeaseError, hold_exclusive
 from agentkeep.model import parse_rfc3339, rfc3339
 
@@ -151,7 +151,7 @@ def _append(path: Path, line: bytes) -> None:
 def read(state_dir: Path) -> Iterator[Gone]:
     """Every whole line of the record, oldest first; a line that is not one
     (cut by a kill, or damaged) is passed over, and counted in the log."""
-    handle = disk.open_quietly(path_of(state_dir))
+    handle = fsio.open_quietly(path_of(state_dir))
     if handle is None:
         return
     skipped = 0
@@ -175,5 +175,5 @@ def forget(state_dir: Path, drop: Callable[[Gone], bool]) -> int:
         kept = [g for g in lines if not drop(g)]
         if len(kept) == len(lines):
             return 0
-        statefiles.replace_file(path_of(state_dir), b"".join(_line(g) for g in kept), 0o600)
+        fsio.replace(path_of(state_dir), b"".join(_line(g) for g in kept))
     return len(lines) - len(kept)

@@ -28,16 +28,15 @@ from typing import Any
 
 import structlog
 
+from agentkeep import fsio
 from agentkeep.adapters.base import valid_name
-from agentkeep.disk import read_regular
 from agentkeep.paths import ensure_private_dir
-from agentkeep.statefiles import temporary
 
 log = structlog.get_logger("agentkeep.journal")
 
-# Test seam, None in production: called with the path about to be written
-# (the temporary file, made, then the entry it is renamed to), so a test can
-# make either write fail (ENOSPC).
+# Test seam, None in production: called with the temporary file once it
+# holds the data, then with the entry it is about to be renamed to, so a
+# test can make either step fail (ENOSPC).
 _write_hook: Callable[[Path], None] | None = None
 
 _SUFFIX = ".json"
@@ -108,12 +107,17 @@ def _number(value: Any) -> float:
     return float(value)
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _hook(path: Path) -> Callable[[Path], None] | None:
+    """_write_hook, called with the temporary file and then with `path`."""
+    hook = _write_hook
+    if hook is None:
+        return None
+
+    def both(tmp: Path) -> None:
+        hook(tmp)
+        hook(path)
+
+    return both
 
 
 class Journal:
@@ -157,27 +161,7 @@ class Journal:
     def _write(self, path: Path, data: dict[str, Any]) -> None:
         for directory in (self.state_dir, self.dir, path.parent):
             ensure_private_dir(directory)
-        fd, tmp = temporary(path)
-        try:
-            # Renamed while still open, so still locked (statefiles.clear_stale).
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                if _write_hook is not None:
-                    _write_hook(tmp)
-                json.dump(data, f)
-                f.flush()
-                os.fsync(f.fileno())
-                if _write_hook is not None:
-                    _write_hook(path)
-                os.replace(tmp, path)
-            _fsync_dir(path.parent)
-        except BaseException:
-            # Only the temporary file goes: a batch already at `path` (one
-            # being narrowed) must stay until its removals are done.
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        fsio.replace(path, json.dumps(data).encode("utf-8"), before_rename=_hook(path))
 
     def settle(self, entry: JournalEntry, rest: list[JournalEntry]) -> None:
         """A pending entry was finished (or left to the plan): forget it. A
@@ -209,7 +193,7 @@ class Journal:
     def _read_batch(self, path: Path) -> list[JournalEntry]:
         try:
             # Only a regular file is read: a FIFO would hang the prune.
-            batch = json.loads(read_regular(path))["batch"]
+            batch = json.loads(fsio.read_regular(path, limit=fsio.SMALL_FILE_LIMIT))["batch"]
             entries = [JournalEntry.from_json(item) for item in batch]
         except (OSError, ValueError, TypeError, KeyError) as exc:
             log.warning("journal batch unreadable, skipped", path=str(path), error=str(exc))

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import disk, fsio
 from agentkeep.adapters.base import Adapter
 from agentkeep.disk import Ident, ident_of
 from agentkeep.errors import RemovalError
@@ -138,8 +138,7 @@ def find(dirs: Iterable[Path], kinds: Collection[Kind]) -> list[Found]:
 
 def _found_in(directory: str, kinds: Collection[Kind]) -> list[Found]:
     try:
-        with disk.scandir(directory, follow=True) as entries:
-            names = [e.name for e in entries]
+        names = fsio.listed_names(directory)
     except OSError as exc:
         log.info("cannot list a tmp dir", dir=directory, error=str(exc))
         return []

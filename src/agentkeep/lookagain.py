@@ -29,7 +29,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import fsio
 from agentkeep.adapters import sqlite
 from agentkeep.adapters.base import Adapter
 
@@ -126,7 +126,7 @@ def _ids_in(adapter: Adapter, pattern: re.Pattern[str], name: str) -> set[str]:
 def _entries(directory: str, *, follow: bool) -> list[tuple[str, bool]]:
     """(name, is a directory) of each entry, a link never counted as one."""
     try:
-        with disk.scandir(directory, follow=follow) as listing:
+        with fsio.scandir(directory, follow=follow) as listing:
             return [(e.name, e.is_dir(follow_symlinks=False)) for e in listing]
     except OSError:
         return []

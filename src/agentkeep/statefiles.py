@@ -1,11 +1,11 @@
 """Small JSON files in agentkeep's state dir (pins, the pause, the last
-prune, what adopt changed), and the one way agentkeep replaces a file.
+prune, what adopt changed), and the temporary files a crash leaves.
 
-Each is written whole to a temporary file, fsynced and renamed into place, so
-a crash leaves either the old or the new content, never half of one. What a
-crash leaves instead is the temporary file: its writer holds a flock on it
-from its making to its rename, and clear_stale(), as a prune starts, removes
-those nobody holds.
+Each is written whole to a temporary file, fsynced and renamed into place
+(fsio.replace), so a crash leaves either the old or the new content, never
+half of one. What a crash leaves instead is the temporary file: its writer
+holds a flock on it from its making to its rename, and clear_stale(), as a
+prune starts, removes those nobody holds.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import json
 import os
 import re
 import stat
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,18 +22,18 @@ from typing import Any, TypeVar
 
 import structlog
 
+from agentkeep import fsio
+from agentkeep.fsio import TEMPORARY
+
 log = structlog.get_logger("agentkeep.statefiles")
 
-
-# State files are small; one bigger than this is not one agentkeep wrote.
-_LIMIT = 64 << 20
+# Moved to fsio; still named here for the modules that write through it.
+replace_file = fsio.replace
 
 # Test seam, None in production: called with a temporary file once its data
 # is written, before it is renamed into place.
 _write_hook: Callable[[Path], None] | None = None
 
-# agentkeep's temporary names (temporary()): `.<name>.<8 random>.tmp`.
-_TEMPORARY = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")
 # Those of earlier releases, whose writers held no lock: write_json's
 # `.<name>.json.<8 random>` and the journal's `.<name>.json.tmp`. One is
 # stale once older than _EARLIER_GRACE (a write takes milliseconds).
@@ -57,23 +56,15 @@ def read_state(path: Path, check: Callable[[Any], T]) -> T | None:
     """The value in `path` as `check` makes it (check raises ValueError or
     TypeError for a shape agentkeep never writes); None when there is no
     file. Raises StateFileError, naming the file, for anything else: never a
-    silent default, since a default could make agentkeep remove more. Opened
-    without following a link or waiting on a FIFO."""
+    silent default, since a default could make agentkeep remove more. Read
+    as fsio.read_regular reads (no link followed, no FIFO waited on), and
+    never past fsio.SMALL_FILE_LIMIT."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        data = fsio.read_regular(path, limit=fsio.SMALL_FILE_LIMIT)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise StateFileError(path, exc.strerror or str(exc)) from exc
-    try:
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise StateFileError(path, "not a regular file")
-            data = f.read(_LIMIT + 1)
-    except OSError as exc:
-        raise StateFileError(path, exc.strerror or str(exc)) from exc
-    if len(data) > _LIMIT:
-        raise StateFileError(path, "too large")
     try:
         return check(json.loads(data.decode("utf-8")))
     except (ValueError, TypeError, KeyError, RecursionError) as exc:
@@ -95,66 +86,15 @@ def write_json(path: Path, value: Any) -> None:
     """Replace `path` atomically and durably (file and folder fsynced): a
     reader sees the old file or the new one, never half of one. Raises
     OSError naming `path` (a write's own error names no file)."""
-    try:
-        _write_json(path, value)
-    except OSError as exc:
-        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}", str(path)) from exc
-
-
-def _write_json(path: Path, value: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     # One string from json's C encoder: json.dump (and any indent) goes
     # through its Python encoder, whose closures leave a reference cycle per
     # write (thousands in a prune into the trash).
-    replace_file(path, json.dumps(value, sort_keys=True).encode("utf-8"), 0o600)
-
-
-def replace_file(path: Path, data: bytes, mode: int) -> None:
-    """Put `data` at `path` whole or not at all, with permissions `mode`: a
-    temporary file beside it (temporary()), fsynced, renamed over it, and the
-    folder fsynced, so a reader or a crash sees the old file or the new one."""
-    fd, tmp = temporary(path)
+    data = json.dumps(value, sort_keys=True).encode("utf-8")
     try:
-        # Renamed while still open, so still locked: clear_stale() never
-        # takes a temporary file whose writer is alive.
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-            if _write_hook is not None:
-                _write_hook(tmp)
-            os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
-def temporary(path: Path) -> tuple[int, Path]:
-    """A new temporary file beside `path` (mode 0600, named
-    `.<name>.<8 random>.tmp`) for its next content, open for writing and
-    locked for as long as the descriptor is open. Its writer renames it
-    over `path` before closing it, or removes it."""
-    while True:
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            if os.fstat(fd).st_nlink:
-                return fd, Path(name)
-        except BaseException:
-            os.close(fd)
-            raise
-        # clear_stale() took it between its making and its lock (it locks
-        # before it removes): another one.
-        os.close(fd)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fsio.replace(path, data, before_rename=_write_hook)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}", str(path)) from exc
 
 
 def clear_stale(state_dir: Path) -> list[Path]:
@@ -212,7 +152,7 @@ def _entries(directory: Path) -> list[os.DirEntry[str]]:
 def _stale(entry: os.DirEntry[str], now: float) -> bool:
     """Whether `entry` is agentkeep's temporary file, and (by its name)
     stale once nobody holds it."""
-    if _TEMPORARY.fullmatch(entry.name):
+    if TEMPORARY.fullmatch(entry.name):
         return entry.is_file(follow_symlinks=False)
     if not _EARLIER.fullmatch(entry.name):
         return False

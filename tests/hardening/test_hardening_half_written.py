@@ -4,7 +4,7 @@ is: not a live writer's temporary file, not the user's files in a trash
 entry, not a name that only looks like agentkeep's.
 
 Each write goes through a temporary file its writer holds a flock on until
-the rename (statefiles.temporary); statefiles.clear_stale, as a prune
+the rename (fsio.temporary); statefiles.clear_stale, as a prune
 starts, removes those nobody holds.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from hardening_util import cli_argv, run_cli
 
-from agentkeep import statefiles
+from agentkeep import fsio, statefiles
 from build_claude import make_session
 from fakehome import FakeHome, prune_here
 from trees import kept_files
@@ -179,7 +179,7 @@ def test_a_temporary_file_cleared_before_its_writer_locked_it_is_made_again(
             pytest.fail("SETUP INVALID: the new temporary file was not cleared")
         return fd, name
 
-    monkeypatch.setattr(statefiles.tempfile, "mkstemp", cleared_at_once)
+    monkeypatch.setattr(fsio.tempfile, "mkstemp", cleared_at_once)
     statefiles.write_json(tmp_path / "pins.json", [["claude", "x"]])
 
     assert len(made) == 2, "the writer wrote into a file no longer there"

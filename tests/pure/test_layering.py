@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.dependencies",
             "agentkeep.descriptors",
             "agentkeep.disk",
+            "agentkeep.fsio",
             "agentkeep.errors",
             "agentkeep.jsonedit",
             "agentkeep.jsontext",

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentkeep import disk
+from agentkeep import fsio
 from agentkeep.adapters import base
 from agentkeep.adapters.base import Adapter, Remover, Root
 from agentkeep.agents import AGENTS
@@ -48,7 +48,7 @@ def unreadable(
     for agent, adapter in build(env, config).items():
         now = base.unlisted(adapter)
         for path in recorded.get(agent, ()):
-            why = disk.list_problem(path)
+            why = fsio.list_problem(path)
             if why is not None:
                 now.setdefault(path, why)
         if now:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol, TypeVar
 
-from agentkeep import disk
+from agentkeep import disk, fsio
 from agentkeep.adapters.sqlite import TableRows
 from agentkeep.model import Artifact, Described, Holder, Session
 from agentkeep.paths import Env
@@ -308,7 +308,7 @@ def unlisted(adapter: Adapter) -> dict[str, str]:
     (path -> why), each below the first that cannot. A scan and every
     reconcile record them; a change has the agent scanned again (a
     permission change moves no mtime and no watch sees it)."""
-    return disk.unlisted([*(r.path for r in adapter.roots()), *adapter.listed_dirs()])
+    return fsio.unlisted([*(r.path for r in adapter.roots()), *adapter.listed_dirs()])
 
 
 # Changes (new entries, changed artifacts) an agent's listing is brought up

@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import disk, fsio
+from agentkeep.fsio import Entry
 from agentkeep.model import Artifact
 from agentkeep.paths import Env
 
@@ -57,7 +57,7 @@ def unreadable(artifacts: Iterable[Artifact], unlisted: Iterable[str] = ()) -> l
     where it could have entries (`unlisted`), and the first directory that
     cannot be listed in each of its directory artifacts whose tree could
     not all be read (mtime None), sorted."""
-    found = (disk.first_unlisted(a.path) for a in artifacts if a.is_dir and a.mtime is None)
+    found = (fsio.first_unlisted(a.path) for a in artifacts if a.is_dir and a.mtime is None)
     return sorted({*unlisted, *(path for path in found if path is not None)})
 
 
@@ -95,52 +95,19 @@ def tmp_dirs(env: Env, first: Sequence[str] = (), below: str = "") -> list[Path]
 # -- directories whose entries are sessions' -------------------------------
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One directory entry: `link` when the entry itself is a symbolic link,
-    `dir` when it is a directory or a link to one."""
-
-    name: str
-    path: str
-    link: bool
-    dir: bool
-
-
 def entries(directory: str | os.PathLike[str], unlisted: Unlisted | None = None) -> list[Entry]:
-    """The entries of `directory`, sorted by name, listed without moving its
-    atime (a link at `directory` itself is listed through, so what lies behind
-    it can be reported as linked). A missing directory has none; one that
-    cannot be listed has none, and is added to `unlisted`. A name that is
-    not UTF-8 comes as the OS gives it (lone surrogates), and travels so
-    through the index and the reports."""
-    directory = os.fspath(directory)
-    # The directory entry's own type (d_type) tells links and directories
-    # apart without a stat per entry; only a link is stat'ed, to see
-    # whether it leads to a directory.
-    listed: list[tuple[str, bool, bool]] = []
+    """The entries of `directory`, sorted by name (fsio.entries: a link
+    at `directory` itself is listed through, so what lies behind it can be
+    reported as linked; a link's `dir` is where it leads). A missing
+    directory has none; one that cannot be listed has none, and is added to
+    `unlisted`. A name that is not UTF-8 comes as the OS gives it (lone
+    surrogates), and travels so through the index and the reports."""
     try:
-        with disk.scandir(directory, follow=True) as listing:
-            for entry in listing:
-                try:
-                    listed.append(
-                        (entry.name, entry.is_symlink(), entry.is_dir(follow_symlinks=False))
-                    )
-                except OSError:
-                    continue  # vanished while listed
+        return fsio.entries(directory, resolve_links=True, sort=True)
     except OSError as exc:
         if unlisted_error(exc):
             Unlisted.note(unlisted, directory, exc)
         return []
-    found: list[Entry] = []
-    for name, link, is_dir in sorted(listed):
-        path = os.path.join(directory, name)
-        if link:
-            try:
-                is_dir = stat.S_ISDIR(os.stat(path).st_mode)
-            except OSError:
-                is_dir = False  # a dangling link
-        found.append(Entry(name, path, link, is_dir))
-    return found
 
 
 def utf8_name(name: str) -> bool:
@@ -189,8 +156,7 @@ def directory_artifacts(
     # What the directory itself takes on disk, as du counts it.
     leftover_disk = st.st_blocks * 512
     try:
-        with disk.scandir(directory, follow=True) as listing:
-            names = sorted(entry.name for entry in listing)
+        names = sorted(fsio.listed_names(directory))
     except FileNotFoundError:
         names = []
     except OSError as exc:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import disk, fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.base import NAME_ID, Adapter, Known, Root, valid_name
 from agentkeep.adapters.dirs import (
@@ -240,12 +240,7 @@ def _names_session(chat: Path, sid: str) -> bool:
     session: then the directory is not what it seems, and the session is kept
     undated. A missing, unreadable or malformed head names nothing (the id
     comes from the directory, which is how grok finds it)."""
-    handle = disk.open_quietly(chat)
-    if handle is None:
-        return True
-    with handle:
-        head = handle.read(CHAT_HEAD)
-    line = head.split(b"\n", 1)[0]
+    line = (fsio.read_head(chat, CHAT_HEAD) or b"").split(b"\n", 1)[0]
     try:
         record = json.loads(line)
     except (ValueError, RecursionError):

@@ -1,6 +1,5 @@
-"""The head of an agent's file, read without changing it: a bounded number
-of bytes, through a descriptor that moves no atime, never following a link
-or blocking on a FIFO. What a person recognises a session by (its title,
+"""The head of an agent's file, read without changing it (fsio.read_head):
+a bounded number of bytes. What a person recognises a session by (its title,
 or its first prompt) and when it began are read from there
 (Adapter.describe), at the moment it is removed.
 """
@@ -11,12 +10,11 @@ import json
 import os
 import re
 import sqlite3
-import stat
 from collections.abc import Iterator
 from typing import Any
 
-from agentkeep import disk
 from agentkeep.adapters import sqlite
+from agentkeep.fsio import read_head, read_small_json
 
 # Enough for the first records of a transcript, whose first prompt may sit
 # behind a few lines of set-up; a longer first line is not read at all.
@@ -24,31 +22,6 @@ HEAD = 64 * 1024
 # What the record of what went keeps of a title or a first prompt.
 TITLE_CHARS = 80
 _SPACE = re.compile(r"\s+")
-
-
-def read_head(path: str | os.PathLike[str], limit: int) -> bytes | None:
-    """Up to `limit` bytes from the start of a regular file, without following a
-    link at `path`, blocking on a FIFO, or moving its atime. None if unreadable."""
-    try:
-        fd = disk.open_noatime(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks: list[bytes] = []
-        left = limit
-        while left > 0:
-            chunk = os.read(fd, left)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def head_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
@@ -71,13 +44,7 @@ def records_in(data: bytes) -> Iterator[dict[str, Any]]:
 
 def read_json_head(path: str | os.PathLike[str]) -> Any:
     """A JSON file's value when it is whole within HEAD bytes, else None."""
-    data = read_head(path, HEAD + 1)
-    if not data or len(data) > HEAD:
-        return None
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
-        return None
+    return read_small_json(path, HEAD)
 
 
 def text_of(content: object) -> str | None:

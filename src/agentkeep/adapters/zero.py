@@ -18,7 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.base import NAME_ID, Adapter, Known, Root
 from agentkeep.adapters.dirs import (
@@ -156,14 +156,11 @@ class ZeroAdapter(Adapter):
         makes the session undated: a time we cannot read never makes it idle."""
         if not os.path.lexists(path):
             return _Metadata()
-        handle = disk.open_quietly(path)
-        if handle is None:
-            log.info("metadata unreadable (a link or not a file)", path=str(path))
-            return _Metadata(undated=True)
-        with handle:
-            data = handle.read(METADATA_LIMIT + 1)
         try:
-            record = json.loads(data) if len(data) <= METADATA_LIMIT else None
+            record = json.loads(fsio.read_regular(path, limit=METADATA_LIMIT))
+        except OSError as exc:
+            log.info("metadata unreadable", path=str(path), error=str(exc))
+            return _Metadata(undated=True)
         except (ValueError, RecursionError):
             record = None
         if not isinstance(record, dict):

@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import disk, trash
+from agentkeep import disk, fsio, trash
 from agentkeep.adapters import base
 from agentkeep.adapters.base import (
     Adapter,
@@ -228,7 +228,7 @@ def _listability_changed(ctx: Context, agent: str, now: dict[str, str]) -> bool:
     the agent (rare: a person changed a permission). Recorded meanwhile
     when nothing changed."""
     recorded = ctx.index.unreadable(agent).get(agent, [])
-    cleared = (p for p in recorded if p not in now and disk.list_problem(p) is None)
+    cleared = (p for p in recorded if p not in now and fsio.list_problem(p) is None)
     if now.keys() - set(recorded) or any(cleared):
         log.info("listable directories changed; scanning again", agent=agent)
         return True
@@ -244,7 +244,7 @@ def _reconcile_agent(
     what the agent has indexed, one scan of the agent costs less (and needs
     no path mapped to its session)."""
     gone, newer, known = _changed_artifacts(ctx, agent, moved)
-    unknown = [p for d in sorted(moved) for p in disk.entry_paths(d) if p not in known]
+    unknown = [p for d in sorted(moved) for p in fsio.entry_paths(d) if p not in known]
     if listing_again_is_cheaper(len(gone) + len(newer) + len(unknown), ctx.index.count(agent)):
         return _scan(ctx, [agent], progress)[agent][0]
     # A newer file may name another session now (a registry file rewritten

@@ -43,6 +43,7 @@ from pathlib import Path
 import structlog
 from watchdog.events import FileSystemEvent
 
+from agentkeep import fsio
 from agentkeep.adapters.base import Adapter
 from agentkeep.daemon.events import DirWatches, WatchesFactory
 from agentkeep.daemon.observer import native_watches
@@ -390,9 +391,7 @@ class Watcher:
 def _entries(directories: Iterable[Path]) -> set[str]:
     found: set[str] = set()
     for directory in directories:
-        try:
-            with os.scandir(directory) as entries:
-                found.update(entry.path for entry in entries)
-        except OSError:
-            continue  # gone again: its parent's event says so
+        # An agent's directory: listed without moving its atime. One gone
+        # again lists nothing: its parent's event says so.
+        found.update(fsio.entry_paths(directory))
     return found

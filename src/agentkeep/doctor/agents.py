@@ -12,10 +12,9 @@ from typing import Any
 
 import structlog
 
-from agentkeep import jsonedit
+from agentkeep import fsio, jsonedit
 from agentkeep.adopt import SETTINGS
 from agentkeep.config import Config
-from agentkeep.disk import read_regular
 from agentkeep.doctor.check import Check
 from agentkeep.paths import Env
 
@@ -40,7 +39,8 @@ def _settings(agent: str, env: Env) -> tuple[Path, dict[str, Any] | None, str | 
     setting = SETTINGS[agent]
     path = setting.locate(env)
     try:
-        text = read_regular(path).decode("utf-8")  # never hangs on a FIFO
+        # Never hangs on a FIFO, moves no atime; followed, as the agent follows it.
+        text = fsio.read_regular(path, limit=fsio.SMALL_FILE_LIMIT, follow=True).decode("utf-8")
         data = jsonedit.parse(text, setting.dialect).root.value
     except FileNotFoundError:
         return path, None, None

@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Iterable
 
-from agentkeep import disk
+from agentkeep import disk, fsio
 from agentkeep.adapters.base import Adapter, Known, listed, listing_again_is_cheaper, sessions_named
 from agentkeep.model import Session
 from agentkeep.prune.plan import known_activity
@@ -108,7 +108,7 @@ class DiskView:
         every batch where something else writes it, or removes from it."""
         looked = self._looked_at.setdefault(directory, set())
         # Interned: one string for the name in here and in every listing.
-        unseen = {sys.intern(name) for name in set(disk.entry_names(directory)) - looked}
+        unseen = {sys.intern(name) for name in set(fsio.entry_names(directory)) - looked}
         looked.update(unseen)
         return unseen
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import structlog
 
+from agentkeep import fsio
 from agentkeep.errors import Failed
 from agentkeep.paths import Env, ensure_private_dir
 from agentkeep.service.plan import Action, Plan
@@ -41,23 +41,10 @@ class Step:
 
 
 def _write(path: Path, content: str) -> None:
-    """Whole or not at all: a temporary file renamed into place."""
+    """Whole or not at all (fsio.replace). A unit or agent definition is
+    read by the service manager, not secret: 0644."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(content)
-            f.flush()
-            os.fsync(f.fileno())
-        # A unit or agent definition is read by the service manager, not secret.
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    fsio.replace(path, content.encode("utf-8"), 0o644)
 
 
 def _execute(argv: list[str], environ: Mapping[str, str]) -> str | None:

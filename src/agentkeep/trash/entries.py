@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import fsio
 from agentkeep.adapters.base import valid_name
 from agentkeep.history import Gone
 from agentkeep.leases import encode_id
@@ -222,7 +222,9 @@ def read_entry(path: Path) -> TrashEntry | None:
     """The entry in directory `path`; None (logged) when it is missing,
     unreadable, malformed or does not match the directory it lies in."""
     try:
-        entry = TrashEntry.from_json(json.loads(disk.read_regular(path / ENTRY)), path)
+        entry = TrashEntry.from_json(
+            json.loads(fsio.read_regular(path / ENTRY, limit=fsio.SMALL_FILE_LIMIT)), path
+        )
     except FileNotFoundError:
         log.warning("trash entry without entry.json skipped", path=str(path))
         return None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import fsio
 from agentkeep.leases import hold_exclusive
 from agentkeep.statefiles import write_json
 from agentkeep.trash.entries import RESTORED, TrashError, number, text
@@ -20,7 +20,7 @@ log = structlog.get_logger("agentkeep.trash")
 
 def read_restored(path: Path) -> dict[str, float]:
     try:
-        data = json.loads(disk.read_regular(path))
+        data = json.loads(fsio.read_regular(path, limit=fsio.SMALL_FILE_LIMIT))
         if not isinstance(data, dict):
             raise ValueError("not an object")
         return {text(key): number(value) for key, value in data.items()}

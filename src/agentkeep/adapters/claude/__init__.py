@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from agentkeep import disk
+from agentkeep import fsio
 from agentkeep.adapters.base import Adapter, Known, Root, ScanPart, Split
 from agentkeep.adapters.claude import roots as claude_roots
 from agentkeep.adapters.claude.artifacts import (
@@ -222,11 +222,8 @@ class _Split:
         for key in list_entries(str(self.adapter._paths.projects), None):
             if not listable(key):
                 continue
-            try:
-                with disk.scandir(key.path, follow=True) as listing:
-                    count += sum(entry.name.endswith(".jsonl") for entry in listing)
-            except OSError:
-                continue  # the scan logs what it cannot list
+            # One that cannot be listed counts none: the scan logs it.
+            count += sum(name.endswith(".jsonl") for name in fsio.entry_names(key.path))
         return count
 
     def parts(self) -> Iterator[ScanPart]:

@@ -13,7 +13,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
-from agentkeep import disk
+from agentkeep import fsio
 from agentkeep.adapters.claude.listing import (
     Entry,
     entry_at,
@@ -68,7 +68,7 @@ class Listings:
         named = self._named.get(directory)
         if named is None or named.ctime != ctime:
             try:
-                now = {sys.intern(name) for name in disk.listed_names(directory)}
+                now = {sys.intern(name) for name in fsio.listed_names(directory)}
             except OSError as exc:
                 self._named.pop(directory, None)
                 if not isinstance(exc, FileNotFoundError):

@@ -1,16 +1,9 @@
-"""Reading a file Claude wrote without changing it: only a bounded head of
-it, as adapters.heads reads one."""
+"""Reading a file Claude wrote without changing it: only a small one
+(fsio.read_small_json)."""
 
 from __future__ import annotations
 
-import json
-
-import structlog
-
-from agentkeep.adapters.heads import read_head
-
-# One logger for the whole adapter, named as it always was.
-log = structlog.get_logger("agentkeep.adapters.claude")
+from agentkeep.fsio import read_small_json
 
 # state.json and registry files are a few hundred bytes; anything bigger is
 # not what we think it is.
@@ -19,11 +12,4 @@ SMALL_JSON = 64 * 1024
 
 def read_json(path: str) -> object:
     """A small JSON file's value; None when missing, unreadable or malformed."""
-    data = read_head(path, SMALL_JSON + 1)
-    if data is None or len(data) > SMALL_JSON:
-        return None
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):
-        log.info("malformed json skipped", path=path)
-        return None
+    return read_small_json(path, SMALL_JSON)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import disk, fsio
 from agentkeep.adapters import rows, sqlite
 from agentkeep.adapters.codex.rollouts import KINDS, UUID, File, Meta, read_meta, rollout_files
 from agentkeep.adapters.dirs import Unlisted, entries, unreadable
@@ -236,7 +236,7 @@ def _tables(conn: sqlite3.Connection) -> list[str]:
 def _index_ids(root: Path, only: frozenset[str] | None) -> set[str]:
     """Ids session_index.jsonl names: reported as residual, never edited (it
     is Codex's own list of names, shared by every session)."""
-    handle = disk.open_quietly(root / INDEX)
+    handle = fsio.open_quietly(root / INDEX)
     if handle is None:
         return set()
     ids: set[str] = set()

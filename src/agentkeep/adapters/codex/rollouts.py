@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
 
 import structlog
 import zstandard
 
-from agentkeep import disk
+from agentkeep import disk, fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.dirs import Unlisted, entries
 from agentkeep.adapters.times import parse_agent_time
@@ -27,6 +27,8 @@ from agentkeep.model import Artifact
 from agentkeep.processes import ProcessTable
 
 log = structlog.get_logger("agentkeep.adapters.codex")
+
+T = TypeVar("T")
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # The id is the last 36 characters before the extension; the timestamp in
@@ -169,19 +171,21 @@ def _meta_parent(payload: dict[str, object], sid: str) -> str | None:
 
 
 def _first_line(path: Path) -> bytes | None:
-    handle = disk.open_quietly(path)
-    if handle is None:
-        log.warning("rollout cannot be opened", path=str(path))
-        return None
     try:
-        with handle:
-            if path.name.endswith(".zst"):
-                with zstandard.ZstdDecompressor().stream_reader(handle, closefd=False) as stream:
-                    return _read_line(stream, path)
-            return _read_line(handle, path)
+        return _reading(path, lambda stream: _read_line(stream, path))
     except (OSError, zstandard.ZstdError) as exc:
         log.warning("rollout cannot be read", path=str(path), error=str(exc))
         return None
+
+
+def _reading(path: Path, read: Callable[[IO[bytes]], T]) -> T:
+    """What `read` makes of a rollout's data (fsio.open_regular), through
+    zstd when it is compressed. Raises OSError or ZstdError."""
+    with fsio.open_regular(path) as handle:
+        if not path.name.endswith(".zst"):
+            return read(handle)
+        with zstandard.ZstdDecompressor().stream_reader(handle, closefd=False) as stream:
+            return read(stream)
 
 
 def _read_line(stream: IO[bytes], path: Path) -> bytes | None:
@@ -203,16 +207,8 @@ def _read_line(stream: IO[bytes], path: Path) -> bytes | None:
 def rollout_head(path: Path) -> tuple[str | None, float | None]:
     """(first prompt, start) from a rollout's head, compressed or not: its
     session_meta line (tens of KiB of instructions) and HEAD bytes more."""
-    handle = disk.open_quietly(path)
-    if handle is None:
-        return None, None
     try:
-        with handle:
-            if path.name.endswith(".zst"):
-                with zstandard.ZstdDecompressor().stream_reader(handle, closefd=False) as stream:
-                    data = _past_first_line(stream)
-            else:
-                data = _past_first_line(handle)
+        data = _reading(path, _past_first_line)
     except (OSError, zstandard.ZstdError):
         return None, None
     prompt: str | None = None
