@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -29,9 +30,11 @@ from structlog.testing import capture_logs
 
 from agentkeep import core, index, logs
 from agentkeep.adapters import claude
-from agentkeep.adapters.base import WholeScan
+from agentkeep.adapters.base import Known, WholeScan
+from agentkeep.adapters.zero import ZeroAdapter
 from agentkeep.children import scan as children
 from agentkeep.core import indexing
+from agentkeep.model import Session
 from agentkeep.paths import Env
 from agentkeep.progress import Progress
 from build_agents import (
@@ -462,3 +465,50 @@ def test_a_part_whose_file_fills_up_half_way_comes_back_whole(
     if int(out[0]) < 4 or path.stat().st_size == 0:
         pytest.fail(f"SETUP INVALID: {out[0]} batches, {path.stat().st_size} bytes written")
     assert out[1:] == ["True", "list"]
+
+
+class _HeldZero(ZeroAdapter):
+    """Zero's scan, held in its child (which says it began) until the scan's
+    own process has begun the listing that comes after it, or until 10 s
+    have passed (then it says it gave up)."""
+
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        marks = Path(self.env.environ["HELD_MARKS"])
+        (marks / f"began-{os.getpid()}-{time.monotonic_ns()}").touch()
+        deadline = time.monotonic() + 10
+        while not (marks / "listing").exists():
+            if time.monotonic() > deadline:
+                (marks / f"gave-up-{os.getpid()}-{time.monotonic_ns()}").touch()
+                break
+            time.sleep(0.01)
+        return super().sessions(names, known)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="children are only forked on Linux")
+def test_whole_parts_never_hold_back_a_listing_here(
+    fake_home: FakeHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More agents that scan whole than IN_FLIGHT allows split parts in
+    hand: the scan's own process hands them all out and goes on to the
+    listing that comes after them while they run, never waiting for one to
+    finish first (nine agents' eight whole parts once held Claude's listing
+    back on a machine of two CPUs)."""
+    if children.cpus() < 2:
+        pytest.skip("one CPU: a scan never spreads")
+    monkeypatch.setattr(children, "START_METHOD", "fork")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = Env.from_environ({**os.environ, "HELD_MARKS": str(marks)})
+    count = children.IN_FLIGHT * min(children.cpus(), 8) + 1
+
+    def parts() -> Iterator[tuple[str, WholeScan]]:
+        for _ in range(count):
+            yield "zero", WholeScan(_HeldZero(env))
+        wait_until(lambda: list(marks.glob("began-*")), "a whole part running in a child")
+        (marks / "listing").touch()
+
+    done = [agent for agent, _ in children.run_parts(parts(), {}, spread=True)]
+    assert len(done) == count
+    assert list(marks.glob("gave-up-*")) == []

@@ -34,7 +34,7 @@ from agentkeep import logs
 import structlog
 
 from agentkeep import children, index, statefiles
-from agentkeep.adapters.base import ScanPart
+from agentkeep.adapters.base import ScanPart, WholeScan
 from agentkeep.index import Rows
 
 log = structlog.get_logger("agentkeep.children.scan")
@@ -50,9 +50,13 @@ log = structlog.get_logger("agentkeep.children.scan")
 PARALLEL_FROM = 1200
 SPAWNED = 10 / 3
 
-# Parts handed to each child ahead: enough that the whole-agent parts, few
-# and first, are all handed out before an agent that lists here starts its
-# listing, so that children run them meanwhile.
+# Parts of a split scan handed to each child ahead. The whole-agent parts
+# (one per agent that does not split, few and first) are not counted: all
+# of them must be handed out before an agent that lists here starts its
+# listing, so that children run them meanwhile. Counted, nine agents' eight
+# whole parts filled the 4 * 2 places of a two-CPU machine, and the scan's
+# own process waited for one to finish before it began to list Claude (at
+# 10,000 sessions 0.1 s in, then 1.3 s in on a loaded machine).
 IN_FLIGHT = 4
 
 Restored = Mapping[tuple[str, str], float]
@@ -125,8 +129,9 @@ def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, children:
     running: dict[Future[Measured], tuple[str, ScanPart, str | None]] = {}
     try:
         while True:
-            # At most IN_FLIGHT parts per child: parts finished but not yet
-            # written wait in memory (or in their files), and this bounds how many.
+            # At most IN_FLIGHT split parts per child: parts finished but not
+            # yet written wait in memory (or in their files), and this bounds
+            # how many; the whole parts, one per agent, add a batch each at most.
             for agent, part in parts:
                 path = _rows_file()
                 try:
@@ -135,7 +140,7 @@ def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, children:
                     _forget(path)
                     yield from _instead(exc, [(agent, part), *_left(running), *parts], restored)
                     return
-                if len(running) >= IN_FLIGHT * children:
+                if _split_parts(running) >= IN_FLIGHT * children:
                     break
             if not running:
                 return
@@ -157,6 +162,11 @@ def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, children:
         pool.shutdown(wait=True, cancel_futures=True)
         for _, _, path in running.values():
             _forget(path)
+
+
+def _split_parts(running: dict[Future[Measured], tuple[str, ScanPart, str | None]]) -> int:
+    """The parts in hand that count against IN_FLIGHT: all but the whole-agent ones."""
+    return sum(not isinstance(part, WholeScan) for _, part, _ in running.values())
 
 
 def _left(running: dict[Future[Measured], tuple[str, ScanPart, str | None]]) -> Parts:
