@@ -78,6 +78,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.adapters.owndelete",
             "agentkeep.adapters.pi",
             "agentkeep.adapters.qwen",
+            "agentkeep.adapters.qwen.layout",
+            "agentkeep.adapters.qwen.reading",
             "agentkeep.adapters.rows",
             "agentkeep.adapters.sqlite",
             "agentkeep.adapters.stores",
