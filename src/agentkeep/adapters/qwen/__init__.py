@@ -48,6 +48,7 @@ from agentkeep.adapters.claude.registry import registry_holders, registry_id
 from agentkeep.adapters.claude.transcripts import lineage
 from agentkeep.adapters.dirs import dir_var, entries, parts_below
 from agentkeep.adapters.gemini.projects import PROJECT_HASH, project_hash
+from agentkeep.adapters.qwen import reading
 from agentkeep.adapters.qwen.layout import (
     AREAS,
     REGISTRY,
@@ -62,12 +63,6 @@ from agentkeep.adapters.qwen.layout import (
     chat_name,
     is_linked,
     path_id,
-)
-from agentkeep.adapters.qwen.reading import (
-    ids_in,
-    lock_holders,
-    outputs_named,
-    transcript_described,
 )
 from agentkeep.model import Described, Holder, Session
 from agentkeep.processes import ProcessTable
@@ -175,7 +170,7 @@ class QwenAdapter(Adapter):
         and its first record's time, from the heads of its chats."""
         for artifact in session.artifacts:
             if artifact.kind == TRANSCRIPT and not artifact.linked:
-                described = transcript_described(artifact.path)
+                described = reading.described(artifact.path)
                 if described != Described():
                     return described
         return Described()
@@ -188,7 +183,7 @@ class QwenAdapter(Adapter):
             if artifact.kind == REGISTRY:
                 holders += registry_holders(artifact.path, session.id, procs, REGISTRY_FILE)
             elif artifact.kind == WRITER_LOCK and artifact.path.endswith(".lock"):
-                holders += lock_holders(artifact.path, session.id, procs)
+                holders += reading.lock_holders(artifact.path, session.id, procs)
         return holders
 
     # -- finding ----------------------------------------------------------
@@ -296,11 +291,11 @@ class QwenAdapter(Adapter):
         named: set[str] = set()
         for item in items:
             if item.kind == TRANSCRIPT:
-                named |= outputs_named(Path(item.path))
+                named |= reading.outputs_named(Path(item.path))
             elif item.kind == SUBAGENTS and not item.linked:
                 for entry in entries(item.path):
                     if entry.name.endswith(".jsonl"):
-                        named |= outputs_named(Path(entry.path))
+                        named |= reading.outputs_named(Path(entry.path))
         _, runtime = self._roots()
         linked = is_linked(runtime, project)
         return [
@@ -314,7 +309,7 @@ class QwenAdapter(Adapter):
         named: dict[str, list[str]] = defaultdict(list)
         wanted = found.only if found.only is not None else found.found.keys()
         for path in found.shared:
-            for sid in sorted(ids_in(path) & wanted):
+            for sid in sorted(reading.ids_in(path) & wanted):
                 named[sid].append(str(path))
         return named
 

@@ -69,7 +69,7 @@ def lock_holders(path: str, sid: str, procs: ProcessTable) -> list[Holder]:
     return record_holders(name, fields, set(), procs)
 
 
-def transcript_described(path: str) -> Described:
+def described(path: str) -> Described:
     title: str | None = None
     prompt: str | None = None
     started: float | None = None
