@@ -58,7 +58,7 @@ from pathlib import Path
 
 from agentkeep import disk
 from agentkeep.adapters import rows, sqlite
-from agentkeep.adapters.base import Adapter, Known, Remover, Root
+from agentkeep.adapters.base import Adapter, Known, Remover, Root, remove_files
 from agentkeep.adapters.copilot import listing, store
 from agentkeep.adapters.copilot.events import ID, canonical_id, described
 from agentkeep.adapters.copilot.listing import KIND_INUSE_HOLD, KIND_INUSE_LOCK, OPLOCKS, Place
@@ -181,12 +181,7 @@ class CopilotAdapter(Adapter):
                     pass
             except sqlite3.Error as exc:
                 raise RemovalError(f"cannot read {db}: {exc}") from exc
-        files = [a for a in session.artifacts if not rows.is_row(a)]
-        for artifact in sorted(files, key=lambda a: not a.primary):
-            if artifact.linked:
-                remover.residual(artifact.path)
-            else:
-                remover.remove_path(artifact)
+        remove_files([a for a in session.artifacts if not rows.is_row(a)], remover)
         for artifact in session.artifacts:
             if rows.is_row(artifact) and artifact.linked:
                 remover.residual(artifact.path)
