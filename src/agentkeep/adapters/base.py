@@ -237,11 +237,7 @@ class Adapter(ABC):
         removal that stops half way never leaves something that looks like a
         session (invariant 5), then everything else. Linked artifacts are
         reported, never removed (invariant 6)."""
-        for artifact in sorted(session.artifacts, key=lambda a: not a.primary):
-            if artifact.linked:
-                remover.residual(artifact.path)
-            else:
-                remover.remove_path(artifact)
+        remove_files(session.artifacts, remover)
         for path in session.residual:
             remover.residual(path)
 
@@ -272,6 +268,16 @@ class Adapter(ABC):
 
 
 # -- what callers use, through the interface --------------------------------
+
+
+def remove_files(artifacts: Iterable[Artifact], remover: Remover) -> None:
+    """The primary records first (invariant 5), then the rest; one behind a
+    link is reported, never removed (invariant 6)."""
+    for artifact in sorted(artifacts, key=lambda a: not a.primary):
+        if artifact.linked:
+            remover.residual(artifact.path)
+        else:
+            remover.remove_path(artifact)
 
 
 def listed(

@@ -1,0 +1,197 @@
+"""Gemini CLI: sessions under `$GEMINI_CLI_HOME/.gemini/tmp/<project>/`.
+
+`<project>` is the workspace's base name (`alpha`, then `alpha-1`, ... for
+another workspace of the same name; `projects.json` maps workspaces to
+them) since 0.2x, a sha256 of the workspace's path before. Per session, in a
+project's temp dir (Gemini CLI's own session deletion,
+`utils/sessionOperations.ts`, removes the same set):
+- `chats/session-<time>-<id[:8]>.json` or `.jsonl`: the chat, naming
+  `sessionId` in its first record; what `gemini --resume` lists (primary).
+  A resumed legacy `.json` leaves a `.jsonl` beside it, and a resume in a
+  later minute leaves a second `.jsonl` of the same id: all are primary.
+  `<chat>.unreadable-<ms>` and `<chat>.tmp-<pid>` are Gemini's copies of a
+  chat it rewrote: the session's, by the id in their first record.
+- `chats/<id>/`: the session's subagents' chats (`<subagent id>.jsonl`);
+- `logs/session-<id>.jsonl`, `tool-outputs/session-<id>/` and
+  `degraded-blobs/session-<id>/`;
+- `<id>/`: the per-session dir (plans, tasks, tracker).
+A subagent's own log, tool outputs and dir belong to its parent session.
+
+A session's update time is its chat's last `lastUpdated`. Each concern has
+its module: layout (what in a project dir names a session), chats (reading
+one), projects (its workspace). This class wires them.
+
+The workspace is what Gemini wrote in `tmp/<project>/.project_root`, else
+what `projects.json` maps the project to (by its name, or for a hashed dir
+or a chat's `projectHash`, by the sha256 of a workspace's path), else a
+`projectRoot`/`cwd` field of the chat, else unknown.
+
+Shared, never attributed: `history/<project>/` (checkpoints shared by every
+session of the project; it does not name a session, so it is not even
+residual), `tmp/<project>/logs.json`, `shell_history`, `checkpoints/`,
+`memory/`, `.project_root`, `tmp/bin/`, `tmp/background-processes/`,
+`projects.json`, settings.
+A directory of a project that cannot be listed, or a chat whose id cannot
+be read, keeps every session found in that project unsafe: any of them may
+have entries there (a session's entries all lie in its project's dir).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from agentkeep import disk
+from agentkeep.adapters.base import Adapter, Known, Root
+from agentkeep.adapters.dirs import Unlisted, entries, root_problem, unreadable
+from agentkeep.adapters.gemini.chats import (
+    CHAT_HEAD,
+    TAIL_LIMIT,
+    UUID,
+    Facts,
+    canonical_id,
+    described,
+)
+from agentkeep.adapters.gemini.layout import AREAS, CHAT, NOT_PROJECTS, layout, path_id
+from agentkeep.adapters.gemini.projects import project_root, workspaces
+from agentkeep.model import Artifact, Described, Session
+
+__all__ = ["ADAPTER", "CHAT_HEAD", "TAIL_LIMIT", "GeminiAdapter"]
+
+
+@dataclass
+class _Found:
+    """One session's share of one project, before it becomes a Session."""
+
+    artifacts: list[Artifact] = field(default_factory=list)
+    updated: float | None = None
+    undated: bool = False
+    workspace: str | None = None
+    project_hash: str | None = None
+    # What of its project could not be listed or read.
+    unlisted: list[str] = field(default_factory=list)
+
+
+class GeminiAdapter(Adapter):
+    name = "gemini"
+    # Gemini's own ids are UUIDs; one given with --session-id may be any
+    # name, which cannot be told apart inside other names (it is found by
+    # listing the session again).
+    id_in_name = UUID
+
+    @cached_property
+    def root(self) -> Path:
+        # Gemini CLI resolves a relative GEMINI_CLI_HOME against its own cwd,
+        # which a daemon cannot know: such a value is ignored, like XDG's.
+        base = self.env.get("GEMINI_CLI_HOME")
+        return (Path(base) if base and os.path.isabs(base) else self.env.home) / ".gemini"
+
+    @cached_property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    def roots(self) -> list[Root]:
+        return [Root.check(self.root, "config", self.env.uid)]
+
+    def watch_dirs(self) -> list[Path]:
+        # os.path.isdir: Path.is_dir raises below a directory we may not search.
+        if not os.path.isdir(self.tmp):
+            return []
+        dirs = [self.tmp]
+        for project in self._projects():
+            dirs.append(project)
+            areas = ("chats", *(area for area, _, _ in AREAS))
+            dirs += [project / d for d in areas if os.path.isdir(project / d)]
+        return dirs
+
+    def canonical_id(self, raw: str) -> str | None:
+        return canonical_id(raw)
+
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        """One pass over the projects for all of them."""
+        merged = self._collect(names)
+        for sid in sorted(merged):
+            yield self._session(sid, merged[sid])
+
+    def session_for_path(self, path: str) -> str | None:
+        return path_id(self.tmp, path)
+
+    def describe(self, session: Session) -> Described:
+        """Its first prompt and its startTime, from its chat."""
+        for artifact in session.artifacts:
+            if artifact.kind == CHAT and artifact.primary and not artifact.linked:
+                return described(artifact.path)
+        return Described()
+
+    def _projects(self) -> list[Path]:
+        """Every project temp dir (a linked one included, to be reported)."""
+        return [Path(e.path) for e in entries(self.tmp) if e.dir and e.name not in NOT_PROJECTS]
+
+    def _collect(self, only: frozenset[str] | None) -> dict[str, list[_Found]]:
+        """Every session's artifacts by id (only those in `only` when it is
+        given), measured."""
+        problem = root_problem(self.env, self.root)
+        linked_tmp = disk.is_link(self.tmp)
+        known = workspaces(self.root)
+        merged: dict[str, list[_Found]] = defaultdict(list)
+        for project in self._projects():
+            unlisted = Unlisted()
+            listed = layout(project, unlisted)
+            items = [i for i in listed if only is None or i.sid in only]
+            if not items:
+                continue
+            # Invariant 6: through a linked tmp/ or project dir, or on a root
+            # others can write to, nothing is removed.
+            linked = problem is not None or linked_tmp or disk.is_link(project)
+            found: dict[str, _Found] = defaultdict(_Found)
+            seen: set[tuple[int, int]] = set()
+            for item in items:
+                primary = item.kind == CHAT
+                measured = disk.artifact(
+                    item.path, item.kind, self.root, primary=primary, linked=linked, seen=seen
+                )
+                if measured is not None:
+                    found[item.sid].artifacts.append(measured)
+                if item.facts is not None:
+                    _merge(found[item.sid], item.facts)
+            workspace = project_root(project)
+            for sid, share in found.items():
+                share.workspace = (
+                    workspace or known.of(project.name, share.project_hash) or share.workspace
+                )
+                share.unlisted = list(unlisted)
+                if share.artifacts:  # all of it may have vanished since listed
+                    merged[sid].append(share)
+        return merged
+
+    def _session(self, sid: str, shares: list[_Found]) -> Session:
+        artifacts = [a for share in shares for a in share.artifacts]
+        artifacts.sort(key=lambda a: not a.primary)  # invariant 5: chats first
+        updated = [s.updated for s in shares if s.updated is not None]
+        return Session(
+            agent=self.name,
+            id=sid,
+            workspace=next((s.workspace for s in shares if s.workspace), None),
+            artifacts=artifacts,
+            updated=max(updated) if updated else None,
+            undated=any(s.undated for s in shares),
+            bytes=sum(a.bytes for a in artifacts),
+            unreadable=unreadable(artifacts, (p for s in shares for p in s.unlisted)),
+        )
+
+
+def _merge(found: _Found, facts: Facts) -> None:
+    if facts.updated is not None:
+        found.updated = max(found.updated or facts.updated, facts.updated)
+    found.undated = found.undated or facts.undated
+    found.workspace = found.workspace or facts.workspace
+    found.project_hash = found.project_hash or facts.project_hash
+
+
+ADAPTER = GeminiAdapter

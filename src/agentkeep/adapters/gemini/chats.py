@@ -1,0 +1,286 @@
+"""Reading a Gemini chat: the session it names (its first record's
+`sessionId`), its workspace, its update time and its first prompt.
+
+A session's update time is its chat's last `lastUpdated`: 0.61 appends
+`{"$set": {"lastUpdated": ...}}` after every message, so it is read from the
+end of the chat (`last_update`), not from the first record. A legacy `.json`
+chat is one object whose top-level fields come before its messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from json.decoder import scanstring  # type: ignore[attr-defined]  # typeshed omits it
+from pathlib import Path
+
+import structlog
+
+from agentkeep import disk
+from agentkeep.adapters import heads
+from agentkeep.adapters.base import NAME_ID
+from agentkeep.adapters.dirs import Unlisted
+from agentkeep.adapters.gemini.projects import is_workspace
+from agentkeep.adapters.times import parse_agent_time
+from agentkeep.model import Described
+
+log = structlog.get_logger("agentkeep.adapters.gemini")
+
+UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+# The chat's first record holds sessionId, projectHash, startTime and
+# lastUpdated, ahead of any message; a first look of 4 KiB finds them in
+# practice, and no more than 64 KiB is ever read. A chat whose sessionId is
+# not within that is skipped (logged): never attributed by a guess.
+CHAT_FIRST_LOOK = 4 * 1024
+CHAT_HEAD = 64 * 1024
+# The last `lastUpdated` is looked for from the chat's end backwards, a
+# chunk at a time (the last line is almost always a short `$set`), in the
+# last TAIL_LIMIT bytes at most: a scan never reads a big chat whole.
+TAIL_CHUNK = 4 * 1024
+TAIL_LIMIT = 1024 * 1024
+# A file's mtime may be rounded down by the file system (FAT: 2 s).
+MTIME_SLACK = 5.0
+# Fields a chat may carry its workspace in, when .project_root is missing.
+WORKSPACE_FIELDS = ("projectRoot", "cwd")
+
+
+def canonical_id(raw: str) -> str | None:
+    if not isinstance(raw, str) or not NAME_ID.fullmatch(raw):
+        return None
+    # UUIDs are compared lowercased: case-folding file systems and older
+    # writers may spell the same id in capitals.
+    return raw.lower() if UUID.fullmatch(raw) else raw
+
+
+@dataclass
+class Facts:
+    """What one chat file says of its session."""
+
+    sid: str | None = None
+    updated: float | None = None
+    undated: bool = False
+    workspace: str | None = None
+    project_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """The last `lastUpdated` of a chat, as written (`value`), when one was
+    found; `complete` when the whole chat was read looking for it."""
+
+    found: bool
+    value: object = None
+    complete: bool = True
+
+
+def chat_facts(path: Path, unlisted: Unlisted | None = None) -> Facts:
+    """sessionId (and a workspace field) from a chat's head and its update
+    time from its tail, read without following a link or moving its atime.
+    A chat whose id cannot be read is skipped with a log line, never
+    attributed; one that cannot be opened is added to `unlisted` (whose it
+    is, is unknown)."""
+    if not os.path.lexists(path):
+        return Facts()  # removed meanwhile (a watcher's deletion event)
+    handle = disk.open_quietly(path)
+    if handle is None:
+        if (why := disk.denied(path)) is not None:
+            Unlisted.note(unlisted, path, why)
+        log.info("skipped a chat that is a link or unreadable", path=str(path))
+        return Facts()
+    jsonl = path.suffix != ".json"  # .jsonl, and the copies of one
+    with handle:
+        try:
+            st = os.fstat(handle.fileno())
+            record = _head_record(handle.fileno(), jsonl=jsonl)
+            raw = record.get("sessionId")
+            sid = canonical_id(raw) if isinstance(raw, str) else None
+            tail = _last_update(handle.fileno(), st.st_size) if jsonl and sid else None
+        except OSError as exc:
+            log.info("skipped a chat that cannot be read", path=str(path), error=str(exc))
+            return Facts()
+    if sid is None:
+        log.info("skipped a chat without a valid sessionId", path=str(path), value=str(raw)[:200])
+        return Facts()
+    hashed = record.get("projectHash")
+    facts = Facts(
+        sid=sid,
+        workspace=_workspace(record),
+        project_hash=hashed if isinstance(hashed, str) else None,
+    )
+    facts.updated, facts.undated = _update_time(record, tail, st.st_mtime)
+    if facts.undated:
+        log.info("unreadable lastUpdated: the session is undated", path=str(path))
+    return facts
+
+
+def _workspace(record: dict[str, object]) -> str | None:
+    for name in WORKSPACE_FIELDS:
+        value = record.get(name)
+        if is_workspace(value):
+            return str(value)
+    return None
+
+
+def _head_record(fd: int, *, jsonl: bool) -> dict[str, object]:
+    """The chat's first record holding a sessionId (a .json chat's
+    top-level fields), from its first CHAT_HEAD bytes at most."""
+    record: dict[str, object] = {}
+    for limit in (CHAT_FIRST_LOOK, CHAT_HEAD):
+        head = os.pread(fd, limit, 0)
+        record = _first_record(head, whole=len(head) < limit, jsonl=jsonl)
+        if "sessionId" in record or len(head) < limit:
+            break
+    return record
+
+
+def _last_update(fd: int, size: int) -> _Tail:
+    """The last `lastUpdated` a .jsonl chat sets: in a `{"$set": {...}}`
+    record, or in a first record (which a resume may append again). Lines
+    are read from the end backwards; lines Gemini itself could not parse
+    (a torn last line, garbage) are passed over, as Gemini passes over
+    them. Only the last TAIL_LIMIT bytes are read."""
+    end, chunk, rest = size, TAIL_CHUNK, b""
+    while end > 0 and size - end < TAIL_LIMIT:
+        start = max(0, end - chunk, size - TAIL_LIMIT)
+        data = os.pread(fd, end - start, start)
+        if len(data) < end - start:
+            break  # truncated while read: what is left is not a whole tail
+        lines = (data + rest).split(b"\n")
+        end, chunk = start, chunk * 2
+        # The first piece may be the end of a line that starts further
+        # back, unless the file starts here.
+        rest = lines.pop(0) if end > 0 else b""
+        for line in reversed(lines):
+            value = _line_update(line)
+            if value is not _NONE:
+                return _Tail(True, value)
+    return _Tail(False, complete=end == 0)
+
+
+_NONE = object()
+
+
+def _line_update(line: bytes) -> object:
+    """The lastUpdated one line of a chat sets, or _NONE."""
+    if b'"lastUpdated"' not in line:
+        return _NONE  # most message lines: not decoded at all
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):
+        return _NONE
+    if not isinstance(record, dict):
+        return _NONE
+    update = record.get("$set")
+    if isinstance(update, dict) and "lastUpdated" in update:
+        return update["lastUpdated"]
+    # A first record, as Gemini tells one: sessionId and projectHash strings.
+    first = all(isinstance(record.get(k), str) for k in ("sessionId", "projectHash"))
+    if first and "lastUpdated" in record:
+        return record["lastUpdated"]
+    return _NONE
+
+
+def _update_time(
+    head: dict[str, object], tail: _Tail | None, mtime: float
+) -> tuple[float | None, bool]:
+    """(Gemini's update time of a chat, undated).
+
+    Never older than the chat: a lastUpdated that cannot be read makes it
+    undated. When the tail was too long to find the last lastUpdated in,
+    the chat's mtime stands for it, but only when it is not older than the
+    head's lastUpdated: each line Gemini writes sets the mtime by the clock
+    that stamps lastUpdated, so such an mtime is at least every time in the
+    lines not read. An mtime older than what was read has been set back
+    (or comes from another clock) and says nothing of them: undated."""
+    raw_head = head.get("lastUpdated")
+    first = parse_agent_time(raw_head) if raw_head is not None else None
+    if tail is None:  # a .json chat: its top-level lastUpdated is the last
+        return first, raw_head is not None and first is None
+    if tail.found:
+        last = parse_agent_time(tail.value)
+        if last is None:
+            return None, True
+        return max(last, first or last), False
+    if tail.complete:
+        return None, False  # no lastUpdated anywhere: the mtimes date it
+    if first is not None and mtime + MTIME_SLACK >= first:
+        return first, False
+    return None, True
+
+
+def _first_record(head: bytes, *, whole: bool, jsonl: bool) -> dict[str, object]:
+    """The chat's metadata: for .jsonl, the first complete line holding a
+    sessionId; for .json, the top-level fields decoded before the head ends
+    (a large chat is cut inside `messages`, after its metadata)."""
+    text = head.decode("utf-8", errors="replace")
+    if jsonl:
+        lines = text.split("\n")
+        if not whole:
+            lines.pop()  # cut by our limit, not by Gemini
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(record, dict) and "sessionId" in record:
+                return record
+        return {}
+    return _top_level_fields(text)
+
+
+def _top_level_fields(text: str) -> dict[str, object]:
+    """The members of a JSON object decoded in order until the text ends or
+    stops being well formed (a truncated head yields what came before)."""
+    decoder = json.JSONDecoder()
+    fields: dict[str, object] = {}
+    pos = _skip(text, 0)
+    if not text.startswith("{", pos):
+        return fields
+    pos += 1
+    try:
+        while True:
+            pos = _skip(text, pos)
+            if not text.startswith('"', pos):
+                return fields
+            key, pos = scanstring(text, pos + 1)
+            pos = _skip(text, pos)
+            if not text.startswith(":", pos):
+                return fields
+            value, pos = decoder.raw_decode(text, _skip(text, pos + 1))
+            fields[key] = value
+            pos = _skip(text, pos)
+            if not text.startswith(",", pos):
+                return fields
+            pos += 1
+    except (ValueError, RecursionError):
+        return fields
+
+
+def _skip(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def described(path: str) -> Described:
+    """A chat's first prompt (its first user message that is not the
+    `<session_context>` Gemini writes as one) and its startTime: JSONL
+    (0.61) or one JSON object."""
+    if path.endswith(".json"):
+        chat = heads.read_json_head(path)
+        records = chat.get("messages") if isinstance(chat, dict) else None
+        first = chat if isinstance(chat, dict) else {}
+        records = records if isinstance(records, list) else []
+    else:
+        records = list(heads.records_in(heads.read_head(path, heads.HEAD) or b""))
+        first = records[0] if records else {}
+    started = parse_agent_time(first.get("startTime"))
+    for record in records:
+        if isinstance(record, dict) and record.get("type") == "user":
+            text = heads.text_of(record.get("content"))
+            # Gemini writes its <session_context> as a user message too.
+            if text is not None and not text.lstrip().startswith("<"):
+                return Described(heads.cut(text), started)
+    return Described(None, started)

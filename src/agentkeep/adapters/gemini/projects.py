@@ -1,0 +1,95 @@
+"""Which workspace a Gemini project temp dir is for, and the project hash.
+
+Gemini CLI named a project's temp dir `tmp/<sha256 of the workspace's
+path>/` before 0.2x, and still writes that hash into every chat
+(`projectHash`); Qwen Code, its fork, keeps the same `tmp/<hash>/` for each
+workspace. Both name it by `project_hash`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from agentkeep import disk
+
+log = structlog.get_logger("agentkeep.adapters.gemini")
+
+# A project temp dir's name when it is a workspace's project_hash.
+PROJECT_HASH = re.compile(r"[0-9a-f]{64}")
+PROJECT_ROOT_FILE = ".project_root"
+PROJECTS_FILE = "projects.json"
+PROJECTS_LIMIT = 4 * 1024 * 1024
+SMALL_FILE = 4 * 1024
+
+
+def project_hash(workspace: str) -> str:
+    """The hash a workspace's project temp dir and chats are named by."""
+    return hashlib.sha256(workspace.encode()).hexdigest()
+
+
+def is_workspace(value: object) -> bool:
+    """Whether `value` can be a workspace: an absolute path, no NUL in it."""
+    return isinstance(value, str) and os.path.isabs(value) and "\0" not in value
+
+
+@dataclass(frozen=True)
+class Workspaces:
+    """`projects.json`: each workspace by its project's name and by the
+    sha256 of its path (the legacy dir name, and every chat's projectHash)."""
+
+    by_name: dict[str, str] = field(default_factory=dict)
+    by_hash: dict[str, str] = field(default_factory=dict)
+
+    def of(self, project: str, hashed: str | None = None) -> str | None:
+        return (
+            self.by_name.get(project)
+            or self.by_hash.get(project)
+            or (self.by_hash.get(hashed) if hashed else None)
+        )
+
+
+def workspaces(root: Path) -> Workspaces:
+    """What `projects.json` says (nothing, when it is missing, a link, too
+    big or malformed: the workspace is then only unknown)."""
+    handle = disk.open_quietly(root / PROJECTS_FILE)
+    if handle is None:
+        return Workspaces()
+    with handle:
+        data = handle.read(PROJECTS_LIMIT + 1)
+    try:
+        projects = json.loads(data)["projects"] if len(data) <= PROJECTS_LIMIT else None
+    except (ValueError, RecursionError, KeyError, TypeError):
+        projects = None
+    if not isinstance(projects, dict):
+        log.info("projects.json is not readable", path=str(root / PROJECTS_FILE))
+        return Workspaces()
+    found = Workspaces()
+    for workspace, name in projects.items():
+        if not (isinstance(name, str) and is_workspace(workspace)):
+            continue
+        found.by_name.setdefault(name, workspace)
+        found.by_hash[project_hash(workspace)] = workspace
+    return found
+
+
+def project_root(project: Path) -> str | None:
+    """The workspace Gemini recorded for a project dir (`.project_root`)."""
+    handle = disk.open_quietly(project / PROJECT_ROOT_FILE)
+    if handle is None:
+        return None
+    with handle:
+        data = handle.read(SMALL_FILE + 1)
+    try:
+        text = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return None
+    if len(data) > SMALL_FILE or not is_workspace(text) or "\n" in text:
+        return None
+    return text
