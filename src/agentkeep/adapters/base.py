@@ -237,11 +237,7 @@ class Adapter(ABC):
         removal that stops half way never leaves something that looks like a
         session (invariant 5), then everything else. Linked artifacts are
         reported, never removed (invariant 6)."""
-        for artifact in sorted(session.artifacts, key=lambda a: not a.primary):
-            if artifact.linked:
-                remover.residual(artifact.path)
-            else:
-                remover.remove_path(artifact)
+        remove_files(session.artifacts, remover)
         for path in session.residual:
             remover.residual(path)
 
@@ -283,6 +279,16 @@ def listed(
     wanted = frozenset(sid for sid in sids.values() if sid is not None)
     found = {s.id: s for s in adapter.sessions(wanted, known)} if wanted else {}
     return {raw: found.get(sid) if sid is not None else None for raw, sid in sids.items()}
+
+
+def remove_files(artifacts: Iterable[Artifact], remover: Remover) -> None:
+    """The artifacts, the primary ones first (invariant 5); linked ones are
+    reported, never removed (invariant 6)."""
+    for artifact in sorted(artifacts, key=lambda a: not a.primary):
+        if artifact.linked:
+            remover.residual(artifact.path)
+        else:
+            remover.remove_path(artifact)
 
 
 def load(adapter: Adapter, sid: str) -> Session | None:
