@@ -47,7 +47,7 @@ _ROW_TABLES: tuple[tuple[str, str], ...] = (
     ("event", "aggregate_id"),
     ("event_sequence", "aggregate_id"),
 )
-KEYS = dict(_ROW_TABLES)
+_KEYS = dict(_ROW_TABLES)
 _SESSION_KEY = "session_id"
 # Tables that are never a session's, whatever columns a later opencode gives
 # them: accounts, credentials, projects, workspaces, permissions, migrations.
@@ -71,7 +71,7 @@ LISTING_TABLES = ("session", "session_v2")
 # What the 2.x `opencode session delete` removes, leaving the legacy rows
 # (#50260): its own, which agentkeep never writes while the binary is used.
 V2_TABLES = ("session_v2", "event", "event_sequence")
-EVENT_TABLES = ("event", "event_sequence")
+_EVENT_TABLES = ("event", "event_sequence")
 _ORDER = [table for table, _key in _ROW_TABLES]
 # The table whose rows point at tool outputs.
 POINTING = "part"
@@ -81,14 +81,14 @@ _TOOL_OUTPUT_NAME = re.compile(r"tool-output[/\\]+(tool_[0-9A-Za-z]{1,64})")
 
 def keys(table: str) -> tuple[str]:
     """The column naming the session in one of the session tables (rows.Keys)."""
-    return (KEYS.get(table, _SESSION_KEY),)
+    return (_KEYS.get(table, _SESSION_KEY),)
 
 
 def order(table: str) -> int:
-    return _ORDER.index(table) if table in KEYS else len(_ORDER)
+    return _ORDER.index(table) if table in _KEYS else len(_ORDER)
 
 
-def session_tables(conn: sqlite3.Connection) -> list[str]:
+def _session_tables(conn: sqlite3.Connection) -> list[str]:
     """The tables of this database that hold sessions' rows, in the order
     they are deleted: the known ones this version has, then any other table
     with a `session_id` column (a later opencode's), by name. Tables that
@@ -104,7 +104,7 @@ def session_tables(conn: sqlite3.Connection) -> list[str]:
     return sorted(found, key=lambda t: (order(t), t))
 
 
-def keyed_ids(conn: sqlite3.Connection, table: str, only: frozenset[str] | None) -> set[str]:
+def _keyed_ids(conn: sqlite3.Connection, table: str, only: frozenset[str] | None) -> set[str]:
     """Ids with rows in `table`."""
     (column,) = keys(table)
     sql = f'SELECT DISTINCT "{column}" FROM "{table}"'
@@ -132,7 +132,7 @@ def tool_output_refs(conn: sqlite3.Connection) -> dict[str, set[str]]:
     return refs
 
 
-def listing_rows(
+def _listing_rows(
     conn: sqlite3.Connection, table: str, only: frozenset[str] | None
 ) -> list[tuple[str, Record]]:
     """The sessions a listing table lists, each with what its row says."""
@@ -233,10 +233,10 @@ def _list_rows(db: Path, only: frozenset[str] | None, listing: _Listing, outputs
         return
     try:
         with sqlite.reading(db) as conn:
-            listed = [(t, *row) for t in LISTING_TABLES for row in listing_rows(conn, t, only)]
-            tables = session_tables(conn)
+            listed = [(t, *row) for t in LISTING_TABLES for row in _listing_rows(conn, t, only)]
+            tables = _session_tables(conn)
             keyed = [
-                (table, keyed_ids(conn, table, only))
+                (table, _keyed_ids(conn, table, only))
                 for table in tables
                 if table not in LISTING_TABLES
             ]
@@ -256,7 +256,7 @@ def _list_rows(db: Path, only: frozenset[str] | None, listing: _Listing, outputs
         # Event aggregates need not be sessions, nor need the keys of a
         # table known only from the schema: their rows only attach to a
         # session something else names.
-        if table in EVENT_TABLES or table not in KEYS:
+        if table in _EVENT_TABLES or table not in _KEYS:
             ids &= listing.found.keys()
         for sid in ids:
             if canonical_id(sid) is not None:
