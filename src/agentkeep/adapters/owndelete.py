@@ -6,7 +6,9 @@ installed; but it is not transactional, keeps nothing and knows no trash.
 So, once the adapter has made every check (nothing has changed yet):
 
 1. The rows it will take are read and kept in the trash first: killed
-   after it ran, nothing it took is lost.
+   after it ran, nothing it took is lost. Rows only some versions of it
+   take (`may_take`) are read first and those it took kept once it has run:
+   kept first, those it left would be kept twice (step 6 keeps them too).
 2. The files that go before it (`first`) go: those it would unlink without
    a trash, and those only the rows it takes point at (nothing would
    connect them to the session afterwards).
@@ -26,12 +28,14 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import structlog
 
-from agentkeep.adapters import rows
+from agentkeep.adapters import rows, sqlite
 from agentkeep.adapters.base import Remover
+from agentkeep.adapters.sqlite import TableRows
 from agentkeep.children import dies_with_us
 from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact, Session
@@ -96,6 +100,9 @@ class OwnDelete:
     # session_index.jsonl).
     names_rows: bool
     timeout: float
+    # The tables whose rows only some versions of it delete (step 1): those
+    # it leaves are the adapter's to finish.
+    may_take: Callable[[str], bool] = lambda table: False
 
 
 class Finish(Protocol):
@@ -104,13 +111,12 @@ class Finish(Protocol):
         `theirs` tables (residual, but in a dry run: it did not run)."""
 
 
+# The session listed again from the disk; None when nothing of it is left.
+Relist = Callable[[], Session | None]
+
+
 def remove_with(
-    command: OwnDelete,
-    session: Session,
-    remover: Remover,
-    env: Env,
-    relist: Callable[[], Session | None],
-    finish: Finish,
+    command: OwnDelete, session: Session, remover: Remover, env: Env, relist: Relist, finish: Finish
 ) -> None:
     """The steps of the module's docstring; `relist` lists the session again
     from the disk, `finish` is the adapter's own removal."""
@@ -122,7 +128,10 @@ def remove_with(
         remover.removed_at_once(command.shown)
         finish(rest, remover, command.takes)
         return
+    maybe = [a for a in rows.ours(session.artifacts) if command.may_take(rows.table_of(a))]
+    before = _read(session.id, maybe, command.keys)
     ran = run(env, command.argv, command.timeout)
+    _keep_taken(session.id, before, remover)
     left = relist() or Session(session.agent, session.id)
     _report(command, ran, rest, left, remover)
     listed = {rows.table_of(a) for a in rows.ours(left.artifacts)}
@@ -139,8 +148,7 @@ def _report(
     """What it took: its tables' rows (kept in the trash at step 1), and any
     file of the session it took, which is gone for good."""
     there = {a.path for a in left.artifacts}
-    took = [a.path for a in rows.ours(before.artifacts) if command.takes(rows.table_of(a))]
-    took = [path for path in took if path not in there]
+    took = [a.path for a in rows.ours(before.artifacts) if a.path not in there]
     if command.names_rows:
         for path in took:
             remover.removed_at_once(path)
@@ -149,6 +157,35 @@ def _report(
         remover.removed_at_once(command.shown)
     elif not command.names_rows and (ran.failure is None or took):
         remover.removed_at_once(command.shown, kept=True)
+
+
+def _read(sid: str, artifacts: list[Artifact], keys: rows.Keys) -> list[tuple[str, TableRows]]:
+    """The session's rows in the artifacts' tables, each with the column it
+    was read by (RemovalError when they cannot be read: it must not run)."""
+    return [
+        (key, found)
+        for a in artifacts
+        for key in keys(rows.table_of(a))
+        for found in sqlite.read_rows(rows.db_of(a), [(rows.table_of(a), key, sid)])
+    ]
+
+
+def _keep_taken(sid: str, before: list[tuple[str, TableRows]], remover: Remover) -> None:
+    """Keep in the trash the rows read before it ran that it took, compared
+    on the columns both reads have (it may have migrated the table; with
+    the table or column gone, none: it took them all)."""
+    for key, then in before:
+        try:
+            now = sqlite.read_rows(Path(then.db), [(then.table, key, sid)])
+        except RemovalError:
+            now = []
+        found = now[0] if now else TableRows(then.db, then.table, (), ())
+        common = [c for c in then.columns if c in found.columns]
+        still = {tuple(row[found.columns.index(c)] for c in common) for row in found.rows}
+        at = [then.columns.index(c) for c in common]
+        taken = tuple(row for row in then.rows if tuple(row[i] for i in at) not in still)
+        if taken:
+            remover.keep_rows(dataclasses.replace(then, rows=taken))
 
 
 def _part(session: Session, keep: Callable[[Artifact], bool], *, residual: bool) -> Session:

@@ -1,0 +1,131 @@
+"""opencode: the 1.x JSON storage, the rows of `opencode.db` (the 1.2+
+tables, the 1.18 session tables and the 2.x `session_v2` and events) and the
+`tool-output/` files that name a session (FIELD-NOTES "opencode").
+
+A session is any id with a `storage/session/<project>/<id>.json` file or a
+`session` / `session_v2` row (the records opencode lists by), or only with
+what those leave behind when a removal stops half way (message dirs, todo
+and diff files, session-keyed rows), so that it can be finished. Children
+are sessions of their own (linked by `parentID` / `parent_id`); this adapter
+removes exactly one session, and the pruner removes children before parents.
+
+Each concern has its module: storage (the JSON folders, and what names a
+session), listing (opencode.db's tables, one look at the data dir, and the
+Session each id makes), removal (directly, or through `opencode session
+delete`). This class wires them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+
+from agentkeep.adapters import heads, rows, sqlite
+from agentkeep.adapters.base import Adapter, Known, Remover, Root, load
+from agentkeep.adapters.dirs import entries, parts_below, root_problem
+from agentkeep.adapters.opencode import listing, removal, storage
+from agentkeep.adapters.opencode.storage import DB, KIND_SESSION, TOOL_OUTPUT, canonical_id
+from agentkeep.model import Described, Holder, HolderKind, Session
+from agentkeep.processes import ProcessTable
+
+__all__ = ["ADAPTER", "OpencodeAdapter"]
+
+
+class OpencodeAdapter(Adapter):
+    name = "opencode"
+    # Session ids are `ses_` and 26 base62 characters (1.x to 1.18).
+    id_in_name = re.compile(r"ses_[0-9A-Za-z]+")
+
+    @cached_property
+    def data_dir(self) -> Path:
+        """`$XDG_DATA_HOME/opencode` wherever it points, as opencode itself
+        follows it, else `~/.local/share/opencode`. One on a place another
+        user owns or can write to is a root with a problem (roots()): what
+        lies there is never removed. Normalised as opencode's own
+        path.join does (`/srv/../data` is `/data`)."""
+        return Path(os.path.normpath(self.env.data_home / "opencode"))
+
+    # -- where ----------------------------------------------------------
+    def roots(self) -> list[Root]:
+        return [Root.check(self.data_dir, self.name, self.env.uid)]
+
+    def databases(self) -> list[Path]:
+        return [self.data_dir / DB]
+
+    def watch_dirs(self) -> list[Path]:
+        store = self.data_dir / "storage"
+        dirs = [self.data_dir, store / "session", store / "message"]
+        dirs.extend(Path(e.path) for e in entries(store / "session") if e.dir and not e.link)
+        return dirs
+
+    def listed_dirs(self) -> list[Path]:
+        store = self.data_dir / "storage"
+        folders = [store, *(store / f for f in storage.FOLDERS)]
+        return [*self.watch_dirs(), *folders, self.data_dir / TOOL_OUTPUT]
+
+    # -- what -----------------------------------------------------------
+    def canonical_id(self, raw: str) -> str | None:
+        return canonical_id(raw)
+
+    def sessions(
+        self, names: frozenset[str] | None = None, known: Known | None = None
+    ) -> Iterator[Session]:
+        """One pass over the storage and the database for all of them."""
+        linked = root_problem(self.env, self.data_dir) is not None
+        yield from listing.sessions(self.data_dir, names, linked)
+
+    def session_for_path(self, path: str) -> str | None:
+        parts = parts_below(path, self.data_dir)
+        if parts is None or len(parts) < 3 or parts[0] != "storage":
+            return None
+        kind, rest = parts[1], parts[2:]
+        if kind == "session" and len(rest) == 2 and rest[1].endswith(".json"):
+            return canonical_id(rest[1].removesuffix(".json"))
+        if kind == "message":
+            return canonical_id(rest[0])
+        if kind in ("todo", "session_diff") and len(rest) == 1 and rest[0].endswith(".json"):
+            return canonical_id(rest[0].removesuffix(".json"))
+        return None
+
+    # -- in use ---------------------------------------------------------
+    def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
+        """A command line naming the id, or any opencode process with the
+        database open, except the per-user service (`opencode serve
+        --service`), which holds it for every session whether used or not."""
+        found = list(procs.naming(session.id))
+        for suffix in ("", "-wal"):
+            for pid, _mode in procs.holding_open(f"{self.data_dir / DB}{suffix}"):
+                proc = procs.alive(pid)
+                if proc is not None and {"serve", "--service"} <= set(proc.cmdline):
+                    continue
+                found.append(Holder(pid, HolderKind.PROCESS, f"has {DB} open"))
+        return list(dict.fromkeys(found))
+
+    # -- removal --------------------------------------------------------
+    def describe(self, session: Session) -> Described:
+        """Its `title` and creation time: from its `session` row, or from
+        its session JSON (the older storage)."""
+        for artifact in (a for a in session.artifacts if not a.linked):
+            table = rows.table_of(artifact)
+            if rows.is_row(artifact) and table in listing.LISTING_TABLES:
+                row = heads.row_of(self.data_dir / DB, table, session.id, ("title", "time_created"))
+                if row:
+                    created = sqlite.column_time(row.get("time_created"))
+                    return Described(heads.cut(row.get("title")), created)
+            if artifact.kind == KIND_SESSION:
+                info = heads.read_json_head(artifact.path)
+                if isinstance(info, dict):
+                    times = info.get("time")
+                    created = times.get("created") if isinstance(times, dict) else None
+                    return Described(heads.cut(info.get("title")), sqlite.column_time(created))
+        return Described()
+
+    def remove(self, session: Session, remover: Remover) -> None:
+        sid = session.id
+        removal.remove(session, remover, self.env, self.data_dir, lambda: load(self, sid))
+
+
+ADAPTER = OpencodeAdapter
