@@ -291,16 +291,6 @@ def listed(
     return {raw: found.get(sid) if sid is not None else None for raw, sid in sids.items()}
 
 
-def remove_files(artifacts: Iterable[Artifact], remover: Remover) -> None:
-    """The artifacts, the primary ones first (invariant 5); linked ones are
-    reported, never removed (invariant 6)."""
-    for artifact in sorted(artifacts, key=lambda a: not a.primary):
-        if artifact.linked:
-            remover.residual(artifact.path)
-        else:
-            remover.remove_path(artifact)
-
-
 def load(adapter: Adapter, sid: str) -> Session | None:
     """One session listed again from the disk; None when nothing of it is left."""
     return listed(adapter, [sid])[sid]
