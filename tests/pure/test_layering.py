@@ -94,6 +94,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.prune",
             "agentkeep.prune.act",
             "agentkeep.prune.evidence",
+            "agentkeep.prune.lock",
             "agentkeep.prune.pause",
             "agentkeep.prune.plan",
             "agentkeep.prune.recovery",
