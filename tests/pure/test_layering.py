@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.statefiles",
         },
     ),
-    ("config", {"agentkeep.config"}),
+    ("config", {"agentkeep.config", "agentkeep.config.values"}),
     (
         "adapters",
         {
