@@ -52,6 +52,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.adapters.claude",
             "agentkeep.adapters.claude.artifacts",
             "agentkeep.adapters.claude.finding",
+            "agentkeep.adapters.claude.grouping",
             "agentkeep.adapters.claude.ids",
             "agentkeep.adapters.claude.listing",
             "agentkeep.adapters.claude.listings",
