@@ -123,6 +123,8 @@ LAYERS: list[tuple[str, set[str]]] = [
         "answers",
         {
             "agentkeep.adopt",
+            "agentkeep.adopt.settings",
+            "agentkeep.adopt.settingsfile",
             "agentkeep.client",
             "agentkeep.core",
             "agentkeep.core.bykind",
