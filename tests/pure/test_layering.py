@@ -210,6 +210,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.ui.dialogs",
             "agentkeep.ui.live",
             "agentkeep.ui.overview",
+            "agentkeep.ui.reading",
             "agentkeep.ui.sessions",
             "agentkeep.ui.text",
             "agentkeep.ui.trash",
