@@ -1,4 +1,4 @@
-"""A Claude scan past finding.SPOOL_AT items keeps them in temporary files
+"""A Claude scan past grouping.SPOOL_AT items keeps them in temporary files
 until it has looked everywhere, and reads them back a sixteenth at a time:
 it finds exactly what a scan holding them finds, a spool that fails midway
 (a full disk) loses nothing, and what a scan holds no longer grows with the
@@ -17,7 +17,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentkeep.adapters.base import Root
-from agentkeep.adapters.claude import ClaudeAdapter, finding
+from agentkeep.adapters.claude import ClaudeAdapter, finding, grouping
 from agentkeep.adapters.claude.listings import Listings
 from agentkeep.adapters.claude.roots import Layout
 from agentkeep.model import Session
@@ -47,8 +47,8 @@ def tricky_home(fh: FakeHome) -> None:
 
 
 def spool_small(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(finding, "SPOOL_AT", 5)
-    monkeypatch.setattr(finding, "_FLUSH", 7)
+    monkeypatch.setattr(grouping, "SPOOL_AT", 5)
+    monkeypatch.setattr(grouping, "_FLUSH", 7)
 
 
 def test_a_spooled_scan_finds_what_a_held_one_finds(
@@ -110,11 +110,11 @@ def test_a_path_found_twice_is_taken_once_as_first_found(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Across the spool and what was held after it could not take more."""
-    monkeypatch.setattr(finding, "SPOOL_AT", 1)
-    monkeypatch.setattr(finding, "_FLUSH", 2)
+    monkeypatch.setattr(grouping, "SPOOL_AT", 1)
+    monkeypatch.setattr(grouping, "_FLUSH", 2)
     FullDisk(monkeypatch, room=1)
     root = Root(tmp_path, "config")
-    found = finding.Grouped(Layout(root, Root(tmp_path / "projects", "projects"), ()), None)
+    found = grouping.Grouped(Layout(root, Root(tmp_path / "projects", "projects"), ()), None)
     sid = new_id()
     adds: list[tuple[str, str]] = [("a", "first"), ("b", "first"), ("a", "again"), ("c", "first")]
     adds += [("b", "again"), ("d", "first"), ("a", "third")]
@@ -156,8 +156,8 @@ def test_what_a_scan_holds_stops_growing_at_the_spool(
 ) -> None:
     make_many(fake_home, 300, projects=5)
     whole = _held_by_find(fake_home)
-    monkeypatch.setattr(finding, "SPOOL_AT", 100)
-    monkeypatch.setattr(finding, "_FLUSH", 50)
+    monkeypatch.setattr(grouping, "SPOOL_AT", 100)
+    monkeypatch.setattr(grouping, "_FLUSH", 50)
     spooled = _held_by_find(fake_home)
     # 300 sessions are some 2,400 items of about 300 bytes each.
     assert whole > 400_000, f"SETUP INVALID: {whole} bytes held"

@@ -21,14 +21,11 @@ from agentkeep.config import (
     DEFAULT_MAX_REMOVALS,
     DEFAULT_PRUNE_INTERVAL,
     DEFAULT_TRASH,
-    MIN_RETENTION,
     Config,
-    ConfigError,
     StoreConfig,
-    check_retention,
     load_config,
-    parse_duration,
 )
+from agentkeep.config.values import MIN_RETENTION, ConfigError, check_retention, parse_duration
 from fakehome import FakeHome
 
 UNIT = {"m": 60, "h": 3600, "d": 86400, "w": 604800}

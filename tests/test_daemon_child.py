@@ -14,10 +14,11 @@ from typing import Any
 import psutil
 import pytest
 
-from agentkeep import client, leases
+from agentkeep import client
 from agentkeep.errors import Failure
 from agentkeep.paths import Env
 from agentkeep.protocol import INVALID_PARAMS
+from agentkeep.prune.lock import PrunerLock
 from build_claude import make_session
 from hardening.hardening_util import events_named, log_events, pending_journal
 from test_daemon_serve import start_daemon, stop_daemons
@@ -239,7 +240,7 @@ def _child_events(daemon: Any) -> list[dict[str, Any]]:
 
 
 def _prune_lock_free(daemon: Any) -> bool:
-    lock = leases.PrunerLock(daemon.env.state_dir)
+    lock = PrunerLock(daemon.env.state_dir)
     if not lock.acquire(wait=False):
         return False
     lock.release()
@@ -439,7 +440,7 @@ def test_a_scheduled_prune_the_prune_lock_kept_runs_once_it_is_free(fake_home) -
     fake_home.write_config('retention = "30d"\n', seen=True)
     old = [make_session(fake_home, age_days=40 + n) for n in range(3)]
     make_session(fake_home, age_days=1)  # or the prune pauses: everything idle?
-    lock = leases.PrunerLock(Env.from_environ(fake_home.environ).state_dir)
+    lock = PrunerLock(Env.from_environ(fake_home.environ).state_dir)
     assert lock.acquire(wait=False)
     try:
         daemon = start_daemon(fake_home, extra={"AGENTKEEP_FIRST_PRUNE_DELAY": "0.2"})

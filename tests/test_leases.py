@@ -22,7 +22,6 @@ from agentkeep.leases import (
     LeaseError,
     LeaseHeld,
     LeaseUnsafe,
-    PrunerLock,
     encode_id,
     hold_shared,
     is_held,
@@ -31,6 +30,7 @@ from agentkeep.leases import (
     try_exclusive,
 )
 from agentkeep.model import Reason
+from agentkeep.prune.lock import PrunerLock
 from fakehome import Spawn
 
 
@@ -244,7 +244,7 @@ def test_hold_and_exec_of_a_missing_command_exits_127(fake_home, spawn: Spawn) -
 
 
 PRUNER = (
-    "import sys, time; from pathlib import Path; from agentkeep.leases import PrunerLock; "
+    "import sys, time; from pathlib import Path; from agentkeep.prune.lock import PrunerLock; "
     "lock = PrunerLock(Path(sys.argv[1])); assert lock.acquire(wait=False); "
     "print('ready', flush=True); time.sleep(60)"
 )

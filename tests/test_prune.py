@@ -37,6 +37,7 @@ from agentkeep.prune import PruneOptions, Pruner, PruneRefused, ancestors, check
 from agentkeep.prune import act as prune_act
 from agentkeep.prune import remove as prune_remove
 from agentkeep.prune import run as prune_run
+from agentkeep.prune.lock import PrunerLock
 from build_agents import make_zero_session, zero_root
 from build_claude import (
     ClaudeSessionPaths,
@@ -1350,7 +1351,7 @@ def test_a_scheduled_prune_skips_its_turn_while_another_prune_runs(fake_home: Fa
     old = make_session(fake_home, age_days=40)
     make_session(fake_home, age_days=1)
     fake_home.state.mkdir(parents=True, exist_ok=True)
-    lock = leases.PrunerLock(fake_home.state)
+    lock = PrunerLock(fake_home.state)
     assert lock.acquire(wait=False)
     try:
         assert scheduled() is None

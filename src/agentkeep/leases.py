@@ -32,7 +32,6 @@ import structlog
 
 from agentkeep.adapters.base import valid_name
 from agentkeep.disk import file_kind
-from agentkeep.errors import Failed
 from agentkeep.model import Reason
 from agentkeep.paths import ensure_private_dir
 
@@ -218,24 +217,34 @@ def _lock(
 ) -> int:
     """Open `path` and flock it; the descriptor. Raises BlockingIOError when
     LOCK_NB was asked and someone holds it, LeaseUnsafe when `path` is no
-    regular file, OSError otherwise.
+    regular file, LeaseError for any other failure.
 
     A lock taken on a file that was unlinked or replaced meanwhile locks
     nothing anybody else will look at, so after locking we check that the
     path still names our file, and start again when it does not: whoever
     removes a lease file while holding it can never hand out a dead lease.
     """
-    for _ in range(_REOPENS):
-        fd = open_lock_file(path, create_dirs=create_dirs, inheritable=inheritable)
-        try:
-            fcntl.flock(fd, operation)
-            if _same_file(fd, path):
-                return fd
-        except BaseException:
+    try:
+        for _ in range(_REOPENS):
+            fd = open_lock_file(path, create_dirs=create_dirs, inheritable=inheritable)
+            try:
+                fcntl.flock(fd, operation)
+                if _same_file(fd, path):
+                    return fd
+            except BaseException:
+                os.close(fd)
+                raise
             os.close(fd)
-            raise
-        os.close(fd)
-    raise OSError(errno.EAGAIN, "lock file keeps being replaced", str(path))
+    except BlockingIOError:
+        raise
+    except OSError as exc:
+        raise LeaseError(f"{path}: {exc}") from exc
+    # EAGAIN makes this a BlockingIOError: to one that does not wait, a path
+    # that keeps changing is held; to one that waits, an error.
+    replaced = OSError(errno.EAGAIN, "lock file keeps being replaced", str(path))
+    if operation & fcntl.LOCK_NB:
+        raise replaced
+    raise LeaseError(f"{path}: {replaced}") from replaced
 
 
 def try_exclusive(path: Path, *, create_dirs: bool = True) -> Lease | None:
@@ -251,9 +260,11 @@ def try_exclusive(path: Path, *, create_dirs: bool = True) -> Lease | None:
         return Lease(path, _lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB, create_dirs=create_dirs))
     except BlockingIOError:
         return None
-    except OSError as exc:
-        log.warning("lease cannot be taken", path=str(path), error=str(exc))
-        raise LeaseError(f"{path}: {exc}") from exc
+    except LeaseUnsafe:
+        raise
+    except LeaseError as exc:
+        log.warning("lease cannot be taken", path=str(path), error=str(exc.__cause__))
+        raise
 
 
 class Taken:
@@ -315,10 +326,7 @@ def take_session(
 
 def hold_exclusive(path: Path) -> Lease:
     """Take `path` exclusively, waiting for every other holder."""
-    try:
-        return Lease(path, _lock(path, fcntl.LOCK_EX))
-    except OSError as exc:
-        raise LeaseError(f"{path}: {exc}") from exc
+    return Lease(path, _lock(path, fcntl.LOCK_EX))
 
 
 def hold_shared(path: Path, *, wait: bool = True, create_dirs: bool = True) -> Lease:
@@ -329,8 +337,6 @@ def hold_shared(path: Path, *, wait: bool = True, create_dirs: bool = True) -> L
         return Lease(path, _lock(path, operation, create_dirs=create_dirs))
     except BlockingIOError as exc:
         raise LeaseHeld(f"{path} is held exclusively") from exc
-    except OSError as exc:
-        raise LeaseError(f"{path}: {exc}") from exc
 
 
 def is_held(path: Path) -> bool:
@@ -345,25 +351,22 @@ def is_held(path: Path) -> bool:
         if not _regular_or_missing(path):
             return False
         fd = os.open(path, os.O_RDONLY | _OPEN_FLAGS)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
     except LeaseUnsafe as exc:
         log.warning("not a lease file", path=str(path), error=str(exc))
         return False
     except FileNotFoundError:
         return False
-    except OSError as exc:
-        log.warning("lease cannot be probed", path=str(path), error=str(exc))
-        return True
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
     except OSError as exc:
         log.warning("lease cannot be probed", path=str(path), error=str(exc))
         return True
-    finally:
-        os.close(fd)
     return False
 
 
@@ -377,10 +380,7 @@ def hold_and_exec(path: Path, argv: list[str]) -> NoReturn:
     """
     if not argv:
         raise ValueError("no command to run")
-    try:
-        _lock(path, fcntl.LOCK_SH, inheritable=True)
-    except OSError as exc:
-        raise LeaseError(f"{path}: {exc}") from exc
+    _lock(path, fcntl.LOCK_SH, inheritable=True)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -389,52 +389,3 @@ def hold_and_exec(path: Path, argv: list[str]) -> NoReturn:
         sys.stderr.write(f"agentkeep: cannot run {argv[0]}: {exc.strerror or exc}\n")
         sys.stderr.flush()
     os._exit(127)
-
-
-class PrunerLock:
-    """`<state>/prune.lock`: one prune at a time per user, whoever runs it
-    (the daemon's schedule, a socket request, the CLI in-process)."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self.state_dir = state_dir
-        self.path = state_dir / "prune.lock"
-        self._lease: Lease | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._lease is not None and self._lease.held
-
-    def acquire(self, *, wait: bool) -> bool:
-        """Take the lock; False when another prune holds it and `wait` is
-        False. With `wait`, waits for as long as the other prune runs: a
-        prune takes minutes at most, and the one waiting says so on the log;
-        in the CLI an interrupt (Ctrl-C) ends the wait, as flock(2) returns
-        EINTR to Python's signal handler. Raises Failed when the
-        lock cannot be taken at all: then no prune runs."""
-        if self.held:
-            return True
-        try:
-            try:
-                self._lease = Lease(self.path, _lock(self.path, fcntl.LOCK_EX | fcntl.LOCK_NB))
-            except BlockingIOError:
-                if not wait:
-                    return False
-                log.warning(
-                    "another prune is running; waiting for it to finish", lock=str(self.path)
-                )
-                self._lease = Lease(self.path, _lock(self.path, fcntl.LOCK_EX))
-        except (OSError, LeaseError) as exc:
-            raise Failed(f"cannot take the prune lock {self.path}: {exc}") from exc
-        return True
-
-    def release(self) -> None:
-        if self._lease is not None:
-            self._lease.release()
-            self._lease = None
-
-    def __enter__(self) -> PrunerLock:
-        self.acquire(wait=True)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()

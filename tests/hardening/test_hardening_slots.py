@@ -23,6 +23,7 @@ from hardening_util import wait_until
 from agentkeep import client, leases
 from agentkeep.daemon import limits
 from agentkeep.protocol import BUSY
+from agentkeep.prune.lock import PrunerLock
 from build_claude import make_session, new_id
 from test_daemon_serve import Daemon, ask, read_answer, start_daemon, stop_daemons
 
@@ -220,7 +221,7 @@ def test_when_every_slot_is_mid_request_the_cli_works_in_process(fake_home) -> N
     d = start_daemon(fake_home, seams=FEW_SLOTS)
     # Each slot's client asks for a prune, which waits for the prune lock
     # this test holds: every slot is mid-request.
-    lock = leases.PrunerLock(fake_home.state)
+    lock = PrunerLock(fake_home.state)
     assert lock.acquire(wait=False)
     request = b'{"jsonrpc": "2.0", "id": 5, "method": "prune", '
     request += b'"params": {"dry_run": true, "older_than": "30d"}}\n'

@@ -43,7 +43,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.statefiles",
         },
     ),
-    ("config", {"agentkeep.config"}),
+    ("config", {"agentkeep.config", "agentkeep.config.values"}),
     (
         "adapters",
         {
@@ -52,6 +52,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.adapters.claude",
             "agentkeep.adapters.claude.artifacts",
             "agentkeep.adapters.claude.finding",
+            "agentkeep.adapters.claude.grouping",
             "agentkeep.adapters.claude.ids",
             "agentkeep.adapters.claude.listing",
             "agentkeep.adapters.claude.listings",
@@ -105,6 +106,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.prune",
             "agentkeep.prune.act",
             "agentkeep.prune.evidence",
+            "agentkeep.prune.lock",
             "agentkeep.prune.pause",
             "agentkeep.prune.plan",
             "agentkeep.prune.recovery",
@@ -132,6 +134,8 @@ LAYERS: list[tuple[str, set[str]]] = [
         "answers",
         {
             "agentkeep.adopt",
+            "agentkeep.adopt.settings",
+            "agentkeep.adopt.settingsfile",
             "agentkeep.client",
             "agentkeep.core",
             "agentkeep.core.bykind",
@@ -217,6 +221,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.ui.dialogs",
             "agentkeep.ui.live",
             "agentkeep.ui.overview",
+            "agentkeep.ui.reading",
             "agentkeep.ui.sessions",
             "agentkeep.ui.text",
             "agentkeep.ui.trash",

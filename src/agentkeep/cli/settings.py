@@ -9,7 +9,7 @@ from agentkeep.runner import Runner, emit_json, text_out
 
 
 def _adoptable(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
-    from agentkeep.adopt import SETTINGS
+    from agentkeep.adopt.settings import SETTINGS
 
     return [name for name in SETTINGS if name.startswith(incomplete)]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import leases, preview, trash
+from agentkeep import preview, trash
 from agentkeep.adapters.base import Adapter, load
 from agentkeep.core.context import Context, parse_age
 from agentkeep.core.ending import ends_as
@@ -26,6 +26,7 @@ from agentkeep.prune import (
     lift_pause,
     record_last_prune,
 )
+from agentkeep.prune.lock import PrunerLock
 from agentkeep.statefiles import clear_stale, read_json
 
 log = structlog.get_logger("agentkeep.core")
@@ -105,7 +106,7 @@ def _save(write: Callable[..., None], *args: Any) -> None:
 def _run_locked(
     ctx: Context, opts: PruneOptions, *, wait: bool, preview: str | None = None
 ) -> PruneReport | None:
-    lock = leases.PrunerLock(ctx.state_dir)
+    lock = PrunerLock(ctx.state_dir)
     # acquire() raises Failed when the lock cannot be taken at all.
     if not lock.acquire(wait=wait):
         log.info("a prune is already running; this turn is skipped")

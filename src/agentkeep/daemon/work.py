@@ -19,11 +19,12 @@ from typing import Any
 
 import structlog
 
-from agentkeep import core, leases, prune
+from agentkeep import core, prune
 from agentkeep.daemon import child, memory
 from agentkeep.daemon.changes import Changes
 from agentkeep.daemon.watch import Watcher
 from agentkeep.errors import Failure
+from agentkeep.prune.lock import PrunerLock
 
 log = structlog.get_logger("agentkeep.daemon")
 
@@ -165,7 +166,7 @@ class Work:
         """Whether the prune lock is free now (taken and let go). One that
         cannot be taken at all counts as free: the prune says why."""
         assert self.ctx is not None
-        lock = leases.PrunerLock(self.ctx.state_dir)
+        lock = PrunerLock(self.ctx.state_dir)
         try:
             free = lock.acquire(wait=False)
         except Failure:

@@ -1,6 +1,6 @@
 """The agents' own clean-up settings: whether Claude Code's, Gemini CLI's or
 Qwen Code's sweep removes what belongs to sessions before agentkeep's
-retention decides; the fix is `agentkeep adopt <agent>` (adopt.py)."""
+retention decides; the fix is `agentkeep adopt <agent>` (adopt/)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import structlog
 
 from agentkeep import fsio, jsonedit
-from agentkeep.adopt import SETTINGS
+from agentkeep.adopt.settings import SETTINGS
 from agentkeep.config import Config
 from agentkeep.doctor.check import Check
 from agentkeep.paths import Env

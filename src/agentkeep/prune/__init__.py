@@ -5,7 +5,8 @@ reason, or failed (invariant 9). The modules: report (what a run reports),
 view (the disk as listed), evidence (who holds a session), plan (the pure
 decision), remove (taking and removing one session), act (the plan carried
 out batch by batch), recovery (finishing the journal), run (one run's
-steps), pause (the scheduled prune's pause files).
+steps), pause (the scheduled prune's pause files), lock (one prune at a
+time).
 Each name is imported from its module when first asked for (agentkeep.lazy).
 """
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import descriptors, leases
-from agentkeep.config import MIN_RETENTION
+from agentkeep.config.values import MIN_RETENTION
 from agentkeep.journal import Journal, JournalEntry
 from agentkeep.model import Reason, Session
 from agentkeep.prune.plan import AGE, PURGE, SIZE, ancestors, check_again

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from agentkeep.config import MIN_RETENTION
+from agentkeep.config.values import MIN_RETENTION
 from agentkeep.model import Reason, Session, rfc3339
 from agentkeep.prune import shapes
 from agentkeep.prune.evidence import Evidence

@@ -19,8 +19,8 @@ report what lies behind it (following a link moves the link's own atime).
 
 Each concern has its module: roots (where), artifacts (what an id names),
 ids, listing and reading (how, without moving atimes), listings (the
-cache of shared directories), registry (the live sessions), finding and
-measuring (a scan), transcripts (a transcript's head). This class wires them.
+cache of shared directories), registry (the live sessions), finding,
+grouping and measuring (a scan), transcripts (a transcript's head). This class wires them.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from agentkeep import disk
-from agentkeep.adapters.claude.finding import FoundSession, Item
+from agentkeep.adapters.claude.grouping import FoundSession, Item
 from agentkeep.adapters.claude.ids import AGENT
 from agentkeep.adapters.claude.transcripts import lineage
 from agentkeep.adapters.dirs import unreadable
@@ -21,7 +21,7 @@ def measure(
 ) -> Session | None:
     """Measure what was found of a session into a Session; None when all of
     it vanished meanwhile. `unlisted`: the places that could not be listed
-    where it could have entries (finding.Reach), to which its own
+    where it could have entries (grouping.Reach), to which its own
     directories that cannot be are added."""
     seen: set[tuple[int, int]] = set()
     items = sorted(found, key=lambda f: (not f[4], f[0]))

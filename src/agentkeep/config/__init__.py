@@ -38,28 +38,28 @@ Rules beyond the contract's words (each one errs towards keeping):
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from agentkeep import fsio
 from agentkeep.agents import AGENTS
+from agentkeep.config.values import (
+    ConfigError,
+    parse_duration,
+    parse_retention,
+    parse_size,
+    whole,
+)
 
-MIN_RETENTION: float = 86400.0
 DEFAULT_PRUNE_INTERVAL: float = 6 * 3600.0
 DEFAULT_MAX_REMOVALS: int = 200
 DEFAULT_TRASH: float = 7 * 86400.0
-# A cap keeps `now - retention` a representable date (year >= 1) everywhere.
-MAX_DURATION: float = 1000 * 365 * 86400.0
 
-_UNITS: dict[str, int] = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-# [0-9], not \d: \d also takes other scripts' digits ("３０d").
-_DURATION = re.compile(r"([0-9]+)([mhdw])")
-_GRAMMAR = "a whole number followed by m, h, d or w"
 _STORE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _TOP_KEYS = (
     "retention",
@@ -73,86 +73,10 @@ _TOP_KEYS = (
     "stores",
 )
 _AGENT_KEYS = ("retention", "keep_last", "max_size")
-_SIZE_UNITS: dict[str, int] = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_SIZE = re.compile(r"([0-9]+)([KMGT])")
-_SIZE_GRAMMAR = "a whole number followed by K, M, G or T"
 _STORE_KEYS = ("name", "root", "depth")
 
 
-class ConfigError(Exception):
-    """A config that must not be used. `str()` names the file, key and value:
-    `<path>: retention = '30x': not a duration (...)`. `value` is None when
-    there is none to show (TOML has no null, so None never is a real value)."""
-
-    def __init__(
-        self, message: str, key: str | None = None, value: object = None, path: Path | None = None
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.key = key
-        self.value = value
-        self.path = path
-
-    def __str__(self) -> str:
-        where = f"{self.path}: " if self.path is not None else ""
-        if self.key is None:
-            return f"{where}{self.message}"
-        shown = "" if self.value is None else f" = {self.value!r}"
-        return f"{where}{self.key}{shown}: {self.message}"
-
-
-def parse_duration(text: object, key: str, *, allow_zero: bool = False) -> float:
-    """Seconds in a duration string (`90m`, `720h`, `30d`, `4w`; `"0"` too
-    when `allow_zero`). Anything else is a ConfigError naming key and value."""
-    if not isinstance(text, str):
-        raise ConfigError(
-            f'not a duration (write it as a string: {_GRAMMAR}, e.g. "30d")', key, text
-        )
-    if allow_zero and text == "0":
-        return 0.0
-    match = _DURATION.fullmatch(text)
-    if match is None:
-        zero = ', or "0"' if allow_zero else ""
-        raise ConfigError(f"not a duration ({_GRAMMAR}{zero})", key, text)
-    digits, unit = match.groups()
-    # Length first: int() of thousands of digits raises, and such a number is too long anyway.
-    if len(digits) > 15 or int(digits) * _UNITS[unit] > MAX_DURATION:
-        raise ConfigError("too long (at most 1000 years)", key, text)
-    seconds = float(int(digits) * _UNITS[unit])
-    if seconds == 0 and not allow_zero:
-        raise ConfigError("must be longer than zero", key, text)
-    return seconds
-
-
-def parse_size(text: object, key: str) -> int:
-    """Bytes in a size string (`500M`, `20G`: powers of 1024). Anything else
-    is a ConfigError naming key and value."""
-    match = _SIZE.fullmatch(text) if isinstance(text, str) else None
-    if match is None:
-        raise ConfigError(
-            'not a size (a whole number followed by K, M, G or T, e.g. "20G")', key, text
-        )
-    digits, unit = match.groups()
-    if len(digits) > 12 or int(digits) == 0:
-        raise ConfigError("must be more than zero and less than a million T", key, text)
-    return int(digits) * _SIZE_UNITS[unit]
-
-
-def check_retention(seconds: float, key: str, *, value: object = None) -> None:
-    """Refuse a retention under 24 hours (invariant 1: nothing updated in the
-    last day is ever pruned). `value` is what to show, default the seconds."""
-    # Written as "not >=" so that NaN is refused too; inf has no cutoff date.
-    if not (math.isfinite(seconds) and seconds >= MIN_RETENTION):
-        raise ConfigError(
-            "refused: nothing updated in the last 24 hours is ever pruned "
-            "(a retention must be at least 1d)",
-            key,
-            seconds if value is None else value,
-        )
-
-
-@dataclass(frozen=True)
-class StoreConfig:
+class StoreConfig(NamedTuple):
     """A `[[stores]]` entry: every directory exactly `depth` below `root` is a session."""
 
     name: str
@@ -266,16 +190,16 @@ def _config(
     return Config(
         path=path,
         exists=exists,
-        retention=None if text is None else _retention(text, "retention"),
+        retention=None if text is None else parse_retention(text, "retention"),
         retention_text=None if text is None else str(text),
         agent_retention=agent_retention,
         agent_retention_text=agent_text,
         prune_interval=_duration(data, "prune_interval", DEFAULT_PRUNE_INTERVAL),
-        max_removals=_max_removals(data.get("max_removals", DEFAULT_MAX_REMOVALS)),
+        max_removals=whole(data.get("max_removals", DEFAULT_MAX_REMOVALS), "max_removals", 1),
         trash=_duration(data, "trash", DEFAULT_TRASH, allow_zero=True),
         enabled=_enabled(data.get("enabled", list(AGENTS))),
         stores=_stores(data.get("stores", []), home, state_dir, agent_roots),
-        keep_last=_keep_last(data.get("keep_last", 0), "keep_last"),
+        keep_last=whole(data.get("keep_last", 0), "keep_last", 0, 1_000_000),
         agent_keep_last=agents.keep_last,
         max_size=parse_size(data["max_size"], "max_size") if "max_size" in data else None,
         agent_max_size=agents.max_size,
@@ -288,12 +212,6 @@ def _no_unknown(table: Mapping[str, object], known: tuple[str, ...], prefix: str
     for key, value in table.items():
         if key not in known:
             raise ConfigError(f"unknown key (known: {', '.join(known)})", prefix + key, value)
-
-
-def _retention(text: object, key: str) -> float:
-    seconds = parse_duration(text, key)
-    check_retention(seconds, key, value=text)
-    return seconds
 
 
 def _duration(
@@ -325,27 +243,14 @@ def _agents(table: object) -> _AgentTables:
             raise ConfigError("must be a table", key, entry)
         _no_unknown(entry, _AGENT_KEYS, key + ".")
         if "retention" in entry:
-            found.retention[agent] = _retention(entry["retention"], key + ".retention")
+            found.retention[agent] = parse_retention(entry["retention"], key + ".retention")
             found.retention_text[agent] = str(entry["retention"])
         if "keep_last" in entry:
-            found.keep_last[agent] = _keep_last(entry["keep_last"], key + ".keep_last")
+            found.keep_last[agent] = whole(entry["keep_last"], key + ".keep_last", 0, 1_000_000)
         if "max_size" in entry:
             found.max_size[agent] = parse_size(entry["max_size"], key + ".max_size")
             found.size_text[key + ".max_size"] = str(entry["max_size"])
     return found
-
-
-def _keep_last(value: object, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1_000_000:
-        raise ConfigError("must be a whole number of at least 0", key, value)
-    return value
-
-
-def _max_removals(value: object) -> int:
-    # bool is a subclass of int in Python; `true` is not a count.
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError("must be a whole number of at least 1", "max_removals", value)
-    return value
 
 
 def _enabled(value: object) -> tuple[str, ...]:
@@ -387,7 +292,7 @@ def _store(table: Mapping[str, object], key: str, home: Path) -> StoreConfig:
     return StoreConfig(
         name=_store_name(table["name"], key + ".name"),
         root=_store_root(table["root"], key + ".root", home),
-        depth=_store_depth(table["depth"], key + ".depth"),
+        depth=whole(table["depth"], key + ".depth", 1),
     )
 
 
@@ -409,12 +314,6 @@ def _store_root(value: object, key: str, home: Path) -> Path:
     if not os.path.isabs(text):
         raise ConfigError("must be an absolute path (or start with ~/)", key, value)
     return Path(_normal(text))
-
-
-def _store_depth(value: object, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError("must be a whole number of at least 1", key, value)
-    return value
 
 
 def _root_problem(
