@@ -1,10 +1,9 @@
-"""Measuring the disk without changing it: artifact sizes, times and root
-safety.
+"""Measuring the disk without changing it: artifact sizes and times.
 
 Every read here uses lstat and never follows a link below the path it was
 given, so a scan cannot be led out of an agent's root; every directory is
 opened O_NOATIME (invariant 10). Reading a file's data and listing a
-directory are fsio's.
+directory are fsio's; whether a root is safe to use, rootsafety's.
 """
 
 from __future__ import annotations
@@ -15,18 +14,10 @@ import os
 import stat
 import time
 from collections.abc import Iterable
-from functools import partial
-from pathlib import Path
 from typing import NamedTuple
 
-from agentkeep import fsio
 from agentkeep.fsio import LIST_FLAGS, open_noatime, scandir
 from agentkeep.model import Artifact
-
-# Moved to fsio; still named here for the modules that read them from here
-# (read_regular following a link, as it always did).
-denied, file_kind, open_quietly = fsio.denied, fsio.file_kind, fsio.open_quietly
-read_regular = partial(fsio.read_regular, follow=True)
 
 
 class Tree(NamedTuple):
@@ -344,86 +335,6 @@ def artifact(
         foreign=foreign,
         disk_bytes=tree.disk_bytes,
     )
-
-
-def _trusted_owner(st: os.stat_result, uid: int) -> bool:
-    return st.st_uid in (uid, 0)
-
-
-def _others_can_write(st: os.stat_result, uid: int) -> bool:
-    if st.st_mode & stat.S_IWOTH:
-        return True
-    if st.st_mode & stat.S_IWGRP:
-        return not _private_group(st.st_gid, uid)
-    return False
-
-
-def _private_group(gid: int, uid: int) -> bool:
-    """A group-writable dir is still private on user-private-group systems:
-    the group is the user's own and has no other members."""
-    try:
-        import grp
-        import pwd
-
-        group = grp.getgrgid(gid)
-        user = pwd.getpwuid(uid)
-    except (KeyError, ImportError):
-        return False
-    return group.gr_gid == user.pw_gid and set(group.gr_mem) <= {user.pw_name}
-
-
-def root_problem(path: str | os.PathLike[str], uid: int | None = None) -> str | None:
-    """Why `path` must not be used as an agent root, or None when it is safe.
-
-    A root is used only when it belongs to the user and no other user can
-    write to it, and every link on the way to it belongs to the user (or
-    root): otherwise another local user could plant it (a `/tmp/claude-<uid>`
-    made by someone else). Ancestors that others can write to are accepted
-    only with the sticky bit (like /tmp), where nobody can rename our entry.
-    """
-    return _way_problem(path, uid, strict_leaf=True)
-
-
-def way_problem(path: str | os.PathLike[str], uid: int | None = None) -> str | None:
-    """Why a root must not be made below the directory `path` (as restore
-    makes again a root that is gone): every component, `path` included, is
-    held to the rule for the ancestors of a root."""
-    return _way_problem(path, uid, strict_leaf=False)
-
-
-def _way_problem(path: str | os.PathLike[str], uid: int | None, *, strict_leaf: bool) -> str | None:
-    uid = os.getuid() if uid is None else uid
-    path = os.path.abspath(os.fspath(path))
-    parts = Path(path).parts
-    current = parts[0]
-    for depth, part in enumerate(parts[1:], start=1):
-        current = os.path.join(current, part)
-        try:
-            st = os.lstat(current)
-        except OSError as exc:
-            return f"{current}: {exc.strerror}"
-        if stat.S_ISLNK(st.st_mode):
-            if not _trusted_owner(st, uid):
-                return f"{current} is a link owned by uid {st.st_uid}"
-            try:
-                st = os.stat(current)
-            except OSError as exc:
-                return f"{current}: {exc.strerror}"
-        last = depth == len(parts) - 1
-        if last and not stat.S_ISDIR(st.st_mode) and not strict_leaf:
-            return f"{path} is not a directory"
-        if last and strict_leaf:
-            if st.st_uid != uid:
-                return f"{path} belongs to uid {st.st_uid}, not {uid}"
-            if _others_can_write(st, uid):
-                return f"{path} can be written by other users (mode {st.st_mode & 0o7777:o})"
-        elif (
-            stat.S_ISDIR(st.st_mode)
-            and _others_can_write(st, uid)
-            and not st.st_mode & stat.S_ISVTX
-        ):
-            return f"{current} can be written by other users"
-    return None
 
 
 def is_link(path: str | os.PathLike[str]) -> bool:

@@ -31,7 +31,7 @@ from typing import NoReturn
 import structlog
 
 from agentkeep.adapters.base import valid_name
-from agentkeep.disk import file_kind
+from agentkeep.fsio import file_kind
 from agentkeep.model import Reason
 from agentkeep.paths import ensure_private_dir
 

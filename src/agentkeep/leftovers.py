@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from agentkeep import disk, fsio
+from agentkeep import fsio, rootsafety
 from agentkeep.adapters.base import Adapter
 from agentkeep.disk import Ident, ident_of
 from agentkeep.errors import RemovalError
@@ -128,7 +128,7 @@ def find(dirs: Iterable[Path], kinds: Collection[Kind]) -> list[Found]:
     for directory in dirs:
         if not directory.is_dir():
             continue
-        problem = disk.way_problem(directory)
+        problem = rootsafety.way_problem(directory)
         if problem is not None:
             log.info("a tmp dir is not looked in for leftovers", dir=str(directory), why=problem)
             continue

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentkeep.disk import root_problem
+from agentkeep.rootsafety import root_problem
 
 
 def _var(environ: Mapping[str, str], name: str) -> str | None:
@@ -100,7 +100,7 @@ STATE_FOLDERS = ("trash", "journal", "leases", "adopted")
 
 def private_dir_problem(path: Path, uid: int | None = None) -> str | None:
     """Why agentkeep must not keep its files in the existing folder `path`:
-    the rule of every agent root (disk.root_problem: the user's own, nobody
+    the rule of every agent root (rootsafety.root_problem: the user's own, nobody
     else can write to it, no link on the way that another user owns), and a
     directory. None when it is safe."""
     problem = root_problem(path, uid)

@@ -27,9 +27,6 @@ from agentkeep.fsio import TEMPORARY
 
 log = structlog.get_logger("agentkeep.statefiles")
 
-# Moved to fsio; still named here for the modules that write through it.
-replace_file = fsio.replace
-
 # Test seam, None in production: called with a temporary file once its data
 # is written, before it is renamed into place.
 _write_hook: Callable[[Path], None] | None = None

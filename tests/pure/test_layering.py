@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.processes",
             "agentkeep.progress",
             "agentkeep.protocol",
+            "agentkeep.rootsafety",
             "agentkeep.spool",
             "agentkeep.statefiles",
         },

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol, TypeVar
 
-from agentkeep import disk, fsio
+from agentkeep import disk, fsio, rootsafety
 from agentkeep.adapters.sqlite import TableRows
 from agentkeep.model import Artifact, Described, Holder, Session
 from agentkeep.paths import Env
@@ -56,7 +56,7 @@ class Root:
 
     @classmethod
     def check(cls, path: Path, kind: str, uid: int) -> Root:
-        return cls(path, kind, disk.root_problem(path, uid) if path.exists() else None)
+        return cls(path, kind, rootsafety.root_problem(path, uid) if path.exists() else None)
 
 
 class Known:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk, fsio
+from agentkeep import disk, fsio, rootsafety
 from agentkeep.fsio import Entry
 from agentkeep.model import Artifact
 from agentkeep.paths import Env
@@ -23,7 +23,7 @@ log = structlog.get_logger("agentkeep.adapters")
 def root_problem(env: Env, path: Path) -> str | None:
     """Why what lies at `path` must not be removed (another user can write
     to it, a link on the way is not the user's), or None (nothing there)."""
-    return disk.root_problem(path, env.uid) if os.path.lexists(path) else None
+    return rootsafety.root_problem(path, env.uid) if os.path.lexists(path) else None
 
 
 class Unlisted(dict[str, str]):

@@ -33,7 +33,7 @@ from pathlib import Path
 import psutil
 import structlog
 
-from agentkeep import disk
+from agentkeep import disk, fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.base import Adapter, Known, Root, unlisted
 from agentkeep.adapters.claude.ids import UUID, canonical
@@ -297,7 +297,7 @@ def _logs_named(path: str) -> set[str]:
 def _logs_in(path: str) -> set[str] | None:
     """The bash log names a session file holds; None when it is there and
     cannot be read (one gone since it was listed names none)."""
-    handle = disk.open_quietly(path)
+    handle = fsio.open_quietly(path)
     if handle is None:
         return None if os.path.lexists(path) else set()
     try:

@@ -21,7 +21,8 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters.base import Adapter, Known, Root, valid_name
-from agentkeep.adapters.dirs import Entry, entries, parts_below, root_problem, unreadable, utf8_name
+from agentkeep.adapters.dirs import entries, parts_below, root_problem, unreadable, utf8_name
+from agentkeep.fsio import Entry
 from agentkeep.model import Holder, HolderKind, Session
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable

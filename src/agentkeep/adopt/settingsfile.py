@@ -13,12 +13,11 @@ from typing import Any
 
 import structlog
 
-from agentkeep import jsonedit
+from agentkeep import fsio, jsonedit
 from agentkeep.adopt.settings import Setting
-from agentkeep.disk import file_kind, read_regular
 from agentkeep.errors import BadParams, Failed
+from agentkeep.fsio import file_kind
 from agentkeep.jsonedit import Document, JSONTextError, Node
-from agentkeep.statefiles import replace_file
 
 log = structlog.get_logger("agentkeep.adopt")
 
@@ -86,7 +85,7 @@ def read_file(s: Setting, path: Path) -> Read:
     if not stat.S_ISREG(st.st_mode):
         raise Failed(f"{path} is {file_kind(st.st_mode)}, not a settings file")
     try:
-        data = read_regular(path)  # never waits on a FIFO swapped in
+        data = fsio.read_regular(path, follow=True)  # never waits on a FIFO swapped in
     except OSError as exc:
         raise Failed(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
@@ -162,7 +161,7 @@ def write(read: Read, text: str | None) -> None:
             os.unlink(read.real)
             return
         mode = stat.S_IMODE(read.st.st_mode) if read.st is not None else _NEW_FILE_MODE
-        replace_file(read.real, text.encode("utf-8"), mode)
+        fsio.replace(read.real, text.encode("utf-8"), mode)
     except OSError as exc:
         raise Failed(f"cannot write {read.path}: {exc.strerror or exc}; it is as it was") from exc
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import rootsafety
 from agentkeep.adapters import sqlite
 from agentkeep.adapters.sqlite import TableRows
 from agentkeep.errors import RemovalError
@@ -177,11 +177,11 @@ def _destination_problem(root: str) -> str | None:
     by the way to it, which restore then makes, 0700, as the user's."""
     uid = os.getuid()
     if os.path.lexists(root):
-        return disk.root_problem(root, uid)
+        return rootsafety.root_problem(root, uid)
     parent = os.path.dirname(root)
     while parent != os.path.dirname(parent) and not os.path.lexists(parent):
         parent = os.path.dirname(parent)
-    return disk.way_problem(parent, uid)
+    return rootsafety.way_problem(parent, uid)
 
 
 def _make_root(root: str) -> None:
@@ -197,6 +197,6 @@ def _make_root(root: str) -> None:
             os.mkdir(directory, 0o700)
         except FileExistsError:
             pass
-    problem = disk.root_problem(root, os.getuid())
+    problem = rootsafety.root_problem(root, os.getuid())
     if problem is not None:
         raise RestoreRefused(f"not restoring into an unsafe place: {problem}")

@@ -13,7 +13,7 @@ from typing import TypeGuard
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import disk, fsio
 from agentkeep.adapters.base import Known
 from agentkeep.adapters.claude.artifacts import (
     AREAS,
@@ -28,7 +28,7 @@ from agentkeep.adapters.claude.artifacts import (
 )
 from agentkeep.adapters.claude.grouping import Grouped
 from agentkeep.adapters.claude.ids import canonical, spellings_of
-from agentkeep.adapters.claude.listing import Entry, linked_below, list_entries, listable
+from agentkeep.adapters.claude.listing import linked_below, list_entries, listable
 from agentkeep.adapters.claude.listings import Listings
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import (
@@ -38,6 +38,7 @@ from agentkeep.adapters.claude.registry import (
     registry_id,
 )
 from agentkeep.adapters.claude.roots import Layout
+from agentkeep.fsio import Entry
 
 # One logger for the whole adapter, named as it always was.
 log = structlog.get_logger("agentkeep.adapters.claude")
@@ -168,7 +169,7 @@ def _find_jobs(listings: Listings, layout: Layout, found: Grouped) -> None:
         state = read_json(state_path)
         if not isinstance(state, dict):
             # Whose it is cannot be told: the sessions it may be are kept.
-            if (why := disk.denied(state_path)) is not None:
+            if (why := fsio.denied(state_path)) is not None:
                 found.unlisted.add(entry.path, why)
             log.debug("job without a readable state.json", path=entry.path)
             continue

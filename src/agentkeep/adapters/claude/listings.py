@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable, Sequence
 
 from agentkeep import fsio
 from agentkeep.adapters.claude.listing import (
-    Entry,
     entry_at,
     entry_of,
     flags_by_name,
@@ -29,6 +28,7 @@ from agentkeep.adapters.claude.registry import (
     registry_id,
 )
 from agentkeep.adapters.dirs import Unlisted
+from agentkeep.fsio import Entry
 
 
 class Listings:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import psutil
 
 from agentkeep.adapters.claude.ids import canonical
-from agentkeep.adapters.claude.listing import Entry
 from agentkeep.adapters.claude.reading import read_json
+from agentkeep.fsio import Entry
 from agentkeep.model import Holder, HolderKind
 from agentkeep.processes import Proc, ProcessTable
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Described
@@ -57,7 +57,7 @@ def read_events(path: Path, sid: str) -> Events:
     tool outputs named anywhere in it, read in pieces (a transcript can be
     tens of MB). A first event that is not the session.start of this
     session makes it undated; a cut or malformed later line is skipped."""
-    handle = disk.open_quietly(path)
+    handle = fsio.open_quietly(path)
     if handle is None:
         return Events()
     outputs: set[str] = set()

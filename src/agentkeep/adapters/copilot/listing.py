@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import disk, fsio
 from agentkeep.adapters.copilot import store
 from agentkeep.adapters.copilot.events import (
     EVENTS,
@@ -134,7 +134,7 @@ def _list_shared(root: Path, listing: Listing) -> None:
 def _read_bounded(path: Path) -> bytes:
     """A shared file's bytes (none when missing, a link, or too big to be a
     file of Copilot's state)."""
-    handle = disk.open_quietly(path)
+    handle = fsio.open_quietly(path)
     if handle is None:
         return b""
     with handle:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.base import NAME_ID
 from agentkeep.adapters.dirs import Unlisted
@@ -83,9 +83,9 @@ def chat_facts(path: Path, unlisted: Unlisted | None = None) -> Facts:
     is, is unknown)."""
     if not os.path.lexists(path):
         return Facts()  # removed meanwhile (a watcher's deletion event)
-    handle = disk.open_quietly(path)
+    handle = fsio.open_quietly(path)
     if handle is None:
-        if (why := disk.denied(path)) is not None:
+        if (why := fsio.denied(path)) is not None:
             Unlisted.note(unlisted, path, why)
         log.info("skipped a chat that is a link or unreadable", path=str(path))
         return Facts()

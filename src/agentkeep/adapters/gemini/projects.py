@@ -17,7 +17,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import fsio
 
 log = structlog.get_logger("agentkeep.adapters.gemini")
 
@@ -58,7 +58,7 @@ class Workspaces:
 def workspaces(root: Path) -> Workspaces:
     """What `projects.json` says (nothing, when it is missing, a link, too
     big or malformed: the workspace is then only unknown)."""
-    handle = disk.open_quietly(root / PROJECTS_FILE)
+    handle = fsio.open_quietly(root / PROJECTS_FILE)
     if handle is None:
         return Workspaces()
     with handle:
@@ -81,7 +81,7 @@ def workspaces(root: Path) -> Workspaces:
 
 def project_root(project: Path) -> str | None:
     """The workspace Gemini recorded for a project dir (`.project_root`)."""
-    handle = disk.open_quietly(project / PROJECT_ROOT_FILE)
+    handle = fsio.open_quietly(project / PROJECT_ROOT_FILE)
     if handle is None:
         return None
     with handle:

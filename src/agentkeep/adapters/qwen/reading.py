@@ -8,7 +8,7 @@ import os
 import re
 from pathlib import Path
 
-from agentkeep import disk
+from agentkeep import fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.reading import read_json
@@ -28,7 +28,7 @@ def outputs_named(transcript: Path) -> set[str]:
     """The tool output names a transcript's records name, but for records a
     fork copied from its parent (each carries `forkedFrom`): those name the
     parent's outputs, which stay the parent's."""
-    handle = disk.open_quietly(transcript)
+    handle = fsio.open_quietly(transcript)
     if handle is None:
         return set()
     names: set[str] = set()
@@ -41,7 +41,7 @@ def outputs_named(transcript: Path) -> set[str]:
 
 def ids_in(path: Path) -> set[str]:
     """The session ids a shared file names anywhere in it."""
-    handle = disk.open_quietly(path)
+    handle = fsio.open_quietly(path)
     if handle is None:
         return set()
     with handle:
