@@ -88,12 +88,22 @@ def test_a_file_past_its_limit_raises(tmp_path: Path) -> None:
     assert fsio.read_small_json(path, size) == [1] * 51
     assert fsio.read_small_json(path, size - 1) is None
     assert fsio.read_head(path, 5) == b"[1,1,"
+    with pytest.raises(fsio.TooLarge):
+        fsio.load_json(path, size - 1)
 
 
 def test_malformed_json_is_none(tmp_path: Path) -> None:
     path = tmp_path / "cut.json"
     path.write_text('{"cut": ')
     assert fsio.read_small_json(path, 100) is None
+    with pytest.raises(ValueError):
+        fsio.load_json(path, 100)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        fsio.load_json(deep, 1 << 20)
+    with pytest.raises(FileNotFoundError):
+        fsio.load_json(tmp_path / "missing.json", 100)
 
 
 def _aged(path: Path) -> Path:

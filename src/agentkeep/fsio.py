@@ -131,15 +131,25 @@ def read_head(path: StrPath, limit: int) -> bytes | None:
         return None
 
 
-def read_small_json(path: StrPath, limit: int) -> object:
-    """The value of a JSON file of at most `limit` bytes; None when it is
-    missing, unreadable, bigger or malformed (logged when malformed)."""
-    data = read_head(path, limit + 1)
-    if data is None or len(data) > limit:
-        return None
+def load_json(path: StrPath, limit: int) -> object:
+    """The value of the JSON file at `path` (read_regular()). Raises OSError
+    when it cannot be read whole (TooLarge past `limit` bytes), ValueError
+    when it is not JSON."""
+    data = read_regular(path, limit=limit)
     try:
         return json.loads(data)
-    except (ValueError, RecursionError):
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
+
+
+def read_small_json(path: StrPath, limit: int) -> object:
+    """load_json(), or None when it is missing, unreadable, bigger or
+    malformed (logged when malformed)."""
+    try:
+        return load_json(path, limit)
+    except OSError:
+        return None
+    except ValueError:
         log.info("malformed json skipped", path=os.fspath(path))
         return None
 

@@ -9,7 +9,6 @@ exclusively; agentkeep honours the same lock (FIELD-NOTES.md "zero").
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -157,11 +156,11 @@ class ZeroAdapter(Adapter):
         if not os.path.lexists(path):
             return _Metadata()
         try:
-            record = json.loads(fsio.read_regular(path, limit=METADATA_LIMIT))
+            record = fsio.load_json(path, METADATA_LIMIT)
         except OSError as exc:
             log.info("metadata unreadable", path=str(path), error=str(exc))
             return _Metadata(undated=True)
-        except (ValueError, RecursionError):
+        except ValueError:
             record = None
         if not isinstance(record, dict):
             log.info("malformed metadata", path=str(path))

@@ -134,12 +134,10 @@ def _list_shared(root: Path, listing: Listing) -> None:
 def _read_bounded(path: Path) -> bytes:
     """A shared file's bytes (none when missing, a link, or too big to be a
     file of Copilot's state)."""
-    handle = fsio.open_quietly(path)
-    if handle is None:
+    try:
+        return fsio.read_regular(path, limit=_SHARED_LIMIT)
+    except OSError:
         return b""
-    with handle:
-        data = handle.read(_SHARED_LIMIT + 1)
-    return b"" if len(data) > _SHARED_LIMIT else data
 
 
 def ids(places: list[Place], listing: Listing) -> set[str]:

@@ -9,7 +9,6 @@ workspace. Both name it by `project_hash`.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -57,18 +56,14 @@ class Workspaces:
 
 def workspaces(root: Path) -> Workspaces:
     """What `projects.json` says (nothing, when it is missing, a link, too
-    big or malformed: the workspace is then only unknown)."""
-    handle = fsio.open_quietly(root / PROJECTS_FILE)
-    if handle is None:
-        return Workspaces()
-    with handle:
-        data = handle.read(PROJECTS_LIMIT + 1)
-    try:
-        projects = json.loads(data)["projects"] if len(data) <= PROJECTS_LIMIT else None
-    except (ValueError, RecursionError, KeyError, TypeError):
-        projects = None
+    big or malformed: the workspace is then only unknown; logged unless
+    it is missing)."""
+    path = root / PROJECTS_FILE
+    value = fsio.read_small_json(path, PROJECTS_LIMIT)
+    projects = value.get("projects") if isinstance(value, dict) else None
     if not isinstance(projects, dict):
-        log.info("projects.json is not readable", path=str(root / PROJECTS_FILE))
+        if os.path.lexists(path):
+            log.info("projects.json is not readable", path=str(path))
         return Workspaces()
     found = Workspaces()
     for workspace, name in projects.items():
@@ -81,15 +76,9 @@ def workspaces(root: Path) -> Workspaces:
 
 def project_root(project: Path) -> str | None:
     """The workspace Gemini recorded for a project dir (`.project_root`)."""
-    handle = fsio.open_quietly(project / PROJECT_ROOT_FILE)
-    if handle is None:
-        return None
-    with handle:
-        data = handle.read(SMALL_FILE + 1)
     try:
-        text = data.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        return None
-    if len(data) > SMALL_FILE or not is_workspace(text) or "\n" in text:
-        return None
-    return text
+        text = fsio.read_regular(project / PROJECT_ROOT_FILE, limit=SMALL_FILE).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None  # missing, a link, too big, unreadable or not text
+    text = text.strip()
+    return text if is_workspace(text) and "\n" not in text else None

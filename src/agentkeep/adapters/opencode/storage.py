@@ -10,7 +10,6 @@ listed keeps that session unsafe.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,8 +17,8 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk
-from agentkeep.adapters import heads, sqlite
+from agentkeep import disk, fsio
+from agentkeep.adapters import sqlite
 from agentkeep.adapters.base import NAME_ID
 from agentkeep.adapters.dirs import Unlisted, entries, unlisted_error
 
@@ -189,13 +188,12 @@ def _part_dirs(messages: str, parts: Folder, unlisted: Unlisted) -> Iterator[Fil
 def _read_info(path: str, sid: str) -> Record | None:
     """Parent, update time and workspace from a 1.x session file; None
     (logged) when it cannot be read (the session is then undated)."""
-    data = heads.read_head(path, _JSON_LIMIT + 1)
-    if data is None or len(data) > _JSON_LIMIT:
+    try:
+        info = fsio.load_json(path, _JSON_LIMIT)
+    except OSError:
         log.warning("session file cannot be read, or is too large; undated", path=path)
         return None
-    try:
-        info = json.loads(data)
-    except (ValueError, RecursionError):
+    except ValueError:
         log.warning("session file is not JSON (truncated?); undated", path=path)
         return None
     if not isinstance(info, dict) or info.get("id", sid) != sid:

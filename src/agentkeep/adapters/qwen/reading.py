@@ -41,11 +41,7 @@ def outputs_named(transcript: Path) -> set[str]:
 
 def ids_in(path: Path) -> set[str]:
     """The session ids a shared file names anywhere in it."""
-    handle = fsio.open_quietly(path)
-    if handle is None:
-        return set()
-    with handle:
-        data = handle.read(SHARED_LIMIT)
+    data = fsio.read_head(path, SHARED_LIMIT) or b""
     found = {canonical(m.decode()) for m in _UUID_BYTES.findall(data)}
     return {sid for sid in found if sid is not None}
 
