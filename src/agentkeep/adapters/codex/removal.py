@@ -16,7 +16,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep.adapters import owndelete, rows, sqlite
-from agentkeep.adapters.base import Remover
+from agentkeep.adapters.base import Remover, remove_files
 from agentkeep.adapters.codex.listing import (
     SPAWN_CHILD,
     SPAWN_EDGES,
@@ -79,12 +79,7 @@ def finish(session: Session, remover: Remover, theirs: Callable[[str], bool]) ->
     mine = [a for a in rows.ours(session.artifacts) if not theirs(rows.table_of(a))]
     threads = [a for a in mine if rows.table_of(a) == THREADS]
     rows.delete(session.id, threads, keys, remover)
-    files = [a for a in session.artifacts if not rows.is_row(a)]
-    for artifact in sorted(files, key=lambda a: not a.primary):
-        if artifact.linked:
-            remover.residual(artifact.path)
-        else:
-            remover.remove_path(artifact)
+    remove_files([a for a in session.artifacts if not rows.is_row(a)], remover)
     rows.delete(session.id, [a for a in mine if a not in threads], keys, remover)
     for artifact in session.artifacts:
         # In a dry run `codex delete` has not run: its rows are not left over.
