@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol, TypeVar
@@ -278,6 +278,15 @@ def remove_files(artifacts: Iterable[Artifact], remover: Remover) -> None:
             remover.residual(artifact.path)
         else:
             remover.remove_path(artifact)
+
+
+def each_session(ids: Iterable[str], make: Callable[[str], Session | None]) -> Iterator[Session]:
+    """make(sid) of each id in sorted order, but for those that made none
+    (nothing of them was found)."""
+    for sid in sorted(ids):
+        session = make(sid)
+        if session is not None:
+            yield session
 
 
 def listed(

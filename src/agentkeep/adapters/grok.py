@@ -27,7 +27,7 @@ import structlog
 
 from agentkeep import disk, fsio
 from agentkeep.adapters import heads
-from agentkeep.adapters.base import NAME_ID, Adapter, Known, Root, valid_name
+from agentkeep.adapters.base import NAME_ID, Adapter, Known, Root, each_session, valid_name
 from agentkeep.adapters.dirs import (
     Unlisted,
     directory_artifacts,
@@ -97,10 +97,10 @@ class GrokAdapter(Adapter):
                     continue
                 found[sid].append((workspace, Path(item.path)))
         memory = self._memory()
-        for sid in sorted(found):
-            session = self._session(sid, found[sid], problem, memory.get(sid, []), unlisted)
-            if session is not None:
-                yield session
+        yield from each_session(
+            found,
+            lambda sid: self._session(sid, found[sid], problem, memory.get(sid, []), unlisted),
+        )
 
     def _load(self, sid: str) -> Session | None:
         unlisted = Unlisted()

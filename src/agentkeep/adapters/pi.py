@@ -35,7 +35,7 @@ import structlog
 
 from agentkeep import disk, fsio
 from agentkeep.adapters import heads
-from agentkeep.adapters.base import Adapter, Known, Root, unlisted
+from agentkeep.adapters.base import Adapter, Known, Root, each_session, unlisted
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.registry import START_SLACK_S
 from agentkeep.adapters.dirs import dir_var, entries, parts_below, root_problem, tmp_dirs
@@ -112,10 +112,7 @@ class PiAdapter(Adapter):
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
         found = self._find(names)
-        for sid in sorted(found.files):
-            session = self._session(sid, found)
-            if session is not None:
-                yield session
+        yield from each_session(found.files, lambda sid: self._session(sid, found))
 
     def session_for_path(self, path: str) -> str | None:
         parts = parts_below(path, self.root)

@@ -20,7 +20,7 @@ from typing import Protocol
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Known, Root, valid_name
+from agentkeep.adapters.base import Adapter, Known, Root, each_session, valid_name
 from agentkeep.adapters.dirs import entries, parts_below, root_problem, unreadable, utf8_name
 from agentkeep.fsio import Entry
 from agentkeep.model import Holder, HolderKind, Session
@@ -84,10 +84,7 @@ class StoreAdapter(Adapter):
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
         if names is not None:
-            for sid in sorted(names):
-                session = self._load(sid)
-                if session is not None:
-                    yield session
+            yield from each_session(names, self._load)
             return
         problem = root_problem(self.env, self.root)
         level: list[tuple[str, ...]] = [()]

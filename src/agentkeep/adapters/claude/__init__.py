@@ -32,7 +32,7 @@ from functools import cached_property
 from pathlib import Path
 
 from agentkeep import fsio
-from agentkeep.adapters.base import Adapter, Known, Root, ScanPart, Split
+from agentkeep.adapters.base import Adapter, Known, Root, ScanPart, Split, each_session
 from agentkeep.adapters.claude import roots as claude_roots
 from agentkeep.adapters.claude.artifacts import (
     DEBUG_LOG,
@@ -164,10 +164,7 @@ class ClaudeAdapter(Adapter):
             return
         listings = known.memo(Listings) if known is not None else Listings()
         found = find(listings, self._layout(), names, known)
-        for sid in sorted(names):
-            session = measure(*found.take(sid))
-            if session is not None:
-                yield session
+        yield from each_session(names, lambda sid: measure(*found.take(sid)))
 
     def session_for_path(self, path: str) -> str | None:
         layout = self._layout(check=False)

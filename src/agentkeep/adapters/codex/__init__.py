@@ -16,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 
 from agentkeep.adapters import heads, rows
-from agentkeep.adapters.base import Adapter, Known, Remover, Root
+from agentkeep.adapters.base import Adapter, Known, Remover, Root, each_session
 from agentkeep.adapters.codex import listing, removal
 from agentkeep.adapters.codex.rollouts import (
     KINDS,
@@ -83,12 +83,8 @@ class CodexAdapter(Adapter):
         """One pass over the date dirs and databases for all of them."""
         linked = root_problem(self.env, self.root) is not None
         found = listing.list_root(self.root, names, linked)
-        for sid in sorted(found.found):
-            if names is None and not found.in_a_scan(sid):
-                continue
-            session = listing.session(sid, found)
-            if session is not None:
-                yield session
+        scanned = (sid for sid in found.found if names is not None or found.in_a_scan(sid))
+        yield from each_session(scanned, lambda sid: listing.session(sid, found))
 
     def session_for_path(self, path: str) -> str | None:
         try:

@@ -58,7 +58,7 @@ from pathlib import Path
 
 from agentkeep import disk
 from agentkeep.adapters import rows, sqlite
-from agentkeep.adapters.base import Adapter, Known, Remover, Root, remove_files
+from agentkeep.adapters.base import Adapter, Known, Remover, Root, each_session, remove_files
 from agentkeep.adapters.copilot import listing, store
 from agentkeep.adapters.copilot.events import ID, canonical_id, described
 from agentkeep.adapters.copilot.listing import KIND_INUSE_HOLD, KIND_INUSE_LOCK, OPLOCKS, Place
@@ -113,10 +113,7 @@ class CopilotAdapter(Adapter):
         places = self._places()
         found = listing.look(self.env, self._stores(), [self.home, self.legacy], names)
         ids = set(names) if names is not None else listing.ids(places, found)
-        for sid in sorted(ids):
-            session = listing.session(self.name, sid, places, found)
-            if session is not None:
-                yield session
+        yield from each_session(ids, lambda sid: listing.session(self.name, sid, places, found))
 
     def session_for_path(self, path: str) -> str | None:
         for place in self._places():

@@ -46,7 +46,7 @@ from functools import cached_property
 from pathlib import Path
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Known, Root
+from agentkeep.adapters.base import Adapter, Known, Root, each_session
 from agentkeep.adapters.dirs import Unlisted, entries, root_problem, unreadable
 from agentkeep.adapters.gemini.chats import (
     CHAT_HEAD,
@@ -116,8 +116,7 @@ class GeminiAdapter(Adapter):
     ) -> Iterator[Session]:
         """One pass over the projects for all of them."""
         merged = self._collect(names)
-        for sid in sorted(merged):
-            yield self._session(sid, merged[sid])
+        yield from each_session(merged, lambda sid: self._session(sid, merged[sid]))
 
     def session_for_path(self, path: str) -> str | None:
         return path_id(self.tmp, path)

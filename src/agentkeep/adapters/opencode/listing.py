@@ -24,6 +24,7 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters import rows, sqlite
+from agentkeep.adapters.base import each_session
 from agentkeep.adapters.dirs import Unlisted, unreadable
 from agentkeep.adapters.opencode import storage
 from agentkeep.adapters.opencode.storage import File, Record, canonical_id
@@ -187,8 +188,7 @@ def sessions(data_dir: Path, only: frozenset[str] | None, linked_root: bool) -> 
     """The Session of each id one look at the data dir finds (only those in
     `only` when it is given)."""
     found = _list(data_dir, only, linked_root)
-    made = (_session(sid, found, data_dir) for sid in sorted(found.found))
-    return (session for session in made if session is not None)
+    return each_session(found.found, lambda sid: _session(sid, found, data_dir))
 
 
 def _list(data_dir: Path, only: frozenset[str] | None, linked_root: bool) -> _Listing:

@@ -41,7 +41,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Known, Root
+from agentkeep.adapters.base import Adapter, Known, Root, each_session
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import registry_holders, registry_id
@@ -151,10 +151,9 @@ class QwenAdapter(Adapter):
     ) -> Iterator[Session]:
         found = self._find(names)
         residual = self._residual(found)
-        for sid in sorted(found.found):
-            session = self._session(sid, found, residual.get(sid, []))
-            if session is not None:
-                yield session
+        yield from each_session(
+            found.found, lambda sid: self._session(sid, found, residual.get(sid, []))
+        )
 
     def session_for_path(self, path: str) -> str | None:
         runtime = parts_below(path, self.runtime_dir) or []
