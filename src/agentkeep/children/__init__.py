@@ -56,16 +56,20 @@ def end_with_parent(parent: int) -> None:
     threading.Thread(target=_watch, args=(parent,), name="agentkeep-parent", daemon=True).start()
 
 
-def _ask_the_kernel() -> bool:
+def _prctl() -> Callable[..., int] | None:
     # Imported here: ctypes is a few milliseconds of every CLI command's
-    # start-up, and only children call this.
+    # start-up, and only children and the agents' own commands need prctl.
     import ctypes
 
     try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        return False
-    return bool(prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) == 0)
+        return None
+
+
+def _ask_the_kernel() -> bool:
+    prctl = _prctl()
+    return prctl is not None and prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) == 0
 
 
 def dies_with_us() -> Callable[[], None] | None:
@@ -73,13 +77,8 @@ def dies_with_us() -> Callable[[], None] | None:
     preexec_fn that has the kernel SIGKILL it once the thread that started
     it ends (PR_SET_PDEATHSIG), so that it never outlives a killed prune;
     None where the kernel cannot be asked."""
-    if not KERNEL_TELLS:
-        return None
-    import ctypes
-
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
+    prctl = _prctl() if KERNEL_TELLS else None
+    if prctl is None:
         return None
     parent = os.getpid()
 

@@ -140,13 +140,13 @@ def pack_entry(state_dir: Path, path: Path) -> TrashEntry | None:
         try:
             size, packed = _write_archive(fd, names, tmp)
         except archive.Unpackable as exc:
-            _remove(tmp, fd)
+            unpack.unlink_at(tmp, fd)
             entry.unpackable = str(exc)
             log.info("trash entry stays uncompressed", path=str(path), why=str(exc))
             _under_lease(state_dir, entry, ident, lambda: _save(entry))
             return None
         except BaseException:
-            _remove(tmp, fd)
+            unpack.unlink_at(tmp, fd)
             raise
 
         def commit() -> None:
@@ -159,7 +159,7 @@ def pack_entry(state_dir: Path, path: Path) -> TrashEntry | None:
             _let_go(path, keep=entry.packed)
 
         if not _under_lease(state_dir, entry, ident, commit):
-            _remove(tmp, fd)
+            unpack.unlink_at(tmp, fd)
             return None
     log.info("trash entry compressed", path=str(path), bytes=packed.original, packed=size)
     return entry
@@ -250,7 +250,7 @@ def unpacked(entry: TrashEntry) -> TrashEntry:
         name, entry.packed = entry.packed.name, None
         _save(entry)
         _step("uncommitted")
-        _remove(name, fd)
+        unpack.unlink_at(name, fd)
         os.rmdir(_UNPACKING, dir_fd=fd)
     return entry
 
@@ -269,13 +269,6 @@ def _open_file(name: str, dir_fd: int) -> Iterator[BinaryIO]:
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     with os.fdopen(fd, "rb") as f:
         yield f
-
-
-def _remove(name: str, dir_fd: int) -> None:
-    try:
-        os.unlink(name, dir_fd=dir_fd)
-    except FileNotFoundError:
-        pass
 
 
 def _remove_tree(path: Path, name: str) -> None:

@@ -131,7 +131,7 @@ class _Unpacking:
             self._hard_link(leaf, info)
             return
         tmp = "member"
-        _remove(tmp, self.tmp_fd)
+        unlink_at(tmp, self.tmp_fd)
         if info.issym():
             os.symlink(info.linkname, tmp, dir_fd=self.tmp_fd)
         elif info.isfifo():
@@ -198,7 +198,8 @@ def _exists(name: str, dir_fd: int) -> bool:
     return True
 
 
-def _remove(name: str, dir_fd: int) -> None:
+def unlink_at(name: str, dir_fd: int) -> None:
+    """Unlink `name` in the directory `dir_fd`, if it is there."""
     try:
         os.unlink(name, dir_fd=dir_fd)
     except FileNotFoundError:

@@ -18,6 +18,15 @@ from agentkeep.verdict import Fate, Plans
 DIALOG_WIDE = 120  # the plan's dialog's width, where the screen has the room
 
 
+def _framed(title: str, body: Text | str, *buttons: Button) -> ComposeResult:
+    with Vertical(classes="dialog"):
+        yield Static(title, classes="dialog-title")
+        with VerticalScroll(classes="dialog-body"):
+            yield Static(body)
+        with Horizontal(classes="buttons"):
+            yield from buttons
+
+
 class Confirm(ModalScreen[bool]):
     """A question with its consequences; y or the named button says yes."""
 
@@ -31,13 +40,8 @@ class Confirm(ModalScreen[bool]):
         self.title_text, self.body, self.yes = title, body, yes
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Static(self.title_text, classes="dialog-title")
-            with VerticalScroll(classes="dialog-body"):
-                yield Static(self.body)
-            with Horizontal(classes="buttons"):
-                yield Button(f"{self.yes} (y)", variant="warning", id="yes")
-                yield Button("Cancel (n)", id="no")
+        yes = Button(f"{self.yes} (y)", variant="warning", id="yes")
+        yield from _framed(self.title_text, self.body, yes, Button("Cancel (n)", id="no"))
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
@@ -59,12 +63,7 @@ class Notice(ModalScreen[None]):
         self.title_text, self.body = title, body
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Static(self.title_text, classes="dialog-title")
-            with VerticalScroll(classes="dialog-body"):
-                yield Static(self.body)
-            with Horizontal(classes="buttons"):
-                yield Button("Close", id="close")
+        yield from _framed(self.title_text, self.body, Button("Close", id="close"))
 
     def on_mount(self) -> None:
         self.query_one("#close", Button).focus()
