@@ -288,6 +288,16 @@ class DirCursor:
         self.close()
 
 
+def exists_at(name: str, dir_fd: int) -> bool:
+    """Whether `name` is in the directory open at `dir_fd` (a link counts:
+    it is never followed)."""
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _size(st: os.stat_result, seen: set[tuple[int, int]]) -> int:
     if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode) and _seen_before(st, seen):
         return 0

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from agentkeep.disk import TreeChanged
+from agentkeep.disk import TreeChanged, exists_at
 from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact
 from agentkeep.rmtree import (
@@ -143,7 +143,7 @@ class SessionRemoval:
         except OSError as exc:
             raise RemovalError(f"trash {self.trash.path}: {exc}") from exc
         try:
-            if _exists(leaf, dst):
+            if exists_at(leaf, dst):
                 if _empty_dir(leaf, parent.cursor.fd):
                     # A session dir whose entries were moved one by one: its
                     # twin in the trash (made for them) stands for it.
@@ -211,11 +211,3 @@ def _empty_dir(name: str, dir_fd: int) -> bool:
         return not os.listdir(fd)
     finally:
         os.close(fd)
-
-
-def _exists(name: str, dir_fd: int) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True

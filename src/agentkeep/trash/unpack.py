@@ -16,7 +16,7 @@ from typing import IO
 
 import zstandard
 
-from agentkeep.disk import DirCursor
+from agentkeep.disk import DirCursor, exists_at
 from agentkeep.trash.archive import ENCODING, BadArchive
 
 _NS = 1_000_000_000
@@ -85,7 +85,7 @@ class _Unpacking:
             leaf = parts[-1]
             if info.isdir():
                 self._enter(leaf, info)
-            elif not _exists(leaf, self.cursor.fd):
+            elif not exists_at(leaf, self.cursor.fd):
                 self._put(leaf, info, data)
                 self.written += 1
         self._go_to([])
@@ -188,14 +188,6 @@ def _write(name: str, dir_fd: int, data: IO[bytes], info: tarfile.TarInfo) -> No
         if f.tell() != info.size:
             raise BadArchive(f"{info.name}: {f.tell()} bytes of {info.size}")
         os.fchmod(fd, info.mode)
-
-
-def _exists(name: str, dir_fd: int) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def unlink_at(name: str, dir_fd: int) -> None:
