@@ -12,7 +12,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +26,6 @@ SCHEMA_VERSION = 5
 SQLITE_NEEDED = (3, 31)
 # Sessions written per statement by a scan.
 _BATCH = 500
-
-# Test seam, None in production: called before every write transaction (a
-# test raises OSError(ENOSPC) or sqlite3.OperationalError here).
-_write_hook: Callable[[str], None] | None = None
 
 # `ls` order: oldest activity first, undated sessions last.
 _ORDER = "last_activity IS NULL, last_activity, agent, id"
@@ -378,15 +374,9 @@ class Index:
         db.execute("PRAGMA synchronous=NORMAL")
         return db
 
-    @property
-    def in_memory(self) -> bool:
-        return self._uri is not None
-
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         db = self._db()
-        if _write_hook is not None:
-            _write_hook(str(self.path))
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db
@@ -465,24 +455,19 @@ class Index:
         return {_text(path): mtime for path, mtime in rows}
 
     def set_dir_signatures(self, agent: str, signatures: dict[str, int | None]) -> None:
-        with self._tx() as db:
-            db.execute("DELETE FROM dirs WHERE agent = ?", (agent,))
-            _insert(
-                db,
-                "INSERT INTO dirs VALUES (?,?,?)",
-                [(p, agent, m) for p, m in signatures.items()],
-            )
+        """Record `agent`'s listed directories (path -> mtime_ns) for the next reconcile."""
+        self._replace("dirs", agent, [(p, agent, m) for p, m in signatures.items()])
 
     # -- places that cannot be listed ------------------------------------
     def set_unlisted(self, agent: str, unlisted: Mapping[str, str]) -> None:
         """What adapters.base.unlisted() found of `agent` now (path -> why)."""
+        self._replace("unlisted", agent, [(agent, path, why) for path, why in unlisted.items()])
+
+    def _replace(self, table: str, agent: str, rows: list[tuple[object, ...]]) -> None:
+        """Make `table` (of three columns) hold exactly `rows` for `agent`."""
         with self._tx() as db:
-            db.execute("DELETE FROM unlisted WHERE agent = ?", (agent,))
-            _insert(
-                db,
-                "INSERT INTO unlisted VALUES (?,?,?)",
-                [(agent, path, why) for path, why in unlisted.items()],
-            )
+            db.execute(f"DELETE FROM {table} WHERE agent = ?", (agent,))
+            _insert(db, f"INSERT INTO {table} VALUES (?,?,?)", rows)
 
     def unlisted(self, agent: str) -> dict[str, str]:
         """What set_unlisted() last recorded of `agent`."""
@@ -643,7 +628,6 @@ class Index:
         return [r[0] for r in rows]
 
     def count(self, agent: str | None = None) -> int:
-        if agent is None:
-            return int(self._db().execute("SELECT count(*) FROM sessions").fetchone()[0])
-        sql = "SELECT count(*) FROM sessions WHERE agent = ?"
-        return int(self._db().execute(sql, (agent,)).fetchone()[0])
+        """How many sessions the index holds (of `agent` when given)."""
+        where, args = _where(agent, None)
+        return int(self._db().execute(f"SELECT count(*) FROM sessions{where}", args).fetchone()[0])
