@@ -55,6 +55,12 @@ def _listed(agent: str | None, idle_before: float | None) -> tuple[str, list[obj
 
 def _where(agent: str | None, idle_before: float | None) -> tuple[str, list[object]]:
     """The WHERE of Index.listing(), and its arguments."""
+    terms, args = _terms(agent, idle_before)
+    return (" WHERE " + " AND ".join(terms) if terms else ""), args
+
+
+def _terms(agent: str | None, idle_before: float | None) -> tuple[list[str], list[object]]:
+    """The terms of _where(), and their arguments."""
     terms: list[str] = []
     args: list[object] = []
     if agent is not None:
@@ -63,7 +69,7 @@ def _where(agent: str | None, idle_before: float | None) -> tuple[str, list[obje
     if idle_before is not None:
         terms.append("last_activity < ?")
         args.append(idle_before)
-    return (" WHERE " + " AND ".join(terms) if terms else ""), args
+    return terms, args
 
 
 def recorded_unreadable(path: Path) -> dict[str, list[str]]:
@@ -224,10 +230,7 @@ class Queries(Store):
     ) -> dict[tuple[str, str], list[Artifact]]:
         """Artifacts of every session in one query (for listing many
         sessions), only of `kinds` when given."""
-        where, args = [], []
-        if agent is not None:
-            where.append("agent = ?")
-            args.append(agent)
+        where, args = _terms(agent, None)
         if kinds is not None:
             kinds = list(kinds)
             if self._evidence and self._evidence.issuperset(kinds):
