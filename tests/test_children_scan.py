@@ -391,10 +391,10 @@ def _rows_files() -> list[Path]:
 def test_a_big_part_comes_back_through_a_file_that_is_then_removed(
     home: FakeHome, spread: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Rows past one batch (index._BATCH, lowered: forked children see it)
+    """Rows past one batch (index.rows.BATCH, lowered: forked children see it)
     are read back from the part's file a batch at a time."""
     monkeypatch.setattr(children, "START_METHOD", "fork")
-    monkeypatch.setattr(index, "_BATCH", 2)
+    monkeypatch.setattr(index.rows, "BATCH", 2)
     read: list[int] = []
     batches_in = children._batches_in
 
@@ -421,7 +421,7 @@ def test_a_part_whose_file_cannot_be_written_comes_back_whole(
     home: FakeHome, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """/dev/full fails the first write, as a full disk does."""
-    monkeypatch.setattr(index, "_BATCH", 1)
+    monkeypatch.setattr(index.rows, "BATCH", 1)
     expected = list(index.batches(_whole("codex")(), {}))
     if len(expected) < 3:
         pytest.fail(f"SETUP INVALID: {len(expected)} batches")
@@ -434,7 +434,7 @@ import pickle, resource, signal, sys
 from agentkeep import core, index
 from agentkeep.children import scan as children
 from agentkeep.paths import Env
-index._BATCH = 1
+index.rows.BATCH = 1
 # Listed before the limit (it would hold back SQLite's own files too).
 sessions = list(core.Context.open(Env.from_environ()).adapters["codex"].sessions())
 expected = list(index.batches(sessions, {}))

@@ -1391,12 +1391,12 @@ def test_an_index_write_that_fails_midway_loses_no_session_from_the_plan(
     """The view is listed on the way to the index: when the index's write
     fails after taking some of the sessions, the rest are listed into the
     view all the same, and the prune plans and removes every one."""
-    from agentkeep import index as index_module
+    from agentkeep.index import rows, writing
 
     idle = [make_session(fake_home, age_days=40) for _ in range(5)]
-    monkeypatch.setattr(index_module, "_BATCH", 2)
+    monkeypatch.setattr(rows, "BATCH", 2)
     writes = {"n": 0}
-    write = index_module._write
+    write = writing._write
 
     def full_after_one(db: Any, done: Any) -> None:
         writes["n"] += 1
@@ -1404,7 +1404,7 @@ def test_an_index_write_that_fails_midway_loses_no_session_from_the_plan(
             raise sqlite3.OperationalError("database or disk is full")
         write(db, done)
 
-    monkeypatch.setattr(index_module, "_write", full_after_one)
+    monkeypatch.setattr(writing, "_write", full_after_one)
     doc = run_prune(older_than="30d")
     if writes["n"] < 2:
         pytest.fail("SETUP INVALID: the index's write never failed midway")

@@ -1,6 +1,6 @@
 """A full state disk (issue #7): the journal's write seam raises ENOSPC, the
 index is held at its size by SQLite's own page limit (SQLITE_FULL, what a full
-disk gives it: index.py has no write seam), or every write fails (a file size
+disk gives it: the index has no write seam), or every write fails (a file size
 limit of 0). A clear error in the report, status and the logs; no removal
 without its journal entry; and once there is room again, the next prune
 recovers and removes what it should.

@@ -95,7 +95,18 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.watchplan",
         },
     ),
-    ("index", {"agentkeep.children.scan", "agentkeep.index"}),
+    (
+        "index",
+        {
+            "agentkeep.children.scan",
+            "agentkeep.index",
+            "agentkeep.index.queries",
+            "agentkeep.index.rows",
+            "agentkeep.index.schema",
+            "agentkeep.index.store",
+            "agentkeep.index.writing",
+        },
+    ),
     ("leases", {"agentkeep.leases"}),
     (
         "removal",
