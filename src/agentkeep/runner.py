@@ -123,11 +123,11 @@ class Runner:
         except EnvMismatch as exc:
             # The daemon's view is not ours: its answer would not be ours either.
             log.debug("working in-process", method=method, why=exc.message)
-        from agentkeep.core.indexing import reconcile
         from agentkeep.methods import METHODS
 
         if not METHODS[method].reads_index:
             return local(self.ctx)
+        from agentkeep.core.indexing import reconcile
 
         with progress_bar("indexing") as bar:
             # No daemon keeps the index current: bring it up to date first

@@ -20,10 +20,10 @@ from agentkeep.index import SQLITE_NEEDED, Index
 from agentkeep.model import Shape
 from agentkeep.paths import Env, UnsafeDirectory, private_state_dir
 from agentkeep.statefiles import Pins, StateFileError
-from agentkeep.trash.expiry import Expiry
 
 if TYPE_CHECKING:
     from agentkeep.prune.evidence import Watch
+    from agentkeep.trash.expiry import Expiry
 
 log = structlog.get_logger("agentkeep.core")
 
@@ -63,6 +63,8 @@ class Context:
     trash_expiry: Expiry = field(init=False)
 
     def __post_init__(self) -> None:
+        from agentkeep.trash.expiry import Expiry  # a Context's, not every command's
+
         self.trash_expiry = Expiry(self.state_dir)
 
     @classmethod

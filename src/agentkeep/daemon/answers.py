@@ -22,8 +22,6 @@ import structlog
 from agentkeep import leases, processes
 from agentkeep.core.context import Context
 from agentkeep.core.ending import ends_as
-from agentkeep.core.reclaim import du
-from agentkeep.core.sessions import ls_text, pin, show
 from agentkeep.daemon import memory
 from agentkeep.daemon.changes import Changes
 from agentkeep.daemon.connection import Connection, Stream
@@ -164,7 +162,34 @@ def _bool(value: Any, name: str) -> bool:
     return value
 
 
+# The answers below import their modules when first asked: they bring the
+# plan's, which a daemon that has only started and watched does not need.
+def _ls(d: Serving, p: dict[str, Any]) -> object:
+    from agentkeep.core.sessions import ls_text
+
+    return ls_text(_ctx(d), _opt_str(p, "agent"), _opt_str(p, "idle_over"))
+
+
+def _show(d: Serving, p: dict[str, Any]) -> object:
+    from agentkeep.core.sessions import show
+
+    return show(
+        _ctx(d),
+        _str(p.get("agent"), "agent"),
+        _str(p.get("id"), "id"),
+        verdict=_bool(p.get("verdict", True), "verdict"),
+    )
+
+
+def _du(d: Serving, p: dict[str, Any]) -> object:
+    from agentkeep.core.reclaim import du
+
+    return du(_ctx(d), _opt_str(p, "by") or "agent")
+
+
 def _pin(d: Serving, p: dict[str, Any], pinned: bool) -> object:
+    from agentkeep.core.sessions import pin
+
     return pin(_ctx(d), _str(p.get("agent"), "agent"), _str(p.get("id"), "id"), pinned)
 
 
@@ -184,14 +209,9 @@ def _answering(answers: dict[str, Answer]) -> dict[str, Answer]:
 ANSWERS: dict[str, Answer] = _answering(
     {
         "status": lambda d, c, p: d.status(),
-        "ls": lambda d, c, p: ls_text(_ctx(d), _opt_str(p, "agent"), _opt_str(p, "idle_over")),
-        "show": lambda d, c, p: show(
-            _ctx(d),
-            _str(p.get("agent"), "agent"),
-            _str(p.get("id"), "id"),
-            verdict=_bool(p.get("verdict", True), "verdict"),
-        ),
-        "du": lambda d, c, p: du(_ctx(d), _opt_str(p, "by") or "agent"),
+        "ls": lambda d, c, p: _ls(d, p),
+        "show": lambda d, c, p: _show(d, p),
+        "du": lambda d, c, p: _du(d, p),
         "prune": lambda d, c, p: _answer_from_child(
             d,
             c,

@@ -20,7 +20,6 @@ from agentkeep.prune.report import Failed, Kept, Removed
 from agentkeep.removal import SessionRemoval
 from agentkeep.rmtree import Parents
 from agentkeep.trash.entries import TrashError
-from agentkeep.trash.writing import open_entry
 
 log = structlog.get_logger("agentkeep.prune")
 
@@ -127,6 +126,8 @@ class Removing:
     ) -> SessionRemoval:
         writer = None
         if trash_for > 0 and not dry_run:
+            from agentkeep.trash.writing import open_entry  # a run that trashes: not a dry one
+
             writer = open_entry(
                 self.state_dir,
                 s.agent,
