@@ -5,7 +5,7 @@
     .venv/bin/python bench/profile.py prune 1000 --trash 7d   # the same, into the trash
     .venv/bin/python bench/profile.py cold 2000    # daemon start-up reconcile, empty index
     .venv/bin/python bench/profile.py warm 10000   # the same on an up-to-date index
-    .venv/bin/python bench/profile.py ls 10000     # core.ls_text over the whole index
+    .venv/bin/python bench/profile.py ls 10000     # core.sessions.ls_text over the whole index
 
 Prints wall time, then the top functions by own time and by cumulative time
 (file:line), for the lead to compare before and after a fix. The child runs
@@ -28,14 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import homes  # noqa: E402
 
-_OPEN = "from agentkeep import core\nfrom agentkeep.paths import Env\n"
-_CTX = _OPEN + "ctx = core.Context.open(Env.from_environ())\n"
+_OPEN = "from agentkeep.core.context import Context\nfrom agentkeep.paths import Env\n"
+_CTX = _OPEN + "ctx = Context.open(Env.from_environ())\n"
 SNIPPETS = {
-    "scan": _CTX + "core.scan(ctx)\n",
-    "prune": _CTX + "core.prune(ctx, older_than='30d')\n",
-    "cold": _CTX + "core.reconcile(ctx)\n",
-    "warm": _CTX + "core.reconcile(ctx)\n",
-    "ls": _CTX + "core.ls_text(ctx)\n",
+    "scan": _CTX + "from agentkeep.core.indexing import scan\nscan(ctx)\n",
+    "prune": _CTX + "from agentkeep.core.pruning import prune\nprune(ctx, older_than='30d')\n",
+    "cold": _CTX + "from agentkeep.core.indexing import reconcile\nreconcile(ctx)\n",
+    "warm": _CTX + "from agentkeep.core.indexing import reconcile\nreconcile(ctx)\n",
+    "ls": _CTX + "from agentkeep.core.sessions import ls_text\nls_text(ctx)\n",
 }
 SETUP = {"warm": "scan", "ls": "scan"}
 

@@ -21,11 +21,12 @@ from typing import Any
 import psutil
 import pytest
 
-from agentkeep import core
+from agentkeep.core.context import Context
+from agentkeep.core.pruning import prune
 from agentkeep.demo import home
 from agentkeep.demo.home import SCRUB, FakeHome
 from agentkeep.paths import Env
-from agentkeep.prune import PruneReport
+from agentkeep.prune.report import PruneReport
 
 __all__ = [
     "SCRUB",
@@ -87,9 +88,9 @@ def cli_json(fh: FakeHome, *args: str) -> tuple[int, Any, str]:
 
 
 def prune_here(fh: FakeHome, **options: Any) -> PruneReport | None:
-    """core.prune in this process, on the fake user's own context."""
-    ctx = core.Context.open(Env.from_environ(fh.environ))
+    """prune in this process, on the fake user's own context."""
+    ctx = Context.open(Env.from_environ(fh.environ))
     try:
-        return core.prune(ctx, **options)
+        return prune(ctx, **options)
     finally:
         ctx.index.close()

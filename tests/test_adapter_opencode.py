@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from agentkeep import rmtree, trash
+from agentkeep import rmtree
 from agentkeep.adapters.base import listed, load
 from agentkeep.adapters.opencode import OpencodeAdapter
 from agentkeep.errors import RemovalError
@@ -23,6 +23,8 @@ from agentkeep.model import Session
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
 from agentkeep.removal import SessionRemoval
+from agentkeep.trash.entries import entry_dir
+from agentkeep.trash.writing import open_entry
 from build_codex import HOLD_OPEN, HOLD_WRITE_LOCK, calls, without
 from build_opencode import (
     TABLES,
@@ -669,9 +671,9 @@ def test_every_row_removed_is_kept_in_the_trash_once(
         else None
     )
     a = adapter(fake_home)
-    entry = trash.entry_dir(fake_home.state, "opencode", sid)
+    entry = entry_dir(fake_home.state, "opencode", sid)
 
-    with trash.open_entry(
+    with open_entry(
         fake_home.state, "opencode", sid, parent=None, keep_for=7 * 86400, now=time.time()
     ) as writer:
         r = SessionRemoval("opencode", sid, dry_run=False, trash=writer)

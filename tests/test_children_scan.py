@@ -28,12 +28,14 @@ import psutil
 import pytest
 from structlog.testing import capture_logs
 
-from agentkeep import core, index, logs
+from agentkeep import index, logs
 from agentkeep.adapters import claude
 from agentkeep.adapters.base import Known, WholeScan
 from agentkeep.adapters.zero import ZeroAdapter
 from agentkeep.children import scan as children
 from agentkeep.core import indexing
+from agentkeep.core.context import Context
+from agentkeep.core.indexing import scan
 from agentkeep.model import Session
 from agentkeep.paths import Env
 from agentkeep.progress import Progress
@@ -80,11 +82,11 @@ def home(fake_home: FakeHome) -> FakeHome:
     return fake_home
 
 
-def _context() -> core.Context:
-    return core.Context.open(Env.from_environ())
+def _context() -> Context:
+    return Context.open(Env.from_environ())
 
 
-def _indexed(ctx: core.Context) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+def _indexed(ctx: Context) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
     """Every session and artifact row, in a fixed order."""
     db = sqlite3.connect(ctx.index.path)
     try:
@@ -97,9 +99,9 @@ def _indexed(ctx: core.Context) -> tuple[list[tuple[object, ...]], list[tuple[ob
         db.close()
 
 
-def _serial(ctx: core.Context, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+def _serial(ctx: Context, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     monkeypatch.setattr(children, "PARALLEL_FROM", 10**9)
-    return core.scan(ctx)
+    return scan(ctx)
 
 
 @pytest.fixture
@@ -111,12 +113,12 @@ def spread(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _spread_scan(
-    ctx: core.Context, monkeypatch: pytest.MonkeyPatch, progress: Progress | None = None
+    ctx: Context, monkeypatch: pytest.MonkeyPatch, progress: Progress | None = None
 ) -> tuple[dict[str, object], list[dict]]:
     """A scan that takes the children's path whatever the size: its result and its log events."""
     monkeypatch.setattr(children, "PARALLEL_FROM", 0)
     with capture_logs() as captured:
-        done = core.scan(ctx, progress)
+        done = scan(ctx, progress)
     return done, captured
 
 
@@ -179,7 +181,7 @@ def test_a_childs_log_lines_go_to_stderr_as_configured(
     logs.configure(json=True, level="info")
     ctx = _context()
     monkeypatch.setattr(children, "PARALLEL_FROM", 0)
-    core.scan(ctx)
+    scan(ctx)
     out, err = capfd.readouterr()
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     events = {(line["event"], line.get("logger")) for line in lines}
@@ -231,8 +233,10 @@ def test_one_agent_spreads_only_when_its_scan_splits(
 STOPS_HALF_WAY = """
 import sys
 import time
-from agentkeep import core, logs
+from agentkeep import logs
 from agentkeep.children import scan as children
+from agentkeep.core.context import Context
+from agentkeep.core.indexing import scan
 from agentkeep.adapters import claude
 from agentkeep.paths import Env
 
@@ -247,7 +251,7 @@ if __name__ == "__main__":
     children.START_METHOD = sys.argv[1]
     children.PARALLEL_FROM = 0
     claude.SCAN_PART = 3
-    core.scan(core.Context.open(Env.from_environ()), stop_here)
+    scan(Context.open(Env.from_environ()), stop_here)
 """
 
 
@@ -319,14 +323,14 @@ def test_the_cycle_collector_rests_during_a_scan_and_comes_back(
         seen.append(gc.isenabled())
         raise KeyboardInterrupt
 
-    core.scan(ctx, lambda what, done, total: seen.append(gc.isenabled()))
+    scan(ctx, lambda what, done, total: seen.append(gc.isenabled()))
     assert gc.isenabled()
     with pytest.raises(KeyboardInterrupt):
-        core.scan(ctx, stop_half_way)
+        scan(ctx, stop_half_way)
     assert gc.isenabled()
     # Another scan (a daemon thread) still running keeps it off.
     with indexing.collector_paused():
-        core.scan(ctx)
+        scan(ctx)
         assert not gc.isenabled()
     assert gc.isenabled()
     assert len(seen) > 2, "SETUP INVALID: the scans reported no progress"
@@ -334,7 +338,7 @@ def test_the_cycle_collector_rests_during_a_scan_and_comes_back(
 
     gc.disable()  # someone else's choice stands
     try:
-        core.scan(ctx)
+        scan(ctx)
         assert not gc.isenabled()
     finally:
         gc.enable()
@@ -431,12 +435,13 @@ def test_a_part_whose_file_cannot_be_written_comes_back_whole(
 
 _FILLS_UP = """
 import pickle, resource, signal, sys
-from agentkeep import core, index
+from agentkeep import index
 from agentkeep.children import scan as children
+from agentkeep.core.context import Context
 from agentkeep.paths import Env
 index.rows.BATCH = 1
 # Listed before the limit (it would hold back SQLite's own files too).
-sessions = list(core.Context.open(Env.from_environ()).adapters["codex"].sessions())
+sessions = list(Context.open(Env.from_environ()).adapters["codex"].sessions())
 expected = list(index.batches(sessions, {}))
 size = len(pickle.dumps(expected[0], pickle.HIGHEST_PROTOCOL))
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -612,9 +612,9 @@ def test_in_process_commands_import_nothing_of_the_daemon(
 
 
 # What each command answered in-process never calls: the prune's act (its
-# leases, journal and removal), which `core` and `prune`
-# imported whole before their names were imported when asked for
-# (agentkeep.lazy); a scan does not even plan.
+# leases, journal and removal). Each caller imports a name from the module
+# that defines it, never a package that imports them all; a scan does not
+# even plan.
 NOT_ACTING = (
     "agentkeep.prune.act",
     "agentkeep.prune.run",
@@ -646,8 +646,8 @@ def test_in_process_commands_import_no_prune_they_do_not_run(
 
 
 def modules_at_exit(fh: FakeHome, *args: str, codes: tuple[int, ...] = (0,)) -> set[str]:
-    """Every module `agentkeep <args>` had loaded when it exited: -X importtime
-    does not list those importlib.import_module loads (agentkeep.lazy's)."""
+    """Every module `agentkeep <args>` had loaded when it exited, however it
+    was imported (-X importtime misses those importlib.import_module loads)."""
     listing = fh.root / "modules.txt"
     code = (
         "import atexit, runpy, sys\n"

@@ -48,7 +48,7 @@ def {fn}(*args, **kwargs):
 
 
 _PRUNED_BY = _noting("PRUNED_BY", "agentkeep.prune.run", "Pruner.run")
-_RECONCILED_BY = _noting("RECONCILED_BY", "agentkeep.core", "reconcile")
+_RECONCILED_BY = _noting("RECONCILED_BY", "agentkeep.core.indexing", "reconcile")
 # A scan in the daemon's child then waits $SCAN_SLEEP seconds (the daemon's own start-up
 # scans do not).
 _SCANNED_BY = _noting(
@@ -410,15 +410,15 @@ def test_a_daemon_killed_before_it_asks_its_child_leaves_one_quiet_line(fake_hom
 # on a state disk with no room left (EFBIG: a file size limit of 0).
 _FULL_AFTER_THE_PRUNE = """
 import resource, signal, sys
-import agentkeep.core as core
-_prune = core.prune
+import agentkeep.core.pruning as pruning
+_prune = pruning.prune
 def _then_full(*args, **kwargs):
     report = _prune(*args, **kwargs)
     if sys.argv[0].endswith("child.py"):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     return report
-core.prune = _then_full
+pruning.prune = _then_full
 """
 
 

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from agentkeep import core, watchplan
+from agentkeep import watchplan
 from agentkeep.adapters.claude.listings import Listings
+from agentkeep.core.context import Context
+from agentkeep.core.indexing import scan
 from agentkeep.daemon import main
 from agentkeep.paths import Env
 from build_agents import gemini_root, make_gemini_session, make_zero_session, zero_root
@@ -210,7 +212,7 @@ def test_an_events_refresh_keeps_no_listing(fake_home, monkeypatch: pytest.Monke
     sessions = [make_session(fake_home, age_days=1, full=False) for _ in range(12)]
     env = Env.from_environ(fake_home.environ)
     daemon = main.Daemon(env)
-    daemon.work.ctx = ctx = core.Context.open(env)
+    daemon.work.ctx = ctx = Context.open(env)
     made: list[weakref.ref[Listings]] = []
     init = Listings.__init__
 
@@ -220,7 +222,7 @@ def test_an_events_refresh_keeps_no_listing(fake_home, monkeypatch: pytest.Monke
 
     monkeypatch.setattr(Listings, "__init__", noted)
     try:
-        core.scan(ctx)
+        scan(ctx)
         made.clear()
         todos = fake_home.claude / "todos"
         todos.mkdir(exist_ok=True)

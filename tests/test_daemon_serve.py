@@ -464,8 +464,8 @@ def test_over_the_inotify_budget_roots_fall_back_to_polling(fake_home) -> None:
 
 def test_sigterm_while_indexing_at_start_stops_cleanly(fake_home) -> None:
     seam = (
-        "import time\nfrom agentkeep import core\n_reconcile = core.reconcile\n"
-        "core.reconcile = lambda ctx: (time.sleep(3), _reconcile(ctx))[1]"
+        "import time\nfrom agentkeep.core import indexing\n_reconcile = indexing.reconcile\n"
+        "indexing.reconcile = lambda ctx: (time.sleep(3), _reconcile(ctx))[1]"
     )
     daemon = start_daemon(fake_home, seams=seam, ready=False)
     wait_until(fake_home.socket.exists, "the socket to be bound", 20, setup=False)

@@ -17,7 +17,8 @@ from typing import Any
 import psutil
 import pytest
 
-from agentkeep import client, core, leases
+from agentkeep import client, leases
+from agentkeep.core.context import Context
 from agentkeep.paths import Env
 from build_claude import make_session, set_age
 from build_codex import build_codex, new_id
@@ -63,7 +64,7 @@ def test_ls_is_the_same_from_the_daemon_and_in_process(fake_home) -> None:
     make_session(fake_home, age_days=3, cwd="/home/user/other")
     daemon = start_daemon(fake_home)
     # The CLI's own view is the daemon's: it is answered, not sent away (-32001).
-    view = core.Context.open(Env.from_environ(fake_home.environ)).fingerprint()
+    view = Context.open(Env.from_environ(fake_home.environ)).fingerprint()
     assert client.request_with_env(daemon.env, view, "status", {})["pid"] == daemon.proc.pid
     served = fake_home.cli("ls", "--json")
     assert served.returncode == 0, served.stderr

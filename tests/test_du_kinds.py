@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from agentkeep import core
 from agentkeep.core import bykind
+from agentkeep.core.context import Context
+from agentkeep.core.reclaim import du
 from agentkeep.index import Index
 from agentkeep.model import Artifact, Session
 from agentkeep.paths import Env
@@ -123,12 +124,12 @@ def test_the_session_groups_are_what_du_counts_for_the_sessions_files(
 def test_a_kind_no_group_knows_is_counted_under_other(fake_home: FakeHome) -> None:
     every_agent(fake_home)
     fake_home.cli("scan", check=True, timeout=120)
-    ctx = core.Context.open(Env.from_environ(fake_home.environ))
+    ctx = Context.open(Env.from_environ(fake_home.environ))
     try:
-        before = {g["key"]: g for g in core.du(ctx, "kind")["groups"]}
+        before = {g["key"]: g for g in du(ctx, "kind")["groups"]}
         new = Artifact(str(fake_home.home / "new.bin"), "a-kind-of-next-year", 40_000, 1.0)
         ctx.index.put([Session("zero", "fix-ci-2", artifacts=[new._replace(disk_bytes=40_960)])])
-        after = {g["key"]: g for g in core.du(ctx, "kind")["groups"]}
+        after = {g["key"]: g for g in du(ctx, "kind")["groups"]}
     finally:
         ctx.index.close()
     assert before["other"]["bytes"] == before["other"]["sessions"] == 0

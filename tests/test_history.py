@@ -23,7 +23,7 @@ from agentkeep import history
 from agentkeep.adapters.base import load
 from agentkeep.paths import Env
 from agentkeep.statefiles import write_json
-from agentkeep.trash import entry_dir
+from agentkeep.trash.entries import entry_dir
 from build_claude import ClaudeSessionPaths, jsonl, make_session
 from build_codex import build_codex
 from build_opencode import build_opencode

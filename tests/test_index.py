@@ -19,12 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from agentkeep import adapters, core
+from agentkeep import adapters
 from agentkeep.adapters import base
 from agentkeep.adapters.base import Known
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.adapters.zero import ZeroAdapter
 from agentkeep.core import indexing
+from agentkeep.core.context import Context
+from agentkeep.core.indexing import reconcile, refresh, scan
+from agentkeep.core.sessions import session_json
 from agentkeep.index import IDLE_TAIL, Index, IndexedSession, written_as_python
 from agentkeep.jsontext import folded_item
 from agentkeep.model import Artifact, Session, State, rfc3339
@@ -37,8 +40,8 @@ from trees import settle
 DAY = 86400.0
 
 
-def context() -> core.Context:
-    return core.Context.open(Env.from_environ())
+def context() -> Context:
+    return Context.open(Env.from_environ())
 
 
 def rows(path: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
@@ -70,9 +73,9 @@ def test_scanning_twice_gives_the_same_rows(fake_home: FakeHome) -> None:
     make_zero_session(zero_root(fake_home.data), "z1", days=10)
     ctx = context()
 
-    first = core.scan(ctx)
+    first = scan(ctx)
     once = rows(ctx.index.path)
-    second = core.scan(ctx)
+    second = scan(ctx)
     twice = rows(ctx.index.path)
 
     assert once == twice
@@ -209,7 +212,7 @@ def test_forget_agents_drops_disabled_agents(fake_home: FakeHome, index: Index) 
 def test_a_disabled_agent_leaves_the_index_when_the_config_says_so(fake_home: FakeHome) -> None:
     make_session(fake_home, age_days=40, full=False)
     make_zero_session(zero_root(fake_home.data), "z1", days=5)
-    core.scan(context())
+    scan(context())
     fake_home.write_config('enabled = ["zero"]\n')
 
     ctx = context()
@@ -288,7 +291,7 @@ def test_an_index_of_another_schema_is_dropped_and_built_again(
     ctx = context()
 
     assert ctx.index.count() == 0 and ctx.index.dir_signatures("claude") == {}
-    core.reconcile(ctx)
+    reconcile(ctx)
     got = ctx.index.get("claude", s.id)
     assert got is not None and got.disk_bytes > 0
     assert [sid for _, sid, _ in ctx.index.listing()] == [s.id]
@@ -303,7 +306,7 @@ def test_the_few_artifacts_holders_read_come_from_a_partial_index(
     for n in range(3):
         make_session(fake_home, pid=4_200_000 + n)  # pids Linux never hands out
     ctx = context()
-    core.scan(ctx)
+    scan(ctx)
     kinds = adapters.evidence_kinds()
     assert {"registry", "rollout"} <= kinds
 
@@ -337,9 +340,9 @@ def test_building_the_index_changes_no_timestamp_it_reads(fake_home: FakeHome) -
     before = {r: mtimes(r) for r in roots}
 
     ctx = context()
-    core.scan(ctx)
-    core.reconcile(ctx)
-    core.refresh(ctx, "claude", parent.id)
+    scan(ctx)
+    reconcile(ctx)
+    refresh(ctx, "claude", parent.id)
 
     assert {r: mtimes(r) for r in roots} == before
     assert ctx.index.count() == 3
@@ -381,10 +384,10 @@ def test_listing_writes_what_the_cli_prints(fake_home: FakeHome, index: Index) -
     assert [(a, i) for a, i, _ in listed] == [(s.agent, s.id) for s in sessions]
     flagged = set()
     for (_, sid, text), s in zip(listed, sessions, strict=True):
-        assert json.loads(text) == core.session_json(s, State.IDLE)
+        assert json.loads(text) == session_json(s, State.IDLE)
         assert text.endswith(IDLE_TAIL)
         if written_as_python(text):
-            assert text == folded_item(core.session_json(s, State.IDLE))
+            assert text == folded_item(session_json(s, State.IDLE))
         else:
             flagged.add(sid)
     # Control characters are escaped as Python does; DEL and non-ASCII not.
@@ -450,7 +453,7 @@ def test_reconcile_relists_in_batches_and_agrees_with_a_scan(
     ]
     ctx = context()
     settle(ctx.adapters["claude"].watch_dirs())
-    core.scan(ctx)
+    scan(ctx)
     monkeypatch.setattr(indexing, "RELIST_BATCH", 2)
     monkeypatch.setattr(base, "LOOKUPS_ALONE", 2)
     passes: list[int] = []
@@ -471,7 +474,7 @@ def test_reconcile_relists_in_batches_and_agrees_with_a_scan(
         path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()
     fresh = make_session(fake_home, cwd="/w/p0", age_days=35, full=False)
 
-    relisted_count = core.reconcile(ctx)
+    relisted_count = reconcile(ctx)
     relisted = rows(ctx.index.path)
 
     # The changed ones, the one gone and the new one: no other session; or
@@ -482,7 +485,7 @@ def test_reconcile_relists_in_batches_and_agrees_with_a_scan(
     else:
         assert passes == [], "over a quarter of the sessions changed: one scan instead"
     assert {s.id for s in ctx.index.sessions()} == {s.id for s in [*sessions[1:], fresh]}
-    core.scan(ctx)
+    scan(ctx)
     assert relisted == rows(ctx.index.path)
 
 
@@ -499,7 +502,7 @@ def test_a_session_made_in_the_clock_tick_of_the_change_signed_is_found_by_recon
     tick = time.time_ns() + 60 * 10**9
     os.utime(first.transcript.parent, ns=(tick, tick))
     ctx = context()
-    core.scan(ctx)
+    scan(ctx)
     stamps = {os.fspath(d): os.stat(d).st_mtime_ns for d in adapter.watch_dirs()}
 
     made = make_session(fake_home, cwd="/w/p", age_days=40, full=False)
@@ -509,6 +512,6 @@ def test_a_session_made_in_the_clock_tick_of_the_change_signed_is_found_by_recon
     assert not new_dirs, f"SETUP INVALID: the new session made directories {new_dirs}"
     assert made.transcript.parent == first.transcript.parent, "SETUP INVALID: another project"
 
-    core.reconcile(ctx)
+    reconcile(ctx)
 
     assert {s.id for s in ctx.index.sessions()} == {first.id, made.id}

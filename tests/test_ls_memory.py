@@ -8,7 +8,8 @@ import gc
 import tracemalloc
 import uuid
 
-from agentkeep import core
+from agentkeep.core.context import Context
+from agentkeep.core.sessions import ls_text
 from agentkeep.model import Artifact, Session
 from agentkeep.paths import Env
 from fakehome import FakeHome
@@ -20,7 +21,7 @@ PER_SESSION = 20
 RUNS = 3
 
 
-def _index(ctx: core.Context, start: int, count: int) -> None:
+def _index(ctx: Context, start: int, count: int) -> None:
     """Idle Claude sessions straight into the index (ls reads nothing else)."""
     sessions = []
     for n in range(start, start + count):
@@ -31,12 +32,12 @@ def _index(ctx: core.Context, start: int, count: int) -> None:
     ctx.index.put(sessions)
 
 
-def _ls_peaks(ctx: core.Context) -> tuple[int, int, int]:
+def _ls_peaks(ctx: Context) -> tuple[int, int, int]:
     """Python's peak while `ls` decides its states (before it sends
     anything), its peak while its text is read whole, and the text's size."""
     tracemalloc.start()
     try:
-        text = core.ls_text(ctx)
+        text = ls_text(ctx)
         deciding = tracemalloc.get_traced_memory()[1]
         tracemalloc.reset_peak()
         sent = sum(len(part) for part in text.parts())
@@ -45,7 +46,7 @@ def _ls_peaks(ctx: core.Context) -> tuple[int, int, int]:
         tracemalloc.stop()
 
 
-def _least_peaks(ctx: core.Context) -> tuple[int, int, int]:
+def _least_peaks(ctx: Context) -> tuple[int, int, int]:
     """_ls_peaks(), each the least of a few runs, each after a full
     collection. A full collection empties Python's free lists, and objects
     made from a free list are not traced: which of two runs a collection
@@ -61,7 +62,7 @@ def _least_peaks(ctx: core.Context) -> tuple[int, int, int]:
 
 
 def test_ls_peak_does_not_grow_with_the_sessions(fake_home: FakeHome) -> None:
-    ctx = core.Context.open(Env.from_environ(fake_home.environ))
+    ctx = Context.open(Env.from_environ(fake_home.environ))
     _index(ctx, 0, SESSIONS)
     _ls_peaks(ctx)  # every cache and code path warmed once
     *at_n, sent_n = _least_peaks(ctx)

@@ -24,7 +24,11 @@ from typing import Any
 
 import pytest
 
-from agentkeep import core, leases
+from agentkeep import leases
+from agentkeep.core.context import Context, parse_age
+from agentkeep.core.indexing import scan
+from agentkeep.core.reclaim import reclaimable
+from agentkeep.core.sessions import ls_text, session_json
 from agentkeep.jsontext import unfolded
 from agentkeep.model import State
 from agentkeep.paths import Env
@@ -44,26 +48,26 @@ HOLD_OPEN = "import sys, time; f = open(sys.argv[1]); time.sleep(120)"
 STORE = "issue-stores"
 
 
-def listed(ctx: core.Context, agent: str | None = None, idle_over: str | None = None) -> Any:
+def listed(ctx: Context, agent: str | None = None, idle_over: str | None = None) -> Any:
     """`ls` as its JSON reads."""
-    return json.loads(core.ls_text(ctx, agent, idle_over).text)
+    return json.loads(ls_text(ctx, agent, idle_over).text)
 
 
 def slow_ls(
-    ctx: core.Context, agent: str | None = None, idle_over: str | None = None
+    ctx: Context, agent: str | None = None, idle_over: str | None = None
 ) -> list[dict[str, Any]]:
     """`ls` as it was: every session's holders looked at, one by one."""
     rows = ctx.index.sessions(agent)
     if idle_over is not None:
-        cutoff = time.time() - core.parse_age(idle_over, "--idle-over")
+        cutoff = time.time() - parse_age(idle_over, "--idle-over")
         rows = [r for r in rows if r.last_activity is not None and r.last_activity < cutoff]
     return [
-        core.session_json(r, state)
+        session_json(r, state)
         for r, state in zip(rows, slow_states(ctx.watch(), ctx, rows), strict=True)
     ]
 
 
-def slow_states(watch: Watch, ctx: core.Context, rows: list[Any]) -> list[State]:
+def slow_states(watch: Watch, ctx: Context, rows: list[Any]) -> list[State]:
     """Each session's state as `show` decides it: the whole rule, asked of
     each session with every one of its artifacts."""
     arts = ctx.index.all_artifacts()
@@ -73,7 +77,7 @@ def slow_states(watch: Watch, ctx: core.Context, rows: list[Any]) -> list[State]
     ]
 
 
-def slow_reclaimable(ctx: core.Context, retention: float) -> set[tuple[str, str]]:
+def slow_reclaimable(ctx: Context, retention: float) -> set[tuple[str, str]]:
     """reclaimable() as it was: the holders of every old session looked at."""
     cutoff = time.time() - retention
     rows = ctx.index.sessions()
@@ -94,7 +98,7 @@ def slow_reclaimable(ctx: core.Context, retention: float) -> set[tuple[str, str]
 @dataclass
 class Home:
     fh: FakeHome
-    ctx: core.Context
+    ctx: Context
     expected: dict[tuple[str, str], str]  # what the slow path must say (else SETUP INVALID)
     opencode_db: Path
     start: Any
@@ -149,8 +153,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
         wait_until(lambda: ProcessTable.snapshot().naming(claude["upper"].id), "the naming")
         write_registry(fh, anonymous.pid, claude["registry"].id)
         Pins(fh.state).set("claude", claude["pinned"].id, True)
-        ctx = core.Context.open(Env.from_environ())
-        core.scan(ctx)
+        ctx = Context.open(Env.from_environ())
+        scan(ctx)
 
         expected = {("claude", s.id): CLAUDE_STATES[k] for k, s in claude.items()}
         expected |= {("codex", idle_codex): "idle", ("codex", open_codex): "live"}
@@ -198,7 +202,7 @@ def test_ls_gives_what_looking_at_every_session_gives(home: Home) -> None:
         pytest.fail(f"SETUP INVALID: the slow path says {states(slow)}")
 
     assert listed(home.ctx) == slow
-    assert unfolded(core.ls_text(home.ctx).text) == json.dumps(slow, indent=2)
+    assert unfolded(ls_text(home.ctx).text) == json.dumps(slow, indent=2)
     for agent in ("claude", "codex", "opencode", "zero", STORE):
         assert listed(home.ctx, agent) == slow_ls(home.ctx, agent)
     assert listed(home.ctx, idle_over="33d") == slow_ls(home.ctx, idle_over="33d")
@@ -217,18 +221,18 @@ def test_reclaimable_gives_what_looking_at_every_session_gives(home: Home) -> No
     if not slow or not old & in_use or slow & in_use:
         pytest.fail(f"SETUP INVALID: the slow path reclaims {slow} of {old}")
 
-    assert core.reclaimable(home.ctx, retention) == slow
+    assert reclaimable(home.ctx, retention) == slow
     # Given the states an ls just listed (text ls does), whole or in part,
     # it decides the same without looking at any of them again.
-    listed = json.loads(core.ls_text(home.ctx).text)
+    listed = json.loads(ls_text(home.ctx).text)
     known = {(r["agent"], r["id"]): r["state"] for r in listed}
-    assert core.reclaimable(home.ctx, retention, known) == slow
+    assert reclaimable(home.ctx, retention, known) == slow
     some = {key: state for key, state in known.items() if key[0] == "claude"}
-    assert some and core.reclaimable(home.ctx, retention, some) == slow
+    assert some and reclaimable(home.ctx, retention, some) == slow
     # What it is told counts: a session said to be held stays.
     parents = {(r.agent, r.id): r.parent for r in home.ctx.index.sessions()}
     told = next(key for key in sorted(slow) if parents[key] is None)
-    assert core.reclaimable(home.ctx, retention, {**known, told: "held"}) == slow - {told}
+    assert reclaimable(home.ctx, retention, {**known, told: "held"}) == slow - {told}
 
 
 def test_a_process_holding_the_opencode_database_holds_every_opencode_session(

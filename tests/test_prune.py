@@ -24,20 +24,29 @@ from typing import Any
 
 import pytest
 
-from agentkeep import core, leases, trash
+from agentkeep import leases
 from agentkeep.adapters import base
 from agentkeep.adapters.claude import ClaudeAdapter
 from agentkeep.agents import AGENTS
+from agentkeep.core.context import Context
+from agentkeep.core.indexing import scan
+from agentkeep.core.pruning import prune
+from agentkeep.core.sessions import pin
+from agentkeep.core.status import status_fields
 from agentkeep.index import Index
 from agentkeep.journal import Journal
 from agentkeep.model import Session, parse_rfc3339, rfc3339
 from agentkeep.paths import Env
 from agentkeep.processes import ProcessTable
-from agentkeep.prune import PruneOptions, Pruner, PruneRefused, ancestors, check_floor
 from agentkeep.prune import act as prune_act
 from agentkeep.prune import remove as prune_remove
 from agentkeep.prune import run as prune_run
 from agentkeep.prune.lock import PrunerLock
+from agentkeep.prune.plan import ancestors, check_floor
+from agentkeep.prune.report import PruneOptions, PruneRefused
+from agentkeep.prune.run import Pruner
+from agentkeep.trash.entries import list_entries
+from agentkeep.trash.writing import open_entry
 from build_agents import make_zero_session, zero_root
 from build_claude import (
     ClaudeSessionPaths,
@@ -65,12 +74,12 @@ SLEEP = "import time; time.sleep(60)"
 # -- helpers -------------------------------------------------------------------
 
 
-def context() -> core.Context:
-    return core.Context.open(Env.from_environ())
+def context() -> Context:
+    return Context.open(Env.from_environ())
 
 
 def run_prune(**kw: Any) -> dict[str, Any]:
-    report = core.prune(context(), **kw)
+    report = prune(context(), **kw)
     assert report is not None
     return report.to_json()
 
@@ -988,8 +997,8 @@ def build_twin(where: FakeHome, now: float) -> list[str]:
     for n, (parent, age) in enumerate(shapes):
         # Registry pids above PID_MAX_LIMIT: never alive.
         make_session(where, id=ids[n], parent=parent, age_days=age, now=now, pid=4_300_000 + n)
-    ctx = core.Context.open(Env.from_environ(where.environ))
-    core.pin(ctx, "claude", ids[3])
+    ctx = Context.open(Env.from_environ(where.environ))
+    pin(ctx, "claude", ids[3])
     return ids
 
 
@@ -1221,12 +1230,12 @@ def write_last_prune(fh: FakeHome, ts: float) -> None:
 
 
 def scheduled() -> dict[str, Any] | None:
-    report = core.prune(context(), scheduled=True)
+    report = prune(context(), scheduled=True)
     return None if report is None else report.to_json()
 
 
 def paused_reason() -> str | None:
-    reason = core.status_fields(context())["paused"]
+    reason = status_fields(context())["paused"]
     return reason if reason is None else str(reason)
 
 
@@ -1327,7 +1336,7 @@ def test_a_paused_run_removes_nothing_not_even_expired_trash(fake_home: FakeHome
     trashed = make_session(fake_home, age_days=3)
     assert fake_home.cli("purge", "claude", trashed.id).returncode == 0
     # Trashed eight days ago for seven days: due to expire by this clock.
-    trash.open_entry(
+    open_entry(
         fake_home.state,
         "claude",
         trashed.id,
@@ -1343,7 +1352,7 @@ def test_a_paused_run_removes_nothing_not_even_expired_trash(fake_home: FakeHome
 
     if doc is None or not doc.get("paused"):
         pytest.fail("SETUP INVALID: the scheduled prune did not pause")
-    assert [e.id for e in trash.list_entries(fake_home.state)] == [trashed.id]
+    assert [e.id for e in list_entries(fake_home.state)] == [trashed.id]
 
 
 def test_a_scheduled_prune_skips_its_turn_while_another_prune_runs(fake_home: FakeHome) -> None:
@@ -1419,7 +1428,7 @@ def test_a_listing_that_fails_midway_fails_the_prune_and_removes_nothing(
     the index keeps what it held."""
     idle = [make_session(fake_home, age_days=40) for _ in range(3)]
     ctx = context()
-    core.scan(ctx)
+    scan(ctx)
     listing = ClaudeAdapter.sessions
 
     def failing_scan(
@@ -1431,7 +1440,7 @@ def test_a_listing_that_fails_midway_fails_the_prune_and_removes_nothing(
 
     monkeypatch.setattr(ClaudeAdapter, "sessions", failing_scan)
     with pytest.raises(OSError, match="Input/output error"):
-        core.prune(ctx, older_than="30d")
+        prune(ctx, older_than="30d")
     assert all(whole(s) for s in idle)
     assert sorted(r.id for r in Index(ctx.index.path).sessions()) == sorted(s.id for s in idle)
 

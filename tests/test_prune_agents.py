@@ -32,10 +32,11 @@ from typing import Any
 
 import pytest
 
-from agentkeep import leases, trash
+from agentkeep import leases
 from agentkeep.agents import AGENTS
 from agentkeep.model import parse_rfc3339, rfc3339
 from agentkeep.processes import ProcessTable
+from agentkeep.trash.entries import entry_dir
 from build_agents import (
     gemini_root,
     grok_root,
@@ -1327,7 +1328,7 @@ def test_with_a_trash_files_wait_there_and_rows_go_at_once_making_the_entry_part
     assert run.code == 0, run.stderr
     assert run.doc["removed"] == [s.removed()]
     assert s.gone() == []
-    entry = trash.entry_dir(fake_home.state, b.agent, s.id)
+    entry = entry_dir(fake_home.state, b.agent, s.id)
     assert contents <= kept(entry), "every file waits in the trash"
     listed = json.loads(fake_home.cli("trash", "--json", check=True).stdout)
     [only] = listed["entries"]

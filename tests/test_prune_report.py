@@ -15,8 +15,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentkeep.jsontext import folded_parts
-from agentkeep.prune import Removed
-from agentkeep.prune.report import RemovedLog
+from agentkeep.prune.report import Removed, RemovedLog
 from build_claude import make_many
 from fakehome import FakeHome, prune_here
 from fulldisk import FullDisk

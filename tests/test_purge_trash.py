@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from agentkeep import leases, trash
+from agentkeep import leases
 from agentkeep.model import parse_rfc3339
 from agentkeep.processes import ProcessTable
+from agentkeep.trash.writing import open_entry
 from build_agents import make_zero_session, zero_root
 from build_claude import ClaudeSessionPaths, make_session, new_id
 from fakehome import FakeHome, Spawn, cli_json
@@ -323,7 +324,7 @@ def test_the_next_prune_empties_expired_trash(fake_home: FakeHome) -> None:
     waiting = make_session(fake_home, age_days=3)
     for s in (expired, waiting):
         assert fake_home.cli("purge", "claude", s.id).returncode == 0
-    trash.open_entry(
+    open_entry(
         fake_home.state,
         "claude",
         expired.id,

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from agentkeep import core, fsio
+from agentkeep import fsio
 from agentkeep.adapters.base import Adapter
+from agentkeep.core.context import Context
+from agentkeep.core.indexing import relist, scan
 from agentkeep.paths import Env
 from build_claude import RECORDING, TODOS, make_session
 from fakehome import FakeHome
@@ -38,11 +40,11 @@ def listed_dirs() -> Iterator[list[str]]:
         yield seen
 
 
-def indexed_paths(ctx: core.Context, sid: str) -> set[str]:
+def indexed_paths(ctx: Context, sid: str) -> set[str]:
     return {a.path for a in ctx.index.artifacts("claude", sid)}
 
 
-def shared_dirs(ctx: core.Context) -> set[str]:
+def shared_dirs(ctx: Context) -> set[str]:
     """The directories sessions share, but the roots (whose listings, of a
     key directory per project, are listed each time: they are small) and
     sessions/, the registry of the live sessions (one record per running
@@ -61,20 +63,20 @@ def config_dir(adapter: Adapter) -> Path:
 def test_an_event_lists_only_what_changed_and_finds_what_is_new(fake_home: FakeHome) -> None:
     sessions = [make_session(fake_home, cwd=f"/home/user/p{n % 3}") for n in range(6)]
     s = sessions[0]
-    ctx = core.Context.open(Env.from_environ(fake_home.environ))
+    ctx = Context.open(Env.from_environ(fake_home.environ))
     settle(ctx.adapters["claude"].watch_dirs())
-    core.scan(ctx)
+    scan(ctx)
     before = indexed_paths(ctx, s.id)
     shared = shared_dirs(ctx)
     assert len(shared) > 10, "SETUP INVALID: too few shared directories to tell"
 
     # Nothing changed: no shared directory is listed, and the index holds
     # what it held.
-    core.relist(ctx, "claude", [s.id])
+    relist(ctx, "claude", [s.id])
     with open(s.transcript, "a") as f:
         f.write(json.dumps({"type": "user", "sessionId": s.id}) + "\n")
     with listed_dirs() as seen:
-        core.relist(ctx, "claude", [s.id])
+        relist(ctx, "claude", [s.id])
     assert not set(seen) & shared, sorted(set(seen) & shared)
     assert indexed_paths(ctx, s.id) == before
 
@@ -86,14 +88,14 @@ def test_an_event_lists_only_what_changed_and_finds_what_is_new(fake_home: FakeH
     todo = Path(s.layout.config) / "todos" / f"{s.id}-agent-{sessions[1].id}.json"
     todo.write_text("[]")
     with listed_dirs() as seen:
-        core.relist(ctx, "claude", [s.id])
+        relist(ctx, "claude", [s.id])
     assert set(seen) & shared == {str(key_dir), str(todo.parent)}, seen
     kinds = {a.path: a.kind for a in ctx.index.artifacts("claude", s.id)}
     assert kinds[str(recording)] == RECORDING and kinds[str(todo)] == TODOS
 
     # What a full listing finds, for every session.
     full = {sid: indexed_paths(ctx, sid) for sid in (x.id for x in sessions)}
-    core.scan(ctx)
+    scan(ctx)
     assert {sid: indexed_paths(ctx, sid) for sid in full} == full
 
 
@@ -102,9 +104,9 @@ def test_sessions_gone_and_forgotten_are_not_listed_again(fake_home: FakeHome) -
     refresh of what it removed lists no directory; a vanished session the
     index still knows is listed again, and forgotten."""
     sessions = [make_session(fake_home, cwd=f"/home/user/p{n % 3}") for n in range(12)]
-    ctx = core.Context.open(Env.from_environ(fake_home.environ))
+    ctx = Context.open(Env.from_environ(fake_home.environ))
     try:
-        core.scan(ctx)
+        scan(ctx)
         pruned, deleted, kept = sessions[:10], sessions[10], sessions[11]
         for s in [*pruned, deleted]:
             for a in ctx.index.artifacts("claude", s.id):
@@ -116,10 +118,10 @@ def test_sessions_gone_and_forgotten_are_not_listed_again(fake_home: FakeHome) -
         ctx.index.delete(("claude", s.id) for s in pruned)
         gone = {s.id for s in [*pruned, deleted]}
         with listed_dirs() as seen:
-            core.relist(ctx, "claude", sorted(s.id for s in pruned), vanished=gone)
+            relist(ctx, "claude", sorted(s.id for s in pruned), vanished=gone)
         assert seen == [], "the removed and forgotten sessions were listed again"
 
-        core.relist(ctx, "claude", [deleted.id, kept.id], vanished={deleted.id})
+        relist(ctx, "claude", [deleted.id, kept.id], vanished={deleted.id})
         assert {s.id for s in ctx.index.sessions("claude")} == {kept.id}
     finally:
         ctx.index.close()

@@ -13,23 +13,26 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from agentkeep import core, rmtree
+from agentkeep import rmtree
+from agentkeep.core.context import Context
+from agentkeep.core.pruning import prune
+from agentkeep.core.trashcan import expire_trash
 from agentkeep.leases import is_held, lease_path, try_exclusive
 from agentkeep.model import Artifact
 from agentkeep.paths import Env, ensure_private_dir
 from agentkeep.removal import SessionRemoval
-from agentkeep.trash import (
-    Expiry,
+from agentkeep.trash.entries import (
     NoSuchEntry,
     RestoreConflict,
     RestoreRefused,
     TrashError,
     entry_dir,
     list_entries,
-    open_entry,
-    restore,
-    restored_at,
 )
+from agentkeep.trash.expiry import Expiry
+from agentkeep.trash.restored import restored_at
+from agentkeep.trash.restoring import restore
+from agentkeep.trash.writing import open_entry
 from trees import tree_state
 from waiting import wait_until
 
@@ -433,13 +436,13 @@ def test_a_prune_expires_the_trash_through_the_expiry_the_clock_runs(
     """What the daemon's hourly expiry read, a prune does not read again."""
     trash_session(state, root, "0b7c0000-0000-4000-8000-000000000014")
     _settle(state)
-    ctx = core.Context.open(Env.from_environ(fake_home.environ))
+    ctx = Context.open(Env.from_environ(fake_home.environ))
     try:
-        assert core.expire_trash(ctx) == []
+        assert expire_trash(ctx) == []
         [entry] = list_entries(state)
         (entry.path / "entry.json").write_text("{not json")  # in place: no directory moves
         with capture_logs() as logs:
-            report = core.prune(ctx, older_than="30d")
+            report = prune(ctx, older_than="30d")
     finally:
         ctx.index.close()
     assert report is not None and not report.dry_run

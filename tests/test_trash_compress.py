@@ -20,12 +20,16 @@ from typing import Any
 
 import pytest
 
-from agentkeep import core, leases
+from agentkeep import leases
+from agentkeep.core.context import Context
+from agentkeep.core.pruning import purge
+from agentkeep.core.trashcan import compress_trash
 from agentkeep.model import Artifact
 from agentkeep.paths import Env
 from agentkeep.removal import SessionRemoval
 from agentkeep.statefiles import write_json
-from agentkeep.trash import entry_dir, list_entries, open_entry
+from agentkeep.trash.entries import entry_dir, list_entries
+from agentkeep.trash.writing import open_entry
 from build_claude import SESSION_DIR, TRANSCRIPT, ClaudeSessionPaths, make_session
 from fakehome import FakeHome, cli_json
 from snapshots_of_trees import contents, set_times, stats
@@ -156,9 +160,9 @@ def test_an_entry_written_uncompressed_restores(fake_home: FakeHome, later: str)
     expected = contents(*paths)
     settle_times(s, paths)
     before = stats(*paths)
-    ctx = core.Context.open(Env.from_environ(fake_home.environ))
+    ctx = Context.open(Env.from_environ(fake_home.environ))
     try:
-        core.purge(ctx, agent="claude", id=s.id)  # in-process: nothing compresses
+        purge(ctx, agent="claude", id=s.id)  # in-process: nothing compresses
     finally:
         ctx.index.close()
     entry = entry_dir(fake_home.state, "claude", s.id)
@@ -170,7 +174,7 @@ def test_an_entry_written_uncompressed_restores(fake_home: FakeHome, later: str)
         pytest.fail("SETUP INVALID: the entry holds no roots/")
     assert listed(fake_home, s.id)["compressed_bytes"] is None
     if later == "compressed later":
-        done = core.compress_trash(fake_home.state)
+        done = compress_trash(fake_home.state)
         assert done["compressed"] == 1 and sorted(os.listdir(entry)) == ["entry.json", ARCHIVE]
 
     restore(fake_home, s.id)
@@ -186,7 +190,8 @@ KILLED_AT = textwrap.dedent(
     """
     import os, signal, sys
     from pathlib import Path
-    from agentkeep import core
+    from agentkeep.core.context import Context
+    from agentkeep.core.trashcan import compress_trash, restore
     from agentkeep.paths import Env
     from agentkeep.trash import packing
 
@@ -200,10 +205,10 @@ KILLED_AT = textwrap.dedent(
 
     packing._at_step = step
     if what == "compress":
-        core.compress_trash(Path(sys.argv[3]))
+        compress_trash(Path(sys.argv[3]))
     else:
-        ctx = core.Context.open(Env.from_environ())
-        core.restore(ctx, "claude", sys.argv[3])
+        ctx = Context.open(Env.from_environ())
+        restore(ctx, "claude", sys.argv[3])
     print(len(steps))
     """
 )
@@ -225,15 +230,15 @@ def killed_at(fh: FakeHome, what: str, k: int, arg: str) -> int | None:
 
 
 def trashed(fh: FakeHome) -> tuple[str, list[Path], tuple[dict[str, Any], dict[str, str]]]:
-    """A small session in the trash, uncompressed (core.purge in-process):
+    """A small session in the trash, uncompressed (purge in-process):
     its id, its paths and their snapshot."""
     s, paths = session(fh, small=True)
     expected = contents(*paths)
     settle_times(s, paths)
     before = stats(*paths)
-    ctx = core.Context.open(Env.from_environ(fh.environ))
+    ctx = Context.open(Env.from_environ(fh.environ))
     try:
-        core.purge(ctx, agent="claude", id=s.id)
+        purge(ctx, agent="claude", id=s.id)
     finally:
         ctx.index.close()
     return s.id, paths, (before, expected)
@@ -262,7 +267,7 @@ def test_a_restore_killed_while_unpacking_is_whole_when_run_again(fake_home: Fak
     walked = 0
     for k in range(1, 200):
         sid, paths, before = trashed(fake_home)
-        assert core.compress_trash(fake_home.state)["compressed"] == 1, "SETUP INVALID"
+        assert compress_trash(fake_home.state)["compressed"] == 1, "SETUP INVALID"
         steps = killed_at(fake_home, "restore", k, sid)
         if steps is not None:
             assert snapshot(paths) == before
@@ -283,12 +288,12 @@ def test_a_held_session_is_compressed_once_it_is_let_go(fake_home: FakeHome) -> 
     sid, paths, before = trashed(fake_home)
     lease = leases.hold_shared(leases.lease_path(fake_home.state, "claude", sid))
     try:
-        done = core.compress_trash(fake_home.state)
+        done = compress_trash(fake_home.state)
     finally:
         lease.release()
     assert done == {"compressed": 0, "bytes": 0, "compressed_bytes": 0, "waiting": 1}
     assert listed(fake_home, sid)["compressed_bytes"] is None
-    assert core.compress_trash(fake_home.state)["compressed"] == 1
+    assert compress_trash(fake_home.state)["compressed"] == 1
 
     restore(fake_home, sid)
     assert snapshot(paths) == before
@@ -311,10 +316,10 @@ def test_an_entry_written_while_it_is_packed_is_not_committed(
             written.append(step)
 
     monkeypatch.setattr(packing, "_at_step", write_meanwhile)
-    assert core.compress_trash(fake_home.state)["compressed"] == 0
+    assert compress_trash(fake_home.state)["compressed"] == 0
     assert written, "SETUP INVALID: the entry was not written while packed"
     assert sorted(os.listdir(entry)) == ["entry.json", "roots"], "nothing of the packing stays"
-    assert core.compress_trash(fake_home.state)["compressed"] == 1, "the next one packs it"
+    assert compress_trash(fake_home.state)["compressed"] == 1, "the next one packs it"
 
     restore(fake_home, sid)
     assert snapshot(paths) == before
@@ -339,7 +344,7 @@ def test_a_socket_keeps_its_entry_uncompressed(fake_home: FakeHome) -> None:
     assert code == 0, err
     assert listed(fake_home, s.id)["compressed_bytes"] is None
     assert "socket" in entry_json(fake_home, s.id)["unpackable"]
-    assert core.compress_trash(fake_home.state)["waiting"] == 1, "marked, not tried again"
+    assert compress_trash(fake_home.state)["waiting"] == 1, "marked, not tried again"
     restore(fake_home, s.id)
     assert snapshot(paths) == (before, expected)
 
@@ -349,7 +354,7 @@ def test_a_removal_into_a_compressed_entry_unpacks_it_first(fake_home: FakeHome)
     retry of a removal stopped half way) unpacks it first: one entry, and
     restore gives back what went in before and after."""
     sid, paths, before = trashed(fake_home)
-    assert core.compress_trash(fake_home.state)["compressed"] == 1, "SETUP INVALID"
+    assert compress_trash(fake_home.state)["compressed"] == 1, "SETUP INVALID"
     [entry] = list_entries(fake_home.state)
     late = Path(entry.roots[0]) / "late.txt"
     late.write_text("moved in after the entry was compressed")
@@ -361,7 +366,7 @@ def test_a_removal_into_a_compressed_entry_unpacks_it_first(fake_home: FakeHome)
         r = SessionRemoval("claude", sid, dry_run=False, trash=writer)
         r.remove_path(Artifact(str(late), "t", 0, 0.0, root=entry.roots[0]))
     assert not late.exists() and r.removed == [str(late)], "SETUP INVALID"
-    assert core.compress_trash(fake_home.state)["compressed"] == 1
+    assert compress_trash(fake_home.state)["compressed"] == 1
 
     restore(fake_home, sid)
 

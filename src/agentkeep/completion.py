@@ -58,14 +58,15 @@ def trashed_ids(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
     """The sessions of the agent already given that wait in the trash."""
-    from agentkeep import logs, trash
+    from agentkeep import logs
+    from agentkeep.trash.entries import TrashError, list_entries
 
     # An unreadable entry is logged: on stderr, never into the completions.
     logs.configure(level="error")
     agent = ctx.params.get("agent")
     try:
-        entries = trash.list_entries(Env.from_environ().state_dir)
-    except (trash.TrashError, OSError):
+        entries = list_entries(Env.from_environ().state_dir)
+    except (TrashError, OSError):
         return []
     return [
         CompletionItem(e.id) for e in entries if e.agent == agent and e.id.startswith(incomplete)

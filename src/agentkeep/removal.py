@@ -33,7 +33,7 @@ from agentkeep.rmtree import (
 
 if TYPE_CHECKING:
     from agentkeep.adapters.sqlite import TableRows
-    from agentkeep.trash import TrashWriter
+    from agentkeep.trash.writing import TrashWriter
 
 log = structlog.get_logger("agentkeep.removal")
 

@@ -17,7 +17,8 @@ from agentkeep.errors import ConfigInvalid, EnvMismatch, Failed, Failure, state_
 from agentkeep.paths import Env
 
 if TYPE_CHECKING:
-    from agentkeep import core, render
+    from agentkeep import render
+    from agentkeep.core.context import Context
 
 # Where -q is kept (click shares `meta` with every nested context).
 QUIET = "agentkeep.quiet"
@@ -75,14 +76,14 @@ class Runner:
 
     def __init__(self) -> None:
         self.env = Env.from_environ()
-        self._ctx: core.Context | None = None
+        self._ctx: Context | None = None
 
     @property
-    def ctx(self) -> core.Context:
+    def ctx(self) -> Context:
         if self._ctx is None:
-            from agentkeep import core
+            from agentkeep.core.context import Context
 
-            self._ctx = core.Context.open(self.env)
+            self._ctx = Context.open(self.env)
         return self._ctx
 
     def fingerprint(self) -> dict[str, Any]:
@@ -97,7 +98,7 @@ class Runner:
         self,
         method: str,
         params: dict[str, Any],
-        local: Callable[[core.Context], Any],
+        local: Callable[[Context], Any],
         raw: bool = False,
     ) -> Any:
         """The daemon's answer, else `local`'s; with `raw`, the answer as
@@ -122,16 +123,16 @@ class Runner:
         except EnvMismatch as exc:
             # The daemon's view is not ours: its answer would not be ours either.
             log.debug("working in-process", method=method, why=exc.message)
-        from agentkeep import core
         from agentkeep.methods import METHODS
 
         if not METHODS[method].reads_index:
             return local(self.ctx)
+        from agentkeep.core.indexing import reconcile
 
         with progress_bar("indexing") as bar:
             # No daemon keeps the index current: bring it up to date first
             # (cheap when little changed; a full scan the first time).
-            core.reconcile(self.ctx, bar.progress)
+            reconcile(self.ctx, bar.progress)
             return local(self.ctx)
 
     def run(
@@ -164,9 +165,9 @@ def status_doc(r: Runner) -> tuple[dict[str, Any], int]:
         doc = client.call(r.env, "status", {})
         code = 0
     except (client.NoDaemon, Failure):
-        from agentkeep import core
+        from agentkeep.core.status import status_fields
 
-        doc = {"pid": None, "version": __version__, "uptime_s": None, **core.status_fields(r.ctx)}
+        doc = {"pid": None, "version": __version__, "uptime_s": None, **status_fields(r.ctx)}
         doc.update(watch={"mode": None, "roots": []}, next_prune=None)
         code = Failed.exit  # no daemon answers
     if not (doc.get("config") or {}).get("ok", True):

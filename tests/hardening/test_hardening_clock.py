@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 from hardening_util import DAY, events_named, kept_reasons, removed_ids, report_of, run_cli
 
-from agentkeep import core
+from agentkeep.core.context import Context
+from agentkeep.core.pruning import prune
+from agentkeep.core.status import status_fields
 from agentkeep.model import rfc3339
 from agentkeep.paths import Env
 from build_claude import ClaudeSessionPaths, make_session
@@ -43,12 +45,12 @@ def write_last_prune(fh: FakeHome, ts: float) -> None:
     (fh.state / "last_prune.json").write_text(json.dumps({"ts": ts, "time": rfc3339(ts)}))
 
 
-def context(fh: FakeHome) -> core.Context:
-    return core.Context.open(Env.from_environ(fh.environ))
+def context(fh: FakeHome) -> Context:
+    return Context.open(Env.from_environ(fh.environ))
 
 
 def scheduled(fh: FakeHome) -> dict[str, Any]:
-    report = core.prune(context(fh), scheduled=True)
+    report = prune(context(fh), scheduled=True)
     assert report is not None, "the scheduled prune skipped its turn"
     return report.to_json()
 
@@ -59,7 +61,7 @@ def present(sessions: list[ClaudeSessionPaths]) -> list[ClaudeSessionPaths]:
 
 def assert_says_why(fh: FakeHome, reason: str) -> None:
     """status (no daemon: pid null, exit 1) and doctor both give the reason."""
-    assert core.status_fields(context(fh))["paused"] == reason
+    assert status_fields(context(fh))["paused"] == reason
     status = run_cli(fh, "status", "--json")
     assert status.returncode == 1, status.stderr
     doc = json.loads(status.stdout)
@@ -78,7 +80,7 @@ def lift_with_the_cli(fh: FakeHome, old: list[ClaudeSessionPaths], reason: str) 
     """A dry run does not lift the pause; one real CLI prune does, capped."""
     dry = run_cli(fh, "prune", "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
-    assert core.status_fields(context(fh))["paused"] == reason
+    assert status_fields(context(fh))["paused"] == reason
     before = len(present(old))
     real = run_cli(fh, "prune", "--json")
     assert real.returncode == 0, real.stderr
@@ -86,7 +88,7 @@ def lift_with_the_cli(fh: FakeHome, old: list[ClaudeSessionPaths], reason: str) 
     assert len(doc["removed"]) == CAP, "max_removals caps the prune that lifts the pause"
     assert sorted(kept_reasons(doc).values()) == ["capped"] * (before - CAP)
     assert len(present(old)) == before - CAP
-    assert core.status_fields(context(fh))["paused"] is None
+    assert status_fields(context(fh))["paused"] is None
     assert "paused itself" not in run_cli(fh, "doctor").stdout
 
 

@@ -27,7 +27,11 @@ from hardening_util import (
     whole,
 )
 
-from agentkeep import core, journal
+from agentkeep import journal
+from agentkeep.core.context import Context
+from agentkeep.core.indexing import scan
+from agentkeep.core.pruning import prune
+from agentkeep.core.status import status_fields
 from agentkeep.errors import Failure
 from agentkeep.paths import Env
 from build_claude import ClaudeSessionPaths, make_session
@@ -175,23 +179,23 @@ def test_status_says_the_disk_is_full(fake_home: FakeHome, monkeypatch: pytest.M
         raise OSError(errno.ENOSPC, ENOSPC_TEXT, str(path))
 
     monkeypatch.setattr(journal, "_write_hook", full)
-    ctx = core.Context.open(Env.from_environ(fake_home.environ))
-    report = core.prune(ctx, scheduled=True)
+    ctx = Context.open(Env.from_environ(fake_home.environ))
+    report = prune(ctx, scheduled=True)
     if report is None or not report.failed:
         pytest.fail("SETUP INVALID: nothing failed")
 
-    assert ENOSPC_TEXT in json.dumps(core.status_fields(ctx))
+    assert ENOSPC_TEXT in json.dumps(status_fields(ctx))
 
 
 # -- the index --------------------------------------------------------------------------
 
 
-def full_index(fh: FakeHome) -> core.Context:
+def full_index(fh: FakeHome) -> Context:
     """A context whose index cannot grow any more: SQLite's page limit set to
     the size it has, so that writing more rows fails with SQLITE_FULL
     ("database or disk is full"), as on a full disk."""
-    ctx = core.Context.open(Env.from_environ(fh.environ))
-    core.scan(ctx)
+    ctx = Context.open(Env.from_environ(fh.environ))
+    scan(ctx)
     db = ctx.index._db()
     pages = db.execute("PRAGMA page_count").fetchone()[0]
     db.execute(f"PRAGMA max_page_count = {pages}")
@@ -209,7 +213,7 @@ def test_a_full_index_removes_nothing_half_and_recovers(fake_home: FakeHome) -> 
     old += more_sessions(fake_home)
 
     try:
-        core.prune(ctx)
+        prune(ctx)
     except (sqlite3.Error, Failure):
         pass  # how it is reported is the next test's business
     assert all(whole(s) or gone(s) for s in old), "a session was left half removed"
@@ -217,7 +221,7 @@ def test_a_full_index_removes_nothing_half_and_recovers(fake_home: FakeHome) -> 
     assert whole(recent)
 
     ctx.index._db().execute("PRAGMA max_page_count = 1073741823")  # room again
-    report = core.prune(ctx)
+    report = prune(ctx)
     assert report is not None and report.failed == []
     assert all(gone(s) for s in old) and whole(recent)
     assert pending_journal(fake_home) == set()
@@ -229,7 +233,7 @@ def test_a_full_index_is_reported_as_a_full_disk(fake_home: FakeHome) -> None:
     more_sessions(fake_home)
 
     try:
-        doc = core.prune(ctx)
+        doc = prune(ctx)
     except Exception as exc:
         message = exc.message if isinstance(exc, Failure) else str(exc)
         assert "full" in message, f"{type(exc).__name__}: {message}"

@@ -86,7 +86,7 @@ import os, signal
 import agentkeep.journal as journal
 import agentkeep.prune.remove as prune
 import agentkeep.rmtree as rmtree
-import agentkeep.trash as trash
+from agentkeep.trash.writing import TrashWriter
 
 MODE = os.environ["KILL_MODE"]
 ON = int(os.environ["KILL_ON_SESSION"])
@@ -119,11 +119,11 @@ def after_lease(agent, sid):
     elif MODE == "done":
         journal.Journal.end_batch = die  # removed, and not yet marked done
     elif MODE == "trash":
-        save = trash.TrashWriter._save
+        save = TrashWriter._save
         def saving(self):
             step()  # before the AFTER+1-th save: often just after a rename into the trash
             save(self)
-        trash.TrashWriter._save = saving
+        TrashWriter._save = saving
 
 prune._after_lease = after_lease
 """

@@ -42,7 +42,7 @@ STEP_SEAMS = """
 import os, signal
 import agentkeep.prune.remove as prune
 import agentkeep.rmtree as rmtree
-import agentkeep.trash as trash
+from agentkeep.trash.writing import TrashWriter
 from agentkeep.adapters import owndelete, sqlite
 
 AT = int(os.environ["KILL_AT_STEP"])
@@ -66,7 +66,7 @@ def counted(owner, name, after=False):
 
 rmtree._before_leaf = step
 counted(sqlite, "delete_rows")
-counted(trash.TrashWriter, "_save")
+counted(TrashWriter, "_save")
 counted(owndelete, "run", after=True)
 prune._after_lease = lambda agent, sid: state.update(armed=True)
 """

@@ -14,9 +14,10 @@ import os
 
 import pytest
 
-from agentkeep import core
+from agentkeep.core.context import Context
+from agentkeep.core.pruning import prune
 from agentkeep.paths import Env
-from agentkeep.prune import read_pause
+from agentkeep.prune.pause import read_pause
 from build_claude import make_session
 from fakehome import FakeHome
 
@@ -81,9 +82,9 @@ def test_a_damaged_last_prune_record_pauses_the_scheduled_prune(fake_home: FakeH
     fake_home.write_config('retention = "30d"\n')
     fake_home.state.mkdir(parents=True, exist_ok=True)
     (fake_home.state / "last_prune.json").write_bytes(b"\0\0\0")
-    ctx = core.Context.open(Env.from_environ(fake_home.environ))
+    ctx = Context.open(Env.from_environ(fake_home.environ))
     try:
-        report = core.prune(ctx, scheduled=True)
+        report = prune(ctx, scheduled=True)
     finally:
         ctx.index.close()
     assert report is not None

@@ -129,14 +129,12 @@ def test_the_daemon_starts_on_a_full_disk_and_serves(fake_home: FakeHome, small_
 # fills up during the run): the seam makes that one write fail.
 LAST_PRUNE_FULL = """
 import errno, os
-import agentkeep.prune as prune
+import agentkeep.core.pruning as pruning
 
 def full(state_dir, summary):
     path = state_dir / "last_prune.json"
     raise OSError(errno.ENOSPC, f"cannot write {path}: {os.strerror(errno.ENOSPC)}", str(path))
 
-prune.record_last_prune = full
-import agentkeep.core.pruning as pruning
 pruning.record_last_prune = full
 from agentkeep.cli import main
 main()

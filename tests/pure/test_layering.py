@@ -30,7 +30,6 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.errors",
             "agentkeep.jsonedit",
             "agentkeep.jsontext",
-            "agentkeep.lazy",
             "agentkeep.logs",
             "agentkeep.methods",
             "agentkeep.model",

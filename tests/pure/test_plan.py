@@ -12,9 +12,9 @@ import pytest
 
 from agentkeep.index import IndexedSession
 from agentkeep.model import Artifact, Holder, HolderKind, Reason, Session, State
-from agentkeep.prune import PruneOptions, PruneRefused, decide, descendants
 from agentkeep.prune.evidence import Observed, indexed, state
-from agentkeep.prune.plan import PrunePlan
+from agentkeep.prune.plan import PrunePlan, decide, descendants
+from agentkeep.prune.report import PruneOptions, PruneRefused
 
 NOW = 1_800_000_000.0
 DAY = 86400.0

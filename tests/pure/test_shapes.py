@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from agentkeep.model import Artifact, Holder, HolderKind, Reason, Session, Shape
-from agentkeep.prune import PruneOptions, decide
 from agentkeep.prune.evidence import Observed
-from agentkeep.prune.plan import AGE, SIZE, PrunePlan
+from agentkeep.prune.plan import AGE, SIZE, PrunePlan, decide
+from agentkeep.prune.report import PruneOptions
 
 NOW = 1_800_000_000.0
 DAY = 86400.0

@@ -11,7 +11,8 @@ import pytest
 from textual.geometry import Region
 from uihome import Demo, settle, sync
 
-from agentkeep import core
+from agentkeep.core.context import Context
+from agentkeep.core.reclaim import du
 from agentkeep.paths import Env
 from agentkeep.ui.app import AgentkeepApp
 from agentkeep.ui.backend import Backend
@@ -19,9 +20,9 @@ from agentkeep.ui.overview import kind_groups
 
 
 def _du_by_kind(demo: Demo) -> list[dict[str, Any]]:
-    ctx = core.Context.open(Env.from_environ(demo.fh.environ))
+    ctx = Context.open(Env.from_environ(demo.fh.environ))
     try:
-        groups: list[dict[str, Any]] = core.du(ctx, "kind")["groups"]
+        groups: list[dict[str, Any]] = du(ctx, "kind")["groups"]
         return groups
     finally:
         ctx.index.close()

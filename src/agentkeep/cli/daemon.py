@@ -48,9 +48,10 @@ def status(as_json: bool) -> None:
     r = Runner()
     doc, code = status_doc(r)
     if not as_json:
-        from agentkeep import core, render
+        from agentkeep import render
+        from agentkeep.core.reclaim import reclaim_hint
 
-        doc["reclaim_hint"] = core.reclaim_hint(r.ctx)
+        doc["reclaim_hint"] = reclaim_hint(r.ctx)
         render.status(text_out(), doc)
     else:
         emit_json(doc)

@@ -15,8 +15,8 @@ from agentkeep.paths import Env
 from agentkeep.runner import Runner, emit_json, emit_parts, progress_bar, text_out
 
 if TYPE_CHECKING:
-    from agentkeep import core
-    from agentkeep.prune import PruneReport
+    from agentkeep.core.context import Context
+    from agentkeep.prune.report import PruneReport
 
 
 def _print_report(report: dict[str, Any] | PruneReport | None, as_json: bool, wide: bool) -> int:
@@ -43,9 +43,9 @@ def _compress_here(r: Runner, report: dict[str, Any] | PruneReport | None) -> No
     if report is None or isinstance(report, dict) or report.dry_run or not report.removed:
         return
     sys.stdout.flush()
-    from agentkeep import core
+    from agentkeep.core.trashcan import compress_trash
 
-    core.compress_trash(r.ctx.state_dir)
+    compress_trash(r.ctx.state_dir)
 
 
 @main.command()
@@ -71,10 +71,10 @@ def prune(
         params = {"dry_run": dry_run, "older_than": older_than, "agent": agent}
         with progress_bar("pruning") as bar:
 
-            def local(ctx: core.Context) -> PruneReport | None:
-                from agentkeep import core
+            def local(ctx: Context) -> PruneReport | None:
+                from agentkeep.core import pruning
 
-                return core.prune(
+                return pruning.prune(
                     ctx, dry_run=dry_run, older_than=older_than, agent=agent, progress=bar.progress
                 )
 
@@ -99,10 +99,10 @@ def purge(
     """Remove one session now, whatever its age."""
     r = Runner()
 
-    def local(ctx: core.Context) -> PruneReport:
-        from agentkeep import core
+    def local(ctx: Context) -> PruneReport:
+        from agentkeep.core import pruning
 
-        return core.purge(ctx, agent=agent, id=session_id, dry_run=dry_run, cascade=cascade)
+        return pruning.purge(ctx, agent=agent, id=session_id, dry_run=dry_run, cascade=cascade)
 
     def body() -> int:
         params = {"agent": agent, "id": session_id, "dry_run": dry_run, "cascade": cascade}
@@ -138,10 +138,10 @@ def _pin(agent: str, session_id: str, pinned: bool, as_json: bool) -> None:
     r = Runner()
     method = "pin" if pinned else "unpin"
 
-    def local(ctx: core.Context) -> dict[str, Any]:
-        from agentkeep import core
+    def local(ctx: Context) -> dict[str, Any]:
+        from agentkeep.core import sessions
 
-        return core.pin(ctx, agent, session_id, pinned)
+        return sessions.pin(ctx, agent, session_id, pinned)
 
     def body() -> int:
         doc = r.ask(method, {"agent": agent, "id": session_id}, local)
@@ -179,7 +179,8 @@ def unpin(agent: str, session_id: str, as_json: bool) -> None:
 @json_option
 def trash_cmd(empty: bool, older_than: str | None, wide: bool, as_json: bool) -> None:
     """List the trash, or empty it now."""
-    from agentkeep import core, render
+    from agentkeep import render
+    from agentkeep.core.trashcan import trash_empty, trash_list
 
     if older_than is not None and not empty:
         raise BadParams("--older-than goes with --empty")
@@ -187,13 +188,13 @@ def trash_cmd(empty: bool, older_than: str | None, wide: bool, as_json: bool) ->
 
     def body() -> int:
         if not empty:
-            doc = core.trash_list(state_dir)
+            doc = trash_list(state_dir)
             if as_json:
                 emit_json(doc)
             else:
                 render.trash_entries(text_out(wide), doc["entries"])
             return 0
-        doc = core.trash_empty(state_dir, older_than)
+        doc = trash_empty(state_dir, older_than)
         if as_json:
             emit_json(doc)
         else:
@@ -209,12 +210,13 @@ def trash_cmd(empty: bool, older_than: str | None, wide: bool, as_json: bool) ->
 @json_option
 def restore(agent: str, session_id: str, as_json: bool) -> None:
     """Put a pruned session back where it was (with its trashed ancestors)."""
-    from agentkeep import core, render
+    from agentkeep import render
+    from agentkeep.core import trashcan
 
     r = Runner()
 
     def body() -> int:
-        doc = core.restore(r.ctx, agent, session_id)
+        doc = trashcan.restore(r.ctx, agent, session_id)
         if as_json:
             emit_json(doc)
         else:
@@ -248,7 +250,8 @@ def history(
     as_json: bool,
 ) -> None:
     """The record of every session removed, newest last, and whether it can be restored."""
-    from agentkeep import core, render
+    from agentkeep import render
+    from agentkeep.core.gone import history_forget, history_list
 
     if not forget and (session_id is not None or older_than is not None):
         raise BadParams("--id and --older-than go with --forget")
@@ -258,13 +261,13 @@ def history(
 
     def body() -> int:
         if forget:
-            doc: Any = core.history_forget(state_dir, agent, session_id, older_than)
+            doc: Any = history_forget(state_dir, agent, session_id, older_than)
             if as_json:
                 emit_json(doc)
             else:
                 click.echo(f"forgot {render.count(doc['forgotten'], 'line')}")
             return 0
-        doc = core.history_list(state_dir, agent, workspace, grep)
+        doc = history_list(state_dir, agent, workspace, grep)
         if as_json:
             emit_json(doc)
         else:

@@ -11,7 +11,7 @@ from agentkeep.cli.group import agent_argument, id_argument, json_option, main, 
 from agentkeep.runner import Runner, emit_json, progress_bar, text_out
 
 if TYPE_CHECKING:
-    from agentkeep import core
+    from agentkeep.core.context import Context
 
 
 @main.command()
@@ -25,10 +25,10 @@ def scan(as_json: bool) -> None:
 
         with progress_bar("scanning") as bar:
 
-            def local(ctx: core.Context) -> dict[str, Any]:
-                from agentkeep import core
+            def local(ctx: Context) -> dict[str, Any]:
+                from agentkeep.core import indexing
 
-                return core.scan(ctx, bar.progress)
+                return indexing.scan(ctx, bar.progress)
 
             doc = r.ask("scan", {}, local)
         emit_json(doc) if as_json else render.scan(text_out(), doc)
@@ -53,10 +53,10 @@ def ls_cmd(agent: str | None, idle_over: str | None, wide: bool, as_json: bool) 
     """The sessions in the index, oldest activity first."""
     r = Runner()
 
-    def local(ctx: core.Context) -> str:
-        from agentkeep import core
+    def local(ctx: Context) -> str:
+        from agentkeep.core.sessions import ls_text
 
-        return core.ls_text(ctx, agent, idle_over).text
+        return ls_text(ctx, agent, idle_over).text
 
     def body() -> int:
         # As text: the daemon's answer (or the core's) is printed as it
@@ -69,12 +69,13 @@ def ls_cmd(agent: str | None, idle_over: str | None, wide: bool, as_json: bool) 
         else:
             import json
 
-            from agentkeep import core, render
+            from agentkeep import render
+            from agentkeep.core.reclaim import reclaim_hint
 
             rows = json.loads(text)
             # The states just listed are not looked at again for the hint.
             known = {(row["agent"], row["id"]): row["state"] for row in rows}
-            render.sessions(text_out(wide), rows, core.reclaim_hint(r.ctx, known))
+            render.sessions(text_out(wide), rows, reclaim_hint(r.ctx, known))
         return 0
 
     r.run(body)
@@ -89,10 +90,10 @@ def show(agent: str, session_id: str, wide: bool, as_json: bool) -> None:
     """One session: its artifacts, holders, parent and children."""
     r = Runner()
 
-    def local(ctx: core.Context) -> dict[str, Any]:
-        from agentkeep import core
+    def local(ctx: Context) -> dict[str, Any]:
+        from agentkeep.core import sessions
 
-        return core.show(ctx, agent, session_id)
+        return sessions.show(ctx, agent, session_id)
 
     def body() -> int:
         doc = r.ask("show", {"agent": agent, "id": session_id}, local)
@@ -122,21 +123,23 @@ def du(by: str, wide: bool, as_json: bool) -> None:
     with what is reclaimable now."""
     r = Runner()
 
-    def local(ctx: core.Context) -> dict[str, Any]:
-        from agentkeep import core
+    def local(ctx: Context) -> dict[str, Any]:
+        from agentkeep.core import reclaim
 
-        return core.du(ctx, by)
+        return reclaim.du(ctx, by)
 
     def body() -> int:
         doc = r.ask("du", {"by": by}, local)
         if as_json:
             emit_json(doc)
         else:
-            from agentkeep import core, render
+            from agentkeep import render
+            from agentkeep.core.reclaim import reclaim_hint
+            from agentkeep.core.trashcan import trash_total
 
             # By kind, the trash is a group of its own.
-            held = core.trash_total(r.env.state_dir) if by != "kind" else None
-            render.du(text_out(wide), doc, core.reclaim_hint(r.ctx), held)
+            held = trash_total(r.env.state_dir) if by != "kind" else None
+            render.du(text_out(wide), doc, reclaim_hint(r.ctx), held)
         return 0
 
     r.run(body)

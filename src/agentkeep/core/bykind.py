@@ -24,8 +24,9 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from agentkeep import compaction, disk, leftovers, trash
+from agentkeep import compaction, disk, leftovers
 from agentkeep.core.context import Context
+from agentkeep.trash.entries import list_entries
 
 TRANSCRIPTS = "transcripts"
 TOOL_OUTPUT = "tool-output"
@@ -155,7 +156,7 @@ def _agentkeep(ctx: Context, found: dict[str, Group]) -> None:
     them go) and the rest of the state dir."""
     whole = disk.measure(ctx.state_dir)
     held = disk.measure(ctx.state_dir / "trash")
-    entries = trash.list_entries(ctx.state_dir)
+    entries = list_entries(ctx.state_dir)
     found[TRASH].sessions = len(entries)
     if held is not None:
         found[TRASH].add(held.bytes, held.disk_bytes)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from agentkeep import adapters, trash, view
+from agentkeep import adapters, view
 from agentkeep.adapters.base import Adapter
 from agentkeep.config import Config, ConfigError, parse_duration
 from agentkeep.core.ending import ends_as
@@ -23,6 +23,7 @@ from agentkeep.statefiles import Pins, StateFileError
 
 if TYPE_CHECKING:
     from agentkeep.prune.evidence import Watch
+    from agentkeep.trash.expiry import Expiry
 
 log = structlog.get_logger("agentkeep.core")
 
@@ -59,10 +60,12 @@ class Context:
     unsaved_prune: dict[str, Any] | None = None
     # The trash's expiry, run by each prune and by the daemon's clock: what
     # one read, the other need not read again.
-    trash_expiry: trash.Expiry = field(init=False)
+    trash_expiry: Expiry = field(init=False)
 
     def __post_init__(self) -> None:
-        self.trash_expiry = trash.Expiry(self.state_dir)
+        from agentkeep.trash.expiry import Expiry  # a Context's, not every command's
+
+        self.trash_expiry = Expiry(self.state_dir)
 
     @classmethod
     def open(cls, env: Env) -> Context:

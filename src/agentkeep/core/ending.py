@@ -6,15 +6,16 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
-from agentkeep import leases, trash
+from agentkeep import leases
 from agentkeep.config import ConfigError
 from agentkeep.errors import BadParams, Failed, Failure, Kind, NotFound, Refused
 from agentkeep.statefiles import StateFileError
+from agentkeep.trash.entries import NoSuchEntry, TrashError
 
 if TYPE_CHECKING:
-    from agentkeep.prune import PruneRefused
+    from agentkeep.prune.report import PruneRefused
 
-    Ending = trash.TrashError | leases.LeaseError | StateFileError | PruneRefused | ConfigError
+    Ending = TrashError | leases.LeaseError | StateFileError | PruneRefused | ConfigError
 
 
 @cache
@@ -22,11 +23,11 @@ def _ends_as() -> tuple[tuple[type[Exception], type[Kind]], ...]:
     """The kind each error ends a request as; a subclass before its base."""
     # Imported when first asked: a command that runs no prune imports none
     # of the prune's modules.
-    from agentkeep.prune import PruneRefused
+    from agentkeep.prune.report import PruneRefused
 
     return (
-        (trash.NoSuchEntry, NotFound),
-        (trash.TrashError, Failed),
+        (NoSuchEntry, NotFound),
+        (TrashError, Failed),
         (leases.LeaseHeld, Refused),  # the lease is being taken to remove the session
         (leases.LeaseError, Failed),
         (StateFileError, Failed),

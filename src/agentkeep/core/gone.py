@@ -9,10 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkeep import history, trash
+from agentkeep import history
 from agentkeep.core.context import parse_age
 from agentkeep.errors import BadParams
 from agentkeep.leases import encode_id
+from agentkeep.trash.entries import agent_dirs
 
 
 def history_list(
@@ -71,7 +72,7 @@ def history_forget(
 def _in_trash(state_dir: Path) -> set[tuple[str, str]]:
     """(agent, encoded id) of every entry in the trash, by its directory."""
     found: set[tuple[str, str]] = set()
-    for agent_dir in trash.agent_dirs(state_dir):
+    for agent_dir in agent_dirs(state_dir):
         found |= {(agent_dir.name, name) for name in os.listdir(agent_dir)}
     return found
 

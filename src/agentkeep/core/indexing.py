@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from agentkeep import disk, fsio, trash
+from agentkeep import disk, fsio
 from agentkeep.adapters import base
 from agentkeep.adapters.base import (
     Adapter,
@@ -32,6 +32,8 @@ from agentkeep.children.scan import run_parts, worth_spreading
 from agentkeep.core.context import Context
 from agentkeep.index import Rows
 from agentkeep.progress import Progress, Tally, estimate
+from agentkeep.trash.entries import TrashError
+from agentkeep.trash.restored import restored_at
 
 log = structlog.get_logger("agentkeep.core")
 
@@ -138,8 +140,8 @@ def _restored(ctx: Context) -> dict[tuple[str, str], float]:
     """When sessions were last restored. An unreadable record only costs the
     index its restore times (prune itself refuses to run without them)."""
     try:
-        return trash.restored_at(ctx.state_dir)
-    except trash.TrashError as exc:
+        return restored_at(ctx.state_dir)
+    except TrashError as exc:
         log.error("restore times unreadable", error=str(exc))
         return {}
 

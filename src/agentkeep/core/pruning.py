@@ -10,24 +10,20 @@ from typing import Any
 
 import structlog
 
-from agentkeep import preview, trash
+from agentkeep import preview
 from agentkeep.adapters.base import Adapter, load
 from agentkeep.core.context import Context, parse_age
 from agentkeep.core.ending import ends_as
 from agentkeep.core.reclaim import SUGGESTED_RETENTION
 from agentkeep.errors import BadParams, NotFound, Refused
 from agentkeep.progress import Progress
-from agentkeep.prune import (
-    PruneOptions,
-    Pruner,
-    PruneRefused,
-    PruneReport,
-    descendants,
-    lift_pause,
-    record_last_prune,
-)
 from agentkeep.prune.lock import PrunerLock
+from agentkeep.prune.pause import lift_pause, record_last_prune
+from agentkeep.prune.plan import descendants
+from agentkeep.prune.report import PruneOptions, PruneRefused, PruneReport
+from agentkeep.prune.run import Pruner
 from agentkeep.statefiles import clear_stale, read_json
+from agentkeep.trash.entries import TrashError
 
 log = structlog.get_logger("agentkeep.core")
 
@@ -119,7 +115,7 @@ def _run_locked(
             report = _pruner(ctx).run(opts)
         except PruneRefused as exc:
             raise ends_as(exc) from None
-        except trash.TrashError as exc:
+        except TrashError as exc:
             raise ends_as(exc, f"prune refused: {exc}") from None
         summary = None
         if report.paused:

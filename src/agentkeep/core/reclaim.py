@@ -16,8 +16,9 @@ from agentkeep.core.context import Context
 from agentkeep.errors import BadParams
 from agentkeep.index import IndexedSession
 from agentkeep.model import Holder, HolderKind, Session, State, rfc3339
-from agentkeep.prune import PruneOptions, PrunePlan, decide
 from agentkeep.prune.evidence import Observed, indexed, survey
+from agentkeep.prune.plan import PrunePlan, decide
+from agentkeep.prune.report import PruneOptions
 from agentkeep.verdict import Plans, Verdict
 
 Key = tuple[str, str]

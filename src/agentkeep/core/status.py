@@ -8,7 +8,7 @@ from typing import Any
 
 from agentkeep import __version__, compaction
 from agentkeep.core.context import Context
-from agentkeep.prune import read_pause, state_disk_full
+from agentkeep.prune.pause import read_pause, state_disk_full
 from agentkeep.statefiles import read_json
 
 

@@ -7,28 +7,31 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkeep import history, trash
+from agentkeep import history
 from agentkeep.core.context import Context, parse_age
 from agentkeep.core.ending import ends_as
 from agentkeep.core.indexing import refresh
 from agentkeep.errors import Failed
 from agentkeep.model import rfc3339
-from agentkeep.prune import STOP
+from agentkeep.prune.act import STOP
+from agentkeep.trash import packing, restoring
+from agentkeep.trash.entries import NoSuchEntry, TrashEntry, TrashError, list_entries
+from agentkeep.trash.expiry import empty
 from agentkeep.trash.restoring import RESTORED
 
 
-def expire_trash(ctx: Context) -> list[trash.TrashEntry]:
+def expire_trash(ctx: Context) -> list[TrashEntry]:
     return ctx.trash_expiry.run(time.time())
 
 
 def compress_trash(state_dir: Path) -> dict[str, int]:
     """Compress every trash entry still waiting (trash.packing): after a
     prune's report is out, and hourly in the daemon."""
-    waiting = trash.waiting(state_dir)
+    waiting = packing.waiting(state_dir)
     if not waiting:
         return {"compressed": 0, "bytes": 0, "compressed_bytes": 0, "waiting": 0}
     # The daemon stopping stops it between two entries (prune.STOP).
-    done = trash.compress(waiting, state_dir, STOP.is_set)
+    done = packing.compress(waiting, state_dir, STOP.is_set)
     packed = [e.packed for e in done.packed if e.packed is not None]
     return {
         "compressed": len(packed),
@@ -38,7 +41,7 @@ def compress_trash(state_dir: Path) -> dict[str, int]:
     }
 
 
-def _entry_json(e: trash.TrashEntry) -> dict[str, Any]:
+def _entry_json(e: TrashEntry) -> dict[str, Any]:
     return {
         "agent": e.agent,
         "id": e.id,
@@ -54,14 +57,14 @@ def _entry_json(e: trash.TrashEntry) -> dict[str, Any]:
 
 
 def trash_list(state_dir: Path) -> dict[str, Any]:
-    return {"entries": [_entry_json(e) for e in trash.list_entries(state_dir)]}
+    return {"entries": [_entry_json(e) for e in list_entries(state_dir)]}
 
 
 def trash_empty(state_dir: Path, older_than: str | None = None) -> dict[str, Any]:
     """Free the trash now (all of it, or what was trashed longer ago than
     `older_than`), each entry under its session's lease as expiry takes it."""
     before = None if older_than is None else time.time() - parse_age(older_than, "--older-than")
-    done = trash.empty(state_dir, trashed_before=before)
+    done = empty(state_dir, trashed_before=before)
     return {
         "emptied": [_entry_json(e) for e in done.removed],
         "held": [_entry_json(e) for e in done.held],
@@ -72,7 +75,7 @@ def trash_empty(state_dir: Path, older_than: str | None = None) -> dict[str, Any
 def trash_total(state_dir: Path) -> dict[str, int]:
     """What the trash holds: its sessions, and the bytes emptying it frees
     (an entry's archive once it is compressed)."""
-    entries = trash.list_entries(state_dir)
+    entries = list_entries(state_dir)
     kept = sum(e.bytes if e.packed is None else e.packed.bytes for e in entries)
     return {"bytes": kept, "sessions": len(entries)}
 
@@ -82,10 +85,10 @@ def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
     list it again into the index."""
     sid = ctx.session_id(agent, id)
     try:
-        result = trash.restore(ctx.state_dir, agent, sid, now=time.time())
-    except trash.NoSuchEntry as exc:
+        result = restoring.restore(ctx.state_dir, agent, sid, now=time.time())
+    except NoSuchEntry as exc:
         raise ends_as(exc, f"{exc}{_went(ctx.state_dir, agent, sid)}") from None
-    except trash.TrashError as exc:
+    except TrashError as exc:
         raise ends_as(exc) from None
     except OSError as exc:
         raise Failed(str(exc)) from None

@@ -19,7 +19,8 @@ from typing import Any, Protocol
 
 import structlog
 
-from agentkeep import core, leases, processes
+from agentkeep import leases, processes
+from agentkeep.core.context import Context
 from agentkeep.core.ending import ends_as
 from agentkeep.daemon import memory
 from agentkeep.daemon.changes import Changes
@@ -39,7 +40,7 @@ _HEAVY = frozenset({"ls", "du", "scan", "prune", "purge"})
 class Serving(Protocol):
     """The daemon as its answers use it (main.Daemon)."""
 
-    ctx: core.Context | None
+    ctx: Context | None
     changes: Changes
     work: Work
 
@@ -84,7 +85,7 @@ def _call(d: Serving, conn: Connection, method: str, params: dict[str, Any]) -> 
     return ANSWERS[method](d, conn, params)
 
 
-def _check_env(ctx: core.Context, theirs: object) -> None:
+def _check_env(ctx: Context, theirs: object) -> None:
     """Answer only a client that resolved the same config, state dir and
     roots: anything else would be the daemon's view under the client's name."""
     ours = ctx.fingerprint()
@@ -95,7 +96,7 @@ def _check_env(ctx: core.Context, theirs: object) -> None:
         )
 
 
-def _hold(ctx: core.Context, conn: Connection, params: dict[str, Any]) -> dict[str, str]:
+def _hold(ctx: Context, conn: Connection, params: dict[str, Any]) -> dict[str, str]:
     agent, raw = params.get("agent"), params.get("id")
     if not isinstance(agent, str) or not isinstance(raw, str):
         raise BadParams("hold needs agent and id (strings)")
@@ -126,7 +127,7 @@ def _release(conn: Connection, params: dict[str, Any]) -> dict[str, bool]:
 Answer = Callable[[Serving, Connection, dict[str, Any]], object]
 
 
-def _ctx(d: Serving) -> core.Context:
+def _ctx(d: Serving) -> Context:
     assert d.ctx is not None
     return d.ctx
 
@@ -161,8 +162,35 @@ def _bool(value: Any, name: str) -> bool:
     return value
 
 
+# The answers below import their modules when first asked: they bring the
+# plan's, which a daemon that has only started and watched does not need.
+def _ls(d: Serving, p: dict[str, Any]) -> object:
+    from agentkeep.core.sessions import ls_text
+
+    return ls_text(_ctx(d), _opt_str(p, "agent"), _opt_str(p, "idle_over"))
+
+
+def _show(d: Serving, p: dict[str, Any]) -> object:
+    from agentkeep.core.sessions import show
+
+    return show(
+        _ctx(d),
+        _str(p.get("agent"), "agent"),
+        _str(p.get("id"), "id"),
+        verdict=_bool(p.get("verdict", True), "verdict"),
+    )
+
+
+def _du(d: Serving, p: dict[str, Any]) -> object:
+    from agentkeep.core.reclaim import du
+
+    return du(_ctx(d), _opt_str(p, "by") or "agent")
+
+
 def _pin(d: Serving, p: dict[str, Any], pinned: bool) -> object:
-    return core.pin(_ctx(d), _str(p.get("agent"), "agent"), _str(p.get("id"), "id"), pinned)
+    from agentkeep.core.sessions import pin
+
+    return pin(_ctx(d), _str(p.get("agent"), "agent"), _str(p.get("id"), "id"), pinned)
 
 
 def _answering(answers: dict[str, Answer]) -> dict[str, Answer]:
@@ -181,14 +209,9 @@ def _answering(answers: dict[str, Answer]) -> dict[str, Answer]:
 ANSWERS: dict[str, Answer] = _answering(
     {
         "status": lambda d, c, p: d.status(),
-        "ls": lambda d, c, p: core.ls_text(_ctx(d), _opt_str(p, "agent"), _opt_str(p, "idle_over")),
-        "show": lambda d, c, p: core.show(
-            _ctx(d),
-            _str(p.get("agent"), "agent"),
-            _str(p.get("id"), "id"),
-            verdict=_bool(p.get("verdict", True), "verdict"),
-        ),
-        "du": lambda d, c, p: core.du(_ctx(d), _opt_str(p, "by") or "agent"),
+        "ls": lambda d, c, p: _ls(d, p),
+        "show": lambda d, c, p: _show(d, p),
+        "du": lambda d, c, p: _du(d, p),
         "prune": lambda d, c, p: _answer_from_child(
             d,
             c,
@@ -221,7 +244,7 @@ ANSWERS: dict[str, Answer] = _answering(
 )
 
 
-def _answered(ctx: core.Context, method: str) -> None:
+def _answered(ctx: Context, method: str) -> None:
     """A request is answered: its thread's index connection closed, and
     what a heavy one kept and allocated given back."""
     memory.close_thread_index(ctx)

@@ -43,12 +43,13 @@ from typing import IO, TYPE_CHECKING, Any
 
 import structlog
 
-from agentkeep import children, journal, logs, processes, prune
+from agentkeep import children, journal, logs, processes
 from agentkeep.errors import Failed, Failure, state_file_failure
 from agentkeep.jsontext import JSONText, folded_parts
+from agentkeep.prune.report import PruneReport
 
 if TYPE_CHECKING:
-    from agentkeep.core import Context
+    from agentkeep.core.context import Context
 
 log = structlog.get_logger("agentkeep.daemon")
 
@@ -138,6 +139,8 @@ def _outcome(child: subprocess.Popen[bytes], method: str) -> tuple[dict[str, Any
     """The child's outcome line, and what it sent after it (the answer's
     first bytes), waiting for it while passing prune.STOP on as SIGTERM.
     Raises a Failure when the child ended without one."""
+    from agentkeep.prune.act import STOP  # here: serving alone never imports the act
+
     assert child.stdout is not None
     fd = child.stdout.fileno()
     got = bytearray()
@@ -145,7 +148,7 @@ def _outcome(child: subprocess.Popen[bytes], method: str) -> tuple[dict[str, Any
     while b"\n" not in got:
         readable, _, _ = select.select([fd], [], [], POLL)
         if not readable:
-            if prune.STOP.is_set() and not signalled:
+            if STOP.is_set() and not signalled:
                 child.send_signal(signal.SIGTERM)
                 signalled = True
             continue
@@ -242,9 +245,11 @@ def _stop(signum: int, frame: object) -> None:
     nothing half done (see the module's docstring)."""
     method = _asked.get("method")
     if method in _FINISHES_A_SESSION and journal.began_removing():
-        if not prune.STOP.is_set():
+        from agentkeep.prune.act import STOP  # the act's, imported by the removal begun
+
+        if not STOP.is_set():
             _log.info("stopping after the session being removed", method=method)
-        prune.STOP.set()
+        STOP.set()
         return
     if method is None:
         _log.info("stopped before the daemon asked anything")
@@ -260,7 +265,9 @@ def _stop(signum: int, frame: object) -> None:
 
 def _outcome_here(ask: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     """The outcome of the work `ask` names, and its answer (None: none)."""
-    from agentkeep import core
+    from agentkeep.core.context import Context
+    from agentkeep.core.indexing import reconcile, scan
+    from agentkeep.core.pruning import prune, purge
     from agentkeep.paths import Env
 
     doc: dict[str, Any] = {
@@ -270,16 +277,16 @@ def _outcome_here(ask: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         "expiry": ask["expiry"],
     }
     try:
-        ctx = core.Context.open(Env.from_environ())
+        ctx = Context.open(Env.from_environ())
     except Failure as exc:
         return doc | {"failure": _failure(exc)}, None
     ctx.unsaved_prune = ask["unsaved_prune"]
     ctx.trash_expiry.trust(ask["expiry"])
-    calls: dict[str, Callable[..., prune.PruneReport | dict[str, Any] | int | None]] = {
-        "prune": core.prune,
-        "purge": core.purge,
-        "scan": core.scan,
-        "reconcile": core.reconcile,
+    calls: dict[str, Callable[..., PruneReport | dict[str, Any] | int | None]] = {
+        "prune": prune,
+        "purge": purge,
+        "scan": scan,
+        "reconcile": reconcile,
     }
     answer = None
     try:
@@ -293,7 +300,7 @@ def _outcome_here(ask: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     return doc | {"unsaved_prune": ctx.unsaved_prune, "expiry": ctx.trash_expiry.known()}, answer
 
 
-def _counts(answer: prune.PruneReport | dict[str, Any] | int | None) -> dict[str, Any] | None:
+def _counts(answer: PruneReport | dict[str, Any] | int | None) -> dict[str, Any] | None:
     """The counts of an answer, for the daemon's log (None: no answer)."""
     if answer is None:
         return None
@@ -302,15 +309,15 @@ def _counts(answer: prune.PruneReport | dict[str, Any] | int | None) -> dict[str
     counts: dict[str, Any] = {
         "peak_rss_mb": round(peak / (1 << 20 if sys.platform == "darwin" else 1 << 10), 1)
     }
-    if isinstance(answer, prune.PruneReport):
+    if isinstance(answer, PruneReport):
         counts |= answer.counts()
     return counts
 
 
-def _parts(answer: prune.PruneReport | dict[str, Any] | int | None) -> Iterator[str]:
+def _parts(answer: PruneReport | dict[str, Any] | int | None) -> Iterator[str]:
     if answer is None:
         return iter(())
-    if isinstance(answer, prune.PruneReport):
+    if isinstance(answer, PruneReport):
         return folded_parts(answer.json_parts())
     return iter([json.dumps(answer)])
 

@@ -27,7 +27,9 @@ from typing import Any
 
 import structlog
 
-from agentkeep import core, leases, prune, watchplan
+from agentkeep import leases, watchplan
+from agentkeep.core.context import Context
+from agentkeep.core.status import status_fields
 from agentkeep.daemon import answers, memory, schedule
 from agentkeep.daemon.changes import Changes
 from agentkeep.daemon.notify import Notifier
@@ -59,7 +61,7 @@ class Daemon:
         self.env = env
         self.notifier = Notifier(env.environ)
         self.started = time.monotonic()
-        self.ctx: core.Context | None = None
+        self.ctx: Context | None = None
         self.server: Server | None = None
         self.watcher: Watcher | None = None
         self.schedule: Schedule | None = None
@@ -147,7 +149,7 @@ class Daemon:
 
     def _start(self) -> bool:
         try:
-            self.ctx = ctx = core.Context.open(self.env)
+            self.ctx = ctx = Context.open(self.env)
         except Exception:
             log.exception("cannot open the index")
             return False
@@ -244,7 +246,9 @@ class Daemon:
         self.changes.close()
         # A prune in flight (scheduled or asked over the socket) finishes the
         # session it is removing and leaves the rest for the next run.
-        prune.STOP.set()
+        from agentkeep.prune.act import STOP  # here: serving alone never imports the act
+
+        STOP.set()
         if self.server is not None:
             self.server.close()
         if self.schedule is not None:
@@ -314,7 +318,7 @@ class Daemon:
     # -- status -----------------------------------------------------------
     def status(self) -> dict[str, Any]:
         assert self.ctx is not None and self.watcher is not None and self.schedule is not None
-        fields = core.status_fields(self.ctx)
+        fields = status_fields(self.ctx)
         next_prune = self.schedule.next_prune() if self.ctx.prunes_on_schedule() else None
         doc = {
             "pid": os.getpid(),

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 if TYPE_CHECKING:
-    from agentkeep import core
+    from agentkeep.core.context import Context
 
 log = structlog.get_logger("agentkeep.daemon.memory")
 
@@ -70,14 +70,14 @@ def give_back() -> None:
         _TRIM(0)
 
 
-def after_work(ctx: core.Context) -> None:
+def after_work(ctx: Context) -> None:
     """After work in proportion to the sessions: per-session state lives in
     the index (the adapters keep nothing from one call to the next), and
     the memory goes back to the system."""
     give_back()
 
 
-def close_thread_index(ctx: core.Context) -> None:
+def close_thread_index(ctx: Context) -> None:
     """Close the calling thread's index connection; the next use on this
     thread opens another. Called when a request is answered (each socket
     connection has a thread of its own, ending with it) and after start-up.

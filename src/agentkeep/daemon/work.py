@@ -19,7 +19,8 @@ from typing import Any
 
 import structlog
 
-from agentkeep import core, prune
+from agentkeep.core import indexing
+from agentkeep.core.context import Context
 from agentkeep.daemon import child, memory
 from agentkeep.daemon.changes import Changes
 from agentkeep.daemon.watch import Watcher
@@ -45,7 +46,7 @@ class Work:
         poke: Callable[[], None],
         trash_soon: Callable[[], None],
     ) -> None:
-        self.ctx: core.Context | None = None
+        self.ctx: Context | None = None
         self.watcher: Watcher | None = None
         self.changes = changes
         self._reread = reread
@@ -89,7 +90,7 @@ class Work:
         """The sessions a watch event named, listed again."""
         assert self.ctx is not None
         try:
-            core.relist(self.ctx, agent, session_ids, vanished)
+            indexing.relist(self.ctx, agent, session_ids, vanished)
         finally:
             # Listing many sessions again (more than a few changed in the
             # directories they share) kept those directories' listings: at
@@ -102,7 +103,7 @@ class Work:
         sessions were listed again."""
         assert self.ctx is not None
         with self._reconcile_lock:
-            return core.reconcile(self.ctx)
+            return indexing.reconcile(self.ctx)
 
     # -- jobs -------------------------------------------------------------
     def prune(self) -> None:
@@ -153,12 +154,14 @@ class Work:
         """Wait until no prune holds the prune lock (looking every
         LOCK_POLL seconds); False when the daemon stops first. Not counted
         as work: a stop does not wait for it."""
+        from agentkeep.prune.act import STOP  # here: serving alone never imports the act
+
         told = False
         while not self._prune_lock_free():
             if not told:
                 log.info("another prune holds the prune lock: the scheduled prune waits for it")
                 told = True
-            if prune.STOP.wait(LOCK_POLL):
+            if STOP.wait(LOCK_POLL):
                 return False
         return True
 
@@ -201,7 +204,7 @@ class Work:
                     answer = self.in_child("reconcile", {}).answer
                     relisted = int(answer.text) if answer is not None else 0
                 else:
-                    relisted = core.reconcile(self.ctx)
+                    relisted = indexing.reconcile(self.ctx)
                 log.info("reconciled", relisted=relisted)
                 if relisted:
                     self.changes.bump()
@@ -217,11 +220,13 @@ class Work:
     def expire_trash(self) -> None:
         """Hourly, and once a prune or purge has answered: the trash's
         expiry, then the compression of what waits (trash.packing)."""
+        from agentkeep.core import trashcan  # here: it imports the act, serving alone never does
+
         assert self.ctx is not None
         with self.working():
             try:
-                core.expire_trash(self.ctx)
-                done = core.compress_trash(self.ctx.state_dir)
+                trashcan.expire_trash(self.ctx)
+                done = trashcan.compress_trash(self.ctx.state_dir)
                 if done["compressed"]:
                     log.info("trash compressed", **done)
             except Exception:

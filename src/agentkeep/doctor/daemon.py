@@ -13,7 +13,7 @@ from agentkeep.config import Config
 from agentkeep.doctor.check import Check
 from agentkeep.errors import ServiceError
 from agentkeep.paths import Env
-from agentkeep.prune import read_pause
+from agentkeep.prune.pause import read_pause
 
 log = structlog.get_logger("agentkeep.doctor")
 

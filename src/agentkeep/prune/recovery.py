@@ -10,7 +10,7 @@ from typing import cast
 
 import structlog
 
-from agentkeep import disk, trash
+from agentkeep import disk
 from agentkeep.adapters.base import load
 from agentkeep.errors import RemovalError
 from agentkeep.journal import Journal, JournalEntry
@@ -19,6 +19,7 @@ from agentkeep.prune.plan import AGE, PURGE, ancestors, check_again
 from agentkeep.prune.remove import Removing
 from agentkeep.prune.report import Failed, Kept, PruneReport, Removed
 from agentkeep.prune.view import DiskView
+from agentkeep.trash.entries import TrashError
 
 log = structlog.get_logger("agentkeep.prune")
 
@@ -47,7 +48,7 @@ def finish_journal(
             continue
         try:
             done = _finish(removing, entry, views, removed, report, trash_for)
-        except (RemovalError, trash.TrashError, OSError) as exc:
+        except (RemovalError, TrashError, OSError) as exc:
             report.failed.append(Failed(entry.agent, entry.id, f"finishing: {exc}"))
             continue
         if done is False:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import history, leases, trash
+from agentkeep import history, leases
 from agentkeep.adapters.base import Adapter
 from agentkeep.errors import RemovalError
 from agentkeep.model import Described, Reason, Session
@@ -19,6 +19,7 @@ from agentkeep.prune.evidence import Watch
 from agentkeep.prune.report import Failed, Kept, Removed
 from agentkeep.removal import SessionRemoval
 from agentkeep.rmtree import Parents
+from agentkeep.trash.entries import TrashError
 
 log = structlog.get_logger("agentkeep.prune")
 
@@ -83,7 +84,7 @@ class Removing:
         about = None if dry_run else self._about(s, why, trash_for > 0)
         try:
             removal = self._removal(s, dry_run, trash_for, now, gone, parents, about)
-        except (trash.TrashError, OSError) as exc:
+        except (TrashError, OSError) as exc:
             return Failed(s.agent, s.id, f"cannot open its trash entry: {exc}")
         try:
             self.adapters[s.agent].remove(s, removal)
@@ -125,7 +126,9 @@ class Removing:
     ) -> SessionRemoval:
         writer = None
         if trash_for > 0 and not dry_run:
-            writer = trash.open_entry(
+            from agentkeep.trash.writing import open_entry  # a run that trashes: not a dry one
+
+            writer = open_entry(
                 self.state_dir,
                 s.agent,
                 s.id,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import compaction, history, leftovers, lookagain, trash
+from agentkeep import compaction, history, leftovers, lookagain
 from agentkeep.adapters.base import Adapter, expected_sessions
 from agentkeep.index import Index
 from agentkeep.journal import Journal
@@ -25,6 +25,8 @@ from agentkeep.prune.recovery import finish_journal
 from agentkeep.prune.remove import Removing
 from agentkeep.prune.report import PruneOptions, PruneReport
 from agentkeep.prune.view import DiskView
+from agentkeep.trash.expiry import Expiry
+from agentkeep.trash.restored import restored_at
 
 log = structlog.get_logger("agentkeep.prune")
 
@@ -43,7 +45,7 @@ class Pruner:
         *,
         index: Index | None = None,
         pins: set[tuple[str, str]] | None = None,
-        expiry: trash.Expiry | None = None,
+        expiry: Expiry | None = None,
         env: Env | None = None,
     ) -> None:
         """`env`: the user's environment, whose tmp dirs hold the runtime
@@ -53,13 +55,13 @@ class Pruner:
         self.state_dir = state_dir
         self.index = index
         self.pins = pins or set()
-        self.expiry = expiry or trash.Expiry(state_dir)
+        self.expiry = expiry or Expiry(state_dir)
         self.journal = Journal(state_dir)
         self.removing = Removing(
             adapters,
             state_dir,
             Watch(adapters, state_dir, self.pins),
-            trash.restored_at(state_dir),
+            restored_at(state_dir),
             history.Record(state_dir),
         )
 

@@ -62,9 +62,10 @@ def foreign_warning(env: Env, pid: int, start: str) -> Action:
 
 def trash_note(env: Env) -> list[Action]:
     """Without the daemon nothing expires the trash: say what is left in it."""
-    from agentkeep import render, trash
+    from agentkeep import render
+    from agentkeep.trash.entries import list_entries, trash_dir
 
-    entries = trash.list_entries(env.state_dir)
+    entries = list_entries(env.state_dir)
     if not entries:
         return []
     total = sum(e.bytes for e in entries)
@@ -72,7 +73,7 @@ def trash_note(env: Env) -> list[Action]:
     return [
         Action(
             "note",
-            f"the trash ({trash.trash_dir(env.state_dir)}) still holds {count} "
+            f"the trash ({trash_dir(env.state_dir)}) still holds {count} "
             f"({render.size(total)}), which nothing expires without the daemon: "
             "`agentkeep restore AGENT ID` puts one back; "
             "`deploy/install.sh --uninstall --purge` removes them with agentkeep's state",

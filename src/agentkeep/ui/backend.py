@@ -15,7 +15,7 @@ from agentkeep.paths import Env
 from agentkeep.runner import Runner, status_doc
 
 if TYPE_CHECKING:
-    from agentkeep import core
+    from agentkeep.core.context import Context
 
 
 @dataclass(frozen=True)
@@ -65,17 +65,18 @@ class Backend:
             return self.runner.fingerprint()
 
     def snapshot(self) -> Snapshot:
-        from agentkeep import core
+        from agentkeep.core.reclaim import du, reclaim_hint
+        from agentkeep.core.trashcan import trash_list
 
         r = self.runner
         with self._lock:
             status, _ = status_doc(r)
             text = r.ask("ls", {"agent": None, "idle_over": None}, _ls, raw=True)
-            by_agent = r.ask("du", {"by": "agent"}, lambda c: core.du(c, "agent"))
-            by_workspace = r.ask("du", {"by": "workspace"}, lambda c: core.du(c, "workspace"))
+            by_agent = r.ask("du", {"by": "agent"}, lambda c: du(c, "agent"))
+            by_workspace = r.ask("du", {"by": "workspace"}, lambda c: du(c, "workspace"))
             by_kind = _by_kind(r)
-            trash = core.trash_list(self.env.state_dir)["entries"]
-            hint = core.reclaim_hint(r.ctx)
+            trash = trash_list(self.env.state_dir)["entries"]
+            hint = reclaim_hint(r.ctx)
             retentions = _retentions(r.ctx)
         return Snapshot(
             status=status,
@@ -99,10 +100,10 @@ class Backend:
         return Plan(report, None, time.time())
 
     def prune(self, *, dry_run: bool) -> dict[str, Any]:
-        from agentkeep import core
+        from agentkeep.core.pruning import prune
 
-        def local(c: core.Context) -> dict[str, Any]:
-            report = core.prune(c, dry_run=dry_run)
+        def local(c: Context) -> dict[str, Any]:
+            report = prune(c, dry_run=dry_run)
             assert report is not None, "only a scheduled prune skips its turn"
             return report.to_json()
 
@@ -111,70 +112,68 @@ class Backend:
             return self.runner.ask("prune", params, local)
 
     def show(self, agent: str, sid: str) -> dict[str, Any]:
-        from agentkeep import core
+        from agentkeep.core.sessions import show
 
         with self._lock:
             # The verdict is the plan's, which the UI holds already.
             return self.runner.ask(
                 "show",
                 {"agent": agent, "id": sid, "verdict": False},
-                lambda c: core.show(c, agent, sid, verdict=False),
+                lambda c: show(c, agent, sid, verdict=False),
             )
 
     def purge(self, agent: str, sid: str, *, dry_run: bool, cascade: bool) -> dict[str, Any]:
         """The purge report; Failure (exit 4, with the report) when refused."""
-        from agentkeep import core
+        from agentkeep.core.pruning import purge
 
         params = {"agent": agent, "id": sid, "dry_run": dry_run, "cascade": cascade}
         with self._lock:
             return self.runner.ask(
                 "purge",
                 params,
-                lambda c: core.purge(
-                    c, agent=agent, id=sid, dry_run=dry_run, cascade=cascade
-                ).to_json(),
+                lambda c: purge(c, agent=agent, id=sid, dry_run=dry_run, cascade=cascade).to_json(),
             )
 
     def pin(self, agent: str, sid: str, pinned: bool) -> dict[str, Any]:
-        from agentkeep import core
+        from agentkeep.core.sessions import pin
 
         with self._lock:
             return self.runner.ask(
                 "pin" if pinned else "unpin",
                 {"agent": agent, "id": sid},
-                lambda c: core.pin(c, agent, sid, pinned),
+                lambda c: pin(c, agent, sid, pinned),
             )
 
     def restore(self, agent: str, sid: str) -> dict[str, Any]:
         """Always in-process, as the CLI's restore: the trash is this user's
         state dir (the daemon's watch sees the session come back)."""
-        from agentkeep import core
+        from agentkeep.core.trashcan import restore
 
         with self._lock:
-            return core.restore(self.runner.ctx, agent, sid)
+            return restore(self.runner.ctx, agent, sid)
 
 
 def _by_kind(r: Runner) -> list[dict[str, Any]] | None:
     """The disk by kind, or None where the daemon answering is older than
     `du --by kind` and refuses the parameter: the rest still shows."""
-    from agentkeep import core
+    from agentkeep.core.reclaim import du
 
     try:
-        doc = r.ask("du", {"by": "kind"}, lambda c: core.du(c, "kind"))
+        doc = r.ask("du", {"by": "kind"}, lambda c: du(c, "kind"))
     except BadParams:
         return None
     groups = doc.get("groups") if isinstance(doc, dict) else None
     return groups if isinstance(groups, list) else None
 
 
-def _retentions(ctx: core.Context) -> dict[str, float]:
+def _retentions(ctx: Context) -> dict[str, float]:
     if ctx.config_error:
         return {}
     found = {agent: ctx.config.retention_for(agent) for agent in ctx.adapters}
     return {agent: seconds for agent, seconds in found.items() if seconds is not None}
 
 
-def _ls(ctx: core.Context) -> str:
-    from agentkeep import core
+def _ls(ctx: Context) -> str:
+    from agentkeep.core.sessions import ls_text
 
-    return core.ls_text(ctx).text
+    return ls_text(ctx).text
