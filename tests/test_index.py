@@ -106,6 +106,19 @@ def test_replace_agent_holds_exactly_what_it_is_given(fake_home: FakeHome, index
     assert index.sessions("claude") == [] and index.count() == 1
 
 
+def test_a_closed_index_opens_again_on_its_next_use(fake_home: FakeHome, index: Index) -> None:
+    """The daemon closes a thread's connection after start-up and after each
+    answer (daemon.memory); its status line asks the index again on the
+    same thread."""
+    make_session(fake_home, age_days=20)
+    index.replace_agent("claude", claude_sessions(), {})
+    index.close()
+    assert index.count() == 1
+    index.close()
+    index.close()  # closing what is closed is nothing
+    assert [s.agent for s in index.sessions()] == ["claude"]
+
+
 def test_a_scan_with_every_agent_disabled_indexes_nothing(fake_home: FakeHome) -> None:
     make_session(fake_home, age_days=40)
     fake_home.write_config("enabled = []\n")

@@ -105,3 +105,4 @@ class Store:
         db = getattr(self._local, "db", None)
         if db is not None:
             db.close()
+            self._local.db = None
