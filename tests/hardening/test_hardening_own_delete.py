@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import psutil
@@ -55,7 +55,11 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_a_prune_killed_during_codex_delete_is_finished_by_the_next(fh: FakeHome) -> None:
+@contextmanager
+def killed_in_codex_delete(fh: FakeHome) -> Iterator[tuple[str, Path, int]]:
+    """An old Codex session, and a prune SIGKILLed while its `codex delete`
+    (stopped by the fake's seam after its first database) had taken part of
+    it: the session's id, the fake's calls file and the command's pid."""
     tree = build_codex(fh)
     when = time.time() - 60 * DAY
     sid = tree.full_session(updated_at=int(when), mtime=when)
@@ -63,7 +67,6 @@ def test_a_prune_killed_during_codex_delete_is_finished_by_the_next(fh: FakeHome
     fh.write_config('retention = "30d"\ntrash = "7d"\n', seen=True)
     (calls.parent / "codex.pause").touch()
     paused = calls.parent / "codex.paused"
-
     cli = subprocess.Popen(
         cli_argv("", "prune", "--json"),
         env=fh.environ,
@@ -77,7 +80,13 @@ def test_a_prune_killed_during_codex_delete_is_finished_by_the_next(fh: FakeHome
         os.kill(cli.pid, signal.SIGKILL)
         if cli.wait(10) != -signal.SIGKILL:
             pytest.fail("SETUP INVALID: the prune ended before it was killed")
-        command = int(paused.read_text())
+        yield sid, calls, int(paused.read_text())
+    finally:
+        kill_group(cli)
+
+
+def test_a_prune_killed_during_codex_delete_is_finished_by_the_next(fh: FakeHome) -> None:
+    with killed_in_codex_delete(fh) as (sid, calls, command):
         # Given its time to end with the prune (not a failure yet: the next
         # prune must cope either way).
         deadline = time.monotonic() + 5
@@ -92,8 +101,6 @@ def test_a_prune_killed_during_codex_delete_is_finished_by_the_next(fh: FakeHome
         assert again.returncode == 0 and doc["failed"] == [], doc["failed"]
         assert left(fh, sid) == [], f"half removed after the next prune: {doc['kept']}"
         assert Journal(fh.state).pending() == []
-    finally:
-        kill_group(cli)
 
 
 def test_rows_a_killed_delete_left_wait_for_the_live_process_then_go(fh: FakeHome) -> None:
@@ -101,28 +108,8 @@ def test_rows_a_killed_delete_left_wait_for_the_live_process_then_go(fh: FakeHom
     listing finds the session by: only rows are left, and only the journal
     still names them. A process naming the session keeps it `live` at the
     next prune; the entry must wait for it, or nothing finishes the rows."""
-    tree = build_codex(fh)
-    when = time.time() - 60 * DAY
-    sid = tree.full_session(updated_at=int(when), mtime=when)
-    calls = install_fake_codex(fh)
-    fh.write_config('retention = "30d"\ntrash = "7d"\n', seen=True)
-    (calls.parent / "codex.pause").touch()
-    paused = calls.parent / "codex.paused"
-    cli = subprocess.Popen(
-        cli_argv("", "prune", "--json"),
-        env=fh.environ,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
     holder: subprocess.Popen[bytes] | None = None
-    try:
-        wait_until(lambda: paused.exists() and paused.read_text(), "codex delete half way")
-        command = int(paused.read_text())
-        os.kill(cli.pid, signal.SIGKILL)
-        if cli.wait(10) != -signal.SIGKILL:
-            pytest.fail("SETUP INVALID: the prune ended before it was killed")
+    with killed_in_codex_delete(fh) as (sid, _, command):
         if alive(command):
             os.kill(command, signal.SIGKILL)
         wait_until(lambda: not alive(command), "the interrupted codex delete ended")
@@ -138,25 +125,25 @@ def test_rows_a_killed_delete_left_wait_for_the_live_process_then_go(fh: FakeHom
         if not rows or any("#" not in r or r.endswith("#threads") for r in rows):
             pytest.fail(f"SETUP INVALID: not rows alone left: {rows}")
 
-        holder = subprocess.Popen(
-            [sys.executable, "-c", "import time; time.sleep(600)", "resume", sid],
-            env=fh.environ,
-            start_new_session=True,
-        )
-        held = report_of(run_cli(fh, "prune", "--json"))
-        kept = {k["id"]: k["reason"] for k in held["kept"]}
-        if kept.get(sid) != "live":
-            pytest.fail(f"SETUP INVALID: the process did not keep it live: {held['kept']}")
-        assert left(fh, sid), "removed while a process names it"
-        assert [e.id for e in Journal(fh.state).pending()] == [sid], "the journal forgot it"
+        try:
+            holder = subprocess.Popen(
+                [sys.executable, "-c", "import time; time.sleep(600)", "resume", sid],
+                env=fh.environ,
+                start_new_session=True,
+            )
+            held = report_of(run_cli(fh, "prune", "--json"))
+            kept = {k["id"]: k["reason"] for k in held["kept"]}
+            if kept.get(sid) != "live":
+                pytest.fail(f"SETUP INVALID: the process did not keep it live: {held['kept']}")
+            assert left(fh, sid), "removed while a process names it"
+            assert [e.id for e in Journal(fh.state).pending()] == [sid], "the journal forgot it"
 
-        kill_group(holder)
-        again = run_cli(fh, "prune", "--json")
-        doc = report_of(again)
-        assert again.returncode == 0 and doc["failed"] == [], doc["failed"]
-        assert left(fh, sid) == [], f"half removed for good: {doc['kept']}"
-        assert Journal(fh.state).pending() == []
-    finally:
-        kill_group(cli)
-        if holder is not None:
             kill_group(holder)
+            again = run_cli(fh, "prune", "--json")
+            doc = report_of(again)
+            assert again.returncode == 0 and doc["failed"] == [], doc["failed"]
+            assert left(fh, sid) == [], f"half removed for good: {doc['kept']}"
+            assert Journal(fh.state).pending() == []
+        finally:
+            if holder is not None:
+                kill_group(holder)
