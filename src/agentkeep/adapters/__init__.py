@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentkeep import fsio
 from agentkeep.adapters import base
 from agentkeep.adapters.base import Adapter, Remover, Root
-from agentkeep.agents import AGENTS
+from agentkeep.agents import AGENTS, agent_roots
 from agentkeep.paths import Env
 
 if TYPE_CHECKING:
@@ -31,11 +30,6 @@ def _adapter_class(agent: str) -> type[Adapter]:
     module = importlib.import_module(f"agentkeep.adapters.{agent}")
     cls: type[Adapter] = module.ADAPTER
     return cls
-
-
-def agent_roots(env: Env) -> dict[str, list[Path]]:
-    """Every built-in agent's roots, enabled or not (config checks use them)."""
-    return {agent: [r.path for r in _adapter_class(agent)(env).roots()] for agent in AGENTS}
 
 
 def unreadable(

@@ -1,13 +1,13 @@
 """Listing an agent's directories for its adapter: entries without moving
-atimes, a session directory entry by entry, paths below a root, the
-directories agents name through variables, and what could not be listed.
+atimes, a session directory entry by entry, paths below a root, and what
+could not be listed.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import structlog
@@ -59,37 +59,6 @@ def unreadable(artifacts: Iterable[Artifact], unlisted: Iterable[str] = ()) -> l
     not all be read (mtime None), sorted."""
     found = (fsio.first_unlisted(a.path) for a in artifacts if a.is_dir and a.mtime is None)
     return sorted({*unlisted, *(path for path in found if path is not None)})
-
-
-def dir_var(env: Env, var: str) -> Path | None:
-    """The directory an agent's variable names (`~` and `~/...` expanded as
-    the agents expand them), or None when it is unset or empty. A relative
-    path is ignored with a warning: the agent resolves it against its own
-    working directory, which agentkeep cannot know."""
-    value = env.get(var)
-    if not value:
-        return None
-    if value == "~" or value.startswith("~/"):
-        value = str(env.home) + value[1:]
-    path = Path(value)
-    if not path.is_absolute():
-        log.warning("relative directory ignored", variable=var, value=value)
-        return None
-    return path
-
-
-def tmp_dirs(env: Env, first: Sequence[str] = (), below: str = "") -> list[Path]:
-    """`below` in each tmp dir an agent may use: those the variables `first`
-    name, $TMPDIR, $TMP, $TEMP and the system tmp dir (the order Node's and
-    Bun's tmpdir() read them in), the first spelling of each real path."""
-    candidates = [dir_var(env, var) for var in (*first, "TMPDIR", "TMP", "TEMP")]
-    candidates.append(env.system_tmp)
-    unique: dict[str, Path] = {}
-    for base in candidates:
-        if base is not None:
-            path = base / below if below else base
-            unique.setdefault(os.path.realpath(path), path)
-    return list(unique.values())
 
 
 # -- directories whose entries are sessions' -------------------------------

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk, fsio
+from agentkeep import agents, disk, fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.base import NAME_ID, Adapter, Known, Root, each_session, valid_name
 from agentkeep.adapters.dirs import (
@@ -55,7 +55,7 @@ class GrokAdapter(Adapter):
 
     @cached_property
     def root(self) -> Path:
-        return self.env.home / ".grok"
+        return agents.roots(self.name, self.env)[0]
 
     @cached_property
     def sessions_dir(self) -> Path:

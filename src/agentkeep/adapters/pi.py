@@ -33,12 +33,12 @@ from pathlib import Path
 import psutil
 import structlog
 
-from agentkeep import disk, fsio
+from agentkeep import agents, disk, fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.base import Adapter, Known, Root, each_session, unlisted
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.registry import START_SLACK_S
-from agentkeep.adapters.dirs import dir_var, entries, parts_below, root_problem, tmp_dirs
+from agentkeep.adapters.dirs import entries, parts_below, root_problem
 from agentkeep.adapters.heads import read_head
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Described, Holder, HolderKind, Session
@@ -84,15 +84,11 @@ class PiAdapter(Adapter):
     # -- where ----------------------------------------------------------
     @cached_property
     def root(self) -> Path:
-        explicit = dir_var(self.env, "PI_CODING_AGENT_SESSION_DIR")
-        if explicit is not None:
-            return explicit
-        agent = dir_var(self.env, "PI_CODING_AGENT_DIR") or self.env.home / ".pi" / "agent"
-        return agent / "sessions"
+        return agents.roots(self.name, self.env)[0]
 
     @cached_property
     def tmp(self) -> list[Path]:
-        return tmp_dirs(self.env)
+        return agents.tmp_dirs(self.env)
 
     def roots(self) -> list[Root]:
         # The tmp dirs hold the bash logs but are no root of pi's: watching

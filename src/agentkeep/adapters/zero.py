@@ -17,7 +17,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import fsio
+from agentkeep import agents, fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.base import NAME_ID, Adapter, Known, Root
 from agentkeep.adapters.dirs import (
@@ -63,7 +63,7 @@ class ZeroAdapter(Adapter):
 
     @cached_property
     def root(self) -> Path:
-        return self.env.data_home / "zero" / "sessions"
+        return agents.roots(self.name, self.env)[0]
 
     def roots(self) -> list[Root]:
         return [Root.check(self.root, "sessions", self.env.uid)]

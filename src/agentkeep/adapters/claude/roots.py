@@ -1,8 +1,7 @@
-"""Where Claude's roots are: its config root ($CLAUDE_CONFIG_DIR, else
-~/.claude) with transcripts always in `<config>/projects`, and `claude-<uid>`
-under $CLAUDE_CODE_TMPDIR, each tmp variable and the system tmp. The paths
-follow from the environment alone; each root's safety (its problem) is
-checked afresh whenever a layout is asked for with `check`."""
+"""Where Claude's roots are (agents.roots: its config root, `<config>/projects`
+and its tmp roots). The paths follow from the environment alone; each root's
+safety (its problem) is checked afresh whenever a layout is asked for with
+`check`."""
 
 from __future__ import annotations
 
@@ -11,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentkeep import agents
 from agentkeep.adapters.base import Root
-from agentkeep.adapters.dirs import dir_var, tmp_dirs
 from agentkeep.paths import Env
 
 
@@ -34,25 +33,10 @@ class Layout:
     tmp: tuple[Root, ...]
 
 
-def _config_dir(env: Env) -> Path:
-    return dir_var(env, "CLAUDE_CONFIG_DIR") or env.home / ".claude"
-
-
-def _tmp_dirs(env: Env) -> list[Path]:
-    """`claude-<uid>` under each tmp dir, first spelling of each real path.
-    Claude always appends `claude-<uid>`, to $CLAUDE_CODE_TMPDIR too (and
-    sets that variable to its own `claude-<uid>` for the commands it
-    runs, so a claude started there writes `claude-<uid>/claude-<uid>`)."""
-    return tmp_dirs(env, first=("CLAUDE_CODE_TMPDIR",), below=f"claude-{env.uid}")
-
-
 def paths(env: Env) -> Paths:
-    """The roots' paths. Transcripts are always under <config>/projects.
-    $CLAUDE_PROJECT_DIR is never read: Claude sets it to the workspace (the
-    user's own code) for the hooks it runs, and reading it as a projects dir
-    would remove the user's files."""
-    config = _config_dir(env)
-    return Paths(config, config / "projects", tuple(_tmp_dirs(env)))
+    """The roots' paths."""
+    config, projects, *tmp = agents.roots("claude", env)
+    return Paths(config, projects, tuple(tmp))
 
 
 def layout(paths: Paths, problem: Callable[[Path], str | None] | None) -> Layout:

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 
+from agentkeep import agents
 from agentkeep.adapters import heads, rows
 from agentkeep.adapters.base import Adapter, Known, Remover, Root, each_session
 from agentkeep.adapters.codex import listing, removal
@@ -44,11 +45,7 @@ class CodexAdapter(Adapter):
 
     @cached_property
     def root(self) -> Path:
-        value = self.env.get("CODEX_HOME")
-        # A relative CODEX_HOME would depend on the daemon's cwd: ignored.
-        if value and os.path.isabs(value):
-            return Path(value)
-        return self.env.home / ".codex"
+        return agents.roots(self.name, self.env)[0]
 
     # -- where ----------------------------------------------------------
     def roots(self) -> list[Root]:

@@ -56,7 +56,7 @@ from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
-from agentkeep import disk
+from agentkeep import agents, disk
 from agentkeep.adapters import rows, sqlite
 from agentkeep.adapters.base import Adapter, Known, Remover, Root, each_session, remove_files
 from agentkeep.adapters.copilot import listing, store
@@ -79,16 +79,11 @@ class CopilotAdapter(Adapter):
 
     @cached_property
     def home(self) -> Path:
-        value = self.env.get("COPILOT_HOME")
-        if value and (value == "~" or value.startswith("~/")):
-            value = str(self.env.home) + value[1:]
-        if value and os.path.isabs(value):
-            return Path(value)
-        return self.env.home / ".copilot"
+        return agents.roots(self.name, self.env)[0]
 
     @cached_property
     def legacy(self) -> Path:
-        return self.env.xdg("XDG_STATE_HOME", ".local/state") / ".copilot"
+        return agents.roots(self.name, self.env)[1]
 
     def roots(self) -> list[Root]:
         return [

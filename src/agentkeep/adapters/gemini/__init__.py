@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from agentkeep import disk
+from agentkeep import agents, disk
 from agentkeep.adapters.base import Adapter, Known, Root, each_session
 from agentkeep.adapters.dirs import Unlisted, entries, root_problem, unreadable
 from agentkeep.adapters.gemini.chats import (
@@ -85,10 +85,7 @@ class GeminiAdapter(Adapter):
 
     @cached_property
     def root(self) -> Path:
-        # Gemini CLI resolves a relative GEMINI_CLI_HOME against its own cwd,
-        # which a daemon cannot know: such a value is ignored, like XDG's.
-        base = self.env.get("GEMINI_CLI_HOME")
-        return (Path(base) if base and os.path.isabs(base) else self.env.home) / ".gemini"
+        return agents.roots(self.name, self.env)[0]
 
     @cached_property
     def tmp(self) -> Path:

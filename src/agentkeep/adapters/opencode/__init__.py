@@ -17,12 +17,12 @@ delete`). This class wires them.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 
+from agentkeep import agents
 from agentkeep.adapters import heads, rows, sqlite
 from agentkeep.adapters.base import Adapter, Known, Remover, Root, load
 from agentkeep.adapters.dirs import entries, parts_below, root_problem
@@ -41,12 +41,9 @@ class OpencodeAdapter(Adapter):
 
     @cached_property
     def data_dir(self) -> Path:
-        """`$XDG_DATA_HOME/opencode` wherever it points, as opencode itself
-        follows it, else `~/.local/share/opencode`. One on a place another
-        user owns or can write to is a root with a problem (roots()): what
-        lies there is never removed. Normalised as opencode's own
-        path.join does (`/srv/../data` is `/data`)."""
-        return Path(os.path.normpath(self.env.data_home / "opencode"))
+        """Its root; one on a place another user owns or can write to is a
+        root with a problem (roots()): what lies there is never removed."""
+        return agents.roots(self.name, self.env)[0]
 
     # -- where ----------------------------------------------------------
     def roots(self) -> list[Root]:

@@ -40,13 +40,13 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import disk
+from agentkeep import agents, disk
 from agentkeep.adapters.base import Adapter, Known, Root, each_session
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import registry_holders, registry_id
 from agentkeep.adapters.claude.transcripts import lineage
-from agentkeep.adapters.dirs import dir_var, entries, parts_below
+from agentkeep.adapters.dirs import entries, parts_below
 from agentkeep.adapters.gemini.projects import PROJECT_HASH, project_hash
 from agentkeep.adapters.qwen import reading
 from agentkeep.adapters.qwen.layout import (
@@ -114,11 +114,11 @@ class QwenAdapter(Adapter):
     # -- where ----------------------------------------------------------
     @cached_property
     def home_dir(self) -> Path:
-        return dir_var(self.env, "QWEN_HOME") or self.env.home / ".qwen"
+        return agents.roots(self.name, self.env)[0]
 
     @cached_property
     def runtime_dir(self) -> Path:
-        return dir_var(self.env, "QWEN_RUNTIME_DIR") or self.home_dir
+        return agents.roots(self.name, self.env)[-1]
 
     def _roots(self) -> tuple[Root, Root]:
         home = Root.check(self.home_dir, "home", self.env.uid)
