@@ -547,6 +547,54 @@ def test_ls_json_answered_by_the_daemon_imports_no_core(fake_home: FakeHome) -> 
     assert served.stdout == json.dumps(json.loads(served.stdout), indent=2) + "\n"
 
 
+def test_resolving_the_view_imports_no_adapter(fake_home: FakeHome) -> None:
+    """The fingerprint a command sends the daemon comes from the agents'
+    roots (agents.roots) alone: no adapter's listing or removal code loads."""
+    code = (
+        "import json, sys\n"
+        "from agentkeep import view\n"
+        "from agentkeep.paths import Env\n"
+        "roots = view.resolve(Env.from_environ())['roots']\n"
+        "print(json.dumps([sorted(roots), sorted(sys.modules)]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=fake_home.environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    agents, names = json.loads(proc.stdout)
+
+    assert agents == sorted(AGENTS), "SETUP INVALID: the view does not enable every agent"
+    assert not loaded(set(names), "agentkeep.adapters")
+
+
+def test_the_view_resolved_names_the_roots_its_adapters_give(fake_home: FakeHome) -> None:
+    """What view.resolve() works out without the adapters is what the
+    daemon's own adapters give (Context.fingerprint): else it never answers."""
+    from agentkeep import adapters, view
+    from agentkeep.paths import Env
+
+    store = fake_home.root / "store"
+    store.mkdir()
+    fake_home.write_config(
+        'enabled = ["claude", "qwen", "pi"]\n'
+        f'[[stores]]\nname = "runs"\nroot = "{store}"\ndepth = 1\n'
+    )
+    env = Env.from_environ(
+        {**fake_home.environ, "QWEN_RUNTIME_DIR": str(fake_home.root / "qwen-run")}
+    )
+    config, error = view.load(env, env.state_dir)
+    built = view.fingerprint(env, env.state_dir, adapters.build(env, config))
+
+    assert error is None, error
+    assert sorted(built["roots"]) == ["claude", "pi", "qwen", "runs"]
+    assert len(built["roots"]["qwen"]) == 2, "SETUP INVALID: one qwen root"
+    assert view.resolve(env) == built
+
+
 # Imported, before they were deferred or moved, by commands that never use
 # them: asyncio (structlog imports it for async loggers agentkeep never
 # uses; logs._import_structlog defers it) and the daemon's own machinery

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentkeep import adapters
-from agentkeep.adapters.base import Adapter
+from agentkeep import agents
 from agentkeep.config import Config, ConfigError, load_config
 from agentkeep.paths import Env
+
+if TYPE_CHECKING:
+    from agentkeep.adapters.base import Adapter
 
 _loaded: dict[tuple[object, ...], tuple[Config, str | None]] = {}
 
@@ -38,7 +40,7 @@ def load(env: Env, state_dir: Path) -> tuple[Config, str | None]:
 
 
 def _load(env: Env, state_dir: Path) -> tuple[Config, str | None]:
-    roots = adapters.agent_roots(env)
+    roots = agents.agent_roots(env)
     named = env.get("AGENTKEEP_CONFIG") is not None
     try:
         return load_config(
@@ -55,16 +57,26 @@ def _load(env: Env, state_dir: Path) -> tuple[Config, str | None]:
 
 
 def fingerprint(env: Env, state_dir: Path, enabled: dict[str, Adapter]) -> dict[str, Any]:
+    """The view's fingerprint, from the adapters it enables."""
+    return _fingerprint(
+        env, state_dir, {name: [r.path for r in a.roots()] for name, a in enabled.items()}
+    )
+
+
+def _fingerprint(env: Env, state_dir: Path, roots: dict[str, list[Path]]) -> dict[str, Any]:
     return {
         "config": str(env.config_path),
         "state": str(state_dir),
-        "roots": {
-            name: sorted(str(r.path) for r in a.roots()) for name, a in sorted(enabled.items())
-        },
+        "roots": {name: sorted(map(str, paths)) for name, paths in sorted(roots.items())},
     }
 
 
 def resolve(env: Env) -> dict[str, Any]:
-    """The fingerprint of `env`'s view, as Context.open(env) would give it."""
+    """The fingerprint of `env`'s view, as Context.open(env) would give it,
+    from the enabled agents' and stores' roots alone (adapters.build names
+    the same): no adapter is imported."""
     config, _ = load(env, env.state_dir)
-    return fingerprint(env, env.state_dir, adapters.build(env, config))
+    every = agents.agent_roots(env)
+    roots = {agent: every[agent] for agent in agents.AGENTS if agent in config.enabled}
+    roots |= {store.name: [Path(store.root)] for store in config.stores}
+    return _fingerprint(env, env.state_dir, roots)
