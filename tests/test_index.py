@@ -307,7 +307,7 @@ def test_an_index_of_another_schema_is_dropped_and_built_again(
     reconcile(ctx)
     got = ctx.index.get("claude", s.id)
     assert got is not None and got.disk_bytes > 0
-    assert [sid for _, sid, _ in ctx.index.listing()] == [s.id]
+    assert [sid for _, sid, _ in ctx.index.listing_rows()] == [s.id]
     assert Index(ctx.index.path).count() == 1, "a second open keeps what the first built"
 
 
@@ -391,7 +391,7 @@ def test_listing_writes_what_the_cli_prints(fake_home: FakeHome, index: Index) -
         index.put([Session("zero", f"z{n}", text, None, [Artifact(f"/z{n}", "t", 1, 5.0)])])
     index.put([Session("zero", "zp", "/w", odd[2], [Artifact("/zp", "t", 1, 5.0)])])
 
-    listed = index.listing()
+    listed = list(index.listing_rows())
 
     sessions = index.sessions()
     assert [(a, i) for a, i, _ in listed] == [(s.agent, s.id) for s in sessions]
@@ -416,10 +416,10 @@ def test_listing_filters_by_agent_and_idle_time(fake_home: FakeHome, index: Inde
         index.put([Session("claude", f"c{n}", None, None, [Artifact(f"/c{n}", "t", 1, mtime)])])
     index.put([Session("zero", "z", None, None, [Artifact("/z", "t", 1, 15.0)])])
 
-    assert [i for _, i, _ in index.listing("claude")] == ["c0", "c1", "c2", "c3"]
-    assert [i for _, i, _ in index.listing(idle_before=20.0)] == ["c0", "z"]
-    assert [i for _, i, _ in index.listing("zero", idle_before=15.0)] == []
-    assert [i for _, i, _ in index.listing("nosuch")] == []
+    assert [i for _, i, _ in index.listing_rows("claude")] == ["c0", "c1", "c2", "c3"]
+    assert [i for _, i, _ in index.listing_rows(idle_before=20.0)] == ["c0", "z"]
+    assert [i for _, i, _ in index.listing_rows("zero", idle_before=15.0)] == []
+    assert [i for _, i, _ in index.listing_rows("nosuch")] == []
 
 
 def test_sessions_of_reads_the_sessions_asked_for(fake_home: FakeHome, index: Index) -> None:

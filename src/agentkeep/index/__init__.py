@@ -5,10 +5,8 @@ time (`scan`); nothing decides a removal from the index alone (prune lists
 every session again from the disk under its lease). WAL mode and one
 connection per thread let the daemon answer queries while it indexes.
 
-The modules: schema (the tables, their version, the `ls` text SQLite keeps
-with each row), rows (sessions as rows, built where a scan measures them),
-store (the connections and transactions; the schema made on opening),
-writing (every write), queries (every read).
+Modules: schema (the tables, the `ls` text SQLite keeps with each row),
+rows (sessions as rows), store (connections, transactions), writing, queries.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from __future__ import annotations
 from agentkeep.index.queries import IndexedSession, Queries, recorded_unreadable
 from agentkeep.index.rows import Rows, batches
 from agentkeep.index.schema import IDLE_TAIL, SCHEMA_VERSION, SQLITE_NEEDED, written_as_python
-from agentkeep.index.writing import Replacement, Writing
+from agentkeep.index.writing import Writing
 
 __all__ = [
     "IDLE_TAIL",
@@ -24,7 +22,6 @@ __all__ = [
     "SQLITE_NEEDED",
     "Index",
     "IndexedSession",
-    "Replacement",
     "Rows",
     "batches",
     "recorded_unreadable",

@@ -47,29 +47,20 @@ def _session(row: Sequence[Any]) -> IndexedSession:
     )
 
 
-def _listed(agent: str | None, idle_before: float | None) -> tuple[str, list[object]]:
-    """The WHERE and ORDER BY of Index.listing(), and their arguments."""
-    where, args = _where(agent, idle_before)
-    return f"{where} ORDER BY {_ORDER}", args
-
-
-def _where(agent: str | None, idle_before: float | None) -> tuple[str, list[object]]:
-    """The WHERE of Index.listing(), and its arguments."""
-    terms, args = _terms(agent, idle_before)
-    return (" WHERE " + " AND ".join(terms) if terms else ""), args
-
-
 def _terms(agent: str | None, idle_before: float | None) -> tuple[list[str], list[object]]:
-    """The terms of _where(), and their arguments."""
-    terms: list[str] = []
-    args: list[object] = []
-    if agent is not None:
-        terms.append("agent = ?")
-        args.append(agent)
-    if idle_before is not None:
-        terms.append("last_activity < ?")
-        args.append(idle_before)
-    return terms, args
+    """The terms of a WHERE choosing `agent`'s sessions idle since before
+    `idle_before` (each when given), and their arguments."""
+    chosen = [("agent = ?", agent), ("last_activity < ?", idle_before)]
+    return [t for t, arg in chosen if arg is not None], [a for _, a in chosen if a is not None]
+
+
+def _where(
+    agent: str | None, idle_before: float | None, order: str = ""
+) -> tuple[str, list[object]]:
+    """_terms() as a WHERE (and `order`'s ORDER BY), and its arguments."""
+    terms, args = _terms(agent, idle_before)
+    where = " WHERE " + " AND ".join(terms) if terms else ""
+    return where + (f" ORDER BY {order}" if order else ""), args
 
 
 def recorded_unreadable(path: Path) -> dict[str, list[str]]:
@@ -133,29 +124,20 @@ class Queries(Store):
     def each_session(self, agent: str | None = None) -> Iterator[IndexedSession]:
         """sessions(), read as it is iterated: a total over every session
         never holds them all."""
-        tail, args = _listed(agent, None)
+        tail, args = _where(agent, None, _ORDER)
         cursor = self._db().execute(f"SELECT {COLUMNS} FROM sessions{tail}", args)
         while batch := cursor.fetchmany(BATCH):
             yield from map(_session, batch)
 
-    def listing(
-        self, agent: str | None = None, idle_before: float | None = None
-    ) -> list[tuple[str, str, str]]:
-        """(agent, id, text) of every session, in `sessions()` order: the text
-        is the contract's `ls` object with state "idle" as the CLI prints it,
-        folded (schema._SESSION_TEXT), unless written_as_python() says otherwise (a
-        string that is not ASCII). Written by SQLite with the row, so that
-        listing tens of thousands of sessions costs no Python per field, nor
-        writing each again. Only sessions idle since before `idle_before`
-        when it is given (undated ones never)."""
-        return list(self.listing_rows(agent, idle_before))
-
     def listing_rows(
         self, agent: str | None = None, idle_before: float | None = None
     ) -> Iterator[tuple[str, str, str]]:
-        """listing(), read from SQLite a batch at a time as it is iterated
-        (ls at 50,000 sessions never holds every session's text)."""
-        tail, args = _listed(agent, idle_before)
+        """(agent, id, text) of every session (idle since before
+        `idle_before` when given; undated ones never), in `sessions()` order,
+        read a batch at a time. The text is the contract's `ls` object with
+        state "idle", folded (schema._SESSION_TEXT), unless
+        written_as_python() says otherwise; SQLite wrote it with the row."""
+        tail, args = _where(agent, idle_before, _ORDER)
         cursor = self._db().execute(f"SELECT agent, id, listing FROM sessions{tail}", args)
         while batch := cursor.fetchmany(BATCH):
             yield from batch
@@ -163,26 +145,22 @@ class Queries(Store):
     def listing_ids(
         self, agent: str | None = None, idle_before: float | None = None
     ) -> dict[str, Iterator[str]]:
-        """The ids listing() lists, by agent (in no order), each agent's read
-        from SQLite a batch at a time as it is iterated: ls at 50,000
-        sessions never holds them all."""
-        if agent is not None:
-            agents = [agent]
-        else:
-            agents = [a for (a,) in self._db().execute("SELECT DISTINCT agent FROM sessions")]
+        """The ids listing_rows() lists, by agent (in no order), each read a
+        batch at a time."""
+        agents = (
+            [agent] if agent is not None else self._column("SELECT DISTINCT agent FROM sessions")
+        )
         return {a: self._ids(a, idle_before) for a in agents}
 
     def _ids(self, agent: str, idle_before: float | None) -> Iterator[str]:
         where, args = _where(agent, idle_before)
         cursor = self._db().execute(f"SELECT id FROM sessions{where}", args)
         while batch := cursor.fetchmany(BATCH):
-            for (sid,) in batch:
-                yield sid
+            yield from (sid for (sid,) in batch)
 
     def begin_reading(self) -> None:
-        """What this thread reads from here to end_reading() is one snapshot
-        of the index (ls's ids, their states, then their texts as they are
-        sent), whatever other threads write meanwhile."""
+        """What this thread reads until end_reading() is one snapshot of
+        the index, whatever other threads write meanwhile."""
         db = self._db()
         if not db.in_transaction:
             db.execute("BEGIN")
@@ -204,13 +182,8 @@ class Queries(Store):
 
     def get(self, agent: str, session_id: str) -> IndexedSession | None:
         """The indexed session `session_id` of `agent`, or None."""
-        row = (
-            self._db()
-            .execute(
-                f"SELECT {COLUMNS} FROM sessions WHERE agent = ? AND id = ?", (agent, session_id)
-            )
-            .fetchone()
-        )
+        sql = f"SELECT {COLUMNS} FROM sessions WHERE agent = ? AND id = ?"
+        row = self._db().execute(sql, (agent, session_id)).fetchone()
         return _session(row) if row else None
 
     def artifacts(self, agent: str, session_id: str) -> list[Artifact]:
@@ -269,13 +242,13 @@ class Queries(Store):
 
     def children(self, agent: str, session_id: str) -> list[str]:
         """The ids of the sessions whose parent is `session_id`, sorted."""
-        rows = self._db().execute(
-            "SELECT id FROM sessions WHERE agent = ? AND parent = ? ORDER BY id",
-            (agent, session_id),
-        )
-        return [r[0] for r in rows]
+        sql = "SELECT id FROM sessions WHERE agent = ? AND parent = ? ORDER BY id"
+        return self._column(sql, agent, session_id)
 
     def count(self, agent: str | None = None) -> int:
         """How many sessions the index holds (of `agent` when given)."""
         where, args = _where(agent, None)
         return int(self._db().execute(f"SELECT count(*) FROM sessions{where}", args).fetchone()[0])
+
+    def _column(self, sql: str, *args: object) -> list[Any]:
+        return [row[0] for row in self._db().execute(sql, args)]

@@ -1,8 +1,4 @@
-"""Sessions as the index stores them, a row per session and per artifact.
-
-Built where the sessions are measured: a scan's worker processes build
-them and send them back, a batch at a time.
-"""
+"""Sessions as the index stores them, a row per session and per artifact."""
 
 from __future__ import annotations
 
@@ -18,9 +14,8 @@ BATCH = 500
 
 @dataclass(slots=True)
 class Rows:
-    """Sessions as the index stores them: a row per session, a row per
-    artifact. Built where the sessions are measured (a scan's worker process
-    sends these back: plain tuples pickle far faster than Sessions)."""
+    """A row per session and per artifact, built where the sessions are
+    measured (a scan's worker sends tuples: they pickle far faster)."""
 
     sessions: list[tuple[object, ...]]
     artifacts: list[tuple[object, ...]]
@@ -50,8 +45,8 @@ def rows(sessions: Iterable[Session], restored: Mapping[tuple[str, str], float])
 def batches(
     sessions: Iterable[Session], restored: Mapping[tuple[str, str], float]
 ) -> Iterator[Rows]:
-    """rows() of BATCH sessions at a time: a batch bounds the memory a scan
-    holds, and one statement per session was a sixth of a scan."""
+    """rows() of BATCH sessions at a time: a batch bounds a scan's memory
+    and its statements."""
     batch: list[Session] = []
     for session in sessions:
         batch.append(session)

@@ -11,15 +11,13 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-# 2: sessions.disk_bytes; 3: sessions.listing; 4: unreadable places; 5: artifacts.disk_bytes
 SCHEMA_VERSION = 5
 # The first SQLite with generated columns (sessions.listing).
 SQLITE_NEEDED = (3, 31)
 
-# model.rfc3339() in SQL, to the second it prints: datetime.fromtimestamp()
-# rounds to the microsecond half to even before it drops the fraction, so a
-# time within half a microsecond of the next second prints as that second
-# (tests/test_index.py compares the two on such edge values).
+# model.rfc3339() in SQL: datetime.fromtimestamp() rounds to the microsecond
+# before it drops the fraction, so a time within half a microsecond of the
+# next second prints as that second.
 _RFC3339 = """strftime('%Y-%m-%dT%H:%M:%SZ', CASE WHEN last_activity >= 0
     THEN CAST(last_activity AS INTEGER)
         + ((last_activity - CAST(last_activity AS INTEGER)) * 1000000.0 >= 999999.5)
@@ -61,8 +59,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     unsafe TEXT, disk_bytes INTEGER NOT NULL,
     -- The places that could not be listed (a JSON list), or NULL.
     unreadable TEXT,
-    -- The session's `ls` text (listing()), written with its row: SQLite
-    -- writing 50,000 of them again for each `ls` was a quarter of its time.
+    -- The session's `ls` text, written once with its row, not at each `ls`.
     listing TEXT GENERATED ALWAYS AS ({_SESSION_TEXT}) STORED,
     PRIMARY KEY (agent, id)
 );
@@ -103,9 +100,8 @@ def version(db: sqlite3.Connection) -> int:
 
 def one_of(kinds: Iterable[str]) -> str:
     """`kinds` as SQL: `(kind = 'a' OR kind = 'b')`, literals in a fixed
-    order. A partial index is used only by a query that repeats its WHERE
-    term exactly, and `kind IN (...)` there costs each insert an ephemeral
-    table (three times what the whole index costs)."""
+    order: a partial index serves only a query repeating its WHERE term
+    exactly, and `kind IN (...)` there costs each insert a temporary table."""
     quoted = (k.replace("'", "''") for k in sorted(kinds))
     terms = [f"kind = '{k}'" for k in quoted]
     return "(" + (" OR ".join(terms) or "0") + ")"

@@ -15,10 +15,8 @@ from agentkeep.index.schema import SCHEMA, SCHEMA_VERSION, one_of, version
 
 class Store:
     """The database at `path` (or in memory), for the writes and queries
-    that Index adds. `evidence_kinds`: the kinds of artifact that holders()
-    reads (every agent's), kept in a partial index: listing 50,000 sessions
-    reads a few thousand of their 300,000 artifacts, and a scan pays nothing
-    for it."""
+    Index adds. The artifacts of `evidence_kinds` (what holders() reads) are
+    in a partial index: `ls` reads a few of every session's artifacts."""
 
     def __init__(
         self, path: Path, evidence_kinds: Iterable[str] = (), *, memory: bool = False
@@ -37,9 +35,8 @@ class Store:
         self._index_evidence(db)
 
     def _drop_other_schema(self, db: sqlite3.Connection) -> None:
-        """An index another version wrote (another schema; 0 is a new
-        database) is dropped: it is a cache, so the next reconcile finds no
-        agent indexed and scans them all."""
+        """An index of another schema (0: a new database) is dropped: a
+        cache, which the next reconcile fills again."""
         if version(db) in (0, SCHEMA_VERSION):
             return
         with self._tx() as tx:

@@ -21,12 +21,9 @@ def _write(db: sqlite3.Connection, done: Rows) -> None:
 
 
 def _insert(db: sqlite3.Connection, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
-    """executemany, for rows that may hold names that are not UTF-8.
-
-    SQLite's TEXT cannot take a file name that is not UTF-8 (a str with
-    lone surrogates): such a row is written as schema.stored() keeps it.
-    Tried as TEXT first: a scan writes hundreds of thousands of rows,
-    nearly always all UTF-8."""
+    """executemany; rows holding a name that is not UTF-8 (which TEXT
+    cannot take) go again as schema.stored() keeps them. TEXT is tried
+    first: nearly every row is UTF-8."""
     db.execute("SAVEPOINT rows")
     try:
         db.executemany(sql, rows)
