@@ -6,47 +6,10 @@ adapters, so that resolving a view imports no adapter."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from agentkeep.paths import Env
-
-
-def dir_var(env: Env, var: str) -> Path | None:
-    """The directory an agent's variable names (`~` and `~/...` expanded as
-    the agents expand them), or None when it is unset or empty. A relative
-    path is ignored with a warning: the agent resolves it against its own
-    working directory, which agentkeep cannot know."""
-    value = env.get(var)
-    if not value:
-        return None
-    if value == "~" or value.startswith("~/"):
-        value = str(env.home) + value[1:]
-    path = Path(value)
-    if not path.is_absolute():
-        import structlog  # only here: config imports this module, and logs set structlog up
-
-        structlog.get_logger("agentkeep.agents").warning(
-            "relative directory ignored", variable=var, value=value
-        )
-        return None
-    return path
-
-
-def tmp_dirs(env: Env, first: Sequence[str] = (), below: str = "") -> list[Path]:
-    """`below` in each tmp dir an agent may use: those the variables `first`
-    name, $TMPDIR, $TMP, $TEMP and the system tmp dir (the order Node's and
-    Bun's tmpdir() read them in), the first spelling of each real path."""
-    candidates = [dir_var(env, var) for var in (*first, "TMPDIR", "TMP", "TEMP")]
-    candidates.append(env.system_tmp)
-    unique: dict[str, Path] = {}
-    for base in candidates:
-        if base is not None:
-            path = base / below if below else base
-            unique.setdefault(os.path.realpath(path), path)
-    return list(unique.values())
+from agentkeep.paths import Env, dir_var, tmp_dirs
 
 
 def _absolute(env: Env, var: str) -> Path | None:
@@ -68,10 +31,7 @@ def _claude(env: Env) -> list[Path]:
 
 def _copilot(env: Env) -> list[Path]:
     """Its home, then the legacy `$XDG_STATE_HOME/.copilot`."""
-    value = env.get("COPILOT_HOME")
-    if value and (value == "~" or value.startswith("~/")):
-        value = str(env.home) + value[1:]
-    home = Path(value) if value and os.path.isabs(value) else env.home / ".copilot"
+    home = dir_var(env, "COPILOT_HOME") or env.home / ".copilot"
     return [home, env.xdg("XDG_STATE_HOME", ".local/state") / ".copilot"]
 
 

@@ -1,4 +1,5 @@
-"""Where agentkeep's own files are, resolved from the environment.
+"""Where agentkeep's own files are, and the directories agents name through
+variables, resolved from the environment.
 
 Every path follows the environment (HOME, XDG_*, AGENTKEEP_*), so a test can
 build a whole fake user by setting variables; nothing here reads the real
@@ -8,16 +9,11 @@ home behind the caller's back.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentkeep.rootsafety import root_problem
-
-
-def _var(environ: Mapping[str, str], name: str) -> str | None:
-    value = environ.get(name)
-    return value if value else None
 
 
 @dataclass(frozen=True)
@@ -35,7 +31,7 @@ class Env:
         return cls(environ=environ, home=home, uid=os.getuid())
 
     def get(self, name: str) -> str | None:
-        return _var(self.environ, name)
+        return self.environ.get(name) or None
 
     def xdg(self, name: str, default: str) -> Path:
         value = self.get(name)
@@ -75,16 +71,43 @@ class Env:
 
     @property
     def tmp_dirs(self) -> list[Path]:
-        """The user's tmp dirs, where agents leave files by the process
-        ($TMPDIR, $TMP, $TEMP, then the system tmp dir), each real dir
-        once, as it was first named. Relative values are ignored."""
-        found: dict[str, Path] = {}
-        for var in ("TMPDIR", "TMP", "TEMP"):
-            value = self.get(var)
-            if value and os.path.isabs(value):
-                found.setdefault(os.path.realpath(value), Path(value))
-        found.setdefault(os.path.realpath(self.system_tmp), self.system_tmp)
-        return list(found.values())
+        """The user's tmp dirs, where agents leave files by the process (tmp_dirs())."""
+        return tmp_dirs(self)
+
+
+def dir_var(env: Env, var: str) -> Path | None:
+    """The directory an agent's variable names (`~` and `~/...` expanded as
+    the agents expand them), or None when it is unset or empty. A relative
+    path is ignored with a warning: the agent resolves it against its own
+    working directory, which agentkeep cannot know."""
+    value = env.get(var)
+    if not value:
+        return None
+    if value == "~" or value.startswith("~/"):
+        value = str(env.home) + value[1:]
+    path = Path(value)
+    if not path.is_absolute():
+        import structlog  # deferred: commands that log nothing import this module
+
+        structlog.get_logger("agentkeep.paths").warning(
+            "relative directory ignored", variable=var, value=value
+        )
+        return None
+    return path
+
+
+def tmp_dirs(env: Env, first: Sequence[str] = (), below: str = "") -> list[Path]:
+    """`below` in each tmp dir an agent may use: those the variables `first`
+    name, $TMPDIR, $TMP, $TEMP and the system tmp dir (the order Node's and
+    Bun's tmpdir() read them in), the first spelling of each real path."""
+    candidates = [dir_var(env, var) for var in (*first, "TMPDIR", "TMP", "TEMP")]
+    candidates.append(env.system_tmp)
+    unique: dict[str, Path] = {}
+    for base in candidates:
+        if base is not None:
+            path = base / below if below else base
+            unique.setdefault(os.path.realpath(path), path)
+    return list(unique.values())
 
 
 class UnsafeDirectory(OSError):

@@ -88,7 +88,7 @@ class PiAdapter(Adapter):
 
     @cached_property
     def tmp(self) -> list[Path]:
-        return agents.tmp_dirs(self.env)
+        return self.env.tmp_dirs
 
     def roots(self) -> list[Root]:
         # The tmp dirs hold the bash logs but are no root of pi's: watching
