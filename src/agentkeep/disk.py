@@ -21,12 +21,10 @@ from agentkeep.model import Artifact
 
 
 class Tree(NamedTuple):
-    """What a walk of one path found: bytes (the apparent size, st_size of
-    every file), the newest mtime, whether every entry could be read, and
-    disk_bytes (what it takes on disk as `du` counts it: st_blocks * 512 of
-    every entry, directories included), each inode counted once in both. A
-    tuple: one is made per artifact of every session scanned, and a frozen
-    dataclass costs twice as much to make."""
+    """What a walk of one path found: bytes (st_size of every file), the
+    newest mtime, whether every entry could be read, and disk_bytes (as `du`
+    counts: st_blocks * 512 of every entry), each inode counted once. A
+    tuple: one is made per artifact scanned, at half a dataclass's cost."""
 
     bytes: int
     mtime: float | None
@@ -36,13 +34,9 @@ class Tree(NamedTuple):
 
 
 def measure(path: str | os.PathLike[str], seen: set[tuple[int, int]] | None = None) -> Tree | None:
-    """Measure `path` without following links; None when it does not exist.
-
-    A link is measured as the link itself. Directories are walked
-    iteratively (no recursion limit), newest mtime taken over every entry
-    including the directories themselves. `seen` collects (dev, ino) of
-    multiply-linked files so that a session counts each inode once.
-    """
+    """Measure `path`, a link as the link itself (nothing is followed);
+    None when it does not exist. The newest mtime counts directories too;
+    `seen` collects (dev, ino) of multiply-linked files, counted once."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -65,11 +59,10 @@ def measure(path: str | os.PathLike[str], seen: set[tuple[int, int]] | None = No
 
 
 def newest_file_mtime(path: str | os.PathLike[str]) -> float | None:
-    """The newest mtime of anything below `path` (itself included) that is
-    not a directory: a write leaves one, while removing entries (as an
-    interrupted removal of our own did) only moves directories' mtimes.
-    -inf when there is nothing but directories; None when it cannot all be
-    read (a time that cannot be read never lets a session look idle)."""
+    """The newest mtime of anything at or below `path` but directories (a
+    write moves one; removing entries, as an interrupted removal of ours
+    did, moves only directories'). -inf when there are only directories;
+    None when it cannot all be read (it never lets a session look idle)."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -98,11 +91,9 @@ def newest_file_mtime(path: str | os.PathLike[str]) -> float | None:
 
 
 def _measure_by_path(path: str, st: os.stat_result, seen: set[Ident]) -> Tree | None:
-    """The fast walk, by path; None when a path grows too long to use.
-
-    The hottest loop of a scan (every entry of every session's tree): it
-    opens and lists each directory inline rather than through scandir()'s
-    context manager, which cost a fifth of the walk."""
+    """The fast walk, by path; None when a path grows too long to use. A
+    scan's hottest loop: each directory is listed inline, not through
+    scandir()'s context manager (a fifth of the walk)."""
     total, blocks, newest, complete = 0, st.st_blocks, st.st_mtime, True
     stack = [path]
     while stack:
@@ -207,6 +198,7 @@ Ident = tuple[int, int]
 
 
 def ident_of(st: os.stat_result) -> Ident:
+    """What tells one inode from every other: (device, inode)."""
     return (st.st_dev, st.st_ino)
 
 
@@ -215,16 +207,11 @@ class TreeChanged(OSError):
 
 
 class DirCursor:
-    """A position in a directory tree held by one descriptor.
-
-    Going down opens one component by name with O_NOFOLLOW and checks it is
-    the directory lstat saw; going up opens ".." and checks it is the
-    directory we came from. Only the current level is open, so depth costs
-    no descriptors, and the walk can never be led through a link. Each is
-    opened O_NOATIME where the kernel allows it: listing a directory
-    through the cursor leaves its atime as it was (a removal's walk moves
-    a tree into the trash with its own times, and restore gives them back).
-    """
+    """A position in a directory tree held by one descriptor, opened
+    O_NOATIME. Going down opens one component with O_NOFOLLOW and checks it
+    is the directory lstat saw; going up opens ".." and checks it is the one
+    we came from. Only the current level is open, so depth costs no
+    descriptors, and the walk is never led through a link."""
 
     def __init__(self, fd: int, base: str) -> None:
         self.fd = fd
@@ -245,9 +232,11 @@ class DirCursor:
 
     @property
     def ident(self) -> Ident:
+        """The current directory's ident_of()."""
         return self._idents[-1]
 
     def path(self, name: str | None = None) -> str:
+        """The current directory's path, or its entry `name`'s."""
         # "/".join, not os.path.join: this runs per entry in trees 10,000 deep.
         parts = [self.base.rstrip("/"), *self.names]
         if name is not None:
@@ -255,6 +244,7 @@ class DirCursor:
         return "/".join(parts) if len(parts) > 1 else self.base
 
     def down(self, name: str, expect: Ident | None = None) -> os.stat_result:
+        """Into the directory `name` (TreeChanged when it is not `expect`)."""
         fd = open_noatime(name, _DIR_FLAGS, dir_fd=self.fd)
         st = os.fstat(fd)
         if expect is not None and ident_of(st) != expect:
@@ -267,6 +257,7 @@ class DirCursor:
         return st
 
     def up(self) -> None:
+        """Into the parent (TreeChanged when it is not the one we came from)."""
         fd = open_noatime("..", _DIR_FLAGS, dir_fd=self.fd)
         if ident_of(os.fstat(fd)) != self._idents[-2]:
             os.close(fd)
@@ -277,6 +268,7 @@ class DirCursor:
         self._idents.pop()
 
     def close(self) -> None:
+        """Close the descriptor held."""
         if self.fd >= 0:
             fd, self.fd = self.fd, -1
             os.close(fd)
@@ -305,9 +297,8 @@ def _size(st: os.stat_result, seen: set[tuple[int, int]]) -> int:
 
 
 def _seen_before(st: os.stat_result, seen: set[tuple[int, int]]) -> bool:
-    """Whether this inode (of a file with several links) was counted already;
-    it is counted from now on. One set serves the apparent and the allocated
-    size alike, so both count each inode once."""
+    """Whether this inode (of a file with several links) was counted
+    already; it is counted from now on, in both sizes."""
     key = (st.st_dev, st.st_ino)
     if key in seen:
         return True
@@ -325,11 +316,8 @@ def artifact(
     seen: set[tuple[int, int]] | None = None,
     foreign: bool = False,
 ) -> Artifact | None:
-    """Measure `path` into an Artifact; None when it does not exist.
-
-    A tree that could not be read completely gets mtime None, which makes the
-    session undated: a time we could not read must never let it look idle.
-    """
+    """Measure `path` into an Artifact; None when it does not exist. A tree
+    not read completely gets mtime None: the session is undated, never idle."""
     tree = measure(path, seen)
     if tree is None:
         return None
@@ -348,26 +336,24 @@ def artifact(
 
 
 def is_link(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a symbolic link (False when it cannot be looked up)."""
     try:
         return stat.S_ISLNK(os.lstat(path).st_mode)
     except OSError:
         return False
 
 
-# File systems stamp a directory's mtime from a coarse clock (FAT's in 2 s
-# steps): a directory whose mtime was read this soon after its last change
-# may change again and keep that mtime, so the mtime cannot vouch that
-# nothing changed since it was read.
+# A directory's mtime comes from a coarse clock (FAT: 2 s steps): one read
+# this soon after a change may change again and keep it, so cannot vouch.
 RACY_NS = 2_000_000_000
 
 
 def signed(
     dirs: Iterable[str | os.PathLike[str]],
 ) -> tuple[dict[str, int | None], dict[str, int | None]]:
-    """dir_mtimes(dirs), and the signature to keep of them: None for each
-    mtime too recent to vouch for what is listed after it (RACY_NS), which
-    no mtime read later equals, so that directory is looked at again at the
-    next look whatever it reads then."""
+    """dir_mtimes(dirs), and the signature to keep: None for an mtime too
+    recent to vouch (RACY_NS), which no later mtime equals, so that
+    directory is looked at again next time."""
     read_at = time.time_ns()
     mtimes = dir_mtimes(dirs)
     racy = read_at - RACY_NS
@@ -375,8 +361,8 @@ def signed(
 
 
 def dir_mtimes(dirs: Iterable[str | os.PathLike[str]]) -> dict[str, int | None]:
-    """Each directory's mtime in ns (None when it cannot be read): a new or
-    removed entry changes it, so this tells cheaply whether a listing moved."""
+    """Each directory's mtime in ns (None when it cannot be read): an entry
+    made or removed changes it."""
     sigs: dict[str, int | None] = {}
     for d in (os.fspath(p) for p in dirs):
         try:

@@ -26,22 +26,26 @@ class Env:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Env:
+        """This process's environment, or `environ`."""
         environ = dict(os.environ if environ is None else environ)
         home = Path(environ.get("HOME") or os.path.expanduser("~"))
         return cls(environ=environ, home=home, uid=os.getuid())
 
     def get(self, name: str) -> str | None:
+        """The variable `name`, None when unset or empty."""
         return self.environ.get(name) or None
 
     def xdg(self, name: str, default: str) -> Path:
+        """The XDG directory `name`, else `default` in the home (XDG: a
+        relative value is invalid and ignored)."""
         value = self.get(name)
-        # XDG says relative values are invalid and must be ignored.
         if value and os.path.isabs(value):
             return Path(value)
         return self.home / default
 
     @property
     def config_path(self) -> Path:
+        """The config file: $AGENTKEEP_CONFIG, else in $XDG_CONFIG_HOME."""
         explicit = self.get("AGENTKEEP_CONFIG")
         if explicit:
             return Path(explicit).expanduser()
@@ -49,10 +53,12 @@ class Env:
 
     @property
     def state_dir(self) -> Path:
+        """agentkeep's state (index, trash, journal, leases) in $XDG_STATE_HOME."""
         return self.xdg("XDG_STATE_HOME", ".local/state") / "agentkeep"
 
     @property
     def socket_path(self) -> Path:
+        """The daemon's socket: $AGENTKEEP_SOCKET, else in $XDG_RUNTIME_DIR or the state dir."""
         explicit = self.get("AGENTKEEP_SOCKET")
         if explicit:
             return Path(explicit)
@@ -63,10 +69,12 @@ class Env:
 
     @property
     def system_tmp(self) -> Path:
+        """The system tmp dir: $AGENTKEEP_SYSTEM_TMP (for tests), else /tmp."""
         return Path(self.get("AGENTKEEP_SYSTEM_TMP") or "/tmp")
 
     @property
     def data_home(self) -> Path:
+        """$XDG_DATA_HOME."""
         return self.xdg("XDG_DATA_HOME", ".local/share")
 
     @property
@@ -134,13 +142,9 @@ def private_dir_problem(path: Path, uid: int | None = None) -> str | None:
 
 def ensure_private_dir(path: Path, uid: int | None = None) -> Path:
     """Create `path` (and parents) with mode 0700 for the leaf; return it.
-
-    Whether just made or found, it is used only when private_dir_problem()
-    finds nothing, else UnsafeDirectory names it and why: another user who
-    made it, or can write to it, could rewrite pins.json or swap a lease
-    file. A folder found is never chmodded (agentkeep changes only the mode
-    of what it made): making it private would leave it theirs.
-    """
+    Made or found, it is used only when private_dir_problem() finds nothing,
+    else UnsafeDirectory says why (another user who can write to it could
+    swap a lease file). One found is never chmodded: it would stay theirs."""
     try:
         path.mkdir(parents=True, mode=0o700)
     except FileExistsError:
