@@ -1,22 +1,28 @@
 """The dependencies agentkeep runs on, checked against the ranges it was
-tested with (pyproject.toml, which the lock files pin inside).
+tested with (pyproject.toml).
 
-A dependency that is missing, or of a version outside its tested range, is
-named in words when the daemon starts (it refuses to start) and by `doctor`,
-never met later as a traceback in a thread: watchdog 7.1's reader thread
-died on a callback member older versions did not have. Only the simple
-specifiers the project writes are read (`>=X`, `<Y`, `==Z`); the `ui`
-extra's are checked only when installed, and the `dev` extra's (the tests'
-tools) not at all.
+A dependency missing or outside its range is named in words when the daemon
+starts (it refuses to) and by `doctor`, never met later as a traceback in a
+thread. Only the specifiers the project writes are read (`>=X`, `<Y`,
+`==Z`); the `ui` extra's are checked only when installed, the `dev` extra's
+not at all.
 """
 
 from __future__ import annotations
 
+import operator
 import re
 from importlib import metadata
 
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*(\[[^\]]*\])?\s*([^;]*?)\s*(;.*)?$")
 _SPECIFIER = re.compile(r"^(>=|<=|==|<|>)\s*([0-9][0-9A-Za-z.]*)$")
+_OPERATORS = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    "==": operator.eq,
+    "<": operator.lt,
+    ">": operator.gt,
+}
 
 
 def problems(distribution: str = "agentkeep") -> list[str]:
@@ -74,10 +80,4 @@ def _holds(installed: tuple[int, ...], op: str, wanted: str) -> bool:
     width = max(len(installed), len(want))
     have = installed + (0,) * (width - len(installed))
     want = want + (0,) * (width - len(want))
-    return {
-        ">=": have >= want,
-        "<=": have <= want,
-        "==": have == want,
-        "<": have < want,
-        ">": have > want,
-    }[op]
+    return bool(_OPERATORS[op](have, want))

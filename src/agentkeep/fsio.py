@@ -43,9 +43,9 @@ LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
 
 
 def open_noatime(path: StrPath, flags: int, *, dir_fd: int | None = None) -> int:
-    """os.open with O_NOATIME where the kernel allows it (the caller owns the
-    file, or is privileged), plainly otherwise: with relatime, even listing a
-    directory moves its atime, and reading must not change what it reads."""
+    """os.open with O_NOATIME where the kernel allows it (the caller owns
+    the file, or is privileged), plainly otherwise: with relatime, even a
+    listing moves an atime, and reading must not change what it reads."""
     if _NOATIME:
         try:
             return os.open(path, flags | _NOATIME | os.O_CLOEXEC, dir_fd=dir_fd)
@@ -81,10 +81,10 @@ def file_kind(mode: int) -> str:
 
 
 def open_regular(path: StrPath, *, follow: bool = False) -> BinaryIO:
-    """The regular file at `path`, open for reading. O_NONBLOCK: a FIFO at
-    the name cannot hang the open (and is refused once open). Without
-    `follow`, a link at the name is refused (ELOOP becomes NotRegularFile).
-    Raises FileNotFoundError, NotRegularFile, or OSError."""
+    """The regular file at `path`, open for reading (O_NONBLOCK: a FIFO
+    cannot hang the open, and is refused once open). Without `follow`, a
+    link at the name is refused. Raises FileNotFoundError, NotRegularFile,
+    or OSError."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = open_noatime(path, flags)
@@ -103,8 +103,8 @@ def open_regular(path: StrPath, *, follow: bool = False) -> BinaryIO:
 
 
 def read_regular(path: StrPath, *, limit: int | None = None, follow: bool = False) -> bytes:
-    """The whole regular file at `path` (open_regular()); TooLarge when it
-    holds more than `limit` bytes, which are never all read."""
+    """The whole regular file at `path` (open_regular()); TooLarge past
+    `limit` bytes, which are never all read."""
     with open_regular(path, follow=follow) as f:
         data = f.read() if limit is None else f.read(limit + 1)
     if limit is not None and len(data) > limit:
@@ -113,8 +113,7 @@ def read_regular(path: StrPath, *, limit: int | None = None, follow: bool = Fals
 
 
 def open_quietly(path: StrPath) -> BinaryIO | None:
-    """open_regular(path), or None when it is missing, a link, not a
-    regular file, or cannot be opened."""
+    """open_regular(path), or None when it cannot be opened."""
     try:
         return open_regular(path)
     except OSError:
@@ -132,9 +131,8 @@ def read_head(path: StrPath, limit: int) -> bytes | None:
 
 
 def load_json(path: StrPath, limit: int) -> object:
-    """The value of the JSON file at `path` (read_regular()). Raises OSError
-    when it cannot be read whole (TooLarge past `limit` bytes), ValueError
-    when it is not JSON."""
+    """The value of the JSON file at `path` (read_regular()): OSError when it
+    cannot be read whole, ValueError when it is not JSON."""
     data = read_regular(path, limit=limit)
     try:
         return json.loads(data)
@@ -155,9 +153,9 @@ def read_small_json(path: StrPath, limit: int) -> object:
 
 
 def denied(path: StrPath) -> OSError | None:
-    """Why the file at `path` cannot be opened for reading, when something
-    stands in the way (a permission) rather than its being missing or a
-    link (which open_quietly never reads): what it says is then unknown."""
+    """Why the file at `path` cannot be opened for reading when something
+    (a permission) stands in the way, not its being missing or a link:
+    what it says is then unknown."""
     try:
         open_regular(path).close()
     except (FileNotFoundError, NotADirectoryError, NotRegularFile):
@@ -172,10 +170,9 @@ def denied(path: StrPath) -> OSError | None:
 
 @contextmanager
 def scandir(path: StrPath, *, follow: bool = False) -> Iterator[Iterator[os.DirEntry[str]]]:
-    """os.scandir without moving the directory's atime. Entries' `path` is
-    only their name (the listing is relative to a descriptor): join it to
-    `path` yourself. With follow=False a link at `path` fails (ELOOP) rather
-    than being listed through. Entries must be used inside the block."""
+    """os.scandir without moving the directory's atime, used inside the
+    block. Entries' `path` is only their name (the listing is relative to a
+    descriptor). Without `follow` a link at `path` fails (ELOOP)."""
     fd = open_noatime(path, (LIST_FLAGS & ~os.O_NOFOLLOW) if follow else LIST_FLAGS)
     try:
         with os.scandir(fd) as entries:
@@ -186,10 +183,9 @@ def scandir(path: StrPath, *, follow: bool = False) -> Iterator[Iterator[os.DirE
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One directory entry: `link` when the entry itself is a symbolic link,
-    `dir` when it is a directory (for a link, only when listed with
-    resolve_links: finding out where a link leads follows it, which moves
-    the link's atime)."""
+    """One directory entry: `link` when it is a symbolic link, `dir` when a
+    directory (for a link, only when listed with resolve_links: following a
+    link moves its atime)."""
 
     name: str
     path: str
@@ -204,10 +200,9 @@ def entries(
     keep: Callable[[str], bool] | None = None,
     sort: bool = False,
 ) -> list[Entry]:
-    """The entries of `directory` (listed()), only those whose names `keep`
-    keeps (filtered as they are read); with `resolve_links` a link is
-    stat'ed, its `dir` where it leads. Raises OSError when `directory`
-    cannot be listed."""
+    """The entries of `directory` (listed()) whose names `keep` keeps; with
+    `resolve_links` a link's `dir` is where it leads. OSError when
+    `directory` cannot be listed."""
     prefix = os.fspath(directory).rstrip("/") + "/"
     found = [
         Entry(name, prefix + name, link, is_dir)
@@ -221,17 +216,15 @@ def entries(
 
 def listed(directory: StrPath) -> Iterator[tuple[str, bool, bool]]:
     """(name, link, dir) of each entry of `directory`, listed through a link
-    at it (so what lies behind it can be reported as linked) without moving
-    its atime; the entry's own type (d_type) tells links and directories
-    apart without a stat. Raises OSError when it cannot be listed."""
+    at it (what lies behind is reported as linked) without moving its atime
+    or a stat (d_type). OSError when it cannot be listed."""
     with scandir(directory, follow=True) as listing:
         for item in listing:
             try:
                 link, is_dir = item.is_symlink(), item.is_dir(follow_symlinks=False)
             except OSError:
                 continue  # vanished while listed
-            # One string for each name, however many listings of its
-            # directory (made again as it changes) and indexes hold it.
+            # One string per name, however many listings hold it.
             yield sys.intern(item.name), link, is_dir
 
 
@@ -246,8 +239,8 @@ def _resolved(entry: Entry) -> Entry:
 
 
 def entry_at(directory: StrPath, name: str) -> Entry | None:
-    """The entry `name` of `directory`, looked up alone (lstat); None when
-    there is none. Raises OSError when it cannot be looked up."""
+    """The entry `name` of `directory` (lstat); None when there is none,
+    OSError when it cannot be looked up."""
     path = os.path.join(directory, name)
     try:
         st = os.lstat(path)
@@ -280,11 +273,9 @@ def entry_paths(directory: StrPath) -> list[str]:
 
 
 def list_problem(directory: StrPath) -> str | None:
-    """Why `directory` cannot be listed and looked into (listed through a
-    link at it), or None when it can, is missing, or is not a directory.
-    Opening it to read its names takes read permission; looking up an
-    entry takes search permission, which a lookup of "." relative to it
-    checks (nothing is read: a big directory costs no more)."""
+    """Why `directory` (through a link at it) cannot be listed and looked
+    into, or None when it can, is missing, or is no directory. Opening it
+    checks read permission; a lookup of "." in it, search permission."""
     try:
         fd = open_noatime(directory, LIST_FLAGS & ~os.O_NOFOLLOW)
     except (FileNotFoundError, NotADirectoryError):
@@ -301,9 +292,8 @@ def list_problem(directory: StrPath) -> str | None:
 
 
 def unlisted(dirs: Iterable[StrPath]) -> dict[str, str]:
-    """The directories of `dirs` that cannot be listed (path -> why), but
-    none below another of them: what cannot be listed beneath one that
-    cannot is that one's doing."""
+    """The directories of `dirs` that cannot be listed (path -> why), none
+    below another of them (which is that one's doing)."""
     found: dict[str, str] = {}
     for path in sorted({os.fspath(d) for d in dirs}):
         if any(path.startswith(above.rstrip("/") + "/") for above in found):
@@ -347,12 +337,9 @@ def replace(
     before_rename: Callable[[Path], None] | None = None,
 ) -> None:
     """Put `data` at `path` whole or not at all, with permissions `mode`: a
-    temporary file beside it (temporary()), fsynced, renamed over it, and the
-    directory fsynced, so a reader or a crash sees the old file or the new
-    one. The directory must exist. `before_rename` is a test seam (None in
-    production), called with the temporary file once it holds the data.
-    Nothing but the temporary file goes on a failure: a file already at
-    `path` stays as it was."""
+    temporary file beside it (temporary()), fsynced, renamed over it, the
+    directory fsynced; on a failure `path` stays as it was. `before_rename`
+    is a test seam, called with the temporary file once it holds the data."""
     fd, tmp = temporary(path)
     try:
         # Renamed while still open, so still locked: statefiles.clear_stale()
@@ -379,10 +366,9 @@ def replace(
 
 
 def temporary(path: Path) -> tuple[int, Path]:
-    """A new temporary file beside `path` (mode 0600, named
-    `.<name>.<8 random>.tmp`) for its next content, open for writing and
-    locked for as long as the descriptor is open. Its writer renames it
-    over `path` before closing it, or removes it."""
+    """A new temporary file beside `path` (0600, TEMPORARY), open for
+    writing and locked while open: its writer renames it over `path`
+    before closing it, or removes it."""
     while True:
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
@@ -392,6 +378,5 @@ def temporary(path: Path) -> tuple[int, Path]:
         except BaseException:
             os.close(fd)
             raise
-        # statefiles.clear_stale() took it between its making and its lock
-        # (it locks before it removes): another one.
+        # statefiles.clear_stale() took it before our lock: another one.
         os.close(fd)

@@ -9,10 +9,6 @@ import stat
 from pathlib import Path
 
 
-def _trusted_owner(st: os.stat_result, uid: int) -> bool:
-    return st.st_uid in (uid, 0)
-
-
 def _others_can_write(st: os.stat_result, uid: int) -> bool:
     if st.st_mode & stat.S_IWOTH:
         return True
@@ -36,14 +32,11 @@ def _private_group(gid: int, uid: int) -> bool:
 
 
 def root_problem(path: str | os.PathLike[str], uid: int | None = None) -> str | None:
-    """Why `path` must not be used as an agent root, or None when it is safe.
-
-    A root is used only when it belongs to the user and no other user can
-    write to it, and every link on the way to it belongs to the user (or
-    root): otherwise another local user could plant it (a `/tmp/claude-<uid>`
-    made by someone else). Ancestors that others can write to are accepted
-    only with the sticky bit (like /tmp), where nobody can rename our entry.
-    """
+    """Why `path` must not be used as an agent root, or None when it is
+    safe: it is the user's, no other user can write to it, and every link
+    on the way is the user's (or root's), else another user could plant it
+    (a `/tmp/claude-<uid>` made by someone else). An ancestor others can
+    write to needs the sticky bit (like /tmp): nobody can rename our entry."""
     return _way_problem(path, uid, strict_leaf=True)
 
 
@@ -66,7 +59,7 @@ def _way_problem(path: str | os.PathLike[str], uid: int | None, *, strict_leaf: 
         except OSError as exc:
             return f"{current}: {exc.strerror}"
         if stat.S_ISLNK(st.st_mode):
-            if not _trusted_owner(st, uid):
+            if st.st_uid not in (uid, 0):
                 return f"{current} is a link owned by uid {st.st_uid}"
             try:
                 st = os.stat(current)

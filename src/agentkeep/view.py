@@ -2,13 +2,13 @@
 
 The CLI sends the daemon the fingerprint of the view it resolved from its own
 environment, and the daemon answers only when its own is the same. Resolving
-it opens no index and writes nothing, so a command the daemon answers starts
-without what only the in-process work needs.
+it opens no index, imports no adapter and writes nothing.
 """
 
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,20 +40,13 @@ def load(env: Env, state_dir: Path) -> tuple[Config, str | None]:
 
 
 def _load(env: Env, state_dir: Path) -> tuple[Config, str | None]:
-    roots = agents.agent_roots(env)
-    named = env.get("AGENTKEEP_CONFIG") is not None
+    read = partial(
+        load_config, home=env.home, state_dir=state_dir, agent_roots=agents.agent_roots(env)
+    )
     try:
-        return load_config(
-            env.config_path, home=env.home, state_dir=state_dir, agent_roots=roots, required=named
-        ), None
+        return read(env.config_path, required=env.get("AGENTKEEP_CONFIG") is not None), None
     except ConfigError as exc:
-        fallback = load_config(
-            env.state_dir / "no-such-config.toml",
-            home=env.home,
-            state_dir=state_dir,
-            agent_roots=roots,
-        )
-        return fallback, str(exc)
+        return read(env.state_dir / "no-such-config.toml"), str(exc)
 
 
 def fingerprint(env: Env, state_dir: Path, enabled: dict[str, Adapter]) -> dict[str, Any]:
