@@ -1,9 +1,7 @@
 """The `agentkeep` command's entry: the console script and `python -m agentkeep`.
 
-`agentkeep --version` is answered here, before click and the rest of the
-CLI are imported: it is the one answer that needs nothing of them, and a
-script or a shell prompt may ask it often. Every other command line goes to
-cli.main, which parses and answers it.
+`agentkeep --version` alone is answered here, before click and the CLI are
+imported (a shell prompt may ask it often); the rest goes to cli.main.
 """
 
 import os
@@ -32,6 +30,5 @@ def main(prog_name: str | None = None) -> None:
 
 # Guarded: a worker process started by `spawn` imports the main module again.
 if __name__ == "__main__":
-    # Named as the console script is: usage lines, and the completion
-    # variable (_AGENTKEEP_COMPLETE), are the same either way.
+    # Named as the console script is, for usage lines and _AGENTKEEP_COMPLETE.
     main(prog_name="agentkeep")

@@ -1,9 +1,6 @@
 """Where agentkeep's own files are, and the directories agents name through
-variables, resolved from the environment.
-
-Every path follows the environment (HOME, XDG_*, AGENTKEEP_*), so a test can
-build a whole fake user by setting variables; nothing here reads the real
-home behind the caller's back.
+variables, resolved from the environment alone (HOME, XDG_*, AGENTKEEP_*...):
+a test builds a whole fake user by setting variables.
 """
 
 from __future__ import annotations
@@ -122,18 +119,14 @@ class UnsafeDirectory(OSError):
     """A folder agentkeep keeps its own files in is not the user's alone."""
 
 
-# The state dir's own folders, checked with it: another user's hand in any
-# of them could steer a prune or a restore (the leases say what is held, the
-# journal names removals to finish, a trash entry says where restore writes,
-# an adopt record what undo writes into an agent's settings).
+# The state dir's folders, checked with it: another user's hand in one could
+# steer a prune (leases, journal), a restore (trash) or an undo (adopted).
 STATE_FOLDERS = ("trash", "journal", "leases", "adopted")
 
 
 def private_dir_problem(path: Path, uid: int | None = None) -> str | None:
-    """Why agentkeep must not keep its files in the existing folder `path`:
-    the rule of every agent root (rootsafety.root_problem: the user's own, nobody
-    else can write to it, no link on the way that another user owns), and a
-    directory. None when it is safe."""
+    """Why agentkeep must not keep its files in the existing folder `path`
+    (rootsafety.root_problem, and it must be a directory), or None."""
     problem = root_problem(path, uid)
     if problem is None and not path.is_dir():
         problem = f"{path} is not a directory"
@@ -158,9 +151,9 @@ def ensure_private_dir(path: Path, uid: int | None = None) -> Path:
 
 
 def private_state_dir(env: Env) -> Path:
-    """The state dir, made private or checked, and each of its own folders
-    (STATE_FOLDERS and the per-agent folders in them) that exists already;
-    UnsafeDirectory for the first that is not the user's alone."""
+    """The state dir, made private or checked, and each of its STATE_FOLDERS
+    (and the folders in them) already there; UnsafeDirectory for the first
+    that is not the user's alone."""
     state = ensure_private_dir(env.state_dir, env.uid)
     for name in STATE_FOLDERS:
         folder = state / name
@@ -174,8 +167,8 @@ def private_state_dir(env: Env) -> Path:
 
 
 def _folders_in(folder: Path) -> list[Path]:
-    """The directories in `folder` (links to one included); none when it
-    cannot be listed (private_dir_problem has said why already)."""
+    """The directories in `folder` (links to one too); none when it cannot
+    be listed (private_dir_problem said why)."""
     try:
         with os.scandir(folder) as entries:
             return [folder / e.name for e in entries if e.is_dir()]

@@ -8,22 +8,14 @@ from typing import TYPE_CHECKING
 
 from agentkeep import fsio
 from agentkeep.adapters import base
-from agentkeep.adapters.base import Adapter, Remover, Root
+from agentkeep.adapters.base import Adapter
 from agentkeep.agents import AGENTS, agent_roots
 from agentkeep.paths import Env
 
 if TYPE_CHECKING:
     from agentkeep.config import Config
 
-__all__ = [
-    "Adapter",
-    "Remover",
-    "Root",
-    "agent_roots",
-    "build",
-    "evidence_kinds",
-    "unreadable",
-]
+__all__ = ["agent_roots", "build", "evidence_kinds", "unreadable"]
 
 
 def _adapter_class(agent: str) -> type[Adapter]:
@@ -40,11 +32,8 @@ def unreadable(
     `recorded` places (an index's, by agent) that still cannot be."""
     found: dict[str, dict[str, str]] = {}
     for agent, adapter in build(env, config).items():
-        now = base.unlisted(adapter)
-        for path in recorded.get(agent, ()):
-            why = fsio.list_problem(path)
-            if why is not None:
-                now.setdefault(path, why)
+        again = {path: fsio.list_problem(path) for path in recorded.get(agent, ())}
+        now = {**{p: why for p, why in again.items() if why is not None}, **base.unlisted(adapter)}
         if now:
             found[agent] = dict(sorted(now.items()))
     return found
@@ -60,10 +49,5 @@ def build(env: Env, config: Config) -> dict[str, Adapter]:
     """The adapters the config enables, then one per configured store."""
     from agentkeep.adapters.stores import StoreAdapter
 
-    adapters: dict[str, Adapter] = {}
-    for agent in AGENTS:
-        if agent in config.enabled:
-            adapters[agent] = _adapter_class(agent)(env)
-    for store in config.stores:
-        adapters[store.name] = StoreAdapter(env, store)
-    return adapters
+    adapters = {agent: _adapter_class(agent)(env) for agent in AGENTS if agent in config.enabled}
+    return adapters | {store.name: StoreAdapter(env, store) for store in config.stores}
