@@ -64,15 +64,8 @@ def _problem(name: str, specifiers: str, optional: bool) -> str | None:
 
 def _version(text: str) -> tuple[int, ...]:
     """The leading numeric release of a version (7.1.1rc1 -> (7, 1, 1))."""
-    numbers: list[int] = []
-    for part in text.split("."):
-        digits = re.match(r"\d+", part)
-        if digits is None:
-            break
-        numbers.append(int(digits.group()))
-        if digits.group() != part:
-            break
-    return tuple(numbers)
+    release = re.match(r"\d+(?:\.\d+)*", text)
+    return tuple(map(int, release.group().split("."))) if release else ()
 
 
 def _holds(installed: tuple[int, ...], op: str, wanted: str) -> bool:

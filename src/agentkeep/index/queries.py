@@ -7,6 +7,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,17 +70,12 @@ def recorded_unreadable(path: Path) -> dict[str, list[str]]:
     if not os.path.exists(path):  # Path.exists raises where the state dir cannot be searched
         return {}
     try:
-        db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=5)
+        with closing(
+            sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=5)
+        ) as db:
+            return _unreadable(db, None) if version(db) == SCHEMA_VERSION else {}
     except sqlite3.Error:
         return {}
-    try:
-        if version(db) != SCHEMA_VERSION:
-            return {}
-        return _unreadable(db, None)
-    except sqlite3.Error:
-        return {}
-    finally:
-        db.close()
 
 
 def _unreadable(db: sqlite3.Connection, agent: str | None) -> dict[str, list[str]]:

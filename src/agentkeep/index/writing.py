@@ -99,10 +99,8 @@ class Writing(Store):
         keep = list(keep)
         marks = ",".join("?" * len(keep)) or "''"
         with self._tx() as db:
-            db.execute(f"DELETE FROM sessions WHERE agent NOT IN ({marks})", keep)
-            db.execute(f"DELETE FROM artifacts WHERE agent NOT IN ({marks})", keep)
-            db.execute(f"DELETE FROM dirs WHERE agent NOT IN ({marks})", keep)
-            db.execute(f"DELETE FROM unlisted WHERE agent NOT IN ({marks})", keep)
+            for table in ("sessions", "artifacts", "dirs", "unlisted"):
+                db.execute(f"DELETE FROM {table} WHERE agent NOT IN ({marks})", keep)
 
     @staticmethod
     def _delete(db: sqlite3.Connection, agent: str, session_id: str) -> None:
