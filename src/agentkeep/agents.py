@@ -49,7 +49,8 @@ def _pi(env: Env) -> list[Path]:
     return [(dir_var(env, "PI_CODING_AGENT_DIR") or env.home / ".pi" / "agent") / "sessions"]
 
 
-# Each agent's roots, in the order its adapter's roots() gives them.
+# Each agent's roots, in the order its adapter's roots() gives them (AGENTS:
+# the agents in this order).
 _ROOTS: dict[str, Callable[[Env], list[Path]]] = {
     "claude": _claude,
     "codex": lambda env: [_absolute(env, "CODEX_HOME") or env.home / ".codex"],
