@@ -48,6 +48,13 @@ def _session(row: Sequence[Any]) -> IndexedSession:
     )
 
 
+def _artifact(row: Sequence[Any]) -> Artifact:
+    path, kind, size, mtime, root, primary, linked, is_dir = row
+    return Artifact(
+        decoded(path), kind, size, mtime, decoded(root), bool(primary), bool(linked), bool(is_dir)
+    )
+
+
 def _terms(agent: str | None, idle_before: float | None) -> tuple[list[str], list[object]]:
     """The terms of a WHERE choosing `agent`'s sessions idle since before
     `idle_before` (each when given), and their arguments."""
@@ -121,9 +128,7 @@ class Queries(Store):
         """sessions(), read as it is iterated: a total over every session
         never holds them all."""
         tail, args = _where(agent, None, _ORDER)
-        cursor = self._db().execute(f"SELECT {COLUMNS} FROM sessions{tail}", args)
-        while batch := cursor.fetchmany(BATCH):
-            yield from map(_session, batch)
+        return map(_session, self._stream(f"SELECT {COLUMNS} FROM sessions{tail}", args))
 
     def listing_rows(
         self, agent: str | None = None, idle_before: float | None = None
@@ -134,9 +139,7 @@ class Queries(Store):
         state "idle", folded (schema._SESSION_TEXT), unless
         written_as_python() says otherwise; SQLite wrote it with the row."""
         tail, args = _where(agent, idle_before, _ORDER)
-        cursor = self._db().execute(f"SELECT agent, id, listing FROM sessions{tail}", args)
-        while batch := cursor.fetchmany(BATCH):
-            yield from batch
+        return self._stream(f"SELECT agent, id, listing FROM sessions{tail}", args)
 
     def listing_ids(
         self, agent: str | None = None, idle_before: float | None = None
@@ -150,9 +153,7 @@ class Queries(Store):
 
     def _ids(self, agent: str, idle_before: float | None) -> Iterator[str]:
         where, args = _where(agent, idle_before)
-        cursor = self._db().execute(f"SELECT id FROM sessions{where}", args)
-        while batch := cursor.fetchmany(BATCH):
-            yield from (sid for (sid,) in batch)
+        return (sid for (sid,) in self._stream(f"SELECT id FROM sessions{where}", args))
 
     def begin_reading(self) -> None:
         """What this thread reads until end_reading() is one snapshot of
@@ -189,10 +190,7 @@ class Queries(Store):
             " WHERE agent = ? AND session_id = ? ORDER BY is_primary DESC, path",
             (agent, session_id),
         )
-        return [
-            Artifact(decoded(p), k, b, m, decoded(r), bool(pr), bool(li), bool(d))
-            for p, k, b, m, r, pr, li, d in rows
-        ]
+        return list(map(_artifact, rows))
 
     def all_artifacts(
         self, agent: str | None = None, kinds: Iterable[str] | None = None
@@ -212,9 +210,8 @@ class Queries(Store):
             " FROM artifacts" + (" WHERE " + " AND ".join(where) if where else "")
         )
         out: dict[tuple[str, str], list[Artifact]] = {}
-        for a, sid, p, k, b, m, r, pr, li, d in self._db().execute(sql, args):
-            art = Artifact(decoded(p), k, b, m, decoded(r), bool(pr), bool(li), bool(d))
-            out.setdefault((a, sid), []).append(art)
+        for agent_, sid, *row in self._db().execute(sql, args):
+            out.setdefault((agent_, sid), []).append(_artifact(row))
         return out
 
     def artifact_times(self, agent: str) -> Iterator[tuple[str, str, float | None]]:
@@ -229,12 +226,10 @@ class Queries(Store):
     def kind_totals(self) -> Iterator[tuple[str, str, str, int, int]]:
         """(agent, session id, kind, bytes, disk bytes) of every session's
         artifacts of each kind, streamed (`du --by kind`)."""
-        rows = self._db().execute(
+        return self._stream(
             "SELECT agent, session_id, kind, sum(bytes), sum(disk_bytes) FROM artifacts"
             " GROUP BY agent, session_id, kind"
         )
-        while batch := rows.fetchmany(BATCH):
-            yield from batch
 
     def children(self, agent: str, session_id: str) -> list[str]:
         """The ids of the sessions whose parent is `session_id`, sorted."""
@@ -245,6 +240,12 @@ class Queries(Store):
         """How many sessions the index holds (of `agent` when given)."""
         where, args = _where(agent, None)
         return int(self._db().execute(f"SELECT count(*) FROM sessions{where}", args).fetchone()[0])
+
+    def _stream(self, sql: str, args: Sequence[object] = ()) -> Iterator[Any]:
+        """The rows of `sql`, fetched BATCH at a time as they are iterated."""
+        cursor = self._db().execute(sql, args)
+        while batch := cursor.fetchmany(BATCH):
+            yield from batch
 
     def _column(self, sql: str, *args: object) -> list[Any]:
         return [row[0] for row in self._db().execute(sql, args)]
