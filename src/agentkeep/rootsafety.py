@@ -12,9 +12,7 @@ from pathlib import Path
 def _others_can_write(st: os.stat_result, uid: int) -> bool:
     if st.st_mode & stat.S_IWOTH:
         return True
-    if st.st_mode & stat.S_IWGRP:
-        return not _private_group(st.st_gid, uid)
-    return False
+    return bool(st.st_mode & stat.S_IWGRP) and not _private_group(st.st_gid, uid)
 
 
 def _private_group(gid: int, uid: int) -> bool:
