@@ -1,15 +1,10 @@
 """A demo home: a whole fake user holding sessions of every agent agentkeep
-knows, for a machine with none of its own (deploy/demo.py shows agentkeep on
-it). The tests' builders, which write every part of every layout, are the
-tests' own (tests/build_*.py); they and the benchmark share these modules'
-record shapes.
+knows, each laid out as that agent writes it (FIELD-NOTES.md), for a machine
+with none of its own (deploy/demo.py). The tests' builders (tests/build_*.py)
+and the benchmark share these modules' record shapes.
 
     with demo_home(Path("/tmp/demo")) as demo:
         subprocess.run(["agentkeep", "ls"], env=demo.home.environ)
-
-The modules: `home` (the fake user and its environment), `claude`, `codex`,
-`opencode` and `agents` (Gemini CLI, grok, zero), each writing sessions the
-way that agent lays them out on disk (FIELD-NOTES.md).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import json
 import os
 import time
 import urllib.parse
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,7 +30,13 @@ def age(path: Path, days: float) -> float:
     return when
 
 
+def jsonl(records: Iterable[object]) -> str:
+    """Records as JSON lines."""
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
 def write(path: Path, text: str | bytes) -> Path:
+    """Write `path`, its folders made first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(text, bytes):
         path.write_bytes(text)
@@ -91,7 +98,7 @@ def write_gemini_session(
     start = gemini_time(when)
     lines = gemini_chat_lines(sid, workspace, start, start)
     chat = tmp / "chats" / f"session-{stamp}-{sid[:8]}.jsonl"
-    write(chat, "".join(json.dumps(line) + "\n" for line in lines))
+    write(chat, jsonl(lines))
     log = write(tmp / "logs" / f"session-{sid}.jsonl", '{"event": "start"}\n')
     write(tmp / ".project_root", workspace)
     for path in (chat, log):

@@ -12,10 +12,9 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Iterable
 from pathlib import Path
 
-from agentkeep.demo.agents import DAY, age, write
+from agentkeep.demo.agents import DAY, age, jsonl, write
 
 # A shell task's id as 2.1.197 makes them (a `b` and 8 more).
 BASH_TASK = "bwdin25xx"
@@ -76,10 +75,6 @@ def transcript_records(
         records.append(record)
         previous = this
     return records
-
-
-def jsonl(records: Iterable[object]) -> str:
-    return "".join(json.dumps(r) + "\n" for r in records)
 
 
 def write_session(

@@ -10,11 +10,8 @@ nothing of the real user's.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 # Variables that could point a fake user at real data: always replaced or
 # removed. CLAUDE_PROJECT_DIR is no root of agentkeep's, but Claude sets it
@@ -33,6 +30,8 @@ SCRUB = (
 
 @dataclass
 class FakeHome:
+    """A fake user: its folder, its home and the environment that places it."""
+
     root: Path
     home: Path
     environ: dict[str, str]
@@ -46,10 +45,6 @@ class FakeHome:
         return Path(self.environ["CODEX_HOME"])
 
     @property
-    def system_tmp(self) -> Path:
-        return Path(self.environ["AGENTKEEP_SYSTEM_TMP"])
-
-    @property
     def state(self) -> Path:
         return Path(self.environ["XDG_STATE_HOME"]) / "agentkeep"
 
@@ -61,51 +56,11 @@ class FakeHome:
     def config_path(self) -> Path:
         return Path(self.environ["XDG_CONFIG_HOME"]) / "agentkeep" / "config.toml"
 
-    @property
-    def socket(self) -> Path:
-        return Path(self.environ["XDG_RUNTIME_DIR"]) / "agentkeep" / "agentkeep.sock"
-
-    def write_config(self, text: str, *, seen: bool = False) -> Path:
-        """Write the user's config. `seen`: as if a person had pruned with
-        its retentions already, so the daemon's scheduled prune removes at
-        once instead of first showing what it would (agentkeep.preview)."""
+    def write_config(self, text: str) -> Path:
+        """Write the user's config."""
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(text)
-        if seen:
-            from agentkeep import preview, view
-            from agentkeep.agents import AGENTS
-            from agentkeep.paths import Env
-
-            config, error = view.load(Env.from_environ(self.environ), self.state)
-            assert error is None, error
-            self.state.mkdir(parents=True, exist_ok=True, mode=0o700)
-            preview.confirmed(self.state, preview.retentions(config, AGENTS))
         return self.config_path
-
-    def cli(
-        self,
-        *args: str,
-        check: bool = False,
-        timeout: float = 60,
-        env: dict[str, str] | None = None,
-        **kw: Any,
-    ) -> subprocess.CompletedProcess[str]:
-        """Run the real CLI as a subprocess in this fake user's environment
-        (`env`: that environment with some variables changed)."""
-        proc = subprocess.run(
-            [sys.executable, "-m", "agentkeep", *args],
-            env=self.environ if env is None else env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            **kw,
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(
-                f"agentkeep {' '.join(args)} exited {proc.returncode}\n"
-                f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-            )
-        return proc
 
 
 def make_fake_home(root: Path, runtime: Path) -> FakeHome:
