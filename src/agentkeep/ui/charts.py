@@ -66,12 +66,12 @@ def group_rows(
     (largest first) in at most `rows` lines, the last of them summing the
     rest when not all fit: key, bar, size, what a prune reclaims now, and
     (`sessions`: the groups count sessions) the sessions where the width
-    has room for them. A field a group lacks counts as 0."""
+    has room for them."""
     column = sessions and width >= label + 1 + MIN_BAR + 3 * FIGURE
     figures = 3 if column else 2
     shown = groups if len(groups) <= rows else groups[: max(0, rows - 1)]
     rest = groups[len(shown) :]
-    biggest = max((figure(g, "bytes") for g in shown), default=0)
+    biggest = max((g["bytes"] for g in shown), default=0)
     bar_width = max(4, width - label - 1 - figures * FIGURE)
     text = Text(no_wrap=True, overflow="ellipsis")
     headings = f" {'size':>8} {'reclaim':>8}" + (f" {'sessions':>8}" if column else "")
@@ -79,25 +79,19 @@ def group_rows(
     text.append(" " * max(0, width - len(headings) - title.cell_len))
     text.append(headings + "\n", "dim")
     for g in shown:
-        total, reclaim = figure(g, "bytes"), figure(g, "reclaimable_bytes")
+        total, reclaim = g["bytes"], g["reclaimable_bytes"]
         text.append(fit_end(str(g.get("key")), label).ljust(label) + " ")
         text.append_text(bar(total, reclaim, biggest, bar_width))
         text.append(f" {size(total):>8} {size(reclaim) if reclaim else '-':>8}")
-        text.append(f" {figure(g, 'sessions'):>8}\n" if column else "\n")
+        text.append(f" {g['sessions']:>8}\n" if column else "\n")
     if rest and rows > 0:
-        total = sum(figure(g, "bytes") for g in rest)
+        total = sum(g["bytes"] for g in rest)
         text.append(f"… and {len(rest)} more: {size(total)}", "dim")
         if sessions:
-            n = sum(figure(g, "sessions") for g in rest)
+            n = sum(g["sessions"] for g in rest)
             text.append(f" in {count(n, 'session')}", "dim")
     text.rstrip()
     return text
-
-
-def figure(group: dict[str, Any], field: str) -> int:
-    """A group's count of `field`, 0 where it has none."""
-    value = group.get(field)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 # Bin edges of the histogram, in days; the retentions are added as edges of

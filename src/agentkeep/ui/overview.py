@@ -119,13 +119,11 @@ def share(wants: list[int], rows: int) -> list[int]:
     return got
 
 
-def kind_groups(groups: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def kind_groups(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`du --by kind`'s groups that hold anything, largest first, keyed by
     their words."""
-    found = [g for g in groups or [] if isinstance(g, dict) and charts.figure(g, "bytes") > 0]
-    found.sort(key=lambda g: charts.figure(g, "bytes"), reverse=True)
-    words = [KIND_WORDS.get(str(g.get("key")), str(g.get("key")).replace("-", " ")) for g in found]
-    return [{**g, "key": key} for g, key in zip(found, words, strict=True)]
+    found = sorted((g for g in groups if g["bytes"] > 0), key=lambda g: g["bytes"], reverse=True)
+    return [{**g, "key": KIND_WORDS.get(g["key"], g["key"].replace("-", " "))} for g in found]
 
 
 def legend(snap: Snapshot) -> Text:
