@@ -85,6 +85,7 @@ class AgentkeepApp(ReadingApp):
 
     # -- layout -----------------------------------------------------------
     def compose(self) -> ComposeResult:
+        """The title, the three panes and the keys."""
         yield Static("agentkeep: reading…", id="title")
         with TabbedContent(initial="overview"):
             with TabPane("1 Overview", id="overview"):
@@ -129,10 +130,8 @@ class AgentkeepApp(ReadingApp):
         self._acting -= 1
 
     def _refused(self, what: str, exc: Failure) -> None:
-        body = Text(exc.message)
-        self.push_screen(
-            Notice(f"{what}: {'refused' if isinstance(exc, Refused) else 'failed'}", body)
-        )
+        verb = "refused" if isinstance(exc, Refused) else "failed"
+        self.push_screen(Notice(f"{what}: {verb}", Text(exc.message)))
 
     def _session(self, key: Key) -> dict[str, Any] | None:
         if self.snapshot is None:
@@ -140,6 +139,7 @@ class AgentkeepApp(ReadingApp):
         return next((s for s in self.snapshot.sessions if (s["agent"], s["id"]) == key), None)
 
     def on_sessions_pane_act(self, message: SessionsPane.Act) -> None:
+        """Pin or purge: what it would do is read first, then asked."""
         if message.action == "pin":
             self._do("pin", lambda: self.backend.show(*message.key), self._ask_pin)
         elif message.action == "purge":
@@ -240,6 +240,7 @@ class AgentkeepApp(ReadingApp):
         self.reload(plan=True)
 
     def on_trash_pane_restore(self, message: TrashPane.Restore) -> None:
+        """Asks, then restores."""
         e = message.entry
         name = f"{e['agent']} {self.names(e['id'])}"
         body = Text(
@@ -259,20 +260,25 @@ class AgentkeepApp(ReadingApp):
 
     # -- actions ----------------------------------------------------------
     def action_pane(self, name: str) -> None:
+        """To the pane `name`."""
         self.query_one(TabbedContent).active = name
         self.query_one(_FOCUS[name]).focus()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """A pane's table has the focus when it shows."""
         if event.pane.id in ("sessions", "trash"):  # the overview keeps the focus it has
             self.query_one(_FOCUS[event.pane.id]).focus()
 
     def action_refresh(self) -> None:
+        """Read again, and make the plan again."""
         self.reload(plan=True)
 
     def action_help(self) -> None:
+        """The keys."""
         self.push_screen(Help())
 
     def action_prune(self) -> None:
+        """The dry run as a list, then the prune when asked."""
         self._do("dry run", self.backend.plan, self._show_plan)
 
     def _show_plan(self, plan: Plan) -> None:
@@ -306,6 +312,7 @@ class _ToApp(logging.Handler):
         self.app = app
 
     def emit(self, record: logging.LogRecord) -> None:
+        """The record as a notification."""
         event = record.msg if isinstance(record.msg, dict) else {"event": record.getMessage()}
         words = str(event.get("event", ""))
         fields = [f"{k}={v}" for k, v in event.items() if k not in _NOT_SAID]
@@ -321,6 +328,7 @@ _NOT_SAID = frozenset({"event", "level", "logger", "timestamp", "_record", "_fro
 
 
 def run() -> int:
+    """Run the UI until it is quit, the log shown in it meanwhile."""
     app = AgentkeepApp()
     root = logging.getLogger()
     handlers, root.handlers = root.handlers, [_ToApp(app)]

@@ -26,21 +26,15 @@ from agentkeep.ui.backend import Plan, Snapshot
 from agentkeep.ui.text import home_relative
 from agentkeep.verdict import Names, retention_label
 
-DAY = 86400.0
 TALL = 28  # rows of the pane from which the charts have room to breathe
 GAP = 2  # cells between the charts by agent and by kind
 
 # `du --by kind`'s groups in a label's worth of words; a key not here is
 # shown as it comes, its dashes as spaces.
 KIND_WORDS = {
-    "transcripts": "transcripts",
-    "tool-output": "tool output",
-    "snapshots": "snapshots",
-    "debug-logs": "debug logs",
     "database-rows": "db rows",
     "database-free-pages": "free pages",
     "runtime-leftovers": "leftovers",
-    "trash": "trash",
     "agentkeep-state": "agentkeep",
 }
 
@@ -56,6 +50,8 @@ class Sized:
 
 
 class Overview(VerticalScroll):
+    """The daemon and the charts, fitted to the pane."""
+
     can_focus = True
 
     def __init__(self, **kw: Any) -> None:
@@ -63,16 +59,19 @@ class Overview(VerticalScroll):
         self._shown: tuple[Snapshot, Plan | None, str, str, Names] | None = None
 
     def compose(self) -> ComposeResult:
+        """The status line and the charts."""
         yield Static("reading…", id="daemon")
         yield Static("", id="by-agent", classes="chart")
         yield Static("", id="by-workspace", classes="chart")
         yield Static("", id="histogram", classes="chart")
 
     def show(self, snap: Snapshot, plan: Plan | None, live: str, home: str, names: Names) -> None:
+        """Show this snapshot and plan."""
         self._shown = (snap, plan, live, home, names)
         self._draw()
 
     def on_resize(self) -> None:
+        """Drawn again for the new size."""
         self._draw()
 
     def _draw(self) -> None:
@@ -100,7 +99,7 @@ class Overview(VerticalScroll):
                 )
             )
         )
-        cutoffs = {agent: seconds / DAY for agent, seconds in snap.retentions.items()}
+        cutoffs = {agent: seconds / charts.DAY for agent, seconds in snap.retentions.items()}
         sessions, now = snap.sessions, snap.taken_at
         self.query_one("#histogram", Static).update(
             Sized(lambda w: charts.histogram(sessions, cutoffs, w, bars, now))
@@ -126,17 +125,17 @@ def kind_groups(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**g, "key": KIND_WORDS.get(g["key"], g["key"].replace("-", " "))} for g in found]
 
 
-def legend(snap: Snapshot) -> Text:
-    retention = (snap.status.get("config") or {}).get("retention")
-    if snap.retentions and not retention:
-        retention = "per agent"
-    return charts.legend(retention)
-
-
 def titled(words: str, snap: Snapshot | None = None) -> Text:
     """A chart's title; given `snap`, with the bars' legend after it."""
     text = Text().append(words, "bold")
-    return text if snap is None else text.append("  ").append_text(legend(snap))
+    if snap is None:
+        return text
+    retention = (snap.status.get("config") or {}).get("retention")
+    text.append("  ").append(charts.STAYS, charts.STAYS_STYLE)
+    if not retention and not snap.retentions:
+        return text.append(" on disk (no retention is set)")
+    text.append(" stays ").append(charts.RECLAIM, charts.RECLAIM_STYLE)
+    return text.append(f" reclaimable now ({retention or 'per agent'})")
 
 
 def disk_top(snap: Snapshot, kinds: list[dict[str, Any]], width: int, rows: int) -> Text:
@@ -205,7 +204,7 @@ def status_parts(snap: Snapshot, plan: Plan | None, live: str, names: Names) -> 
     parts.append(_last_prune(st, snap.taken_at))
     if st.get("next_prune"):
         parts.append(Text().append("next ", "bold").append(when(st["next_prune"], snap.taken_at)))
-    parts.append(trash_text(snap.trash, snap.taken_at, names))
+    parts.append(_trash_text(snap.trash, snap.taken_at, names))
     if st.get("paused"):
         paused = Text("\n").append("pruning paused: ", "yellow bold").append(str(st["paused"]))
         parts.append(paused.append(" (a prune from here, P, resumes it)"))
@@ -264,7 +263,7 @@ def _per_agent(snap: Snapshot) -> str:
     return ", ".join(f"{a} {retention_label(s)}" for a, s in sorted(snap.retentions.items()))
 
 
-def trash_text(entries: list[dict[str, Any]], now: float, names: Names) -> Text:
+def _trash_text(entries: list[dict[str, Any]], now: float, names: Names) -> Text:
     text = Text()
     text.append("trash ", "bold")
     if not entries:

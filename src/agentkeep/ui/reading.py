@@ -17,7 +17,6 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import App
-from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
@@ -26,7 +25,7 @@ from agentkeep.errors import Failure
 from agentkeep.model import rfc3339
 from agentkeep.render import count, size, when
 from agentkeep.ui.backend import Backend, Plan, Snapshot
-from agentkeep.ui.live import Subscription
+from agentkeep.ui.live import Changed, Live, Subscription
 from agentkeep.ui.overview import Overview
 from agentkeep.ui.sessions import SessionsPane, detail_text
 from agentkeep.ui.trash import TrashPane
@@ -37,19 +36,6 @@ Key = tuple[str, str]
 PLAN_EVERY = 30.0
 CHANGE_DELAY = 0.3
 SHOW_DELAY = 0.1
-
-
-class Changed(Message):
-    """The daemon says something changed."""
-
-
-class Live(Message):
-    """The daemon's stream started (`on`), or ended (`why`)."""
-
-    def __init__(self, on: bool, why: str = "") -> None:
-        super().__init__()
-        self.on = on
-        self.why = why
 
 
 class ReadingApp(App[None]):
@@ -80,9 +66,11 @@ class ReadingApp(App[None]):
         self._docs: dict[Key, dict[str, Any]] = {}
 
     def on_mount(self) -> None:
+        """The first read."""
         self.reload(plan=True)
 
     def on_unmount(self) -> None:
+        """The stream ends with the app."""
         if self._sub is not None:
             self._sub.stop()
 
@@ -194,16 +182,10 @@ class ReadingApp(App[None]):
     def _subscribe(self, fingerprint: dict[str, Any]) -> None:
         if self._sub is not None:
             return
-        self._sub = Subscription(
-            self.backend.env,
-            fingerprint,
-            started=lambda: self.post_message(Live(True)),
-            changed=lambda: self.post_message(Changed()),
-            ended=lambda why: self.post_message(Live(False, why)),
-        )
-        self._sub.start()
+        self._sub = Subscription(self.backend.env, fingerprint, self.post_message)
 
     def on_live(self, message: Live) -> None:
+        """The stream started or ended: said in the title and the overview."""
         if message.on:
             self.live = "live"
         else:
@@ -216,6 +198,7 @@ class ReadingApp(App[None]):
             )
 
     def on_changed(self, message: Changed) -> None:
+        """Read again soon: a burst of changes is one read."""
         if self._change_timer is None:
             self._change_timer = self.set_timer(CHANGE_DELAY, self._change_due)
 
@@ -232,6 +215,7 @@ class ReadingApp(App[None]):
 
     # -- the selected session ---------------------------------------------
     def on_sessions_pane_selected(self, message: SessionsPane.Selected) -> None:
+        """The detail of the highlighted session, once it stays highlighted a moment."""
         if self._show_timer is not None:
             self._show_timer.stop()
         self._show_timer = self.set_timer(SHOW_DELAY, lambda: self._show(message.key))
