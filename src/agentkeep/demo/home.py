@@ -38,22 +38,27 @@ class FakeHome:
 
     @property
     def claude(self) -> Path:
+        """Claude's config dir."""
         return Path(self.environ["CLAUDE_CONFIG_DIR"])
 
     @property
     def codex(self) -> Path:
+        """The Codex home."""
         return Path(self.environ["CODEX_HOME"])
 
     @property
     def state(self) -> Path:
+        """agentkeep's state dir."""
         return Path(self.environ["XDG_STATE_HOME"]) / "agentkeep"
 
     @property
     def data(self) -> Path:
+        """$XDG_DATA_HOME."""
         return Path(self.environ["XDG_DATA_HOME"])
 
     @property
     def config_path(self) -> Path:
+        """agentkeep's config file."""
         return Path(self.environ["XDG_CONFIG_HOME"]) / "agentkeep" / "config.toml"
 
     def write_config(self, text: str) -> Path:

@@ -58,6 +58,7 @@ class Bar:
         return self.update if self.enabled else None
 
     def update(self, what: str, done: int, total: int | None) -> None:
+        """`done` of `total` (None: not known yet) of the work `what`."""
         with self._lock:
             if what != self._what:
                 self._what, self._done, self._total = what, 0, None

@@ -11,6 +11,7 @@ from agentkeep.render.words import count, idle, size, when
 
 
 def report(out: Out, doc: dict[str, Any]) -> None:
+    """A prune's or a purge's report."""
     trash = doc.get("trash")
     if trash:
         verb = "would move to the trash" if doc["dry_run"] else "moved to the trash"
@@ -84,6 +85,7 @@ def _detail(kept: dict[str, Any]) -> str:
 
 
 def emptied(out: Out, doc: dict[str, Any]) -> None:
+    """What `trash --empty` freed, and what it left because it is held."""
     out.say(
         f"emptied {count(len(doc['emptied']), 'session')} from the trash:"
         f" {size(doc['bytes'])} freed"
@@ -93,6 +95,7 @@ def emptied(out: Out, doc: dict[str, Any]) -> None:
 
 
 def trash_entries(out: Out, entries: list[dict[str, Any]]) -> None:
+    """The trash's sessions, and what they take."""
     now = time.time()
     cols = (
         AGENT,
