@@ -22,10 +22,8 @@ def age(path: Path, days: float) -> float:
     """Set the mtime (and atime) of `path` and everything below it, links
     included but not followed, to `days` ago; return that time."""
     when = time.time() - days * DAY
-    paths = [path]
-    if path.is_dir() and not path.is_symlink():
-        paths += list(path.rglob("*"))
-    for p in paths:
+    below = list(path.rglob("*")) if path.is_dir() and not path.is_symlink() else []
+    for p in [path, *below]:
         os.utime(p, (when, when), follow_symlinks=False)
     return when
 
@@ -38,10 +36,7 @@ def jsonl(records: Iterable[object]) -> str:
 def write(path: Path, text: str | bytes) -> Path:
     """Write `path`, its folders made first."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text)
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
     return path
 
 
@@ -95,10 +90,8 @@ def write_gemini_session(
     tmp = root / "tmp" / project
     when = time.time() - days * DAY
     stamp = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H-%M")
-    start = gemini_time(when)
-    lines = gemini_chat_lines(sid, workspace, start, start)
-    chat = tmp / "chats" / f"session-{stamp}-{sid[:8]}.jsonl"
-    write(chat, jsonl(lines))
+    lines = gemini_chat_lines(sid, workspace, gemini_time(when), gemini_time(when))
+    chat = write(tmp / "chats" / f"session-{stamp}-{sid[:8]}.jsonl", jsonl(lines))
     log = write(tmp / "logs" / f"session-{sid}.jsonl", '{"event": "start"}\n')
     write(tmp / ".project_root", workspace)
     for path in (chat, log):

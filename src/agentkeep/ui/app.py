@@ -133,10 +133,8 @@ class AgentkeepApp(ReadingApp):
         verb = "refused" if isinstance(exc, Refused) else "failed"
         self.push_screen(Notice(f"{what}: {verb}", Text(exc.message)))
 
-    def _session(self, key: Key) -> dict[str, Any] | None:
-        if self.snapshot is None:
-            return None
-        return next((s for s in self.snapshot.sessions if (s["agent"], s["id"]) == key), None)
+    def _sessions(self) -> dict[Key, dict[str, Any]]:
+        return {(s["agent"], s["id"]): s for s in (self.snapshot.sessions if self.snapshot else [])}
 
     def on_sessions_pane_act(self, message: SessionsPane.Act) -> None:
         """Pin or purge: what it would do is read first, then asked."""
@@ -146,19 +144,16 @@ class AgentkeepApp(ReadingApp):
             self._do("purge", lambda: self._purge_trial(message.key), self._ask_purge)
 
     def _ask_pin(self, doc: dict[str, Any]) -> None:
-        key = (doc["agent"], doc["id"])
-        name = f"{doc['agent']} {self.names(doc['id'])}"
-        if doc.get("pinned"):
-            title, yes = f"Unpin {name}?", "Unpin"
-            body = "It can be pruned again once it is idle past the retention."
-        else:
-            title, yes = f"Pin {name}?", "Pin"
-            body = (
-                "A pinned session is never pruned or purged, whatever its age (p again unpins it)."
-            )
         pinned = not doc.get("pinned")
-        pin = partial(self.backend.pin, *key, pinned)
-        self._ask(Confirm(title, body, yes), "pin", pin, self._pinned)
+        verb = "Pin" if pinned else "Unpin"
+        body = (
+            "A pinned session is never pruned or purged, whatever its age (p again unpins it)."
+            if pinned
+            else "It can be pruned again once it is idle past the retention."
+        )
+        title = f"{verb} {doc['agent']} {self.names(doc['id'])}?"
+        pin = partial(self.backend.pin, doc["agent"], doc["id"], pinned)
+        self._ask(Confirm(title, body, verb), "pin", pin, self._pinned)
 
     def _pinned(self, doc: dict[str, Any]) -> None:
         verb = "pinned" if doc["pinned"] else "unpinned"
@@ -207,8 +202,9 @@ class AgentkeepApp(ReadingApp):
                 f"--cascade takes its descendants first, then it: "
                 f"{len(report['removed'])} sessions\n"
             )
+            sessions = self._sessions()
             for r in report["removed"]:
-                s = self._session((r["agent"], r["id"]))
+                s = sessions.get((r["agent"], r["id"]))
                 idle = f", idle {age(r['last_activity'])}" if r.get("last_activity") else ""
                 ws = f", {home_relative(s['workspace'], self.home)}" if s and s["workspace"] else ""
                 body.append(f"  {r['agent']} {self.names(r['id'])}  {size(r['bytes'])}{idle}{ws}\n")
@@ -287,9 +283,7 @@ class AgentkeepApp(ReadingApp):
         if plan.report is None:
             self.push_screen(Notice("Nothing to prune", plan.error or "no plan"))
             return
-        sessions = {
-            (s["agent"], s["id"]): s for s in (self.snapshot.sessions if self.snapshot else [])
-        }
+        sessions = self._sessions()
         plans = Plans(plan.report, None, plan.taken_at, list(sessions.values()), self.names)
         prune = partial(self.backend.prune, dry_run=False)
         self._ask(PlanView(plans, sessions), "prune", prune, self._pruned)

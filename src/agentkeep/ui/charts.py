@@ -24,7 +24,7 @@ CUT, CUT_STYLE = "┃", "red bold"
 DAY = 86400.0
 
 
-def bar(total: int, reclaim: int, biggest: int, width: int) -> Text:
+def _bar(total: int, reclaim: int, biggest: int, width: int) -> Text:
     """`total` on a scale where `biggest` fills `width` cells; its
     reclaimable part drawn last, in its own glyph (never rounded away)."""
     text = Text()
@@ -69,7 +69,7 @@ def group_rows(
     for g in shown:
         total, reclaim = g["bytes"], g["reclaimable_bytes"]
         text.append(fit_end(str(g.get("key")), label).ljust(label) + " ")
-        text.append_text(bar(total, reclaim, biggest, bar_width))
+        text.append_text(_bar(total, reclaim, biggest, bar_width))
         text.append(f" {size(total):>8} {size(reclaim) if reclaim else '-':>8}")
         text.append(f" {g['sessions']:>8}\n" if column else "\n")
     if rest and rows > 0:

@@ -39,7 +39,7 @@ KIND_WORDS = {
 }
 
 
-class Sized:
+class _Sized:
     """A renderable made for the width it is given (redrawn on resize)."""
 
     def __init__(self, make: Callable[[int], Text]) -> None:
@@ -81,19 +81,19 @@ class Overview(VerticalScroll):
         width = self.content_size.width or max(40, self.app.size.width - 2)
         height = self.size.height or max(10, self.app.size.height - 4)
         gap = 1 if height >= TALL else 0
-        daemon = pack(status_parts(snap, plan, live, names), width)
+        daemon = _pack(_status_parts(snap, plan, live, names), width)
         self.query_one("#daemon", Static).update(daemon)
         bars = 6 if gap else 3
         kinds = kind_groups(snap.by_kind)
         spaces = [{**g, "key": home_relative(g["key"], home)} for g in snap.by_workspace]
         used = len(daemon.wrap(self.app.console, width)) + 3 * gap + 2 + (1 + bars + 2)
-        top, low = share([max(len(snap.by_agent), len(kinds)), len(spaces)], height - used)
+        top, low = _share([max(len(snap.by_agent), len(kinds)), len(spaces)], height - used)
         for chart in self.query(".chart"):
             chart.styles.margin = (gap, 0, 0, 0)
-        self.query_one("#by-agent", Static).update(Sized(lambda w: disk_top(snap, kinds, w, top)))
+        self.query_one("#by-agent", Static).update(_Sized(lambda w: _disk_top(snap, kinds, w, top)))
         spaces_title = titled("Disk by workspace", snap if kinds else None)
         self.query_one("#by-workspace", Static).update(
-            Sized(
+            _Sized(
                 lambda w: charts.group_rows(
                     spaces_title, spaces, w, label=min(30, max(10, w // 3)), rows=low
                 )
@@ -102,11 +102,11 @@ class Overview(VerticalScroll):
         cutoffs = {agent: seconds / charts.DAY for agent, seconds in snap.retentions.items()}
         sessions, now = snap.sessions, snap.taken_at
         self.query_one("#histogram", Static).update(
-            Sized(lambda w: charts.histogram(sessions, cutoffs, w, bars, now))
+            _Sized(lambda w: charts.histogram(sessions, cutoffs, w, bars, now))
         )
 
 
-def share(wants: list[int], rows: int) -> list[int]:
+def _share(wants: list[int], rows: int) -> list[int]:
     """`rows` lines dealt to charts wanting `wants` lines each, one at a
     time to the one with the fewest so far that wants more."""
     got = [0] * len(wants)
@@ -138,7 +138,7 @@ def titled(words: str, snap: Snapshot | None = None) -> Text:
     return text.append(f" reclaimable now ({retention or 'per agent'})")
 
 
-def disk_top(snap: Snapshot, kinds: list[dict[str, Any]], width: int, rows: int) -> Text:
+def _disk_top(snap: Snapshot, kinds: list[dict[str, Any]], width: int, rows: int) -> Text:
     """The disk by agent, with the bars' legend; or where `du` splits the
     disk by kind, by agent and by kind side by side (the legend goes to the
     chart below, which has the width)."""
@@ -149,10 +149,10 @@ def disk_top(snap: Snapshot, kinds: list[dict[str, Any]], width: int, rows: int)
     label = min(12, max(len(str(g["key"])) for g in kinds))
     rest = width - GAP - half
     by_kind = charts.group_rows(titled("Disk by kind"), kinds, rest, label, rows, sessions=False)
-    return beside(agents, by_kind, half)
+    return _beside(agents, by_kind, half)
 
 
-def beside(left: Text, right: Text, width: int) -> Text:
+def _beside(left: Text, right: Text, width: int) -> Text:
     """`left`'s lines, each padded to `width` cells, with `right`'s after
     them GAP cells on."""
     lefts, rights = left.split("\n"), right.split("\n")
@@ -168,7 +168,7 @@ def beside(left: Text, right: Text, width: int) -> Text:
     return out
 
 
-def pack(parts: list[Text], width: int) -> Text:
+def _pack(parts: list[Text], width: int) -> Text:
     """The parts in order, as many on a line as fit whole in `width`, two
     spaces apart; a part that starts with a new line starts one."""
     out = Text()
@@ -189,9 +189,9 @@ def pack(parts: list[Text], width: int) -> Text:
     return out
 
 
-def status_parts(snap: Snapshot, plan: Plan | None, live: str, names: Names) -> list[Text]:
+def _status_parts(snap: Snapshot, plan: Plan | None, live: str, names: Names) -> list[Text]:
     """The daemon, the retention, the last and next prune, the trash and
-    what a prune would do now, each a part of its own (pack)."""
+    what a prune would do now, each a part of its own (_pack)."""
     st = snap.status
     parts = [_daemon(snap, live)]
     config = st.get("config") or {}

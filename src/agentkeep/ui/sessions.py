@@ -43,7 +43,7 @@ FATE_STYLE = {
 
 
 @dataclass
-class Sorting:
+class _Sorting:
     """The column the table sorts by; largest, oldest first by default:
     what a person looking for disk wants on top."""
 
@@ -51,7 +51,7 @@ class Sorting:
     descending: bool = True
 
 
-def column_widths(sessions: list[dict[str, Any]], names: Names, width: int) -> dict[str, int]:
+def _column_widths(sessions: list[dict[str, Any]], names: Names, width: int) -> dict[str, int]:
     """Each column's width in a table `width` cells wide. Ids are whole
     where the workspace keeps WORKSPACE_BESIDE_WHOLE cells beside them,
     else as wide as the longest of the prefixes that tell each apart
@@ -68,7 +68,7 @@ def column_widths(sessions: list[dict[str, Any]], names: Names, width: int) -> d
     return widths
 
 
-def matches(s: dict[str, Any], verdict: Verdict, words: list[str], home: str) -> bool:
+def _matches(s: dict[str, Any], verdict: Verdict, words: list[str], home: str) -> bool:
     """Every word is found in the session's agent, id, workspace, state or
     verdict (case ignored)."""
     hay = " ".join(
@@ -107,7 +107,7 @@ class SessionsPane(Vertical):
     def __init__(self, home: str, **kw: Any) -> None:
         super().__init__(**kw)
         self.home = home
-        self.sorting = Sorting()
+        self.sorting = _Sorting()
         self.sessions: list[dict[str, Any]] = []
         self.plans: Plans | None = None
         self.now = 0.0
@@ -144,7 +144,7 @@ class SessionsPane(Vertical):
     def _columns(self) -> None:
         table = self.table
         width = self._width = max(40, table.size.width or self.size.width or 80)
-        widths = column_widths(self.sessions, self.plans.name if self.plans else Names(()), width)
+        widths = _column_widths(self.sessions, self.plans.name if self.plans else Names(()), width)
         if widths == self._widths and table.columns:
             return
         self._widths = widths
@@ -168,7 +168,7 @@ class SessionsPane(Vertical):
         self._shown = []
         for s in rows:
             verdict = self.plans.of(s["agent"], s["id"])
-            if words and not matches(s, verdict, words, self.home):
+            if words and not _matches(s, verdict, words, self.home):
                 continue
             self._shown.append((s["agent"], s["id"]))
             sid = s["id"]
@@ -213,7 +213,7 @@ class SessionsPane(Vertical):
         if column == self.sorting.column:
             self.action_reverse()
         elif column in SORTS:
-            self.sorting = Sorting(column)
+            self.sorting = _Sorting(column)
             self._fill()
 
     def action_filter(self) -> None:
@@ -228,7 +228,7 @@ class SessionsPane(Vertical):
     def action_sort(self) -> None:
         """Sort by the next column."""
         names = list(SORTS)
-        self.sorting = Sorting(names[(names.index(self.sorting.column) + 1) % len(names)])
+        self.sorting = _Sorting(names[(names.index(self.sorting.column) + 1) % len(names)])
         self._fill()
 
     def action_reverse(self) -> None:
