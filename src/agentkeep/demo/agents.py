@@ -1,8 +1,6 @@
-"""Gemini CLI, grok and zero sessions for the demo home, each laid out the
-way its agent writes it (FIELD-NOTES.md), with the record shapes the tests'
-builders use too. `age()` backdates a tree; `write()` makes a file and its
-folders (every demo module writes with them).
-"""
+"""Gemini CLI, grok and zero sessions for the demo home, as each agent lays
+them out (FIELD-NOTES.md), in record shapes the tests' builders use too;
+and the helpers every demo module writes with."""
 
 from __future__ import annotations
 

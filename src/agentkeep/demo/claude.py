@@ -1,9 +1,7 @@
 """Claude Code sessions for the demo home, with the record shapes of
-FIELD-NOTES.md: a transcript (forkedFrom on a fork's records) and some of
-the parts a session leaves in the config dir, and the shared files that
-name sessions. The tests' builders and the benchmark write their
-transcripts with these records too.
-"""
+FIELD-NOTES.md (the tests' builders and the benchmark write their
+transcripts with them): a transcript, some of the parts a session leaves
+in the config dir, and the shared files that name sessions."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""A whole fake user in a folder, for the demo, the tests and the benchmark.
-
-`environ` sets HOME, XDG_*, TMPDIR, TMP, TEMP, AGENTKEEP_SYSTEM_TMP,
-CLAUDE_CONFIG_DIR, CODEX_HOME, COPILOT_HOME, QWEN_HOME, QWEN_RUNTIME_DIR and
-PI_CODING_AGENT_DIR inside the fake user's tree, and removes every variable
-that could point at real data, so agentkeep run with it reads and writes
-nothing of the real user's.
-"""
+"""A whole fake user in a folder, for the demo, the tests and the benchmark:
+its `environ` places every root agentkeep reads (HOME, XDG_*, the tmp dirs,
+each agent's variable) inside the folder and removes every variable that
+could point at real data, so nothing of the real user's is read or written."""
 
 from __future__ import annotations
 
@@ -69,10 +65,9 @@ class FakeHome:
 
 
 def make_fake_home(root: Path, runtime: Path) -> FakeHome:
-    """A fake user under `root` (which must not hold one yet) whose
-    XDG_RUNTIME_DIR, where agentkeep's socket goes, is `runtime`: unix
-    socket paths are limited to ~104 bytes, so the caller picks a short one
-    and removes it when it is done (it is made here when missing)."""
+    """A fake user under `root` (which must hold none yet) whose
+    XDG_RUNTIME_DIR, where the socket goes, is `runtime`: unix socket paths
+    are short, so the caller picks one and removes it when done."""
     home = root / "home"
     home.mkdir(parents=True)
     tmp = root / "tmp"

@@ -196,9 +196,12 @@ KEYS = (
 
 
 class Help(ModalScreen[None]):
+    """The keys, and what each does."""
+
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
     def compose(self) -> ComposeResult:
+        """The keys' list."""
         t = Text()
         for keys, what in KEYS:
             t.append(f"{keys:>8}  ", "bold").append(what + "\n")
@@ -208,4 +211,5 @@ class Help(ModalScreen[None]):
             yield Static(t)
 
     def action_close(self) -> None:
+        """Close it."""
         self.dismiss(None)

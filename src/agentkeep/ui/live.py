@@ -1,11 +1,7 @@
-"""The daemon's `subscribe` stream, read on a thread of its own.
-
-With a daemon running, the UI learns of a change from the daemon (a line on
-the stream) instead of looking at the disk again and again; without one,
-nothing is watched and the refresh key reads again. The stream carries no
-data, only "something changed": what changed is read again through the same
-calls as everything else (backend), so there is one way to read.
-"""
+"""The daemon's `subscribe` stream, read on a thread of its own. It carries
+no data, only "something changed": the app reads again through the same
+calls as everything else, so there is one way to read. Without a daemon
+nothing is watched and the refresh key reads again."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
-"""The overview: the daemon, the trash, disk use by agent, by kind and by
-workspace (what the configured retention reclaims now drawn within each
-bar), and the sessions by idle age with the retention's cutoff.
-
-It fits the pane whole, down to 80x24: the lines of the status, the
-histogram and the charts' titles are counted first, and the charts share
-the rows left, each summing in one line the groups it has no room for.
-"""
+"""The overview: the daemon, the trash, disk use by agent, kind and
+workspace (what a prune reclaims now drawn within each bar), and the
+sessions by idle age with the retention's cutoff. It fits the pane whole,
+down to 80x24: the charts share the rows the status and the histogram leave,
+each summing in one line the groups it has no room for."""
 
 from __future__ import annotations
 

@@ -1,14 +1,11 @@
-"""What the app reads, and when it reads again: the app's state beneath
-its panes and actions (app.py).
+"""What the app reads, and when (the app's state beneath app.py's panes).
 
-Reading (backend.snapshot: status, ls, du, the trash) and the plan (the
-configured retention's dry run) run in thread workers, one load at a time;
-a change asked for while one runs is read right after it. With a daemon,
-its `subscribe` stream says when something changed, and the app reads again
-0.3 s later (a burst of changes is one read); the plan is run again at most
-every PLAN_EVERY seconds for changes, and at once after an action or on r.
-Without a daemon nothing changes by itself: r reads again.
-"""
+Reading (status, ls, du, the trash) and the plan (the configured retention's
+dry run) run in thread workers, one load at a time; a change asked for
+meanwhile is read right after. With a daemon, its `subscribe` stream says
+when something changed: the app reads CHANGE_DELAY later (a burst is one
+read), the plan at most every PLAN_EVERY seconds, and at once after an
+action or on r. Without a daemon nothing changes by itself: r reads again."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from agentkeep.model import parse_rfc3339
 
 
 def home_relative(path: str | None, home: str) -> str:
+    """`path` with `~` for the home; "(unknown)" for none."""
     if not path:
         return "(unknown)"
     if home and (path == home or path.startswith(home.rstrip("/") + "/")):
