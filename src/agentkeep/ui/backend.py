@@ -156,9 +156,7 @@ class Backend:
 
 
 def _retentions(ctx: Context) -> dict[str, float]:
-    if ctx.config_error:
-        return {}
-    found = {agent: ctx.config.retention_for(agent) for agent in ctx.adapters}
+    found = {} if ctx.config_error else {a: ctx.config.retention_for(a) for a in ctx.adapters}
     return {agent: seconds for agent, seconds in found.items() if seconds is not None}
 
 

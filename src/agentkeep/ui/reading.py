@@ -24,11 +24,9 @@ from agentkeep.render import count, size, when
 from agentkeep.ui.backend import Backend, Plan, Snapshot
 from agentkeep.ui.live import Changed, Live, Subscription
 from agentkeep.ui.overview import Overview
-from agentkeep.ui.sessions import SessionsPane, detail_text
+from agentkeep.ui.sessions import Key, SessionsPane, detail_text
 from agentkeep.ui.trash import TrashPane
 from agentkeep.verdict import Names, Plans
-
-Key = tuple[str, str]
 
 PLAN_EVERY = 30.0
 CHANGE_DELAY = 0.3
