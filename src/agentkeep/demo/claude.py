@@ -76,13 +76,7 @@ def transcript_records(
 
 
 def write_session(
-    config: Path,
-    *,
-    cwd: str,
-    age_days: float,
-    now: float,
-    parent: str | None = None,
-    pad: int = 0,
+    config: Path, *, cwd: str, age_days: float, now: float, parent: str | None = None, pad: int = 0
 ) -> str:
     """A session in the config dir `config`, idle `age_days` before `now`:
     its transcript, a kept tool result, file history, debug log and todos.

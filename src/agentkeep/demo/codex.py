@@ -55,12 +55,7 @@ CREATE INDEX idx_thread_items_thread ON thread_items(thread_id);
 
 
 def session_meta(
-    sid: str,
-    cwd: str,
-    started: datetime,
-    *,
-    source: object = "cli",
-    forked_from: str | None = None,
+    sid: str, cwd: str, started: datetime, *, source: object = "cli", forked_from: str | None = None
 ) -> dict[str, object]:
     """A rollout's first record, its base instructions as long as a real one's."""
     return {

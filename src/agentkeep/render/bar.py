@@ -28,12 +28,7 @@ class Bar:
     FRAMES = 0.1  # seconds between two drawings
 
     def __init__(
-        self,
-        what: str,
-        stream: TextIO | None = None,
-        *,
-        enabled: bool = True,
-        delay: float = 0.5,
+        self, what: str, stream: TextIO | None = None, *, enabled: bool = True, delay: float = 0.5
     ) -> None:
         self._stream = stream if stream is not None else sys.stderr
         self._first = what  # said until the work says what it does

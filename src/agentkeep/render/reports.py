@@ -137,14 +137,7 @@ def history(out: Out, lines: list[dict[str, Any]]) -> None:
     can be restored now (BACK) and what a person knows it by (sizes and
     workspaces are in --json; a whole id leaves a title little room)."""
     now = time.time()
-    cols = (
-        Col("AGO", right=True),
-        AGENT,
-        ID,
-        Col("WHY"),
-        Col("BACK"),
-        Col("TITLE", cut=START),
-    )
+    cols = (Col("AGO", right=True), AGENT, ID, Col("WHY"), Col("BACK"), Col("TITLE", cut=START))
     rows = [
         (
             idle(g["time"], now),

@@ -91,10 +91,7 @@ def show(out: Out, doc: dict[str, Any]) -> None:
 
 
 def du(
-    out: Out,
-    doc: dict[str, Any],
-    hint: dict[str, Any] | None,
-    held: dict[str, int] | None = None,
+    out: Out, doc: dict[str, Any], hint: dict[str, Any] | None, held: dict[str, int] | None = None
 ) -> None:
     """Disk use as `du` counts it (allocated blocks), largest first; `held`:
     what the trash holds (disk use too, until it expires)."""

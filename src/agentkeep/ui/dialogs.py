@@ -55,10 +55,7 @@ class _Dialog(ModalScreen[bool]):
 class Confirm(_Dialog):
     """A question with its consequences; y or the named button says yes."""
 
-    BINDINGS = [
-        Binding("y", "answer(True)", "Yes"),
-        Binding("n,escape", "answer(False)", "No"),
-    ]
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
 
     def __init__(self, title: str, body: Text | str, yes: str) -> None:
         super().__init__(title, body)
