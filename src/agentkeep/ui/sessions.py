@@ -14,8 +14,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
-from agentkeep.render import age, size
-from agentkeep.ui.text import compact_age, fit_end, home_relative
+from agentkeep.render import age, idle, size
+from agentkeep.ui.text import fit_end, home_relative
 from agentkeep.verdict import Fate, Names, Plans, Verdict
 
 Key = tuple[str, str]
@@ -176,7 +176,7 @@ class SessionsPane(Vertical):
                 sid if len(sid) <= id_width else self.plans.name(sid),
                 s["agent"],
                 fit_end(home_relative(s["workspace"], self.home), workspace_width),
-                Text(compact_age(s["last_activity"], self.now), justify="right"),
+                Text(idle(s["last_activity"], self.now, years=True), justify="right"),
                 Text(size(s["bytes"]), justify="right"),
                 s["state"],
                 Text(verdict.label, FATE_STYLE[verdict.fate]),
@@ -259,8 +259,8 @@ def detail_text(
     t.append(f"{doc['agent']} {doc['id']}\n", "bold")
     t.append("workspace ", "bold").append(home_relative(doc.get("workspace"), home) + "\n")
     activity = doc.get("last_activity")
-    idle = age(activity, now) if activity else "undated"
-    t.append("idle ", "bold").append(f"{idle}  ")
+    ago = age(activity, now) if activity else "undated"
+    t.append("idle ", "bold").append(f"{ago}  ")
     t.append("size ", "bold").append(f"{size(doc['bytes'])} in {len(doc['artifacts'])} artifacts  ")
     t.append("state ", "bold").append(f"{doc['state']}\n")
     t.append("plan ", "bold").append(verdict.words, FATE_STYLE[verdict.fate])
