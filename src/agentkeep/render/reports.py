@@ -9,22 +9,23 @@ from typing import Any
 from agentkeep.render.table import AGENT, ID, RED, START, YELLOW, Col, Out, printable, table
 from agentkeep.render.words import count, idle, size, when
 
+# The total's verb and the table's title, by (dry run, trash).
+_SAID = {
+    (True, True): ("would move to the trash", "WOULD TRASH"),
+    (False, True): ("moved to the trash", "TRASHED"),
+    (True, False): ("would remove", "WOULD REMOVE"),
+    (False, False): ("removed", "REMOVED"),
+}
+
 
 def report(out: Out, doc: dict[str, Any]) -> None:
     """A prune's or a purge's report."""
     trash = doc.get("trash")
-    if trash:
-        verb = "would move to the trash" if doc["dry_run"] else "moved to the trash"
-    else:
-        verb = "would remove" if doc["dry_run"] else "removed"
+    verb, title = _SAID[bool(doc["dry_run"]), bool(trash)]
     if doc.get("paused"):
         out.say(f"{out.style('paused:', YELLOW)} {doc['paused']}")
     now = time.time()
     if doc["removed"]:
-        if doc["dry_run"]:
-            title = "WOULD TRASH" if trash else "WOULD REMOVE"
-        else:
-            title = "TRASHED" if trash else "REMOVED"
         cols = (Col(title), ID, Col("SIZE", right=True), Col("IDLE", right=True))
         rows = [
             (r["agent"], r["id"], size(r["bytes"]), idle(r["last_activity"], now))
