@@ -207,9 +207,9 @@ class OpencodeTree:
     ) -> Path:
         folder = self.storage / "session" / project
         folder.mkdir(parents=True, exist_ok=True)
-        info = session_info(
-            sid, directory=directory, updated_ms=updated_ms, project=project, parent=parent
-        )
+        info = session_info(sid, directory, updated_ms) | {"projectID": project}
+        if parent:
+            info["parentID"] = parent
         path = folder / f"{sid}.json"
         path.write_text(raw if raw is not None else json.dumps(info, indent=2))
         return path

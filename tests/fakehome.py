@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,7 @@ import pytest
 from agentkeep.core.context import Context
 from agentkeep.core.pruning import prune
 from agentkeep.demo import home
-from agentkeep.demo.home import SCRUB, FakeHome
+from agentkeep.demo.home import SCRUB
 from agentkeep.paths import Env
 from agentkeep.prune.report import PruneReport
 
@@ -50,10 +51,63 @@ def _remove_runtime_dirs() -> None:
         shutil.rmtree(runtime, ignore_errors=True)
 
 
+class FakeHome(home.FakeHome):
+    """agentkeep.demo.home's fake user, with what the tests ask of it."""
+
+    @property
+    def system_tmp(self) -> Path:
+        return Path(self.environ["AGENTKEEP_SYSTEM_TMP"])
+
+    @property
+    def socket(self) -> Path:
+        return Path(self.environ["XDG_RUNTIME_DIR"]) / "agentkeep" / "agentkeep.sock"
+
+    def write_config(self, text: str, *, seen: bool = False) -> Path:
+        """Write the user's config. `seen`: as if a person had pruned with
+        its retentions already, so the daemon's scheduled prune removes at
+        once instead of first showing what it would (agentkeep.preview)."""
+        path = super().write_config(text)
+        if seen:
+            from agentkeep import preview, view
+            from agentkeep.agents import AGENTS
+
+            config, error = view.load(Env.from_environ(self.environ), self.state)
+            assert error is None, error
+            self.state.mkdir(parents=True, exist_ok=True, mode=0o700)
+            preview.confirmed(self.state, preview.retentions(config, AGENTS))
+        return path
+
+    def cli(
+        self,
+        *args: str,
+        check: bool = False,
+        timeout: float = 60,
+        env: dict[str, str] | None = None,
+        **kw: Any,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the real CLI as a subprocess in this fake user's environment
+        (`env`: that environment with some variables changed)."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentkeep", *args],
+            env=self.environ if env is None else env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            **kw,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"agentkeep {' '.join(args)} exited {proc.returncode}\n"
+                f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+            )
+        return proc
+
+
 def make_fake_home(root: Path) -> FakeHome:
     runtime = Path(tempfile.mkdtemp(prefix="akrt-", dir="/tmp"))
     _RUNTIME_DIRS.append(runtime)
-    return home.make_fake_home(root, runtime)
+    made = home.make_fake_home(root, runtime)
+    return FakeHome(made.root, made.home, made.environ)
 
 
 def kill_group(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:

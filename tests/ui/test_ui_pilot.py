@@ -187,11 +187,11 @@ async def test_filter_sort_and_the_keys(demo: Demo) -> None:
         await pilot.press("2")
         # Largest first by default.
         sizes = [s["bytes"] for s in app.snapshot.sessions]
-        shown = [app._session(k)["bytes"] for k in _rows(app)]
+        shown = [app._sessions()[k]["bytes"] for k in _rows(app)]
         assert shown == sorted(sizes, reverse=True)
         await pilot.press("s")  # then by idle time, oldest first
         await settle(app, pilot)
-        idle = [app._session(k)["last_activity"] for k in _rows(app)]
+        idle = [app._sessions()[k]["last_activity"] for k in _rows(app)]
         assert idle == sorted(idle, reverse=True)
         await pilot.press("slash", *"goes zero", "enter")
         await settle(app, pilot)

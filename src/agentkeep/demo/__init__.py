@@ -1,15 +1,10 @@
 """A demo home: a whole fake user holding sessions of every agent agentkeep
-knows, for a machine with none of its own (deploy/demo.py shows agentkeep on
-it). The tests' builders, which write every part of every layout, are the
-tests' own (tests/build_*.py); they and the benchmark share these modules'
-record shapes.
+knows, each laid out as that agent writes it (FIELD-NOTES.md), for a machine
+with none of its own (deploy/demo.py). The tests' builders (tests/build_*.py)
+and the benchmark share these modules' record shapes.
 
     with demo_home(Path("/tmp/demo")) as demo:
         subprocess.run(["agentkeep", "ls"], env=demo.home.environ)
-
-The modules: `home` (the fake user and its environment), `claude`, `codex`,
-`opencode` and `agents` (Gemini CLI, grok, zero), each writing sessions the
-way that agent lays them out on disk (FIELD-NOTES.md).
 """
 
 from __future__ import annotations
@@ -21,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from agentkeep.demo import claude, codex, opencode
@@ -86,7 +82,13 @@ def build(home: FakeHome) -> Demo:
         codex.write_session(home.codex, cwd=cwd, when=now - days * DAY)
     for days in (55, 4):
         opencode.write_session(home.data / "opencode", directory="/home/you/webapp", days=days)
-    _gemini(home.home / ".gemini")
+    gemini = home.home / ".gemini"  # chats of a project, with `$set.lastUpdated` lines
+    for sid, idle in (
+        ("7d1c2b3a-0f9e-4d8c-b7a6-1e2f3a4b5c6d", 36.0),
+        ("8e2d3c4b-1a0f-4e9d-a8b7-2f3a4b5c6d7e", 0.5),
+    ):
+        write_gemini_session(gemini, sid, project="site", workspace="/home/you/site", days=idle)
+    write_gemini_projects(gemini, {"/home/you/site": "site"})
     grok = home.home / ".grok"
     write_grok_session(grok, "grok-notes-1", workspace="/home/you/notes", days=40)
     write_grok_session(grok, "grok-notes-2", workspace="/home/you/notes", days=1)
@@ -99,24 +101,10 @@ def build(home: FakeHome) -> Demo:
 def _claude(home: FakeHome, now: float) -> tuple[str, str]:
     """Three workspaces; in webapp an old parent with a fork of 3 days."""
     webapp, cli_tool, notes = "/home/you/webapp", "/home/you/cli-tool", "/home/you/notes"
-    old = claude.write_session(home.claude, cwd=webapp, age_days=75, now=now)
-    fork = claude.write_session(home.claude, cwd=webapp, age_days=3, parent=old, now=now)
-    ids = [old, fork]
-    for days in (45, 62, 120):
-        ids.append(
-            claude.write_session(home.claude, cwd=cli_tool, age_days=days, pad=20_000, now=now)
-        )
-    ids.append(claude.write_session(home.claude, cwd=cli_tool, age_days=0.2, now=now))
-    ids.append(claude.write_session(home.claude, cwd=notes, age_days=33, now=now))
+    session = partial(claude.write_session, home.claude, now=now)
+    old = session(cwd=webapp, age_days=75)
+    fork = session(cwd=webapp, age_days=3, parent=old)
+    ids = [old, fork, *(session(cwd=cli_tool, age_days=d, pad=20_000) for d in (45, 62, 120))]
+    ids += [session(cwd=cli_tool, age_days=0.2), session(cwd=notes, age_days=33)]
     claude.write_shared(home.claude, home.home, cwd=webapp, session_ids=ids)
     return old, fork
-
-
-def _gemini(root: Path) -> None:
-    """Chats of a project (with `$set.lastUpdated` lines) and projects.json."""
-    for sid, days in (
-        ("7d1c2b3a-0f9e-4d8c-b7a6-1e2f3a4b5c6d", 36.0),
-        ("8e2d3c4b-1a0f-4e9d-a8b7-2f3a4b5c6d7e", 0.5),
-    ):
-        write_gemini_session(root, sid, project="site", workspace="/home/you/site", days=days)
-    write_gemini_projects(root, {"/home/you/site": "site"})

@@ -1,8 +1,6 @@
-"""Gemini CLI, grok and zero sessions for the demo home, each laid out the
-way its agent writes it (FIELD-NOTES.md), with the record shapes the tests'
-builders use too. `age()` backdates a tree; `write()` makes a file and its
-folders (every demo module writes with them).
-"""
+"""Gemini CLI, grok and zero sessions for the demo home, as each agent lays
+them out (FIELD-NOTES.md), in record shapes the tests' builders use too;
+and the helpers every demo module writes with."""
 
 from __future__ import annotations
 
@@ -11,6 +9,7 @@ import json
 import os
 import time
 import urllib.parse
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,20 +20,21 @@ def age(path: Path, days: float) -> float:
     """Set the mtime (and atime) of `path` and everything below it, links
     included but not followed, to `days` ago; return that time."""
     when = time.time() - days * DAY
-    paths = [path]
-    if path.is_dir() and not path.is_symlink():
-        paths += list(path.rglob("*"))
-    for p in paths:
+    below = list(path.rglob("*")) if path.is_dir() and not path.is_symlink() else []
+    for p in [path, *below]:
         os.utime(p, (when, when), follow_symlinks=False)
     return when
 
 
+def jsonl(records: Iterable[object]) -> str:
+    """Records as JSON lines."""
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
 def write(path: Path, text: str | bytes) -> Path:
+    """Write `path`, its folders made first."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text)
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
     return path
 
 
@@ -88,10 +88,8 @@ def write_gemini_session(
     tmp = root / "tmp" / project
     when = time.time() - days * DAY
     stamp = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H-%M")
-    start = gemini_time(when)
-    lines = gemini_chat_lines(sid, workspace, start, start)
-    chat = tmp / "chats" / f"session-{stamp}-{sid[:8]}.jsonl"
-    write(chat, "".join(json.dumps(line) + "\n" for line in lines))
+    lines = gemini_chat_lines(sid, workspace, gemini_time(when), gemini_time(when))
+    chat = write(tmp / "chats" / f"session-{stamp}-{sid[:8]}.jsonl", jsonl(lines))
     log = write(tmp / "logs" / f"session-{sid}.jsonl", '{"event": "start"}\n')
     write(tmp / ".project_root", workspace)
     for path in (chat, log):

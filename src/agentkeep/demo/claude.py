@@ -1,9 +1,7 @@
 """Claude Code sessions for the demo home, with the record shapes of
-FIELD-NOTES.md: a transcript (forkedFrom on a fork's records) and some of
-the parts a session leaves in the config dir, and the shared files that
-name sessions. The tests' builders and the benchmark write their
-transcripts with these records too.
-"""
+FIELD-NOTES.md (the tests' builders and the benchmark write their
+transcripts with them): a transcript, some of the parts a session leaves
+in the config dir, and the shared files that name sessions."""
 
 from __future__ import annotations
 
@@ -12,10 +10,9 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Iterable
 from pathlib import Path
 
-from agentkeep.demo.agents import DAY, age, write
+from agentkeep.demo.agents import DAY, age, jsonl, write
 
 # A shell task's id as 2.1.197 makes them (a `b` and 8 more).
 BASH_TASK = "bwdin25xx"
@@ -78,18 +75,8 @@ def transcript_records(
     return records
 
 
-def jsonl(records: Iterable[object]) -> str:
-    return "".join(json.dumps(r) + "\n" for r in records)
-
-
 def write_session(
-    config: Path,
-    *,
-    cwd: str,
-    age_days: float,
-    now: float,
-    parent: str | None = None,
-    pad: int = 0,
+    config: Path, *, cwd: str, age_days: float, now: float, parent: str | None = None, pad: int = 0
 ) -> str:
     """A session in the config dir `config`, idle `age_days` before `now`:
     its transcript, a kept tool result, file history, debug log and todos.

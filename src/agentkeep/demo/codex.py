@@ -14,9 +14,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-# The layout before 0.169 (threads with a parent_thread_id column,
-# thread_items of three columns, no other databases), still on users' disks:
-# the demo's and the benchmark's homes use it.
+from agentkeep.demo.agents import jsonl, write
+
+# The layout before 0.169 (threads with parent_thread_id, thread_items of
+# three columns), still on users' disks: the demo's and the benchmark's.
 LEGACY_THREADS_SQL = """
 CREATE TABLE threads (
     id TEXT PRIMARY KEY,
@@ -54,12 +55,7 @@ CREATE INDEX idx_thread_items_thread ON thread_items(thread_id);
 
 
 def session_meta(
-    sid: str,
-    cwd: str,
-    started: datetime,
-    *,
-    source: object = "cli",
-    forked_from: str | None = None,
+    sid: str, cwd: str, started: datetime, *, source: object = "cli", forked_from: str | None = None
 ) -> dict[str, object]:
     """A rollout's first record, its base instructions as long as a real one's."""
     return {
@@ -88,11 +84,9 @@ def write_session(root: Path, *, cwd: str, when: float) -> str:
     in the date dirs, its threads row and its items. Returns its id."""
     sid = str(uuid.uuid4())
     started = datetime.fromtimestamp(when - 600, UTC)
-    folder = root / "sessions" / started.strftime("%Y/%m/%d")
-    folder.mkdir(parents=True, exist_ok=True)
-    rollout = folder / f"rollout-{started.strftime('%Y-%m-%dT%H-%M-%S')}-{sid}.jsonl"
+    name = f"{started:%Y/%m/%d}/rollout-{started:%Y-%m-%dT%H-%M-%S}-{sid}.jsonl"
     records = [session_meta(sid, cwd, started), *response_items()]
-    rollout.write_text("".join(json.dumps(r) + "\n" for r in records))
+    rollout = write(root / "sessions" / name, jsonl(records))
     os.utime(rollout, (when, when))
     with _database(root / "state_5.sqlite", LEGACY_THREADS_SQL) as conn:
         conn.execute(

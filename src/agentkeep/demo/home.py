@@ -1,20 +1,13 @@
-"""A whole fake user in a folder, for the demo, the tests and the benchmark.
-
-`environ` sets HOME, XDG_*, TMPDIR, TMP, TEMP, AGENTKEEP_SYSTEM_TMP,
-CLAUDE_CONFIG_DIR, CODEX_HOME, COPILOT_HOME, QWEN_HOME, QWEN_RUNTIME_DIR and
-PI_CODING_AGENT_DIR inside the fake user's tree, and removes every variable
-that could point at real data, so agentkeep run with it reads and writes
-nothing of the real user's.
-"""
+"""A whole fake user in a folder, for the demo, the tests and the benchmark:
+its `environ` places every root agentkeep reads (HOME, XDG_*, the tmp dirs,
+each agent's variable) inside the folder and removes every variable that
+could point at real data, so nothing of the real user's is read or written."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 # Variables that could point a fake user at real data: always replaced or
 # removed. CLAUDE_PROJECT_DIR is no root of agentkeep's, but Claude sets it
@@ -33,86 +26,48 @@ SCRUB = (
 
 @dataclass
 class FakeHome:
+    """A fake user: its folder, its home and the environment that places it."""
+
     root: Path
     home: Path
     environ: dict[str, str]
 
     @property
     def claude(self) -> Path:
+        """Claude's config dir."""
         return Path(self.environ["CLAUDE_CONFIG_DIR"])
 
     @property
     def codex(self) -> Path:
+        """The Codex home."""
         return Path(self.environ["CODEX_HOME"])
 
     @property
-    def system_tmp(self) -> Path:
-        return Path(self.environ["AGENTKEEP_SYSTEM_TMP"])
-
-    @property
     def state(self) -> Path:
+        """agentkeep's state dir."""
         return Path(self.environ["XDG_STATE_HOME"]) / "agentkeep"
 
     @property
     def data(self) -> Path:
+        """$XDG_DATA_HOME."""
         return Path(self.environ["XDG_DATA_HOME"])
 
     @property
     def config_path(self) -> Path:
+        """agentkeep's config file."""
         return Path(self.environ["XDG_CONFIG_HOME"]) / "agentkeep" / "config.toml"
 
-    @property
-    def socket(self) -> Path:
-        return Path(self.environ["XDG_RUNTIME_DIR"]) / "agentkeep" / "agentkeep.sock"
-
-    def write_config(self, text: str, *, seen: bool = False) -> Path:
-        """Write the user's config. `seen`: as if a person had pruned with
-        its retentions already, so the daemon's scheduled prune removes at
-        once instead of first showing what it would (agentkeep.preview)."""
+    def write_config(self, text: str) -> Path:
+        """Write the user's config."""
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(text)
-        if seen:
-            from agentkeep import preview, view
-            from agentkeep.agents import AGENTS
-            from agentkeep.paths import Env
-
-            config, error = view.load(Env.from_environ(self.environ), self.state)
-            assert error is None, error
-            self.state.mkdir(parents=True, exist_ok=True, mode=0o700)
-            preview.confirmed(self.state, preview.retentions(config, AGENTS))
         return self.config_path
-
-    def cli(
-        self,
-        *args: str,
-        check: bool = False,
-        timeout: float = 60,
-        env: dict[str, str] | None = None,
-        **kw: Any,
-    ) -> subprocess.CompletedProcess[str]:
-        """Run the real CLI as a subprocess in this fake user's environment
-        (`env`: that environment with some variables changed)."""
-        proc = subprocess.run(
-            [sys.executable, "-m", "agentkeep", *args],
-            env=self.environ if env is None else env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            **kw,
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(
-                f"agentkeep {' '.join(args)} exited {proc.returncode}\n"
-                f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-            )
-        return proc
 
 
 def make_fake_home(root: Path, runtime: Path) -> FakeHome:
-    """A fake user under `root` (which must not hold one yet) whose
-    XDG_RUNTIME_DIR, where agentkeep's socket goes, is `runtime`: unix
-    socket paths are limited to ~104 bytes, so the caller picks a short one
-    and removes it when it is done (it is made here when missing)."""
+    """A fake user under `root` (which must hold none yet) whose
+    XDG_RUNTIME_DIR, where the socket goes, is `runtime`: unix socket paths
+    are short, so the caller picks one and removes it when done."""
     home = root / "home"
     home.mkdir(parents=True)
     tmp = root / "tmp"

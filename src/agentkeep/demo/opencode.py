@@ -21,27 +21,17 @@ def new_id(prefix: str = "ses") -> str:
     return f"{prefix}_{''.join(secrets.choice(_ALNUM) for _ in range(26))}"
 
 
-def session_info(
-    sid: str,
-    *,
-    directory: str,
-    updated_ms: int,
-    project: str = "global",
-    parent: str | None = None,
-) -> dict[str, object]:
-    """A session's `storage/session/<project>/<id>.json`."""
-    info: dict[str, object] = {
+def session_info(sid: str, directory: str, updated_ms: int) -> dict[str, object]:
+    """A session's `storage/session/<project>/<id>.json`, of the global project."""
+    return {
         "id": sid,
         "slug": "brave-otter",
         "version": "1.1.20",
-        "projectID": project,
+        "projectID": "global",
         "directory": directory,
         "title": "a session",
         "time": {"created": updated_ms - 60_000, "updated": updated_ms},
     }
-    if parent:
-        info["parentID"] = parent
-    return info
 
 
 def write_session(data: Path, *, directory: str, days: float) -> str:
@@ -50,15 +40,11 @@ def write_session(data: Path, *, directory: str, days: float) -> str:
     sid = new_id()
     storage = data / "storage"
     updated_ms = int((time.time() - days * DAY) * 1000)
-    info = session_info(sid, directory=directory, updated_ms=updated_ms)
-    write(storage / "session" / "global" / f"{sid}.json", json.dumps(info, indent=2))
-    made = [storage / "session" / "global" / f"{sid}.json", storage / "message" / sid]
-    for _ in range(2):
-        msgid = new_id("msg")
-        message = {"id": msgid, "sessionID": sid}
-        write(storage / "message" / sid / f"{msgid}.json", json.dumps(message))
-        for _ in range(2):
-            prt = new_id("prt")
+    info = json.dumps(session_info(sid, directory, updated_ms), indent=2)
+    made = [write(storage / "session" / "global" / f"{sid}.json", info), storage / "message" / sid]
+    for msgid in (new_id("msg"), new_id("msg")):
+        write(made[1] / f"{msgid}.json", json.dumps({"id": msgid, "sessionID": sid}))
+        for prt in (new_id("prt"), new_id("prt")):
             part = {"id": prt, "text": "x" * 100}
             write(storage / "part" / msgid / f"{prt}.json", json.dumps(part))
         made.append(storage / "part" / msgid)

@@ -28,12 +28,7 @@ class Bar:
     FRAMES = 0.1  # seconds between two drawings
 
     def __init__(
-        self,
-        what: str,
-        stream: TextIO | None = None,
-        *,
-        enabled: bool = True,
-        delay: float = 0.5,
+        self, what: str, stream: TextIO | None = None, *, enabled: bool = True, delay: float = 0.5
     ) -> None:
         self._stream = stream if stream is not None else sys.stderr
         self._first = what  # said until the work says what it does
@@ -58,6 +53,7 @@ class Bar:
         return self.update if self.enabled else None
 
     def update(self, what: str, done: int, total: int | None) -> None:
+        """`done` of `total` (None: not known yet) of the work `what`."""
         with self._lock:
             if what != self._what:
                 self._what, self._done, self._total = what, 0, None

@@ -9,21 +9,23 @@ from typing import Any
 from agentkeep.render.table import AGENT, ID, RED, START, YELLOW, Col, Out, printable, table
 from agentkeep.render.words import count, idle, size, when
 
+# The total's verb and the table's title, by (dry run, trash).
+_SAID = {
+    (True, True): ("would move to the trash", "WOULD TRASH"),
+    (False, True): ("moved to the trash", "TRASHED"),
+    (True, False): ("would remove", "WOULD REMOVE"),
+    (False, False): ("removed", "REMOVED"),
+}
+
 
 def report(out: Out, doc: dict[str, Any]) -> None:
+    """A prune's or a purge's report."""
     trash = doc.get("trash")
-    if trash:
-        verb = "would move to the trash" if doc["dry_run"] else "moved to the trash"
-    else:
-        verb = "would remove" if doc["dry_run"] else "removed"
+    verb, title = _SAID[bool(doc["dry_run"]), bool(trash)]
     if doc.get("paused"):
         out.say(f"{out.style('paused:', YELLOW)} {doc['paused']}")
     now = time.time()
     if doc["removed"]:
-        if doc["dry_run"]:
-            title = "WOULD TRASH" if trash else "WOULD REMOVE"
-        else:
-            title = "TRASHED" if trash else "REMOVED"
         cols = (Col(title), ID, Col("SIZE", right=True), Col("IDLE", right=True))
         rows = [
             (r["agent"], r["id"], size(r["bytes"]), idle(r["last_activity"], now))
@@ -84,6 +86,7 @@ def _detail(kept: dict[str, Any]) -> str:
 
 
 def emptied(out: Out, doc: dict[str, Any]) -> None:
+    """What `trash --empty` freed, and what it left because it is held."""
     out.say(
         f"emptied {count(len(doc['emptied']), 'session')} from the trash:"
         f" {size(doc['bytes'])} freed"
@@ -93,6 +96,7 @@ def emptied(out: Out, doc: dict[str, Any]) -> None:
 
 
 def trash_entries(out: Out, entries: list[dict[str, Any]]) -> None:
+    """The trash's sessions, and what they take."""
     now = time.time()
     cols = (
         AGENT,
@@ -134,14 +138,7 @@ def history(out: Out, lines: list[dict[str, Any]]) -> None:
     can be restored now (BACK) and what a person knows it by (sizes and
     workspaces are in --json; a whole id leaves a title little room)."""
     now = time.time()
-    cols = (
-        Col("AGO", right=True),
-        AGENT,
-        ID,
-        Col("WHY"),
-        Col("BACK"),
-        Col("TITLE", cut=START),
-    )
+    cols = (Col("AGO", right=True), AGENT, ID, Col("WHY"), Col("BACK"), Col("TITLE", cut=START))
     rows = [
         (
             idle(g["time"], now),

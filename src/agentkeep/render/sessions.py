@@ -11,6 +11,7 @@ from agentkeep.render.words import count, idle, size, when
 
 
 def sessions(out: Out, rows: list[dict[str, Any]], hint: dict[str, Any] | None) -> None:
+    """`ls`: a session a row, and their total."""
     now = time.time()
     cols = (
         AGENT,
@@ -43,6 +44,7 @@ def sessions(out: Out, rows: list[dict[str, Any]], hint: dict[str, Any] | None) 
 
 
 def retention_hint(out: Out, hint: dict[str, Any] | None) -> None:
+    """With no retention: what a 30-day one would reclaim, and how to set it."""
     if not hint:
         return
     sessions = count(hint["sessions"], "session")
@@ -55,6 +57,7 @@ def retention_hint(out: Out, hint: dict[str, Any] | None) -> None:
 
 
 def show(out: Out, doc: dict[str, Any]) -> None:
+    """One session: its state, verdict, holders and artifacts."""
     out.line(out.style(f"{doc['agent']} {doc['id']}", BOLD))
     state = doc["state"]
     if doc.get("pinned") and state != "pinned":
@@ -88,10 +91,7 @@ def show(out: Out, doc: dict[str, Any]) -> None:
 
 
 def du(
-    out: Out,
-    doc: dict[str, Any],
-    hint: dict[str, Any] | None,
-    held: dict[str, int] | None = None,
+    out: Out, doc: dict[str, Any], hint: dict[str, Any] | None, held: dict[str, int] | None = None
 ) -> None:
     """Disk use as `du` counts it (allocated blocks), largest first; `held`:
     what the trash holds (disk use too, until it expires)."""
@@ -125,6 +125,7 @@ def du(
 
 
 def scan(out: Out, doc: dict[str, Any]) -> None:
+    """What a scan found, by agent."""
     cols = (AGENT, Col("SESSIONS", right=True))
     table(out, cols, [(agent, str(n)) for agent, n in doc["sessions"].items()])
     out.line(f"{doc['artifacts']} artifacts, {size(doc['bytes'])}, in {doc['seconds']:.2f} s")

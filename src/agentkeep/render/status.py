@@ -10,6 +10,7 @@ from agentkeep.render.words import count, duration, size, when
 
 
 def status(out: Out, doc: dict[str, Any]) -> None:
+    """The daemon, the config, the last and next prune, and what waits."""
     if doc.get("pid") is None:
         out.line("agentkeep daemon: not running")
     else:

@@ -1,15 +1,9 @@
-"""Text for a person: where it goes (Out), and tables of fixed-width columns.
-
-Every table row is one line. On a terminal (or with COLUMNS) a table fits
-the width: the columns that can give way are cut with an ellipsis,
-workspaces and paths keeping their end (`…/proj`), details their start,
-and ids last of all and only when nothing else is left to cut (a full id
-is what `show`, `purge` and `restore` take, so a standard id is never cut
-at 80 columns). Sent to a pipe, or with `--wide`, nothing is cut. Colour
-only on a terminal without NO_COLOR; `--json` output never comes through
-here. Rows are formatted here rather than by a table library: `ls` prints
-tens of thousands of them, and a fixed-width format per table is what keeps
-that as fast as printing the JSON.
+"""Text for a person: where it goes (Out), and tables of fixed-width columns,
+one line a row. Fitted to the width (a terminal's, or COLUMNS), the columns
+that can give way are cut with an ellipsis, ids last of all: `show`, `purge`
+and `restore` take a whole id, so a standard one is never cut at 80 columns.
+In a pipe or with `--wide` nothing is cut. Rows go through one format a
+table, not a table library: `ls` of tens of thousands stays as fast as its JSON.
 """
 
 from __future__ import annotations
@@ -64,9 +58,11 @@ class Out:
         return cls(stream, None if wide else width, color, "…" if utf8 else "...", width)
 
     def line(self, text: str = "") -> None:
+        """One line, as it is."""
         self.stream.write(text + "\n")
 
     def lines(self, lines: Iterable[str]) -> None:
+        """Lines, as they are, in one write."""
         self.stream.write("".join(f"{line}\n" for line in lines))
 
     def say(self, text: str, indent: str = "") -> None:
@@ -88,21 +84,21 @@ class Out:
         self.lines(line.replace("\0", " ") for line in wrapped or [""])
 
     def style(self, text: str, code: str) -> str:
+        """`text` in the colour `code`, where colour is on."""
         return f"{code}{text}{_RESET}" if self.color else text
 
 
 # -- tables --------------------------------------------------------------------
-# How a column gives way when a table is too wide: NEVER is never cut; END
-# keeps a value's end (…/proj), START its start (parent of 1c8d…). Columns
-# give way in the order of `yields` (1 first), each down to `least`.
 NEVER, END, START = "never", "end", "start"
-
-
 _LAST = 2  # the `yields` of ids: cut only when nothing else is left to give
 
 
 @dataclass(frozen=True)
 class Col:
+    """A column: NEVER cut, or cut keeping a value's END (…/proj) or START
+    (1c8d…); too wide a table cuts them in the order of `yields` (1 first),
+    each down to `least`."""
+
     title: str
     right: bool = False
     cut: str = NEVER

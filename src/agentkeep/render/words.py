@@ -20,24 +20,25 @@ def size(n: int | None) -> str:
     raise AssertionError("unreachable")
 
 
-_UNITS = (("day", 86400), ("hour", 3600), ("minute", 60))
+_UNITS = (("year", 365 * 86400), ("day", 86400), ("hour", 3600), ("minute", 60))
 
 
-def _elapsed(rfc: str, now: float | None) -> tuple[int, str] | None:
-    """How long ago `rfc` was, in the largest whole unit; None under a minute."""
+def _elapsed(rfc: str, now: float | None, years: bool = False) -> tuple[int, str] | None:
+    """How long ago `rfc` was, in the largest whole unit (days at most unless
+    `years`); None under a minute."""
     seconds = max(0.0, (now if now is not None else time.time()) - parse_rfc3339(rfc))
-    for unit, length in _UNITS:
+    for unit, length in _UNITS if years else _UNITS[1:]:
         if seconds >= length:
             return int(seconds // length), unit
     return None
 
 
-def idle(rfc: str | None, now: float | None = None) -> str:
-    """How long ago, short for a table: 41d, 3h, 12m, now; "undated" when
-    the time cannot be read."""
+def idle(rfc: str | None, now: float | None = None, *, years: bool = False) -> str:
+    """How long ago, short for a table: 41d, 3h, 12m, now (`years`: 2y past a
+    year); "undated" when the time cannot be read."""
     if rfc is None:
         return "undated"
-    ago = _elapsed(rfc, now)
+    ago = _elapsed(rfc, now, years)
     return f"{ago[0]}{ago[1][0]}" if ago else "now"
 
 

@@ -85,6 +85,7 @@ class AgentkeepApp(ReadingApp):
 
     # -- layout -----------------------------------------------------------
     def compose(self) -> ComposeResult:
+        """The title, the three panes and the keys."""
         yield Static("agentkeep: reading…", id="title")
         with TabbedContent(initial="overview"):
             with TabPane("1 Overview", id="overview"):
@@ -129,36 +130,30 @@ class AgentkeepApp(ReadingApp):
         self._acting -= 1
 
     def _refused(self, what: str, exc: Failure) -> None:
-        body = Text(exc.message)
-        self.push_screen(
-            Notice(f"{what}: {'refused' if isinstance(exc, Refused) else 'failed'}", body)
-        )
+        verb = "refused" if isinstance(exc, Refused) else "failed"
+        self.push_screen(Notice(f"{what}: {verb}", Text(exc.message)))
 
-    def _session(self, key: Key) -> dict[str, Any] | None:
-        if self.snapshot is None:
-            return None
-        return next((s for s in self.snapshot.sessions if (s["agent"], s["id"]) == key), None)
+    def _sessions(self) -> dict[Key, dict[str, Any]]:
+        return {(s["agent"], s["id"]): s for s in (self.snapshot.sessions if self.snapshot else [])}
 
     def on_sessions_pane_act(self, message: SessionsPane.Act) -> None:
+        """Pin or purge: what it would do is read first, then asked."""
         if message.action == "pin":
             self._do("pin", lambda: self.backend.show(*message.key), self._ask_pin)
         elif message.action == "purge":
             self._do("purge", lambda: self._purge_trial(message.key), self._ask_purge)
 
     def _ask_pin(self, doc: dict[str, Any]) -> None:
-        key = (doc["agent"], doc["id"])
-        name = f"{doc['agent']} {self.names(doc['id'])}"
-        if doc.get("pinned"):
-            title, yes = f"Unpin {name}?", "Unpin"
-            body = "It can be pruned again once it is idle past the retention."
-        else:
-            title, yes = f"Pin {name}?", "Pin"
-            body = (
-                "A pinned session is never pruned or purged, whatever its age (p again unpins it)."
-            )
         pinned = not doc.get("pinned")
-        pin = partial(self.backend.pin, *key, pinned)
-        self._ask(Confirm(title, body, yes), "pin", pin, self._pinned)
+        verb = "Pin" if pinned else "Unpin"
+        body = (
+            "A pinned session is never pruned or purged, whatever its age (p again unpins it)."
+            if pinned
+            else "It can be pruned again once it is idle past the retention."
+        )
+        title = f"{verb} {doc['agent']} {self.names(doc['id'])}?"
+        pin = partial(self.backend.pin, doc["agent"], doc["id"], pinned)
+        self._ask(Confirm(title, body, verb), "pin", pin, self._pinned)
 
     def _pinned(self, doc: dict[str, Any]) -> None:
         verb = "pinned" if doc["pinned"] else "unpinned"
@@ -207,8 +202,9 @@ class AgentkeepApp(ReadingApp):
                 f"--cascade takes its descendants first, then it: "
                 f"{len(report['removed'])} sessions\n"
             )
+            sessions = self._sessions()
             for r in report["removed"]:
-                s = self._session((r["agent"], r["id"]))
+                s = sessions.get((r["agent"], r["id"]))
                 idle = f", idle {age(r['last_activity'])}" if r.get("last_activity") else ""
                 ws = f", {home_relative(s['workspace'], self.home)}" if s and s["workspace"] else ""
                 body.append(f"  {r['agent']} {self.names(r['id'])}  {size(r['bytes'])}{idle}{ws}\n")
@@ -240,6 +236,7 @@ class AgentkeepApp(ReadingApp):
         self.reload(plan=True)
 
     def on_trash_pane_restore(self, message: TrashPane.Restore) -> None:
+        """Asks, then restores."""
         e = message.entry
         name = f"{e['agent']} {self.names(e['id'])}"
         body = Text(
@@ -259,20 +256,25 @@ class AgentkeepApp(ReadingApp):
 
     # -- actions ----------------------------------------------------------
     def action_pane(self, name: str) -> None:
+        """To the pane `name`."""
         self.query_one(TabbedContent).active = name
         self.query_one(_FOCUS[name]).focus()
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """A pane's table has the focus when it shows."""
         if event.pane.id in ("sessions", "trash"):  # the overview keeps the focus it has
             self.query_one(_FOCUS[event.pane.id]).focus()
 
     def action_refresh(self) -> None:
+        """Read again, and make the plan again."""
         self.reload(plan=True)
 
     def action_help(self) -> None:
+        """The keys."""
         self.push_screen(Help())
 
     def action_prune(self) -> None:
+        """The dry run as a list, then the prune when asked."""
         self._do("dry run", self.backend.plan, self._show_plan)
 
     def _show_plan(self, plan: Plan) -> None:
@@ -281,9 +283,7 @@ class AgentkeepApp(ReadingApp):
         if plan.report is None:
             self.push_screen(Notice("Nothing to prune", plan.error or "no plan"))
             return
-        sessions = {
-            (s["agent"], s["id"]): s for s in (self.snapshot.sessions if self.snapshot else [])
-        }
+        sessions = self._sessions()
         plans = Plans(plan.report, None, plan.taken_at, list(sessions.values()), self.names)
         prune = partial(self.backend.prune, dry_run=False)
         self._ask(PlanView(plans, sessions), "prune", prune, self._pruned)
@@ -306,6 +306,7 @@ class _ToApp(logging.Handler):
         self.app = app
 
     def emit(self, record: logging.LogRecord) -> None:
+        """The record as a notification."""
         event = record.msg if isinstance(record.msg, dict) else {"event": record.getMessage()}
         words = str(event.get("event", ""))
         fields = [f"{k}={v}" for k, v in event.items() if k not in _NOT_SAID]
@@ -321,6 +322,7 @@ _NOT_SAID = frozenset({"event", "level", "logger", "timestamp", "_record", "_fro
 
 
 def run() -> int:
+    """Run the UI until it is quit, the log shown in it meanwhile."""
     app = AgentkeepApp()
     root = logging.getLogger()
     handlers, root.handlers = root.handlers, [_ToApp(app)]

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agentkeep.errors import BadParams, Failure
+from agentkeep.errors import Failure
 from agentkeep.paths import Env
 from agentkeep.runner import Runner, status_doc
 
@@ -26,9 +26,7 @@ class Snapshot:
     sessions: list[dict[str, Any]]
     by_agent: list[dict[str, Any]]
     by_workspace: list[dict[str, Any]]
-    # `du --by kind`'s groups; None where a daemon started before `--by
-    # kind` was known answers (it refuses the parameter).
-    by_kind: list[dict[str, Any]] | None
+    by_kind: list[dict[str, Any]]
     trash: list[dict[str, Any]]
     # With no retention: what a 30-day one would reclaim (core.reclaim_hint).
     hint: dict[str, Any] | None
@@ -38,6 +36,7 @@ class Snapshot:
 
     @property
     def daemon(self) -> bool:
+        """A daemon answered."""
         return self.status.get("pid") is not None
 
 
@@ -52,43 +51,44 @@ class Plan:
 
 
 class Backend:
+    """The core calls the UI makes, one at a time."""
+
     def __init__(self) -> None:
         self.runner = Runner()
         self._lock = threading.Lock()
 
     @property
     def env(self) -> Env:
+        """The user's environment, as the runner resolved it."""
         return self.runner.env
 
     def fingerprint(self) -> dict[str, Any]:
+        """What the daemon is asked to see the same of (its `subscribe`)."""
         with self._lock:
             return self.runner.fingerprint()
 
     def snapshot(self) -> Snapshot:
+        """Everything the panes show, read together."""
         from agentkeep.core.reclaim import du, reclaim_hint
         from agentkeep.core.trashcan import trash_list
 
         r = self.runner
+
+        def groups(by: str) -> list[dict[str, Any]]:
+            return r.ask("du", {"by": by}, lambda c: du(c, by))["groups"]
+
         with self._lock:
-            status, _ = status_doc(r)
-            text = r.ask("ls", {"agent": None, "idle_over": None}, _ls, raw=True)
-            by_agent = r.ask("du", {"by": "agent"}, lambda c: du(c, "agent"))
-            by_workspace = r.ask("du", {"by": "workspace"}, lambda c: du(c, "workspace"))
-            by_kind = _by_kind(r)
-            trash = trash_list(self.env.state_dir)["entries"]
-            hint = reclaim_hint(r.ctx)
-            retentions = _retentions(r.ctx)
-        return Snapshot(
-            status=status,
-            sessions=json.loads(text),
-            by_agent=by_agent["groups"],
-            by_workspace=by_workspace["groups"],
-            by_kind=by_kind,
-            trash=trash,
-            hint=hint,
-            retentions=retentions,
-            taken_at=time.time(),
-        )
+            return Snapshot(
+                status=status_doc(r)[0],
+                sessions=json.loads(r.ask("ls", {"agent": None, "idle_over": None}, _ls, raw=True)),
+                by_agent=groups("agent"),
+                by_workspace=groups("workspace"),
+                by_kind=groups("kind"),
+                trash=trash_list(self.env.state_dir)["entries"],
+                hint=reclaim_hint(r.ctx),
+                retentions=_retentions(r.ctx),
+                taken_at=time.time(),
+            )
 
     def plan(self) -> Plan:
         """The configured retention's dry run (it decides everything a real
@@ -100,6 +100,7 @@ class Backend:
         return Plan(report, None, time.time())
 
     def prune(self, *, dry_run: bool) -> dict[str, Any]:
+        """The prune report of the configured retention."""
         from agentkeep.core.pruning import prune
 
         def local(c: Context) -> dict[str, Any]:
@@ -112,10 +113,10 @@ class Backend:
             return self.runner.ask("prune", params, local)
 
     def show(self, agent: str, sid: str) -> dict[str, Any]:
+        """The session's `show`, without the verdict: the UI holds the plan's."""
         from agentkeep.core.sessions import show
 
         with self._lock:
-            # The verdict is the plan's, which the UI holds already.
             return self.runner.ask(
                 "show",
                 {"agent": agent, "id": sid, "verdict": False},
@@ -135,6 +136,7 @@ class Backend:
             )
 
     def pin(self, agent: str, sid: str, pinned: bool) -> dict[str, Any]:
+        """Pin (or unpin) the session."""
         from agentkeep.core.sessions import pin
 
         with self._lock:
@@ -153,23 +155,8 @@ class Backend:
             return restore(self.runner.ctx, agent, sid)
 
 
-def _by_kind(r: Runner) -> list[dict[str, Any]] | None:
-    """The disk by kind, or None where the daemon answering is older than
-    `du --by kind` and refuses the parameter: the rest still shows."""
-    from agentkeep.core.reclaim import du
-
-    try:
-        doc = r.ask("du", {"by": "kind"}, lambda c: du(c, "kind"))
-    except BadParams:
-        return None
-    groups = doc.get("groups") if isinstance(doc, dict) else None
-    return groups if isinstance(groups, list) else None
-
-
 def _retentions(ctx: Context) -> dict[str, float]:
-    if ctx.config_error:
-        return {}
-    found = {agent: ctx.config.retention_for(agent) for agent in ctx.adapters}
+    found = {} if ctx.config_error else {a: ctx.config.retention_for(a) for a in ctx.adapters}
     return {agent: seconds for agent, seconds in found.items() if seconds is not None}
 
 

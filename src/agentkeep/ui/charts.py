@@ -6,10 +6,9 @@ charts read the same with NO_COLOR (Textual then draws in monochrome).
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
@@ -25,7 +24,7 @@ CUT, CUT_STYLE = "┃", "red bold"
 DAY = 86400.0
 
 
-def bar(total: int, reclaim: int, biggest: int, width: int) -> Text:
+def _bar(total: int, reclaim: int, biggest: int, width: int) -> Text:
     """`total` on a scale where `biggest` fills `width` cells; its
     reclaimable part drawn last, in its own glyph (never rounded away)."""
     text = Text()
@@ -36,17 +35,6 @@ def bar(total: int, reclaim: int, biggest: int, width: int) -> Text:
     text.append(STAYS * (cells - gone), STAYS_STYLE)
     text.append(RECLAIM * gone, RECLAIM_STYLE)
     return text.append(" " * (width - cells))
-
-
-def legend(retention: str | None) -> Text:
-    text = Text()
-    text.append(STAYS, STAYS_STYLE)
-    if retention:
-        text.append(" stays ").append(RECLAIM, RECLAIM_STYLE)
-        text.append(f" reclaimable now ({retention})")
-    else:
-        text.append(" on disk (no retention is set)")
-    return text
 
 
 FIGURE = 9  # " 114.6 kB": one figure and the space before it
@@ -66,12 +54,12 @@ def group_rows(
     (largest first) in at most `rows` lines, the last of them summing the
     rest when not all fit: key, bar, size, what a prune reclaims now, and
     (`sessions`: the groups count sessions) the sessions where the width
-    has room for them. A field a group lacks counts as 0."""
+    has room for them."""
     column = sessions and width >= label + 1 + MIN_BAR + 3 * FIGURE
     figures = 3 if column else 2
     shown = groups if len(groups) <= rows else groups[: max(0, rows - 1)]
     rest = groups[len(shown) :]
-    biggest = max((figure(g, "bytes") for g in shown), default=0)
+    biggest = max((g["bytes"] for g in shown), default=0)
     bar_width = max(4, width - label - 1 - figures * FIGURE)
     text = Text(no_wrap=True, overflow="ellipsis")
     headings = f" {'size':>8} {'reclaim':>8}" + (f" {'sessions':>8}" if column else "")
@@ -79,58 +67,24 @@ def group_rows(
     text.append(" " * max(0, width - len(headings) - title.cell_len))
     text.append(headings + "\n", "dim")
     for g in shown:
-        total, reclaim = figure(g, "bytes"), figure(g, "reclaimable_bytes")
+        total, reclaim = g["bytes"], g["reclaimable_bytes"]
         text.append(fit_end(str(g.get("key")), label).ljust(label) + " ")
-        text.append_text(bar(total, reclaim, biggest, bar_width))
+        text.append_text(_bar(total, reclaim, biggest, bar_width))
         text.append(f" {size(total):>8} {size(reclaim) if reclaim else '-':>8}")
-        text.append(f" {figure(g, 'sessions'):>8}\n" if column else "\n")
+        text.append(f" {g['sessions']:>8}\n" if column else "\n")
     if rest and rows > 0:
-        total = sum(figure(g, "bytes") for g in rest)
+        total = sum(g["bytes"] for g in rest)
         text.append(f"… and {len(rest)} more: {size(total)}", "dim")
         if sessions:
-            n = sum(figure(g, "sessions") for g in rest)
+            n = sum(g["sessions"] for g in rest)
             text.append(f" in {count(n, 'session')}", "dim")
     text.rstrip()
     return text
 
 
-def figure(group: dict[str, Any], field: str) -> int:
-    """A group's count of `field`, 0 where it has none."""
-    value = group.get(field)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 # Bin edges of the histogram, in days; the retentions are added as edges of
 # their own so a cutoff always falls between two bars.
 EDGES = (1, 2, 7, 14, 30, 60, 90, 180, 365)
-
-
-@dataclass(frozen=True)
-class Bin:
-    low: float
-    high: float  # math.inf for the last
-    count: int
-
-
-def bins(
-    last_activities: Iterable[str | None], cutoffs: Iterable[float], now: float
-) -> tuple[list[Bin], int]:
-    """Sessions by idle age, in days; and how many are undated."""
-    edges = sorted({*EDGES, *(c for c in cutoffs if c > 0)})
-    lows = [0.0, *edges]
-    highs = [*edges, math.inf]
-    counts = [0] * len(lows)
-    undated = 0
-    for rfc in last_activities:
-        if rfc is None:
-            undated += 1
-            continue
-        idle = max(0.0, (now - parse_rfc3339(rfc)) / DAY)
-        for n, high in enumerate(highs):
-            if idle < high:
-                counts[n] += 1
-                break
-    return [Bin(lo, hi, c) for lo, hi, c in zip(lows, highs, counts, strict=True)], undated
 
 
 _EIGHTHS = " ▁▂▃▄▅▆▇█"
@@ -147,10 +101,15 @@ def histogram(
     idle age, each retention's cutoff drawn as a line between the bars
     (`cutoffs`: retention in days by agent); counts and ages below."""
     now = time.time() if now is None else now
-    found, undated = bins((s["last_activity"] for s in sessions), cutoffs.values(), now)
+    edges = sorted({*EDGES, *(c for c in cutoffs.values() if c > 0)})
+    counts = [0] * (len(edges) + 1)
+    dated = [s["last_activity"] for s in sessions if s["last_activity"] is not None]
+    for rfc in dated:
+        counts[bisect.bisect_right(edges, max(0.0, (now - parse_rfc3339(rfc)) / DAY))] += 1
+    found = list(zip([0.0, *edges], [*edges, math.inf], counts, strict=True))  # low, high, count
     cut = sorted(set(cutoffs.values()))
     cell = max(3, min(12, (width - len(cut)) // max(1, len(found))))
-    top = max((b.count for b in found), default=0)
+    top = max(counts)
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append("Sessions by idle age", "bold")
     if cut:
@@ -163,28 +122,28 @@ def histogram(
         text.append("  ").append(CUT, CUT_STYLE).append(f" cutoff {names}: older goes")
     text.append("\n")
 
-    def edge(b: Bin) -> None:
-        if b.low in cut:
+    def edge(low: float) -> None:
+        if low in cut:
             text.append(CUT, CUT_STYLE)
 
     for row in range(height, 0, -1):
-        for b in found:
-            edge(b)
-            eighths = 0 if top == 0 else round(b.count / top * height * 8)
+        for low, _, n in found:
+            edge(low)
+            eighths = 0 if top == 0 else round(n / top * height * 8)
             filled = min(8, max(0, eighths - (row - 1) * 8))
-            if b.count and row == 1 and filled == 0:
+            if n and row == 1 and filled == 0:
                 filled = 1  # a bar with any session shows
-            style = RECLAIM_STYLE if any(b.low >= c for c in cut) else STAYS_STYLE
+            style = RECLAIM_STYLE if any(low >= c for c in cut) else STAYS_STYLE
             text.append(_EIGHTHS[filled] * (cell - 1), style).append(" ")
         text.append("\n")
-    for b in found:
-        edge(b)
-        text.append((str(b.count) if b.count else "")[: cell - 1].ljust(cell))
+    for low, _, n in found:
+        edge(low)
+        text.append((str(n) if n else "")[: cell - 1].ljust(cell))
     text.append("\n")
-    for b in found:
-        edge(b)
-        label = f"<{days_label(b.high)}" if b.low == 0 else f"{days_label(b.low)}+"
+    for low, high, _ in found:
+        edge(low)
+        label = f"<{days_label(high)}" if low == 0 else f"{days_label(low)}+"
         text.append(label[: cell - 1].ljust(cell), "dim")
-    if undated:
+    if undated := len(sessions) - len(dated):
         text.append(f" undated {undated}", "dim")
     return text

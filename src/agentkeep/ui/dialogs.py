@@ -18,64 +18,64 @@ from agentkeep.verdict import Fate, Plans
 DIALOG_WIDE = 120  # the plan's dialog's width, where the screen has the room
 
 
-def _framed(title: str, body: Text | str, *buttons: Button) -> ComposeResult:
-    with Vertical(classes="dialog"):
-        yield Static(title, classes="dialog-title")
-        with VerticalScroll(classes="dialog-body"):
-            yield Static(body)
-        with Horizontal(classes="buttons"):
-            yield from buttons
+class _Dialog(ModalScreen[bool]):
+    """A title, a body that scrolls, and buttons; the one named `yes` says yes."""
 
-
-class Confirm(ModalScreen[bool]):
-    """A question with its consequences; y or the named button says yes."""
-
-    BINDINGS = [
-        Binding("y", "answer(True)", "Yes"),
-        Binding("n,escape", "answer(False)", "No"),
-    ]
-
-    def __init__(self, title: str, body: Text | str, yes: str) -> None:
-        super().__init__()
-        self.title_text, self.body, self.yes = title, body, yes
-
-    def compose(self) -> ComposeResult:
-        yes = Button(f"{self.yes} (y)", variant="warning", id="yes")
-        yield from _framed(self.title_text, self.body, yes, Button("Cancel (n)", id="no"))
-
-    def on_mount(self) -> None:
-        self.query_one("#no", Button).focus()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
-
-    def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)
-
-
-class Notice(ModalScreen[None]):
-    """A result or a refusal, in words."""
-
-    BINDINGS = [Binding("escape,enter,q", "close", "Close")]
+    FOCUS = "no"  # the button focused first
 
     def __init__(self, title: str, body: Text | str) -> None:
         super().__init__()
         self.title_text, self.body = title, body
 
+    def _buttons(self) -> list[Button]:
+        return [Button("Cancel (n)", id="no")]
+
     def compose(self) -> ComposeResult:
-        yield from _framed(self.title_text, self.body, Button("Close", id="close"))
+        """The dialog's frame."""
+        with Vertical(classes="dialog"):
+            yield Static(self.title_text, classes="dialog-title")
+            with VerticalScroll(classes="dialog-body"):
+                yield Static(self.body)
+            with Horizontal(classes="buttons"):
+                yield from self._buttons()
 
     def on_mount(self) -> None:
-        self.query_one("#close", Button).focus()
+        """The safe button has the focus."""
+        self.query_one(f"#{self.FOCUS}").focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(None)
+        """A button answers."""
+        self.dismiss(event.button.id == "yes")
 
-    def action_close(self) -> None:
-        self.dismiss(None)
+    def action_answer(self, yes: bool) -> None:
+        """A key answers."""
+        self.dismiss(yes)
 
 
-class PlanView(ModalScreen[bool]):
+class Confirm(_Dialog):
+    """A question with its consequences; y or the named button says yes."""
+
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+
+    def __init__(self, title: str, body: Text | str, yes: str) -> None:
+        super().__init__(title, body)
+        self.yes = yes
+
+    def _buttons(self) -> list[Button]:
+        return [Button(f"{self.yes} (y)", variant="warning", id="yes"), *super()._buttons()]
+
+
+class Notice(_Dialog):
+    """A result or a refusal, in words."""
+
+    BINDINGS = [Binding("escape,enter,q", "answer(False)", "Close")]
+    FOCUS = "close"
+
+    def _buttons(self) -> list[Button]:
+        return [Button("Close", id="close")]
+
+
+class PlanView(_Dialog):
     """The configured retention's dry run as a list: what goes, what stays
     and why. Its button runs that prune (which decides again under the
     locks, as every prune does)."""
@@ -84,32 +84,27 @@ class PlanView(ModalScreen[bool]):
         Binding("y", "answer(True)", "Prune now"),
         Binding("n,escape,q", "answer(False)", "Close"),
     ]
+    FOCUS = "plan-table"
 
     def __init__(self, plans: Plans, sessions: dict[tuple[str, str], dict[str, Any]]) -> None:
-        super().__init__()
-        self.plans = plans
-        self.sessions = sessions
+        title = "A prune with the configured retention (dry run)"
+        super().__init__(title, summary(plans.report or {}, plans.taken_at))
+        self.plans, self.sessions = plans, sessions
 
     def compose(self) -> ComposeResult:
+        """The summary, the table, and the prune's button when it would remove any."""
         report = self.plans.report or {}
-        removed, kept, failed = (
-            report.get("removed", []),
-            report.get("kept", []),
-            report.get("failed", []),
-        )
-        gone = sum(r["bytes"] for r in removed)
-        trash = report.get("trash")
+        removed, failed = report.get("removed", []), report.get("failed", [])
         with Vertical(classes="dialog wide"):
-            yield Static("A prune with the configured retention (dry run)", classes="dialog-title")
-            yield Static(summary(report, self.plans.taken_at))
-            yield self._table([*removed, *kept, *failed], failed)
+            yield Static(self.title_text, classes="dialog-title")
+            yield Static(self.body)
+            yield self._table([*removed, *report.get("kept", []), *failed], failed)
             with Horizontal(classes="buttons"):
                 if removed:
-                    verb = "trash" if trash else "remove"
+                    verb = "trash" if report.get("trash") else "remove"
+                    gone = size(sum(r["bytes"] for r in removed))
                     yield Button(
-                        f"Prune: {verb} {len(removed)} ({size(gone)}) (y)",
-                        variant="warning",
-                        id="yes",
+                        f"Prune: {verb} {len(removed)} ({gone}) (y)", variant="warning", id="yes"
                     )
                 yield Button("Close (n)", id="no")
 
@@ -148,15 +143,9 @@ class PlanView(ModalScreen[bool]):
             table.add_row(*row, height=None)
         return table
 
-    def on_mount(self) -> None:
-        self.query_one("#plan-table", DataTable).focus()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
-
     def action_answer(self, yes: bool) -> None:
-        report = self.plans.report or {}
-        self.dismiss(yes and bool(report.get("removed")))
+        """Yes only where the prune would remove any."""
+        self.dismiss(yes and bool((self.plans.report or {}).get("removed")))
 
 
 def summary(report: dict[str, Any], now: float) -> Text:
@@ -204,9 +193,12 @@ KEYS = (
 
 
 class Help(ModalScreen[None]):
+    """The keys, and what each does."""
+
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
     def compose(self) -> ComposeResult:
+        """The keys' list."""
         t = Text()
         for keys, what in KEYS:
             t.append(f"{keys:>8}  ", "bold").append(what + "\n")
@@ -216,4 +208,5 @@ class Help(ModalScreen[None]):
             yield Static(t)
 
     def action_close(self) -> None:
+        """Close it."""
         self.dismiss(None)

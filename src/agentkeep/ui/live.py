@@ -1,11 +1,7 @@
-"""The daemon's `subscribe` stream, read on a thread of its own.
-
-With a daemon running, the UI learns of a change from the daemon (a line on
-the stream) instead of looking at the disk again and again; without one,
-nothing is watched and the refresh key reads again. The stream carries no
-data, only "something changed": what changed is read again through the same
-calls as everything else (backend), so there is one way to read.
-"""
+"""The daemon's `subscribe` stream, read on a thread of its own. It carries
+no data, only "something changed": the app reads again through the same
+calls as everything else, so there is one way to read. Without a daemon
+nothing is watched and the refresh key reads again."""
 
 from __future__ import annotations
 
@@ -14,38 +10,44 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from textual.message import Message
+
 from agentkeep import client
 from agentkeep.errors import Failure
 from agentkeep.paths import Env
 
 
+class Changed(Message):
+    """The daemon says something changed."""
+
+
+class Live(Message):
+    """The daemon's stream started (`on`), or ended (`why`)."""
+
+    def __init__(self, on: bool, why: str = "") -> None:
+        super().__init__()
+        self.on = on
+        self.why = why
+
+
 class Subscription:
-    """`changed()` for each line after the first (the first says the
-    subscription stands: `started()`); `ended(why)` once, when it stops: no
+    """Posts Live(True) for the first line (the subscription stands), Changed
+    for each line after it, and Live(False, why) once, when it stops: no
     daemon, a daemon that sees another view or has no `subscribe`, or one
-    that stopped. Both are called on the subscription's thread."""
+    that stopped. `post` is called on the subscription's thread."""
 
     def __init__(
-        self,
-        env: Env,
-        fingerprint: dict[str, Any],
-        *,
-        started: Callable[[], object],
-        changed: Callable[[], object],
-        ended: Callable[[str], object],
+        self, env: Env, fingerprint: dict[str, Any], post: Callable[[Message], object]
     ) -> None:
         self._env = env
         self._fingerprint = fingerprint
-        self._started, self._changed, self._ended = started, changed, ended
+        self._post = post
         self._sock: socket.socket | None = None
         self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="agentkeep-ui-live", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
+        threading.Thread(target=self._run, name="agentkeep-ui-live", daemon=True).start()
 
     def stop(self) -> None:
-        """End the stream (from any thread); `ended` is not called for it."""
+        """End the stream (from any thread); nothing is posted for it."""
         self._stopped.set()
         sock = self._sock
         if sock is not None:
@@ -67,7 +69,7 @@ class Subscription:
                     return
                 stream = client.results(sock, "subscribe", {"env": self._fingerprint})
                 for n, _ in enumerate(stream):
-                    (self._started if n == 0 else self._changed)()
+                    self._post(Live(True) if n == 0 else Changed())
         except client.NoDaemon as exc:
             why = str(exc)
         except Failure as exc:
@@ -76,4 +78,4 @@ class Subscription:
 
     def _end(self, why: str) -> None:
         if not self._stopped.is_set():
-            self._ended(why)
+            self._post(Live(False, why))

@@ -1,11 +1,8 @@
-"""The overview: the daemon, the trash, disk use by agent, by kind and by
-workspace (what the configured retention reclaims now drawn within each
-bar), and the sessions by idle age with the retention's cutoff.
-
-It fits the pane whole, down to 80x24: the lines of the status, the
-histogram and the charts' titles are counted first, and the charts share
-the rows left, each summing in one line the groups it has no room for.
-"""
+"""The overview: the daemon, the trash, disk use by agent, kind and
+workspace (what a prune reclaims now drawn within each bar), and the
+sessions by idle age with the retention's cutoff. It fits the pane whole,
+down to 80x24: the charts share the rows the status and the histogram leave,
+each summing in one line the groups it has no room for."""
 
 from __future__ import annotations
 
@@ -26,26 +23,20 @@ from agentkeep.ui.backend import Plan, Snapshot
 from agentkeep.ui.text import home_relative
 from agentkeep.verdict import Names, retention_label
 
-DAY = 86400.0
 TALL = 28  # rows of the pane from which the charts have room to breathe
 GAP = 2  # cells between the charts by agent and by kind
 
 # `du --by kind`'s groups in a label's worth of words; a key not here is
 # shown as it comes, its dashes as spaces.
 KIND_WORDS = {
-    "transcripts": "transcripts",
-    "tool-output": "tool output",
-    "snapshots": "snapshots",
-    "debug-logs": "debug logs",
     "database-rows": "db rows",
     "database-free-pages": "free pages",
     "runtime-leftovers": "leftovers",
-    "trash": "trash",
     "agentkeep-state": "agentkeep",
 }
 
 
-class Sized:
+class _Sized:
     """A renderable made for the width it is given (redrawn on resize)."""
 
     def __init__(self, make: Callable[[int], Text]) -> None:
@@ -56,6 +47,8 @@ class Sized:
 
 
 class Overview(VerticalScroll):
+    """The daemon and the charts, fitted to the pane."""
+
     can_focus = True
 
     def __init__(self, **kw: Any) -> None:
@@ -63,16 +56,19 @@ class Overview(VerticalScroll):
         self._shown: tuple[Snapshot, Plan | None, str, str, Names] | None = None
 
     def compose(self) -> ComposeResult:
+        """The status line and the charts."""
         yield Static("reading…", id="daemon")
         yield Static("", id="by-agent", classes="chart")
         yield Static("", id="by-workspace", classes="chart")
         yield Static("", id="histogram", classes="chart")
 
     def show(self, snap: Snapshot, plan: Plan | None, live: str, home: str, names: Names) -> None:
+        """Show this snapshot and plan."""
         self._shown = (snap, plan, live, home, names)
         self._draw()
 
     def on_resize(self) -> None:
+        """Drawn again for the new size."""
         self._draw()
 
     def _draw(self) -> None:
@@ -82,32 +78,32 @@ class Overview(VerticalScroll):
         width = self.content_size.width or max(40, self.app.size.width - 2)
         height = self.size.height or max(10, self.app.size.height - 4)
         gap = 1 if height >= TALL else 0
-        daemon = pack(status_parts(snap, plan, live, names), width)
+        daemon = _pack(_status_parts(snap, plan, live, names), width)
         self.query_one("#daemon", Static).update(daemon)
         bars = 6 if gap else 3
         kinds = kind_groups(snap.by_kind)
         spaces = [{**g, "key": home_relative(g["key"], home)} for g in snap.by_workspace]
         used = len(daemon.wrap(self.app.console, width)) + 3 * gap + 2 + (1 + bars + 2)
-        top, low = share([max(len(snap.by_agent), len(kinds)), len(spaces)], height - used)
+        top, low = _share([max(len(snap.by_agent), len(kinds)), len(spaces)], height - used)
         for chart in self.query(".chart"):
             chart.styles.margin = (gap, 0, 0, 0)
-        self.query_one("#by-agent", Static).update(Sized(lambda w: disk_top(snap, kinds, w, top)))
+        self.query_one("#by-agent", Static).update(_Sized(lambda w: _disk_top(snap, kinds, w, top)))
         spaces_title = titled("Disk by workspace", snap if kinds else None)
         self.query_one("#by-workspace", Static).update(
-            Sized(
+            _Sized(
                 lambda w: charts.group_rows(
                     spaces_title, spaces, w, label=min(30, max(10, w // 3)), rows=low
                 )
             )
         )
-        cutoffs = {agent: seconds / DAY for agent, seconds in snap.retentions.items()}
+        cutoffs = {agent: seconds / charts.DAY for agent, seconds in snap.retentions.items()}
         sessions, now = snap.sessions, snap.taken_at
         self.query_one("#histogram", Static).update(
-            Sized(lambda w: charts.histogram(sessions, cutoffs, w, bars, now))
+            _Sized(lambda w: charts.histogram(sessions, cutoffs, w, bars, now))
         )
 
 
-def share(wants: list[int], rows: int) -> list[int]:
+def _share(wants: list[int], rows: int) -> list[int]:
     """`rows` lines dealt to charts wanting `wants` lines each, one at a
     time to the one with the fewest so far that wants more."""
     got = [0] * len(wants)
@@ -119,29 +115,27 @@ def share(wants: list[int], rows: int) -> list[int]:
     return got
 
 
-def kind_groups(groups: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def kind_groups(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """`du --by kind`'s groups that hold anything, largest first, keyed by
     their words."""
-    found = [g for g in groups or [] if isinstance(g, dict) and charts.figure(g, "bytes") > 0]
-    found.sort(key=lambda g: charts.figure(g, "bytes"), reverse=True)
-    words = [KIND_WORDS.get(str(g.get("key")), str(g.get("key")).replace("-", " ")) for g in found]
-    return [{**g, "key": key} for g, key in zip(found, words, strict=True)]
-
-
-def legend(snap: Snapshot) -> Text:
-    retention = (snap.status.get("config") or {}).get("retention")
-    if snap.retentions and not retention:
-        retention = "per agent"
-    return charts.legend(retention)
+    found = sorted((g for g in groups if g["bytes"] > 0), key=lambda g: g["bytes"], reverse=True)
+    return [{**g, "key": KIND_WORDS.get(g["key"], g["key"].replace("-", " "))} for g in found]
 
 
 def titled(words: str, snap: Snapshot | None = None) -> Text:
     """A chart's title; given `snap`, with the bars' legend after it."""
     text = Text().append(words, "bold")
-    return text if snap is None else text.append("  ").append_text(legend(snap))
+    if snap is None:
+        return text
+    retention = (snap.status.get("config") or {}).get("retention")
+    text.append("  ").append(charts.STAYS, charts.STAYS_STYLE)
+    if not retention and not snap.retentions:
+        return text.append(" on disk (no retention is set)")
+    text.append(" stays ").append(charts.RECLAIM, charts.RECLAIM_STYLE)
+    return text.append(f" reclaimable now ({retention or 'per agent'})")
 
 
-def disk_top(snap: Snapshot, kinds: list[dict[str, Any]], width: int, rows: int) -> Text:
+def _disk_top(snap: Snapshot, kinds: list[dict[str, Any]], width: int, rows: int) -> Text:
     """The disk by agent, with the bars' legend; or where `du` splits the
     disk by kind, by agent and by kind side by side (the legend goes to the
     chart below, which has the width)."""
@@ -152,10 +146,10 @@ def disk_top(snap: Snapshot, kinds: list[dict[str, Any]], width: int, rows: int)
     label = min(12, max(len(str(g["key"])) for g in kinds))
     rest = width - GAP - half
     by_kind = charts.group_rows(titled("Disk by kind"), kinds, rest, label, rows, sessions=False)
-    return beside(agents, by_kind, half)
+    return _beside(agents, by_kind, half)
 
 
-def beside(left: Text, right: Text, width: int) -> Text:
+def _beside(left: Text, right: Text, width: int) -> Text:
     """`left`'s lines, each padded to `width` cells, with `right`'s after
     them GAP cells on."""
     lefts, rights = left.split("\n"), right.split("\n")
@@ -171,7 +165,7 @@ def beside(left: Text, right: Text, width: int) -> Text:
     return out
 
 
-def pack(parts: list[Text], width: int) -> Text:
+def _pack(parts: list[Text], width: int) -> Text:
     """The parts in order, as many on a line as fit whole in `width`, two
     spaces apart; a part that starts with a new line starts one."""
     out = Text()
@@ -192,9 +186,9 @@ def pack(parts: list[Text], width: int) -> Text:
     return out
 
 
-def status_parts(snap: Snapshot, plan: Plan | None, live: str, names: Names) -> list[Text]:
+def _status_parts(snap: Snapshot, plan: Plan | None, live: str, names: Names) -> list[Text]:
     """The daemon, the retention, the last and next prune, the trash and
-    what a prune would do now, each a part of its own (pack)."""
+    what a prune would do now, each a part of its own (_pack)."""
     st = snap.status
     parts = [_daemon(snap, live)]
     config = st.get("config") or {}
@@ -207,7 +201,7 @@ def status_parts(snap: Snapshot, plan: Plan | None, live: str, names: Names) -> 
     parts.append(_last_prune(st, snap.taken_at))
     if st.get("next_prune"):
         parts.append(Text().append("next ", "bold").append(when(st["next_prune"], snap.taken_at)))
-    parts.append(trash_text(snap.trash, snap.taken_at, names))
+    parts.append(_trash_text(snap.trash, snap.taken_at, names))
     if st.get("paused"):
         paused = Text("\n").append("pruning paused: ", "yellow bold").append(str(st["paused"]))
         parts.append(paused.append(" (a prune from here, P, resumes it)"))
@@ -266,7 +260,7 @@ def _per_agent(snap: Snapshot) -> str:
     return ", ".join(f"{a} {retention_label(s)}" for a, s in sorted(snap.retentions.items()))
 
 
-def trash_text(entries: list[dict[str, Any]], now: float, names: Names) -> Text:
+def _trash_text(entries: list[dict[str, Any]], now: float, names: Names) -> Text:
     text = Text()
     text.append("trash ", "bold")
     if not entries:

@@ -1,14 +1,11 @@
-"""What the app reads, and when it reads again: the app's state beneath
-its panes and actions (app.py).
+"""What the app reads, and when (the app's state beneath app.py's panes).
 
-Reading (backend.snapshot: status, ls, du, the trash) and the plan (the
-configured retention's dry run) run in thread workers, one load at a time;
-a change asked for while one runs is read right after it. With a daemon,
-its `subscribe` stream says when something changed, and the app reads again
-0.3 s later (a burst of changes is one read); the plan is run again at most
-every PLAN_EVERY seconds for changes, and at once after an action or on r.
-Without a daemon nothing changes by itself: r reads again.
-"""
+Reading (status, ls, du, the trash) and the plan (the configured retention's
+dry run) run in thread workers, one load at a time; a change asked for
+meanwhile is read right after. With a daemon, its `subscribe` stream says
+when something changed: the app reads CHANGE_DELAY later (a burst is one
+read), the plan at most every PLAN_EVERY seconds, and at once after an
+action or on r. Without a daemon nothing changes by itself: r reads again."""
 
 from __future__ import annotations
 
@@ -17,7 +14,6 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import App
-from textual.message import Message
 from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
@@ -26,30 +22,15 @@ from agentkeep.errors import Failure
 from agentkeep.model import rfc3339
 from agentkeep.render import count, size, when
 from agentkeep.ui.backend import Backend, Plan, Snapshot
-from agentkeep.ui.live import Subscription
+from agentkeep.ui.live import Changed, Live, Subscription
 from agentkeep.ui.overview import Overview
-from agentkeep.ui.sessions import SessionsPane, detail_text
+from agentkeep.ui.sessions import Key, SessionsPane, detail_text
 from agentkeep.ui.trash import TrashPane
 from agentkeep.verdict import Names, Plans
-
-Key = tuple[str, str]
 
 PLAN_EVERY = 30.0
 CHANGE_DELAY = 0.3
 SHOW_DELAY = 0.1
-
-
-class Changed(Message):
-    """The daemon says something changed."""
-
-
-class Live(Message):
-    """The daemon's stream started (`on`), or ended (`why`)."""
-
-    def __init__(self, on: bool, why: str = "") -> None:
-        super().__init__()
-        self.on = on
-        self.why = why
 
 
 class ReadingApp(App[None]):
@@ -80,9 +61,11 @@ class ReadingApp(App[None]):
         self._docs: dict[Key, dict[str, Any]] = {}
 
     def on_mount(self) -> None:
+        """The first read."""
         self.reload(plan=True)
 
     def on_unmount(self) -> None:
+        """The stream ends with the app."""
         if self._sub is not None:
             self._sub.stop()
 
@@ -194,16 +177,10 @@ class ReadingApp(App[None]):
     def _subscribe(self, fingerprint: dict[str, Any]) -> None:
         if self._sub is not None:
             return
-        self._sub = Subscription(
-            self.backend.env,
-            fingerprint,
-            started=lambda: self.post_message(Live(True)),
-            changed=lambda: self.post_message(Changed()),
-            ended=lambda why: self.post_message(Live(False, why)),
-        )
-        self._sub.start()
+        self._sub = Subscription(self.backend.env, fingerprint, self.post_message)
 
     def on_live(self, message: Live) -> None:
+        """The stream started or ended: said in the title and the overview."""
         if message.on:
             self.live = "live"
         else:
@@ -216,6 +193,7 @@ class ReadingApp(App[None]):
             )
 
     def on_changed(self, message: Changed) -> None:
+        """Read again soon: a burst of changes is one read."""
         if self._change_timer is None:
             self._change_timer = self.set_timer(CHANGE_DELAY, self._change_due)
 
@@ -232,6 +210,7 @@ class ReadingApp(App[None]):
 
     # -- the selected session ---------------------------------------------
     def on_sessions_pane_selected(self, message: SessionsPane.Selected) -> None:
+        """The detail of the highlighted session, once it stays highlighted a moment."""
         if self._show_timer is not None:
             self._show_timer.stop()
         self._show_timer = self.set_timer(SHOW_DELAY, lambda: self._show(message.key))

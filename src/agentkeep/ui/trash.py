@@ -14,13 +14,15 @@ from textual.widgets import DataTable, Static
 from agentkeep.render import count, size, when
 from agentkeep.verdict import Names
 
-Key = tuple[str, str]
-
 
 class TrashPane(Vertical):
+    """The trash's sessions, soonest to expire first, and their total."""
+
     BINDINGS = [Binding("u,enter", "restore", "Restore")]
 
     class Restore(Message):
+        """Restore asked for on this entry."""
+
         def __init__(self, entry: dict[str, Any]) -> None:
             super().__init__()
             self.entry = entry
@@ -30,17 +32,15 @@ class TrashPane(Vertical):
         self.entries: list[dict[str, Any]] = []
 
     def compose(self) -> ComposeResult:
+        """The total and the table."""
         yield Static("", id="trash-total")
         table: DataTable[Any] = DataTable(id="trash-table", cursor_type="row", zebra_stripes=True)
-        table.add_column("AGENT", key="agent")
-        table.add_column("ID", key="id")
-        table.add_column("SIZE", key="size")
-        table.add_column("TRASHED", key="trashed")
-        table.add_column("EXPIRES", key="expires")
-        table.add_column("RESTORES", key="restores")
+        for key in ("agent", "id", "size", "trashed", "expires", "restores"):
+            table.add_column(key.upper(), key=key)
         yield table
 
     def show(self, entries: list[dict[str, Any]], now: float, names: Names) -> None:
+        """Show these entries, the cursor kept where it was."""
         self.entries = sorted(entries, key=lambda e: e["expires_at"])
         table = self.query_one("#trash-table", DataTable)
         row = table.cursor_row
@@ -67,6 +67,7 @@ class TrashPane(Vertical):
         self.query_one("#trash-total", Static).update(words)
 
     def action_restore(self) -> None:
+        """Restore the highlighted entry (asked first)."""
         table = self.query_one("#trash-table", DataTable)
         if self.entries and 0 <= table.cursor_row < len(self.entries):
             self.post_message(self.Restore(self.entries[table.cursor_row]))
