@@ -177,12 +177,9 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "agentkeep.service",
             "agentkeep.service.apply",
-            "agentkeep.service.launchd",
-            "agentkeep.service.plan",
+            "agentkeep.service.files",
+            "agentkeep.service.managers",
             "agentkeep.service.state",
-            "agentkeep.service.systemd",
-            "agentkeep.service.text",
-            "agentkeep.service.where",
         },
     ),
     (

@@ -1,9 +1,11 @@
-"""Carrying out a plan, or in a dry run showing it, step by step; and each
-step in words for a person."""
+"""A plan (the actions `install` or `uninstall` takes, in order) and
+carrying it out, or in a dry run showing it, step by step; and each step in
+words for a person. A real run does nothing the dry run did not print."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
@@ -16,9 +18,36 @@ import structlog
 from agentkeep import fsio
 from agentkeep.errors import Failed
 from agentkeep.paths import Env, ensure_private_dir
-from agentkeep.service.plan import Action, Plan
 
 log = structlog.get_logger("agentkeep.service")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One step of a plan. `kind` is write, mkdir, run, remove, note or warn;
+    for run, `what` is the command line (shell-quoted), for the others a path
+    or the text to say; `content` is what a write writes."""
+
+    kind: str
+    what: str
+    content: str | None = None
+
+
+def run_action(*argv: str) -> Action:
+    """The action that runs `argv`."""
+    return Action("run", shlex.join(argv))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `install` or `uninstall` does, in order. An install stops at the
+    first failure, then carries out what `undo` gives (asked for only then,
+    to fit the state the failure left); an uninstall (`keep_going`) tries
+    every step, so one that fails does not leave the files behind."""
+
+    actions: list[Action]
+    keep_going: bool = False
+    undo: Callable[[], list[Action]] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +107,7 @@ def _do(action: Action, environ: Mapping[str, str]) -> str | None:
         elif action.kind == "mkdir":
             ensure_private_dir(Path(action.what))
         elif action.kind == "run":
-            failure = _execute(action.argv, environ)
+            failure = _execute(shlex.split(action.what), environ)
             if failure is not None:
                 return failure
         elif action.kind == "remove":

@@ -18,7 +18,7 @@ from agentkeep import client
 from agentkeep.errors import Failure, ManagerUnreachable
 from agentkeep.model import rfc3339
 from agentkeep.paths import Env
-from agentkeep.service.where import platform_kind
+from agentkeep.service.files import platform_kind
 
 log = structlog.get_logger("agentkeep.service")
 
@@ -91,8 +91,6 @@ def linger(env: Env) -> bool | None:
     value = done.stdout.strip().partition("=")[2]
     return {"yes": True, "no": False}.get(value)
 
-
-# What `service status` says the service is doing.
 
 # What `service status` says the service is doing.
 RUNNING = "running"
