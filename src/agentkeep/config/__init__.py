@@ -1,39 +1,27 @@
 """The user's config file: what may be removed, when, and from where.
 
-Only this file decides what agentkeep removes; nothing in a workspace or an
-agent's settings does. It is read afresh for every scheduled prune. A missing
-file is not an error: it means no retention, so nothing is ever pruned. A file
-that cannot be read, does not parse, or holds an unknown key or a bad value is
-a `ConfigError` naming the key and the value; there is never a fall-back to a
-default, because a typo must not silently change what is removed.
+Only this file decides what agentkeep removes. A missing file means no
+retention (nothing is pruned); a file that cannot be read, does not parse,
+or holds an unknown key or a bad value is a `ConfigError` naming the key and
+the value, never a fall-back to a default. Rules beyond the contract's words
+(each errs towards keeping):
 
-Rules beyond the contract's words (each one errs towards keeping):
-
-- A duration is a string: ASCII digits then one of `m h d w` (lowercase), no
-  sign, no spaces, no fraction, no exponent, at most 1000 years. A TOML
-  number (`retention = 30`, `trash = 0`) is refused: a duration is quoted.
-- Zero is spelled `"0"`; `"0d"` (any unit) means zero too. Both are accepted
-  for `trash` only; `prune_interval` and every retention must be more than 0.
-- `enabled` may be empty (stores only); a name listed twice counts once.
-- `max_removals` is a TOML integer >= 1; `true`, `1.0` and `"200"` are refused.
-- `keep_last` is a TOML integer >= 0 (0: none kept for being recent).
-- A size is a string: ASCII digits then one of `K M G T` (powers of 1024,
-  uppercase), more than zero; `max_size = 20` (a number) is refused.
+- A duration is a quoted string, ASCII digits then one of `m h d w`, at most
+  1000 years; `"0"` (or `"0d"`) only for `trash`. A size is ASCII digits then
+  one of `K M G T`, more than zero. A TOML number for either is refused.
+- `max_removals` is a TOML integer >= 1, `keep_last` >= 0 (`true`, `1.0`
+  and `"200"` are refused); `enabled` may be empty, a name twice counts once.
 - An agent's own `keep_last` and `max_size` override the global ones, as its
-  retention does. The global `max_size` is one cap shared by every agent
-  without a `max_size` of its own; an agent's own caps its sessions alone.
-- A store's name is 1-64 of `[A-Za-z0-9_.-]`, starting alphanumeric, not a
-  built-in agent's name, unique. Its root may start with `~` or `~/` (the
-  user's home); `~user` is not expanded and so refused as relative.
-- A store's root is refused when it is or contains `$HOME`, is or contains an
-  agent's root, or overlaps the state dir or another store (equal, or one
-  inside the other). A root strictly inside an agent's root is allowed: the
-  contract's own example (`~/.codex/session-stores/default`) is one.
-- Paths are compared component by component (`/a/bc` is not inside `/a/b`),
-  both as written (normalised) and with links resolved; an overlap either
-  way refuses the store.
+  retention does; the global `max_size` is one cap shared by every agent
+  without its own.
+- A store's name is 1-64 of `[A-Za-z0-9_.-]`, starting alphanumeric, unique,
+  no built-in agent's; its root may start with `~/` (`~user` is refused).
+  The root may not be or contain `$HOME` or an agent's root, nor overlap the
+  state dir or another store (a root inside an agent's root is allowed: the
+  contract's own example is one). Paths are compared component by component,
+  as written and with links resolved.
 - A config path that is a link to nothing is an error, not a missing file.
-- Errors point into arrays zero-based: `stores[0].depth` is the first store.
+  Errors point into arrays zero-based (`stores[0].depth`).
 """
 
 from __future__ import annotations
@@ -90,15 +78,15 @@ class Config:
 
     path: Path
     exists: bool
-    retention: float | None
-    retention_text: str | None
-    agent_retention: dict[str, float]
-    agent_retention_text: dict[str, str]
-    prune_interval: float
-    max_removals: int
-    trash: float
-    enabled: tuple[str, ...]
-    stores: tuple[StoreConfig, ...]
+    retention: float | None = None
+    retention_text: str | None = None
+    agent_retention: dict[str, float] = field(default_factory=dict)
+    agent_retention_text: dict[str, str] = field(default_factory=dict)
+    prune_interval: float = DEFAULT_PRUNE_INTERVAL
+    max_removals: int = DEFAULT_MAX_REMOVALS
+    trash: float = DEFAULT_TRASH
+    enabled: tuple[str, ...] = AGENTS
+    stores: tuple[StoreConfig, ...] = ()
     keep_last: int = 0
     agent_keep_last: Mapping[str, int] = field(default_factory=dict)
     max_size: int | None = None
@@ -111,6 +99,7 @@ class Config:
         return self.agent_retention.get(agent, self.retention)
 
     def keep_last_for(self, agent: str) -> int:
+        """An agent's own keep_last, else the global one."""
         return self.agent_keep_last.get(agent, self.keep_last)
 
     def max_size_for(self, agent: str) -> tuple[int, str] | None:

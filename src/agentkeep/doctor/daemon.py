@@ -38,6 +38,7 @@ _SYSCTL_FIX = (
 
 
 def check_watches(env: Env, config: Config, daemon: dict[str, Any] | str) -> Check:
+    """Whether the inotify budget covers every directory the daemon watches."""
     budget = watchplan.budget_for(env.environ)
     if budget is None:
         return Check("watches", True, "no inotify here: the platform's file events are used")
@@ -47,69 +48,58 @@ def check_watches(env: Env, config: Config, daemon: dict[str, Any] | str) -> Che
     mode = watching.get("mode") if isinstance(watching, dict) else None
     ended = watching.get("ended") if isinstance(watching, dict) else None
     if ended and mode != watchplan.INOTIFY:
-        return Check(
-            "watches",
-            False,
-            f"the daemon's watching ended: {ended}; every root is rescanned instead",
-            "look at the daemon's log, then restart it: systemctl --user restart agentkeep",
-        )
+        detail = f"the daemon's watching ended: {ended}; every root is rescanned instead"
+        fix = "look at the daemon's log, then restart it: systemctl --user restart agentkeep"
+        return Check("watches", False, detail, fix)
     if env.get("AGENTKEEP_INOTIFY_MAX") is None and mode is not None:
         # The running daemon's watches are already in `used`: its word counts.
         if mode == watchplan.INOTIFY:
             again = f"; its watching ended and was started again: {ended}" if ended else ""
-            return Check(
-                "watches", True, f"the daemon watches every directory (limit {limit}){again}"
-            )
-        return Check(
-            "watches",
-            False,
+            detail = f"the daemon watches every directory (limit {limit}){again}"
+            return Check("watches", True, detail)
+        detail = (
             f"the daemon could not watch everything (watch mode {mode}); "
-            f"{need} directories to watch, {used} of {limit} inotify watches in use",
-            _SYSCTL_FIX,
+            f"{need} directories to watch, {used} of {limit} inotify watches in use"
         )
+        return Check("watches", False, detail, _SYSCTL_FIX)
     # The daemon never takes the last tenth of the budget (editors need watches too).
     free = limit - used - int(limit * watchplan.RESERVE_FRACTION)
     detail = f"{need} directories to watch; {used} of {limit} inotify watches in use"
     if need <= free:
         return Check("watches", True, f"{detail}, {free} free for agentkeep")
-    return Check(
-        "watches",
-        False,
-        f"{detail}: only {max(free, 0)} free for agentkeep, so it falls back to rescans",
-        _SYSCTL_FIX,
-    )
+    detail += f": only {max(free, 0)} free for agentkeep, so it falls back to rescans"
+    return Check("watches", False, detail, _SYSCTL_FIX)
 
 
 def check_service(env: Env, daemon: dict[str, Any] | str) -> Check:
+    """Whether the service is installed and runs, and no other daemon stands in its way."""
     try:
         state = service.status(env)
     except ServiceError as exc:
         return Check("service", False, str(exc), "unset AGENTKEEP_SERVICE_KIND")
     path = state.unit_path
     if not state.installed:
-        return Check(
-            "service", False, f"not installed ({path} does not exist)", "agentkeep service install"
-        )
+        detail = f"not installed ({path} does not exist)"
+        return Check("service", False, detail, "agentkeep service install")
     if state.state == service.UNKNOWN:
-        return Check(
-            "service",
-            False,
-            f"installed at {path}, but no user service manager answers here ({state.problem})",
+        detail = f"installed at {path}, but no user service manager answers here ({state.problem})"
+        fix = (
             "run `agentkeep doctor` from your own login session; where there is no service "
             "manager, run `agentkeep serve` yourself and remove the unit: "
-            "agentkeep service uninstall",
+            "agentkeep service uninstall"
         )
+        return Check("service", False, detail, fix)
     other = daemon.get("pid") if isinstance(daemon, dict) else None
     if isinstance(other, int) and other != state.pid and not state.active:
-        return Check(
-            "service",
-            False,
-            f"installed at {path}, but {state.doing()}: another "
-            f"agentkeep daemon (pid {other}), not run by the service, holds the state dir, "
-            "so the service's own cannot start",
-            f"stop pid {other}, then: {_start_command(env)} "
-            "(or keep that one, and remove the service: agentkeep service uninstall)",
+        detail = (
+            f"installed at {path}, but {state.doing()}: another agentkeep daemon (pid {other}),"
+            " not run by the service, holds the state dir, so the service's own cannot start"
         )
+        fix = (
+            f"stop pid {other}, then: {_start_command(env)} "
+            "(or keep that one, and remove the service: agentkeep service uninstall)"
+        )
+        return Check("service", False, detail, fix)
     if state.failing:
         return _service_failing(env, state)
     if not state.active and state.state != service.STARTING:
@@ -144,33 +134,25 @@ def _service_failing(env: Env, state: service.State) -> Check:
         detail += ": the daemon keeps failing to start"
     if state.kind == "launchd":
         return Check("service", False, detail, _start_fix(env))
-    return Check(
-        "service",
-        False,
-        detail,
+    fix = (
         f"why: journalctl --user -u {unit} -n 50; once mended: "
-        f"systemctl --user reset-failed {unit} && systemctl --user start {unit}",
+        f"systemctl --user reset-failed {unit} && systemctl --user start {unit}"
     )
+    return Check("service", False, detail, fix)
 
 
 def check_socket(env: Env, daemon: dict[str, Any] | str) -> Check:
+    """Whether a daemon answers on the socket."""
     if isinstance(daemon, str):
-        return Check(
-            "socket",
-            False,
-            daemon,
-            "start the daemon: agentkeep service install (or run `agentkeep serve`)",
-        )
+        fix = "start the daemon: agentkeep service install (or run `agentkeep serve`)"
+        return Check("socket", False, daemon, fix)
     return Check("socket", True, f"daemon pid {daemon.get('pid')} answers on {env.socket_path}")
 
 
 def check_pause(env: Env) -> Check:
+    """Whether the scheduled prune paused itself."""
     pause = read_pause(env.state_dir)
     if pause is None:
         return Check("pause", True, "the scheduled prune is not paused")
-    return Check(
-        "pause",
-        False,
-        f"the scheduled prune paused itself: {pause}",
-        "check `agentkeep prune --dry-run`, then run `agentkeep prune` once to lift the pause",
-    )
+    fix = "check `agentkeep prune --dry-run`, then run `agentkeep prune` once to lift the pause"
+    return Check("pause", False, f"the scheduled prune paused itself: {pause}", fix)
