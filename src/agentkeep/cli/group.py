@@ -1,7 +1,7 @@
-"""The `agentkeep` command group and what every command shares: -q and
--v, the log set up once the arguments are parsed, a bad config refused,
-the options the commands have in common, and every Failure ended in one
-place (its words on stderr, its exit code)."""
+"""The `agentkeep` command group and what every command shares: -q and -v
+(before or after the command's name), the log set up once the arguments are
+parsed, a bad config refused, the common options, and every Failure ended
+in one place (its words on stderr, its exit code)."""
 
 from __future__ import annotations
 
@@ -22,22 +22,26 @@ _VERBOSE = "agentkeep.verbose"
 
 
 def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--json."""
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(f)
 
 
 def wide_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--wide."""
     return click.option(
         "--wide", is_flag=True, help="Print ids, workspaces and paths whole, however wide."
     )(f)
 
 
 def agent_argument(f: Callable[..., Any]) -> Callable[..., Any]:
+    """AGENT, completed from the config."""
     return click.argument("agent", shell_complete=completion.agents)(f)
 
 
 def id_argument(
     complete: Callable[..., Any] = completion.session_ids,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """ID, completed by `complete`."""
     return click.argument("session_id", metavar="ID", shell_complete=complete)
 
 
@@ -49,21 +53,12 @@ def _noted(ctx: click.Context, param: click.Parameter, value: int) -> None:
 
 
 def _verbosity() -> list[click.Parameter]:
+    quiet = "Only errors on stderr: no warnings, no progress bar."
+    verbose = "More on stderr: -v the info log, -vv the debug log."
+    shared: dict[str, Any] = {"expose_value": False, "callback": _noted}
     return [
-        click.Option(
-            ["-q", "--quiet"],
-            is_flag=True,
-            expose_value=False,
-            callback=_noted,
-            help="Only errors on stderr: no warnings, no progress bar.",
-        ),
-        click.Option(
-            ["-v", "--verbose"],
-            count=True,
-            expose_value=False,
-            callback=_noted,
-            help="More on stderr: -v the info log, -vv the debug log.",
-        ),
+        click.Option(["-q", "--quiet"], is_flag=True, help=quiet, **shared),
+        click.Option(["-v", "--verbose"], count=True, help=verbose, **shared),
     ]
 
 
@@ -110,24 +105,20 @@ class _Command(click.Command):
         self.params.extend(_verbosity())
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Set up the log, refuse a bad config, run the command."""
         from agentkeep.logs import configure
 
         # A person at the CLI sees results, not the log; the daemon logs every
         # removal and kept session (-q, -v or AGENTKEEP_LOG_LEVEL say otherwise).
         configure(level=_log_level(ctx, "info" if self.name == "serve" else "warning"))
         if self.name not in _BAD_CONFIG_RUNS:
-            error = config_error(Env.from_environ())
-            if error is not None:
+            from agentkeep import view
+
+            env = Env.from_environ()
+            error = view.load(env, env.state_dir)[1]
+            if error is not None:  # exit 2, naming the key and the value
                 raise ConfigInvalid(f"config error: {error}")
         return super().invoke(ctx)
-
-
-def config_error(env: Env) -> str | None:
-    """The user's config's error, or None: every command that reads it
-    refuses a bad one (exit 2, naming the key and the value)."""
-    from agentkeep import view
-
-    return view.load(env, env.state_dir)[1]
 
 
 class _Group(click.Group):
@@ -139,6 +130,7 @@ class _Group(click.Group):
         self.params.extend(_verbosity())
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a reader gone away from stdout ends it quietly."""
         code = 0
         try:
             try:

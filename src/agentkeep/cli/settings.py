@@ -27,7 +27,7 @@ def adopt(agent: str, dry_run: bool, undo: bool, as_json: bool) -> None:
 
     r = Runner()
 
-    def body() -> int:
+    def body() -> None:
         change = adopting.plan_undo(r.env, agent) if undo else adopting.plan(r.env, agent)
         out = None if as_json else text_out()
         if out is not None:
@@ -38,6 +38,5 @@ def adopt(agent: str, dry_run: bool, undo: bool, as_json: bool) -> None:
             render.changed(out, change, dry_run, adopting.retention_note(r.env, change))
         else:
             emit_json(change.to_json(dry_run))
-        return 0
 
     r.run(body, as_json)
