@@ -9,5 +9,5 @@ a command the daemon answers costs). cli/group.py holds what every command
 shares; the commands are grouped in the other modules.
 """
 
-from agentkeep.cli import daemon, pruning, sessions, settings  # each registers its commands
+from agentkeep.cli import daemon, pruning, sessions  # each registers its commands
 from agentkeep.cli.group import main

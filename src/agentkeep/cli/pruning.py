@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from agentkeep import completion
-from agentkeep.cli.group import agent_argument, id_argument, json_option, main, wide_option
+from agentkeep.cli.group import agent_option, json_option, main, session_arguments, wide_option
 from agentkeep.errors import BadParams, Failed
 from agentkeep.paths import Env
 from agentkeep.runner import Runner, emit_json, emit_parts, progress_bar, text_out
@@ -54,9 +53,7 @@ def _report(
     metavar="AGE",
     help="The cutoff (at least 1d); default: the config's retention.",
 )
-@click.option(
-    "--agent", default=None, help="Only this agent's sessions.", shell_complete=completion.agents
-)
+@agent_option()
 @wide_option
 @json_option
 def prune(
@@ -83,8 +80,7 @@ def prune(
 
 
 @main.command()
-@agent_argument
-@id_argument()
+@session_arguments()
 @click.option("--dry-run", is_flag=True, help="Decide everything, remove nothing.")
 @click.option("--cascade", is_flag=True, help="Remove the session's descendants first.")
 @wide_option
@@ -108,8 +104,7 @@ def purge(
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@agent_argument
-@id_argument()
+@session_arguments()
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def hold(agent: str, session_id: str, command: tuple[str, ...]) -> None:
     """Hold a session's lease for as long as COMMAND runs: hold AGENT ID -- CMD [ARG...]."""
@@ -131,8 +126,7 @@ def _pin_command(method: str, said: str, help: str) -> None:
     """`pin` or `unpin`, which differ only in what they set."""
 
     @main.command(method, help=help)
-    @agent_argument
-    @id_argument()
+    @session_arguments()
     @json_option
     def command(agent: str, session_id: str, as_json: bool) -> None:
         r = Runner()
@@ -179,8 +173,7 @@ def trash_cmd(empty: bool, older_than: str | None, wide: bool, as_json: bool) ->
 
 
 @main.command()
-@agent_argument
-@id_argument(complete=completion.trashed_ids)
+@session_arguments(trashed=True)
 @json_option
 def restore(agent: str, session_id: str, as_json: bool) -> None:
     """Put a pruned session back where it was (with its trashed ancestors)."""
@@ -202,7 +195,7 @@ def restore(agent: str, session_id: str, as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--agent", default=None, help="Only this agent's.", shell_complete=completion.agents)
+@agent_option("Only this agent's.")
 @click.option("--workspace", default=None, metavar="W", help="Only this folder and below.")
 @click.option("--grep", default=None, metavar="TEXT", help="Only with TEXT in title, id or folder.")
 @click.option(

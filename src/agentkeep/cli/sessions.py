@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from agentkeep import completion
-from agentkeep.cli.group import agent_argument, id_argument, json_option, main, wide_option
+from agentkeep.cli.group import agent_option, json_option, main, session_arguments, wide_option
 from agentkeep.runner import Runner, emit_json, progress_bar, text_out
 
 if TYPE_CHECKING:
@@ -37,9 +36,7 @@ def scan(as_json: bool) -> None:
 
 
 @main.command("ls")
-@click.option(
-    "--agent", default=None, help="Only this agent's sessions.", shell_complete=completion.agents
-)
+@agent_option()
 @click.option(
     "--idle-over",
     default=None,
@@ -80,8 +77,7 @@ def ls_cmd(agent: str | None, idle_over: str | None, wide: bool, as_json: bool) 
 
 
 @main.command()
-@agent_argument
-@id_argument()
+@session_arguments()
 @wide_option
 @json_option
 def show(agent: str, session_id: str, wide: bool, as_json: bool) -> None:

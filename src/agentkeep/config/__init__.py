@@ -78,21 +78,19 @@ class Config:
 
     path: Path
     exists: bool
-    retention: float | None = None
-    retention_text: str | None = None
-    agent_retention: dict[str, float] = field(default_factory=dict)
-    agent_retention_text: dict[str, str] = field(default_factory=dict)
-    prune_interval: float = DEFAULT_PRUNE_INTERVAL
-    max_removals: int = DEFAULT_MAX_REMOVALS
-    trash: float = DEFAULT_TRASH
-    enabled: tuple[str, ...] = AGENTS
-    stores: tuple[StoreConfig, ...] = ()
+    retention: float | None
+    retention_text: str | None
+    agent_retention: dict[str, float]
+    agent_retention_text: dict[str, str]
+    prune_interval: float
+    max_removals: int
+    trash: float
+    enabled: tuple[str, ...]
+    stores: tuple[StoreConfig, ...]
     keep_last: int = 0
     agent_keep_last: Mapping[str, int] = field(default_factory=dict)
     max_size: int | None = None
     agent_max_size: Mapping[str, int] = field(default_factory=dict)
-    # The sizes as written, by key (`max_size`, `agents.codex.max_size`).
-    size_text: Mapping[str, str] = field(default_factory=dict)
 
     def retention_for(self, agent: str) -> float | None:
         """An agent's own retention overrides the global one, even when there is no global one."""
@@ -141,6 +139,11 @@ def load_config(
         raise
 
 
+def defaults(path: Path) -> Config:
+    """What a config at `path` that does not exist means: no retention, every default."""
+    return _config(path, {}, False, path, path, {})  # no stores: no paths to check
+
+
 def _read(path: Path) -> dict[str, object] | None:
     try:
         # A FIFO there must not hang every command. A link is followed: dotfile
@@ -172,17 +175,13 @@ def _config(
     _no_unknown(data, _TOP_KEYS, "")
     text = data.get("retention")
     agents = _agents(data.get("agents", {}))
-    agent_retention, agent_text = agents.retention, agents.retention_text
-    size_text = dict(agents.size_text)
-    if "max_size" in data:
-        size_text["max_size"] = str(data["max_size"])
     return Config(
         path=path,
         exists=exists,
         retention=None if text is None else parse_retention(text, "retention"),
         retention_text=None if text is None else str(text),
-        agent_retention=agent_retention,
-        agent_retention_text=agent_text,
+        agent_retention=agents.retention,
+        agent_retention_text=agents.retention_text,
         prune_interval=_duration(data, "prune_interval", DEFAULT_PRUNE_INTERVAL),
         max_removals=whole(data.get("max_removals", DEFAULT_MAX_REMOVALS), "max_removals", 1),
         trash=_duration(data, "trash", DEFAULT_TRASH, allow_zero=True),
@@ -192,7 +191,6 @@ def _config(
         agent_keep_last=agents.keep_last,
         max_size=parse_size(data["max_size"], "max_size") if "max_size" in data else None,
         agent_max_size=agents.max_size,
-        size_text=size_text,
     )
 
 
@@ -217,7 +215,6 @@ class _AgentTables:
     retention_text: dict[str, str] = field(default_factory=dict)
     keep_last: dict[str, int] = field(default_factory=dict)
     max_size: dict[str, int] = field(default_factory=dict)
-    size_text: dict[str, str] = field(default_factory=dict)
 
 
 def _agents(table: object) -> _AgentTables:
@@ -238,7 +235,6 @@ def _agents(table: object) -> _AgentTables:
             found.keep_last[agent] = whole(entry["keep_last"], key + ".keep_last", 0, 1_000_000)
         if "max_size" in entry:
             found.max_size[agent] = parse_size(entry["max_size"], key + ".max_size")
-            found.size_text[key + ".max_size"] = str(entry["max_size"])
     return found
 
 

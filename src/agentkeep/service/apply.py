@@ -60,6 +60,7 @@ class Step:
     undo: bool = False
 
     def to_json(self) -> dict[str, Any]:
+        """The step in `service install|uninstall --json`."""
         return {
             "kind": self.action.kind,
             "what": self.action.what,
@@ -99,8 +100,7 @@ def _execute(argv: list[str], environ: Mapping[str, str]) -> str | None:
 
 
 def _do(action: Action, environ: Mapping[str, str]) -> str | None:
-    """Carry out one action; why it failed, or None. The caller reports a
-    failure, once: nothing is logged here beyond the step done."""
+    """Carry out one action; why it failed, or None (the caller reports it)."""
     try:
         if action.kind == "write":
             _write(Path(action.what), action.content or "")
@@ -125,10 +125,9 @@ def apply(
     env: Env | None = None,
     report: Callable[[Step], None] | None = None,
 ) -> list[Step]:
-    """Carry out a plan in order (see Plan for what a failure does), or with
-    `dry_run` show each step and do nothing. Commands run with `env`'s
-    variables (default: this process's). Each step goes to `report` as it
-    is done; all of them are returned."""
+    """Carry out a plan in order, or with `dry_run` show each step and do
+    nothing; commands run with `env`'s variables (default: this process's).
+    Each step goes to `report` as it is done; all of them are returned."""
     environ: Mapping[str, str] = env.environ if env is not None else os.environ
     steps: list[Step] = []
 
