@@ -10,7 +10,6 @@ import re
 import sys
 from pathlib import Path
 from string import Template
-from typing import Any
 
 from agentkeep.errors import Failed, ServiceError
 from agentkeep.paths import Env
@@ -179,26 +178,24 @@ def unit_text(env: Env, exe: list[str]) -> str:
     """The systemd user unit running `exe`, carrying the environment's paths."""
     if not exe or not os.path.isabs(exe[0]):
         raise ServiceError(f"ExecStart needs an absolute program path, not {exe[:1]!r}")
-    exec_start = " ".join(_unit_word(w, expand_dollar=True) for w in exe)
-    lines = [
-        "Environment=" + _unit_word(f"{name}={value}", expand_dollar=False)
+    environment = "".join(
+        f"Environment={_unit_word(f'{name}={value}', expand_dollar=False)}\n"
         for name, value in _carried(env).items()
-    ]
-    environment = "".join(line + "\n" for line in lines)
+    )
     return _UNIT_TEMPLATE.substitute(
-        exec_start=exec_start,
+        exec_start=" ".join(_unit_word(w, expand_dollar=True) for w in exe),
         environment=environment,
         run_by_service=RUN_BY_SERVICE,
         already_running=ALREADY_RUNNING_EXIT,
     )
 
 
-def _plist_dict(env: Env, exe: list[str]) -> dict[str, Any]:
-    """The launchd agent running `exe`; plistlib does every escape."""
+def plist_bytes(env: Env, exe: list[str]) -> bytes:
+    """The launchd agent running `exe`, as XML; plistlib does every escape."""
     for word in exe:
         _no_control(word)
     logs = log_dir(env)
-    return {
+    plist = {
         "Label": LABEL,
         "ProgramArguments": list(exe),
         "RunAtLoad": True,
@@ -211,11 +208,7 @@ def _plist_dict(env: Env, exe: list[str]) -> dict[str, Any]:
         "StandardOutPath": str(logs / "agentkeep.out.log"),
         "StandardErrorPath": str(logs / "agentkeep.err.log"),
     }
-
-
-def plist_bytes(env: Env, exe: list[str]) -> bytes:
-    """The plist's XML."""
-    return plistlib.dumps(_plist_dict(env, exe), fmt=plistlib.FMT_XML, sort_keys=True)
+    return plistlib.dumps(plist, fmt=plistlib.FMT_XML, sort_keys=True)
 
 
 def second_daemon_exit(env: Env) -> int:
