@@ -91,23 +91,18 @@ def configure(json: bool | None = None, level: str = "info") -> None:
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    renderer: structlog.typing.Processor
+    last: list[structlog.typing.Processor]
     if json:
-        renderer = structlog.processors.JSONRenderer()
         # Tracebacks as data, without locals: they would put whole configs
         # and sessions into the journal.
-        tail: list[structlog.typing.Processor] = [
-            structlog.processors.ExceptionRenderer(
-                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
-            )
-        ]
+        as_data = structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+        last = [structlog.processors.ExceptionRenderer(as_data)]
+        last.append(structlog.processors.JSONRenderer())
     else:
-        renderer = structlog.dev.ConsoleRenderer(
-            # NO_COLOR (no-color.org) turns colours off on a terminal too.
-            colors=sys.stderr.isatty() and not os.environ.get("NO_COLOR"),
-            exception_formatter=structlog.dev.plain_traceback,
-        )
-        tail = []
+        # NO_COLOR (no-color.org) turns colours off on a terminal too.
+        colors = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+        plain = structlog.dev.plain_traceback
+        last = [structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=plain)]
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
@@ -118,11 +113,7 @@ def configure(json: bool | None = None, level: str = "info") -> None:
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                *tail,
-                renderer,
-            ],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *last],
         )
     )
     root = logging.getLogger()

@@ -62,16 +62,15 @@ def prune(
     """Remove sessions idle past the cutoff."""
     r = Runner()
 
+    params: dict[str, Any] = {"dry_run": dry_run, "older_than": older_than, "agent": agent}
+
     def body() -> int:
-        params = {"dry_run": dry_run, "older_than": older_than, "agent": agent}
         with progress_bar("pruning") as bar:
 
             def local(ctx: Context) -> PruneReport | None:
                 from agentkeep.core import pruning
 
-                return pruning.prune(
-                    ctx, dry_run=dry_run, older_than=older_than, agent=agent, progress=bar.progress
-                )
+                return pruning.prune(ctx, **params, progress=bar.progress)
 
             doc = r.ask("prune", params, local)
         return _report(r, doc, as_json, wide)
@@ -90,17 +89,14 @@ def purge(
 ) -> None:
     """Remove one session now, whatever its age."""
     r = Runner()
+    params: dict[str, Any] = dict(agent=agent, id=session_id, dry_run=dry_run, cascade=cascade)
 
     def local(ctx: Context) -> PruneReport:
         from agentkeep.core import pruning
 
-        return pruning.purge(ctx, agent=agent, id=session_id, dry_run=dry_run, cascade=cascade)
+        return pruning.purge(ctx, **params)
 
-    def body() -> int:
-        params = {"agent": agent, "id": session_id, "dry_run": dry_run, "cascade": cascade}
-        return _report(r, r.ask("purge", params, local), as_json, wide)
-
-    r.run(body, as_json, wide)
+    r.run(lambda: _report(r, r.ask("purge", params, local), as_json, wide), as_json, wide)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

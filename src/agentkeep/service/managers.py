@@ -10,52 +10,25 @@ import time
 from pathlib import Path
 
 from agentkeep.paths import Env
+from agentkeep.service import files
+from agentkeep.service import state as st
 from agentkeep.service.apply import Action, Plan, run_action
-from agentkeep.service.files import (
-    LABEL,
-    UNIT_NAME,
-    daemon_command,
-    log_dir,
-    plist_bytes,
-    plist_path,
-    unit_path,
-    unit_text,
-    wants_link,
-)
-from agentkeep.service.state import (
-    FAILED,
-    RESTARTING,
-    RUNNING,
-    STARTING,
-    STOPPED,
-    STOPPING,
-    UNKNOWN,
-    State,
-    answering_daemon,
-    first_line,
-    int_or_none,
-    linger,
-    manager_problem,
-    query,
-    unreachable,
-    user_name,
-)
 
 _SYSTEMD_STATES = {
-    "active": RUNNING,
-    "reloading": RUNNING,
-    "deactivating": STOPPING,
-    "failed": FAILED,
-    "inactive": STOPPED,
+    "active": st.RUNNING,
+    "reloading": st.RUNNING,
+    "deactivating": st.STOPPING,
+    "failed": st.FAILED,
+    "inactive": st.STOPPED,
 }
 _SYSTEMD_PROPS = (
     "ActiveState,SubState,Result,NRestarts,MainPID,ExecMainStatus,ActiveEnterTimestampMonotonic"
 )
 
 
-def _foreign_warning(env: Env, current: State, start: str) -> list[Action]:
+def _foreign_warning(env: Env, current: st.State, start: str) -> list[Action]:
     """Said when a daemon not run by the service answers on the socket."""
-    pid = answering_daemon(env)
+    pid = st.answering_daemon(env)
     if pid is None or pid == current.pid:
         return []
     return [
@@ -93,7 +66,7 @@ def _not_installed(path: Path) -> Plan:
     return Plan([Action("note", f"not installed: {path} does not exist")])
 
 
-def state_of(env: Env, kind: str, path: Path) -> State:
+def state_of(env: Env, kind: str, path: Path) -> st.State:
     """The installed service as its manager sees it."""
     return (_launchd_state if kind == "launchd" else _systemd_state)(env, path, True)
 
@@ -101,9 +74,9 @@ def state_of(env: Env, kind: str, path: Path) -> State:
 def install(env: Env, kind: str) -> Plan:
     """The plan that installs the service; ManagerUnreachable where no
     manager answers."""
-    problem = manager_problem(env)
+    problem = st.manager_problem(env)
     if problem is not None:
-        raise unreachable(problem)
+        raise st.unreachable(problem)
     return _launchd_install(env) if kind == "launchd" else _systemd_install(env)
 
 
@@ -114,36 +87,36 @@ def uninstall(env: Env, kind: str) -> Plan:
 
 # -- launchd ------------------------------------------------------------------
 def _target(env: Env) -> str:
-    return f"gui/{env.uid}/{LABEL}"
+    return f"gui/{env.uid}/{files.LABEL}"
 
 
-def _launchd_state(env: Env, path: Path, installed: bool) -> State:
-    problem = manager_problem(env)
+def _launchd_state(env: Env, path: Path, installed: bool) -> st.State:
+    problem = st.manager_problem(env)
     if problem is not None:
-        return State("launchd", path, installed, UNKNOWN, problem=problem)
-    done = query(env, ["launchctl", "print", _target(env)])
+        return st.State("launchd", path, installed, st.UNKNOWN, problem=problem)
+    done = st.query(env, ["launchctl", "print", _target(env)])
     if done is None or done.returncode != 0:
-        return State("launchd", path, installed, STOPPED)
+        return st.State("launchd", path, installed, st.STOPPED)
     text = done.stdout
     running = re.search(r"^\s*state = running\s*$", text, re.M) is not None
     pid = re.search(r"^\s*pid = (\d+)\s*$", text, re.M)
     last = re.search(r"^\s*last exit code = (\d+)", text, re.M)
-    return State(
+    return st.State(
         "launchd",
         path,
         installed,
-        RUNNING if running else STOPPED,
+        st.RUNNING if running else st.STOPPED,
         pid=int(pid.group(1)) if pid and running else None,
         exit_status=int(last.group(1)) if last else None,
     )
 
 
 def _launchd_install(env: Env) -> Plan:
-    path = plist_path(env)
+    path = files.plist_path(env)
     current = _launchd_state(env, path, path.is_file())
     actions = [
-        Action("mkdir", str(log_dir(env))),
-        Action("write", str(path), plist_bytes(env, daemon_command()).decode()),
+        Action("mkdir", str(files.log_dir(env))),
+        Action("write", str(path), files.plist_bytes(env, files.daemon_command()).decode()),
     ]
     # bootstrap refuses a label that is already loaded, and a re-install must
     # leave this installation's code running: a loaded agent is booted out first.
@@ -163,13 +136,13 @@ def _launchd_install(env: Env) -> Plan:
 
 
 def _loaded(env: Env) -> bool:
-    done = query(env, ["launchctl", "print", _target(env)])
+    done = st.query(env, ["launchctl", "print", _target(env)])
     return done is not None and done.returncode == 0
 
 
 def _launchd_uninstall(env: Env) -> Plan:
-    path = plist_path(env)
-    problem = manager_problem(env)
+    path = files.plist_path(env)
+    problem = st.manager_problem(env)
     actions: list[Action] = []
     if problem is None and _loaded(env):
         actions.append(run_action("launchctl", "bootout", _target(env)))
@@ -181,58 +154,59 @@ def _launchd_uninstall(env: Env) -> Plan:
         actions.append(
             Action("note", f"no service manager answers here ({problem}): nothing was stopped")
         )
-    actions.append(Action("note", f"logs are kept in {log_dir(env)}"))
+    actions.append(Action("note", f"logs are kept in {files.log_dir(env)}"))
     return Plan(actions + _trash_note(env), keep_going=True)
 
 
 # -- systemd ------------------------------------------------------------------
 def _properties(env: Env) -> dict[str, str] | str:
     """The unit's properties from `systemctl --user show`, or why they cannot be had."""
-    problem = manager_problem(env)
+    problem = st.manager_problem(env)
     if problem is not None:
         return problem
-    argv = ["systemctl", "--user", "show", UNIT_NAME, "-p", _SYSTEMD_PROPS]
-    done = query(env, argv)
+    argv = ["systemctl", "--user", "show", files.UNIT_NAME, "-p", _SYSTEMD_PROPS]
+    done = st.query(env, argv)
     if done is None or done.returncode != 0:
-        detail = first_line(done.stderr) if done is not None else "could not be run"
+        detail = st.first_line(done.stderr) if done is not None else "could not be run"
         return f"`{shlex.join(argv)}`: {detail}"
     pairs = (line.partition("=") for line in done.stdout.splitlines())
     return {key: value for key, _, value in pairs}
 
 
-def _since(monotonic_usec: int | None) -> float | None:
-    """A CLOCK_MONOTONIC time in µs (as systemd keeps it) as a POSIX time."""
+def _since(text: str | None) -> float | None:
+    """A CLOCK_MONOTONIC time in µs (as systemd gives it) as a POSIX time."""
+    monotonic_usec = st.int_or_none(text)
     if not monotonic_usec:
         return None
     return time.time() - (time.monotonic() - monotonic_usec / 1e6)
 
 
-def _systemd_state(env: Env, path: Path, installed: bool) -> State:
+def _systemd_state(env: Env, path: Path, installed: bool) -> st.State:
     props = _properties(env)
     if isinstance(props, str):
-        return State("systemd", path, installed, UNKNOWN, problem=props)
+        return st.State("systemd", path, installed, st.UNKNOWN, problem=props)
     active, sub = props.get("ActiveState", ""), props.get("SubState", "")
     if active == "activating":
-        state = RESTARTING if sub == "auto-restart" else STARTING
+        doing = st.RESTARTING if sub == "auto-restart" else st.STARTING
     else:
-        state = _SYSTEMD_STATES.get(active, active or UNKNOWN)
-    running = state in (RUNNING, STARTING, STOPPING)
-    return State(
+        doing = _SYSTEMD_STATES.get(active, active or st.UNKNOWN)
+    running = doing in (st.RUNNING, st.STARTING, st.STOPPING)
+    return st.State(
         "systemd",
         path,
         installed,
-        state,
-        pid=(int_or_none(props.get("MainPID")) or None) if running else None,
-        since=_since(int_or_none(props.get("ActiveEnterTimestampMonotonic"))) if running else None,
-        restarts=int_or_none(props.get("NRestarts")),
+        doing,
+        pid=(st.int_or_none(props.get("MainPID")) or None) if running else None,
+        since=_since(props.get("ActiveEnterTimestampMonotonic")) if running else None,
+        restarts=st.int_or_none(props.get("NRestarts")),
         result=props.get("Result") or None,
-        exit_status=int_or_none(props.get("ExecMainStatus")),
-        linger=linger(env),
+        exit_status=st.int_or_none(props.get("ExecMainStatus")),
+        linger=st.linger(env),
     )
 
 
 def _linger_note(env: Env) -> list[Action]:
-    lingers = linger(env)
+    lingers = st.linger(env)
     if lingers is True:
         return []
     why = (
@@ -244,30 +218,30 @@ def _linger_note(env: Env) -> list[Action]:
         Action(
             "note",
             f"{why}: the service runs only while you are logged in. To keep it running "
-            f"after you log out: loginctl enable-linger {shlex.quote(user_name(env))}",
+            f"after you log out: loginctl enable-linger {shlex.quote(st.user_name(env))}",
         )
     ]
 
 
 def _systemd_install(env: Env) -> Plan:
-    path = unit_path(env)
+    path = files.unit_path(env)
     current = _systemd_state(env, path, path.is_file())
-    warning = _foreign_warning(env, current, f"systemctl --user start {UNIT_NAME}")
+    warning = _foreign_warning(env, current, f"systemctl --user start {files.UNIT_NAME}")
     actions = [
-        Action("write", str(path), unit_text(env, daemon_command())),
+        Action("write", str(path), files.unit_text(env, files.daemon_command())),
         run_action("systemctl", "--user", "daemon-reload"),
     ]
     if warning:
-        actions.append(run_action("systemctl", "--user", "enable", UNIT_NAME))
-        if current.state in (STARTING, RESTARTING):
-            actions.append(run_action("systemctl", "--user", "stop", UNIT_NAME))
+        actions.append(run_action("systemctl", "--user", "enable", files.UNIT_NAME))
+        if current.state in (st.STARTING, st.RESTARTING):
+            actions.append(run_action("systemctl", "--user", "stop", files.UNIT_NAME))
         actions += warning
     else:
-        actions.append(run_action("systemctl", "--user", "enable", "--now", UNIT_NAME))
+        actions.append(run_action("systemctl", "--user", "enable", "--now", files.UNIT_NAME))
         # enable --now leaves a running daemon as it is; a re-install (after an
         # upgrade, or with a changed unit) must leave this installation's code running.
-        if current.state == RUNNING:
-            actions.append(run_action("systemctl", "--user", "restart", UNIT_NAME))
+        if current.state == st.RUNNING:
+            actions.append(run_action("systemctl", "--user", "restart", files.UNIT_NAME))
     # A fresh install that fails is taken back whole; a re-install keeps the
     # unit that was there (it is what the user had, and doctor reports it).
     undo = None if current.installed else lambda: _removal(env)
@@ -278,20 +252,20 @@ def _removal(env: Env) -> list[Action]:
     """Stop and disable the unit, forget a failed state (systemd keeps a
     failed unit listed after its file is gone; only a loaded unit can be
     reset, and only a failed one stays loaded), remove the file."""
-    path = unit_path(env)
-    actions = [run_action("systemctl", "--user", "disable", "--now", UNIT_NAME)]
-    if _systemd_state(env, path, True).state in (FAILED, RESTARTING):
-        actions.append(run_action("systemctl", "--user", "reset-failed", UNIT_NAME))
+    path = files.unit_path(env)
+    actions = [run_action("systemctl", "--user", "disable", "--now", files.UNIT_NAME)]
+    if _systemd_state(env, path, True).state in (st.FAILED, st.RESTARTING):
+        actions.append(run_action("systemctl", "--user", "reset-failed", files.UNIT_NAME))
     actions.append(Action("remove", str(path)))
     return actions + [run_action("systemctl", "--user", "daemon-reload")]
 
 
 def _systemd_uninstall(env: Env) -> Plan:
-    path = unit_path(env)
-    written = [p for p in (path, wants_link(env)) if p.is_file() or p.is_symlink()]
+    path = files.unit_path(env)
+    written = [p for p in (path, files.wants_link(env)) if p.is_file() or p.is_symlink()]
     if not written:
         return _not_installed(path)
-    problem = manager_problem(env)
+    problem = st.manager_problem(env)
     if problem is None:
         actions = _removal(env)
     else:
