@@ -62,6 +62,8 @@ _TOP_KEYS = (
 )
 _AGENT_KEYS = ("retention", "keep_last", "max_size")
 _STORE_KEYS = ("name", "root", "depth")
+# Each agent's roots, by agent.
+_Roots = Mapping[str, list[Path]]
 
 
 class StoreConfig(NamedTuple):
@@ -165,12 +167,7 @@ def _read(path: Path) -> dict[str, object] | None:
 
 
 def _config(
-    path: Path,
-    data: Mapping[str, object],
-    exists: bool,
-    home: Path,
-    state_dir: Path,
-    agent_roots: Mapping[str, list[Path]],
+    path: Path, data: Mapping[str, object], exists: bool, home: Path, state_dir: Path, roots: _Roots
 ) -> Config:
     _no_unknown(data, _TOP_KEYS, "")
     text = data.get("retention")
@@ -186,7 +183,7 @@ def _config(
         max_removals=whole(data.get("max_removals", DEFAULT_MAX_REMOVALS), "max_removals", 1),
         trash=_duration(data, "trash", DEFAULT_TRASH, allow_zero=True),
         enabled=_enabled(data.get("enabled", list(AGENTS))),
-        stores=_stores(data.get("stores", []), home, state_dir, agent_roots),
+        stores=_stores(data.get("stores", []), home, state_dir, roots),
         keep_last=whole(data.get("keep_last", 0), "keep_last", 0, 1_000_000),
         agent_keep_last=agents.keep_last,
         max_size=parse_size(data["max_size"], "max_size") if "max_size" in data else None,
@@ -249,9 +246,7 @@ def _enabled(value: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
-def _stores(
-    value: object, home: Path, state_dir: Path, agent_roots: Mapping[str, list[Path]]
-) -> tuple[StoreConfig, ...]:
+def _stores(value: object, home: Path, state_dir: Path, roots: _Roots) -> tuple[StoreConfig, ...]:
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise ConfigError("must be an array of tables ([[stores]])", "stores", value)
     stores: list[StoreConfig] = []
@@ -262,7 +257,7 @@ def _stores(
             raise ConfigError(
                 "a store of this name is already configured", key + ".name", store.name
             )
-        problem = _root_problem(store.root, home, state_dir, agent_roots, stores)
+        problem = _root_problem(store.root, home, state_dir, roots, stores)
         if problem:
             raise ConfigError(problem, key + ".root", table["root"])
         stores.append(store)
@@ -302,18 +297,14 @@ def _store_root(value: object, key: str, home: Path) -> Path:
 
 
 def _root_problem(
-    root: Path,
-    home: Path,
-    state_dir: Path,
-    agent_roots: Mapping[str, list[Path]],
-    earlier: list[StoreConfig],
+    root: Path, home: Path, state_dir: Path, roots: _Roots, earlier: list[StoreConfig]
 ) -> str | None:
     """Why a store may not have this root: a store removes whole directories
     below its root, so it must never reach the home, an agent's tree (its
     sessions have their own rules), agentkeep's state, or another store."""
     if _contains(root, home):
         return f"is or contains $HOME ({home})"
-    for agent, paths in agent_roots.items():
+    for agent, paths in roots.items():
         for path in paths:
             if _contains(root, path):
                 return f"is or contains {agent}'s root {path}"

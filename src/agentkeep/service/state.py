@@ -105,9 +105,6 @@ FAILED = "failed"
 NOT_INSTALLED = "not-installed"
 UNKNOWN = "unknown"
 
-# systemctl is-active's exit codes, which `service status` follows.
-STATUS_ACTIVE, STATUS_UNKNOWN, STATUS_INACTIVE = 0, 1, 3
-
 
 @dataclass(frozen=True)
 class State:
@@ -141,10 +138,9 @@ class State:
         return self.state == STARTING and bool(self.restarts)
 
     def exit_code(self) -> int:
-        """`service status`'s exit code, as `systemctl is-active` gives it."""
-        if self.state == RUNNING:
-            return STATUS_ACTIVE
-        return STATUS_UNKNOWN if self.state == UNKNOWN else STATUS_INACTIVE
+        """`service status`'s exit code, as `systemctl is-active` gives it:
+        0 active, 1 unknown, 3 inactive."""
+        return 0 if self.state == RUNNING else 1 if self.state == UNKNOWN else 3
 
     def to_json(self) -> dict[str, Any]:
         """`service status --json`."""
