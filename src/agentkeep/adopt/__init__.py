@@ -1,16 +1,12 @@
-"""`agentkeep adopt AGENT`: hand an agent's own clean-up of old sessions to
-agentkeep through the agent's own setting (Claude Code, Gemini CLI and Qwen
-Code sweep on a timer, blind to leases and pins: FIELD-NOTES); `--undo`
-puts back what was there. adopt/settings.py says which value each agent
-honours as "keep" (seen in the real agents: tests/real_agents).
+"""`agentkeep adopt AGENT`: hand an agent's own clean-up of old sessions
+(a sweep blind to leases and pins) to agentkeep through the agent's own
+setting (adopt/settings.py); `--undo` puts back what was there.
 
-Adopt changes nothing in the file but the one setting: one splice of the
-text (jsonedit), read back and compared with the document it must give
-before anything is written. It never edits a file the agent cannot read, a
-read-only one, another user's, or one with a second name (a link is
-followed, its target replaced). Undo puts back exactly what adopt found,
-and only while the setting still holds what adopt wrote. What adopt changed
-is kept in `<state>/adopted/<agent>.json` until undone.
+The change is one splice of the text (jsonedit), read back and compared
+with the document it must give before anything is written; a file the
+agent cannot read, a read-only one, another user's or a hard-linked one is
+never edited. Undo puts back exactly what adopt found, only while the
+setting still holds what adopt wrote (kept in `<state>/adopted/<agent>.json`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """The user's service: the systemd user unit or launchd agent that runs `agentkeep serve`.
 
 `install` and `uninstall` are plans of small actions (service/apply.py), so
-that `--dry-run` prints exactly what a real run does. The unit and the plist
-are rendered from the templates in service/files.py; `systemd/` and
-`launchd/` in the source tree hold them rendered for an example user (a test
-keeps them equal). Where no service manager answers (a container, WSL
-without systemd, an ssh login without a user bus) `install` refuses before
-it writes anything and `uninstall` removes the files alone; a fresh install
-that fails half way is undone. `AGENTKEEP_SERVICE_KIND=systemd|launchd`
-forces the manager (default: launchd on macOS, else systemd).
+that `--dry-run` prints exactly what a real run does. Where no service
+manager answers, `install` refuses before it writes anything and `uninstall`
+removes the files alone; a fresh install that fails half way is undone.
+`AGENTKEEP_SERVICE_KIND=systemd|launchd` forces the manager (default:
+launchd on macOS, else systemd); `systemd/` and `launchd/` in the source
+tree hold service/files.py's templates rendered for an example user.
 """
 
 from __future__ import annotations
