@@ -1,12 +1,7 @@
-"""The errors a request ends in, each class with the exit code the CLI gives
-for it and the JSON-RPC code the socket answers it with (CONTRACT, "Exit
-codes"); the one conversion of such an error to the socket's error answer,
-and the one back; and a removal's error, which never ends a request.
-
-A module's own errors (leases.LeaseError, trash.TrashError, ...) stay in
-that module: core/ending.py is the one place each is said to end a request
-as one of these.
-"""
+"""The errors a request ends in, each class with the CLI's exit code and the
+socket's JSON-RPC code for it (CONTRACT, "Exit codes"), converted to the
+socket's error answer and back; and a removal's error, which never ends a
+request. core/ending.py maps a module's own errors to these."""
 
 from __future__ import annotations
 
@@ -25,9 +20,8 @@ from agentkeep.protocol import (
 
 class Failure(Exception):
     """A request that cannot be answered. Each subclass is one kind, whose
-    `exit` (the CLI's exit code, the answer's error.data.exit) and `code`
-    (the answer's error.code) are its class's. Failure itself carries the
-    numbers it is given: an answer whose numbers no kind has, read back."""
+    `exit` (error.data.exit) and `code` (error.code) are its class's; Failure
+    itself carries the numbers it is given (an answer no kind has, read back)."""
 
     exit: int = 1
     code: int = SERVER_ERROR
@@ -56,8 +50,7 @@ class Failure(Exception):
 
     @staticmethod
     def from_answer(error: object) -> Failure:
-        """The error an error answer stands for: the kind its numbers name,
-        with its message, report and data."""
+        """The error an error answer stands for: the kind its numbers name."""
         if not isinstance(error, dict):
             return Failed(f"malformed error answer: {error!r}")
         code, message = error.get("code"), str(error.get("message", ""))
@@ -112,15 +105,13 @@ class UnknownMethod(BadRequest):
 
 class BadParams(BadRequest):
     """What a command or request was given is wrong (an unknown agent, an
-    age that is no duration, options that go against each other): a usage
-    error to the CLI, invalid params on the socket."""
+    age that is no duration, options that go against each other)."""
 
     code = INVALID_PARAMS
 
 
 class ConfigInvalid(Kind):
-    """The user's config does not parse or holds a bad value: nothing that
-    needs it runs until it is fixed."""
+    """The user's config does not parse or holds a bad value."""
 
     exit = 2
 
@@ -140,7 +131,7 @@ class NotFound(Kind):
 
 class Busy(Kind):
     """Every slot of the daemon is taken, or it is stopping: nothing of the
-    request was done (the client does the work itself: client.Busy)."""
+    request was done."""
 
     code = BUSY
 
@@ -172,8 +163,7 @@ class ManagerUnreachable(ServiceError):
     exit = 1
 
 
-# The kinds an error answer can name (each pair of numbers names one): an
-# answer is read back as the same class the daemon raised.
+# The kinds an error answer is read back as (each pair of numbers names one).
 ANSWERED: tuple[type[Kind], ...] = (
     Failed,
     BadRequest,
@@ -193,8 +183,7 @@ def error_message(request_id: object, error: Failure) -> dict[str, object]:
 
 
 def state_file_failure(exc: OSError) -> Failed:
-    """A state file that cannot be written (a full disk): said in words,
-    naming it, the same from the CLI, the daemon and a process apart."""
+    """A state file that cannot be written (a full disk), said in words naming it."""
     where = f" ({exc.filename})" if exc.filename else ""
     return Failed(f"{exc.strerror or exc}{where}")
 

@@ -1,15 +1,10 @@
-"""The lasting record of what went: `<state>/history.jsonl`, one line per
-session removed (by a prune or a purge), and one more when its trash entry
-expires, is emptied or is restored, saying whether it can still be had
-back. It keeps what a person knows a session by (its title or first
-prompt, cut short) and nothing else of its content; no retention ever
-prunes it, and `history --forget` removes lines a person names.
-
-Writing it never fails a removal: a line that cannot be written (a full
-disk) is counted, logged, and the removal goes on. Each line is one
-write() to a file opened O_APPEND, under an exclusive lock that --forget's
-rewrite takes too, and begins on a line of its own even after a write cut
-short; reading skips any line that is not whole (a kill mid-write).
+"""The lasting record of what went: `<state>/history.jsonl`, a line per
+session removed, and one more when its trash entry expires, is emptied or is
+restored. It keeps a session's title and nothing else of its content; only
+`history --forget` removes lines. Writing it never fails a removal (a line
+that cannot be written is counted and logged); each line is one O_APPEND
+write under the lock --forget's rewrite takes too; reading skips any line
+that is not whole.
 """
 
 from __future__ import annotations
@@ -29,10 +24,10 @@ from agentkeep.model import parse_rfc3339, rfc3339
 
 log = structlog.get_logger("agentkeep.history")
 
-HISTORY = "history.jsonl"
+_HISTORY = "history.jsonl"
 # Why a line was written: a removal's reason (the prune report's `why`), or
 # what became of its trash entry.
-WHYS = ("age", "size", "purge", "expired", "emptied", "restored")
+_WHYS = ("age", "size", "purge", "expired", "emptied", "restored")
 
 
 @dataclass(frozen=True)
@@ -51,8 +46,7 @@ class Gone:
     last_activity: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        # vars(), not asdict(): every field is a plain value, and asdict's
-        # deep copy was most of a line's cost (some 65 us a removal).
+        """The line's object (vars(), not asdict(): every field is plain)."""
         doc = dict(vars(self))
         for key in ("time", "first_activity", "last_activity"):
             doc[key] = rfc3339(doc[key])
@@ -61,7 +55,7 @@ class Gone:
     @classmethod
     def from_json(cls, doc: Any) -> Gone:
         """Raises ValueError (TypeError, KeyError) for what this never wrote."""
-        if not isinstance(doc, dict) or doc.get("why") not in WHYS:
+        if not isinstance(doc, dict) or doc.get("why") not in _WHYS:
             raise ValueError("not a line of the record")
         for key in ("agent", "id"):
             if not isinstance(doc[key], str) or not doc[key]:
@@ -88,12 +82,12 @@ def _time(value: Any) -> float | None:
     return None if value is None else parse_rfc3339(value)
 
 
-def path_of(state_dir: Path) -> Path:
-    return state_dir / HISTORY
+def _path(state_dir: Path) -> Path:
+    return state_dir / _HISTORY
 
 
 def _lock(state_dir: Path) -> Any:
-    return hold_exclusive(state_dir / f"{HISTORY}.lock")
+    return hold_exclusive(state_dir / f"{_HISTORY}.lock")
 
 
 class Record:
@@ -107,9 +101,10 @@ class Record:
         self.error: str | None = None
 
     def add(self, gone: Gone) -> bool:
+        """Append a line; whether it was written."""
         try:
             with _lock(self.state_dir):
-                _append(path_of(self.state_dir), _line(gone))
+                _append(_path(self.state_dir), _line(gone))
         except (OSError, LeaseError) as exc:
             self.unwritten += 1
             if self.error is None:
@@ -151,7 +146,7 @@ def _append(path: Path, line: bytes) -> None:
 def read(state_dir: Path) -> Iterator[Gone]:
     """Every whole line of the record, oldest first; a line that is not one
     (cut by a kill, or damaged) is passed over, and counted in the log."""
-    handle = fsio.open_quietly(path_of(state_dir))
+    handle = fsio.open_quietly(_path(state_dir))
     if handle is None:
         return
     skipped = 0
@@ -175,5 +170,5 @@ def forget(state_dir: Path, drop: Callable[[Gone], bool]) -> int:
         kept = [g for g in lines if not drop(g)]
         if len(kept) == len(lines):
             return 0
-        fsio.replace(path_of(state_dir), b"".join(_line(g) for g in kept))
+        fsio.replace(_path(state_dir), b"".join(_line(g) for g in kept))
     return len(lines) - len(kept)

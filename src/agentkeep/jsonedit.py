@@ -1,15 +1,9 @@
 """A JSON document as the text a person wrote: read with the place of every
-value, and changed by one splice that leaves every other character as it was.
-
-An agent's settings file is the user's: its key order, its indentation, its
-comments (for the agents that read comments) and every setting agentkeep
-does not know must come through a change exactly. So nothing here encodes a
-document again: `parse` finds where each object member stands in the text,
-and a change replaces one stretch of it (a `Splice`). What the text means
-is what the agent reads: `Dialect` says whether `//` and `/* */` comments
-and a leading byte order mark are allowed; numbers, strings and literals
-are JSON's (no NaN, no trailing comma); of two equal keys the last counts,
-as JavaScript's JSON.parse has it.
+value, and changed by one splice that leaves every other character (key
+order, indentation, comments, unknown settings) as it was. The text means
+what the agent reads: `Dialect` says whether comments and a leading byte
+order mark are allowed; the rest is JSON's, and of two equal keys the last
+counts, as in JavaScript's JSON.parse.
 """
 
 from __future__ import annotations
@@ -19,9 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-BOM = "\ufeff"
-# Settings files are shallow: a document nested deeper is refused, not
-# followed down into a RecursionError.
+_BOM = "\ufeff"
+# Settings files are shallow: deeper is refused, never a RecursionError.
 MAX_DEPTH = 200
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _LITERALS = {"true": True, "false": False, "null": None}
@@ -44,6 +37,8 @@ class JSONTextError(ValueError):
 
 @dataclass
 class Member:
+    """An object's member: its key, where the key's text starts, its value."""
+
     key: str
     key_start: int
     value: Node
@@ -68,20 +63,25 @@ class Node:
         return found
 
     def repeats(self, key: str) -> bool:
+        """Whether `key` is written more than once."""
         return sum(m.key == key for m in self.members or ()) > 1
 
 
 @dataclass
 class Document:
+    """A parsed text, its root value and where its comments stand."""
+
     text: str
     root: Node
     # Where each comment stands: a change never takes one away.
     comments: list[tuple[int, int]] = field(default_factory=list)
 
     def has_comment(self, start: int, end: int) -> bool:
+        """Whether a comment stands in text[start:end]."""
         return any(s < end and start < e for s, e in self.comments)
 
     def newline(self) -> str:
+        """The text's line break."""
         return "\r\n" if "\r\n" in self.text else "\n"
 
 
@@ -94,6 +94,7 @@ class Splice:
     new: str
 
     def apply(self, text: str) -> str:
+        """The text with the splice made."""
         return text[: self.start] + self.new + text[self.end :]
 
 
@@ -110,13 +111,15 @@ class _Parser:
         self.comments: list[tuple[int, int]] = []
 
     def fail(self, at: int, what: str) -> JSONTextError:
+        """The error saying `what`, at the line and column of `at`."""
         line = self.text.count("\n", 0, at) + 1
         column = at - (self.text.rfind("\n", 0, at) + 1) + 1
         return JSONTextError(f"{what} at line {line}, column {column}")
 
     def document(self) -> Document:
+        """The whole text as one document."""
         start = 0
-        if self.text.startswith(BOM):
+        if self.text.startswith(_BOM):
             if not self.dialect.bom:
                 raise JSONTextError(
                     f"it starts with a byte order mark, which {self.dialect.reader} cannot read"
@@ -149,6 +152,7 @@ class _Parser:
         return i
 
     def value(self, i: int, depth: int) -> Node:
+        """The value starting at `i`."""
         if depth > MAX_DEPTH:
             raise self.fail(i, f"values nested deeper than {MAX_DEPTH}")
         if i >= len(self.text):
@@ -169,6 +173,7 @@ class _Parser:
         return Node(i, number.end(), json.loads(number[0]))
 
     def string(self, i: int) -> Node:
+        """The string starting at `i`."""
         j = i + 1
         while True:
             j = self._string_end(i, j)
@@ -189,6 +194,7 @@ class _Parser:
         return quote if backslash < 0 or quote < backslash else backslash
 
     def object(self, i: int, depth: int) -> Node:
+        """The object starting at `i`."""
         members: list[Member] = []
         j = self.skip(i + 1)
         if self.text.startswith("}", j):
@@ -213,6 +219,7 @@ class _Parser:
                 raise self.fail(j, "a comma before '}'")
 
     def array(self, i: int, depth: int) -> Node:
+        """The array starting at `i`."""
         items: list[Any] = []
         j = self.skip(i + 1)
         if self.text.startswith("]", j):

@@ -1,15 +1,9 @@
-"""JSON as text: documents written once and passed along, and the CLI's
-indented output.
-
-`ls` at tens of thousands of sessions is mostly JSON encoding, so it is done
-once: the index writes each session's object as the CLI prints it
-(`json.dumps(rows, indent=2)`), the daemon sends that text as its answer
-(`JSONText`), and the CLI prints it without decoding it. A socket answer is
-one line, so the text travels *folded*: its line breaks written as tabs.
-JSON escapes both inside strings, so a tab in a folded text is always one
-of its line breaks, and folding and unfolding are exact; a folded text is
-valid JSON too (tabs and spaces are whitespace between tokens), so any
-other client reads it as the same document.
+"""JSON as text: documents encoded once and passed along (the index writes
+each session as `ls` prints it, the daemon sends that text, the CLI prints
+it undecoded), and the CLI's indented output. A socket answer is one line,
+so the text travels *folded*, its line breaks written as tabs: JSON escapes
+both inside strings, so folding is exact, and a folded text is still valid
+JSON to any other client.
 """
 
 from __future__ import annotations
@@ -64,12 +58,9 @@ def indented(doc: Any) -> str:
 
 def indented_parts(doc: Any) -> Iterator[str]:
     """`indented(doc)` in parts, which join to exactly that: an object's
-    members one by one, and a list among them an item at a time, so that
-    the CLI writes a prune's report of tens of thousands of removals as it
-    goes, never as one string (twice: as text, then as bytes). Encoder
-    output holds real line breaks only between tokens, so each part's
-    nested lines are indented by replacing them. A member's value may be an
-    iterator, written as the list of its items as they come (read once)."""
+    members one by one, and a list among them an item at a time, so that a
+    big report is written as it goes, never held as one string. A member's
+    value may be an iterator, written as the list of its items (read once)."""
     if not isinstance(doc, dict) or not doc or not all(isinstance(k, str) for k in doc):
         yield indented(doc)
         return

@@ -1,10 +1,6 @@
-"""Logging set-up: structlog for every line, JSON on stderr unless a person watches.
-
-Library modules only ever call `structlog.get_logger("agentkeep.<module>")`;
-this module decides where the lines go. The standard library's loggers
-(apscheduler, watchdog) are routed through the same renderer, so a daemon's
-stderr is one format from end to end: JSON lines for journald and log
-collectors, readable `key=value` lines on a terminal.
+"""Logging set-up: structlog for every line (the standard library's loggers
+routed through the same renderer), JSON lines on stderr unless a person
+watches, then readable `key=value` lines.
 """
 
 from __future__ import annotations
@@ -20,12 +16,9 @@ from collections.abc import Mapping
 
 def _import_structlog() -> None:
     """Import structlog without two modules it imports and agentkeep never
-    uses, which were most of the CLI's start-up after click: rich, for its
-    default traceback formatter (agentkeep renders tracebacks plainly on a
-    terminal and as data in JSON), refused for the import; and asyncio, which
-    structlog.stdlib and structlog._native import at their top for their
-    async loggers (agentkeep logs synchronously), deferred (_Deferred). Where
-    either is loaded already, it costs nothing."""
+    uses, which were most of the CLI's start-up: rich (its traceback
+    formatter), refused for the import, and asyncio (its async loggers),
+    deferred (_Deferred)."""
     if "structlog" in sys.modules:
         return
     deferred = None
@@ -47,8 +40,7 @@ def _import_structlog() -> None:
 
 class _Deferred(types.ModuleType):
     """A stand-in for a module, importing it on the first access to one of
-    its attributes and answering each from it: what imported the stand-in
-    uses the real module, which nothing loads before it is used."""
+    its attributes and answering each from it."""
 
     def __getattr__(self, attr: str) -> object:
         # Used while still standing in (during the import it was made for):
@@ -66,14 +58,14 @@ import structlog  # noqa: E402
 _QUIET = ("apscheduler", "watchdog")
 
 
-LEVELS = ("debug", "info", "warning", "error")
+_LEVELS = ("debug", "info", "warning", "error")
 
 
 def level_from(environ: Mapping[str, str], default: str) -> str:
     """AGENTKEEP_LOG_LEVEL, checked; ValueError names a bad one."""
     level = environ.get("AGENTKEEP_LOG_LEVEL") or default
-    if level.lower() not in LEVELS:
-        raise ValueError(f"AGENTKEEP_LOG_LEVEL must be one of {', '.join(LEVELS)}, not {level!r}")
+    if level.lower() not in _LEVELS:
+        raise ValueError(f"AGENTKEEP_LOG_LEVEL must be one of {', '.join(_LEVELS)}, not {level!r}")
     return level.lower()
 
 
@@ -99,23 +91,18 @@ def configure(json: bool | None = None, level: str = "info") -> None:
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    renderer: structlog.typing.Processor
+    last: list[structlog.typing.Processor]
     if json:
-        renderer = structlog.processors.JSONRenderer()
         # Tracebacks as data, without locals: they would put whole configs
         # and sessions into the journal.
-        tail: list[structlog.typing.Processor] = [
-            structlog.processors.ExceptionRenderer(
-                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
-            )
-        ]
+        as_data = structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+        last = [structlog.processors.ExceptionRenderer(as_data)]
+        last.append(structlog.processors.JSONRenderer())
     else:
-        renderer = structlog.dev.ConsoleRenderer(
-            # NO_COLOR (no-color.org) turns colours off on a terminal too.
-            colors=sys.stderr.isatty() and not os.environ.get("NO_COLOR"),
-            exception_formatter=structlog.dev.plain_traceback,
-        )
-        tail = []
+        # NO_COLOR (no-color.org) turns colours off on a terminal too.
+        colors = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+        plain = structlog.dev.plain_traceback
+        last = [structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=plain)]
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
@@ -126,11 +113,7 @@ def configure(json: bool | None = None, level: str = "info") -> None:
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                *tail,
-                renderer,
-            ],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *last],
         )
     )
     root = logging.getLogger()

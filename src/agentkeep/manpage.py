@@ -90,6 +90,7 @@ def _options(command: click.Command, ctx: click.Context, *, every: bool = False)
 
 
 def render(main: click.Group) -> str:
+    """The man page of the command group `main`, as roff."""
     ctx = click.Context(main, info_name="agentkeep")
     out = [
         HEADER,
@@ -139,6 +140,7 @@ def render(main: click.Group) -> str:
 
 
 def main() -> None:
+    """Print the man page."""
     from agentkeep.cli import main as cli
 
     sys.stdout.write(render(cli))

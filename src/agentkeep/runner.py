@@ -1,8 +1,6 @@
-"""Answering one command: through the daemon when one answers with the same
-view, else in-process; and ending it with its output and exit code.
-
-Shared by the `agentkeep` command (cli/) and the terminal view (ui/).
-"""
+"""Answering one command (for cli/ and ui/): through the daemon when one
+answers with the same view, else in-process; and ending it with its output
+and exit code."""
 
 from __future__ import annotations
 
@@ -47,12 +45,12 @@ def fail(exc: Failure) -> NoReturn:
     sys.exit(exc.exit)
 
 
-# indented_parts() are written joined up to this many characters at a time:
-# a write per part cost half as much again as encoding them.
+# indented_parts() are written joined up to this many characters at a time.
 _CHUNK = 1 << 16
 
 
 def emit_json(doc: Any) -> None:
+    """`doc` as indented JSON on stdout."""
     from agentkeep.jsontext import indented_parts
 
     emit_parts(indented_parts(doc))
@@ -80,6 +78,7 @@ class Runner:
 
     @property
     def ctx(self) -> Context:
+        """The in-process context, opened on first use."""
         if self._ctx is None:
             from agentkeep.core.context import Context
 
@@ -88,8 +87,7 @@ class Runner:
 
     def fingerprint(self) -> dict[str, Any]:
         """The config path, state dir and roots this process resolved (sent
-        to the daemon), without opening the index: nothing of the in-process
-        work is imported or opened for it."""
+        to the daemon), without opening the index."""
         from agentkeep import view
 
         return self._ctx.fingerprint() if self._ctx else view.resolve(self.env)
@@ -102,8 +100,7 @@ class Runner:
         raw: bool = False,
     ) -> Any:
         """The daemon's answer, else `local`'s; with `raw`, the answer as
-        JSON text (client.request), which `local` then gives too. Work done
-        here (the first full scan above all) shows a progress bar."""
+        JSON text (client.request), which `local` then gives too."""
         import structlog
 
         from agentkeep import client
@@ -138,6 +135,7 @@ class Runner:
     def run(
         self, body: Callable[[], int | None], as_json: bool = False, wide: bool = False
     ) -> NoReturn:
+        """Exit with `body`'s code, or end in the Failure it raised."""
         try:
             code = body() or 0
         except Failure as exc:

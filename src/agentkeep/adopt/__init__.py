@@ -1,36 +1,12 @@
-"""`agentkeep adopt AGENT`: hand an agent's own clean-up of old sessions to
-agentkeep, through the agent's own setting in its own settings file; and
-`--undo`, which puts back what was there.
+"""`agentkeep adopt AGENT`: hand an agent's own clean-up of old sessions
+(a sweep blind to leases and pins) to agentkeep through the agent's own
+setting (adopt/settings.py); `--undo` puts back what was there.
 
-Claude Code, Gemini CLI and Qwen Code delete what belongs to old sessions on
-a timer of their own, blind to leases, pins and keep_last (FIELD-NOTES).
-Adopt writes the value each one honours as "keep" (seen in the real agents:
-tests/real_agents/test_own_sweeps.py):
-
-- claude: `cleanupPeriodDays` 99999. Claude takes a whole number of days
-  from 1 to 2^53-1 (from about 10^8 on it has no age cut-off at all); any
-  other value is a settings error during which it skips its whole sweep,
-  and `0` stops older versions writing transcripts at all.
-- gemini: `general.sessionRetention.enabled` false. The sweep is on by
-  default (30 days) and also deletes, at any age, chats it cannot read.
-- qwen: `general.cleanupPeriodDays` 99999. `0` is one hour, not off.
-
-What adopt never does:
-- change anything in the file but the one setting: the change is one splice
-  of the text (jsonedit), and the result is read back and compared with the
-  document it must be before anything is written;
-- edit a file the agent itself cannot read (a comment where the agent
-  takes none, a byte order mark, a setting on the way named twice, bytes
-  that are not UTF-8), nor one that is read-only, another user's, or has a
-  second name (a hard link): a link is followed and its target replaced,
-  so the link stays a link;
-- write over a value the user set since: undo puts back exactly what adopt
-  found (the value as it was written, or no key at all) only while the
-  setting still holds what adopt wrote.
-
-What adopt changed is kept in `<state>/adopted/<agent>.json` until undone.
-Beside this module: settings (each agent's setting) and settingsfile (the
-file read, checked and written).
+The change is one splice of the text (jsonedit), read back and compared
+with the document it must give before anything is written; a file the
+agent cannot read, a read-only one, another user's or a hard-linked one is
+never edited. Undo puts back exactly what adopt found, only while the
+setting still holds what adopt wrote (kept in `<state>/adopted/<agent>.json`).
 """
 
 from __future__ import annotations
@@ -43,18 +19,19 @@ from typing import Any
 import structlog
 
 from agentkeep import jsonedit
-from agentkeep.adopt.settings import Setting, setting
-from agentkeep.adopt.settingsfile import (
+from agentkeep.adopt.settings import (
     ABSENT,
     GONE,
     Found,
     Read,
+    Setting,
     check_writable,
     checked,
     look,
     nested,
     put,
     read_file,
+    setting,
     write,
 )
 from agentkeep.errors import Failed
@@ -145,7 +122,9 @@ def plan_undo(env: Env, agent: str) -> Change:
     """What `adopt AGENT --undo` puts back; Failed when there is nothing to
     undo, or the setting was changed since adopt."""
     s = setting(agent)
-    record = _load_record(env, s)
+    record = _recorded_before(env, s)
+    if record is None:
+        raise Failed(f"nothing to undo: agentkeep has not changed {s.product}'s {s.name}")
     path, target = Path(record["file"]), Found(True, record["after"])
     before = Found(record["before"]["present"], record["before"]["value"])
     read = read_file(s, path)
@@ -208,7 +187,7 @@ def _take_out(
 
 def retention_note(env: Env, change: Change) -> str | None:
     """Said after an adopt when agentkeep itself would never remove the
-    agent's old sessions: with the agent's own clean-up off, nothing would."""
+    agent's old sessions (with the agent's own clean-up off, nothing would)."""
     from agentkeep import view
 
     config, error = view.load(env, env.state_dir)
@@ -276,13 +255,6 @@ def _save_record(env: Env, where: Path, record: dict[str, Any] | None) -> None:
     write_json(where, record)
 
 
-def _load_record(env: Env, s: Setting) -> dict[str, Any]:
-    record = _recorded_before(env, s)
-    if record is None:
-        raise Failed(f"nothing to undo: agentkeep has not changed {s.product}'s {s.name}")
-    return record
-
-
 def _recorded_before(env: Env, s: Setting) -> dict[str, Any] | None:
     where = _record_path(env, s)
     for folder in (env.state_dir, where.parent):
@@ -299,15 +271,13 @@ def _recorded_before(env: Env, s: Setting) -> dict[str, Any] | None:
 
 def _record_shape(value: Any) -> dict[str, Any]:
     """A record as adopt writes it (TypeError otherwise)."""
-    if not isinstance(value, dict) or value.get("kind") not in ("replace", "insert", "create"):
+    texts = {"replace": ("old",), "insert": ("old", "new"), "create": ("content",)}
+    kind = value.get("kind") if isinstance(value, dict) else None
+    before = value.get("before") if kind in texts else None
+    if not isinstance(before, dict) or not isinstance(before.get("present"), bool):
         raise TypeError("not a record of adopt")
-    before = value.get("before")
-    if not isinstance(value.get("file"), str) or not isinstance(before, dict):
+    if not isinstance(value.get("file"), str) or "after" not in value:
         raise TypeError("not a record of adopt")
-    if not isinstance(before.get("present"), bool) or "after" not in value:
-        raise TypeError("not a record of adopt")
-    kind = value["kind"]
-    texts = {"replace": ("old",), "insert": ("old", "new"), "create": ("content",)}[kind]
-    if not all(isinstance(value.get(t), str) for t in texts):
+    if not all(isinstance(value.get(t), str) for t in texts[value["kind"]]):
         raise TypeError(f"a {kind} record without its text")
     return value

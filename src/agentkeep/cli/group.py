@@ -1,7 +1,13 @@
-"""The `agentkeep` command group and what every command shares: -q and
--v, the log set up once the arguments are parsed, a bad config refused,
-the options the commands have in common, and every Failure ended in one
-place (its words on stderr, its exit code)."""
+"""The `agentkeep` command group and what every command shares: -q and -v
+(before or after the command's name), the log set up once the arguments are
+parsed, a bad config refused, the common options and arguments, and every
+Failure ended in one place (its words on stderr, its exit code).
+
+The shell completes agent names from the config and session ids from the
+index (and the trash, for `restore`). It runs at every Tab, so it is cheap
+and changes nothing: the index read-only, never a scan, never the state dir
+created, nothing completed rather than a failure.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +18,9 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
+from click.shell_completion import CompletionItem
 
-from agentkeep import VERSION_LINE, __version__, completion
+from agentkeep import VERSION_LINE, __version__
 from agentkeep.errors import BadParams, ConfigInvalid, Failure
 from agentkeep.paths import Env
 from agentkeep.runner import QUIET, fail
@@ -22,23 +29,87 @@ _VERBOSE = "agentkeep.verbose"
 
 
 def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--json."""
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(f)
 
 
 def wide_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--wide."""
     return click.option(
         "--wide", is_flag=True, help="Print ids, workspaces and paths whole, however wide."
     )(f)
 
 
-def agent_argument(f: Callable[..., Any]) -> Callable[..., Any]:
-    return click.argument("agent", shell_complete=completion.agents)(f)
+def agent_option(help: str = "Only this agent's sessions.") -> Callable[..., Any]:
+    """--agent A, completed from the config."""
+    return click.option("--agent", default=None, help=help, shell_complete=_agents)
 
 
-def id_argument(
-    complete: Callable[..., Any] = completion.session_ids,
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    return click.argument("session_id", metavar="ID", shell_complete=complete)
+def session_arguments(trashed: bool = False) -> Callable[..., Any]:
+    """AGENT ID, completed from the config and the index (or the trash)."""
+    agent = click.argument("agent", shell_complete=_agents)
+    ids = click.argument(
+        "session_id", metavar="ID", shell_complete=_trashed_ids if trashed else _session_ids
+    )
+    return lambda f: agent(ids(f))
+
+
+def _agents(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """The agents the user's config enables, and its stores."""
+    from agentkeep import view
+
+    env = Env.from_environ()
+    config, _ = view.load(env, env.state_dir)
+    names = [*config.enabled, *(store.name for store in config.stores)]
+    return [CompletionItem(name) for name in names if name.startswith(incomplete)]
+
+
+def _session_ids(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """The indexed sessions of the agent already given, newest first, each
+    with its workspace as help (zsh and fish show it)."""
+    import sqlite3
+    import urllib.parse
+    from contextlib import closing
+
+    agent = ctx.params.get("agent")
+    if not agent:
+        return []
+    index = Env.from_environ().state_dir / "index.sqlite"
+    if not index.is_file():
+        return []
+    # Read-only, and no other way in: completion never writes the index.
+    uri = f"file:{urllib.parse.quote(str(index))}?mode=ro"
+    try:
+        with closing(sqlite3.connect(uri, uri=True, timeout=1)) as db:
+            rows = db.execute(
+                "SELECT id, workspace FROM sessions WHERE agent = ? AND substr(id, 1, ?) = ?"
+                " ORDER BY last_activity IS NULL, last_activity DESC",
+                (agent, len(incomplete), incomplete),
+            ).fetchall()
+    except sqlite3.Error:
+        return []
+    return [CompletionItem(sid, help=ws if isinstance(ws, str) else None) for sid, ws in rows]
+
+
+def _trashed_ids(
+    ctx: click.Context, param: click.Parameter, incomplete: str
+) -> list[CompletionItem]:
+    """The sessions of the agent already given that wait in the trash."""
+    from agentkeep import logs
+    from agentkeep.trash.entries import TrashError, list_entries
+
+    # An unreadable entry is logged: on stderr, never into the completions.
+    logs.configure(level="error")
+    agent = ctx.params.get("agent")
+    try:
+        entries = list_entries(Env.from_environ().state_dir)
+    except (TrashError, OSError):
+        return []
+    return [
+        CompletionItem(e.id) for e in entries if e.agent == agent and e.id.startswith(incomplete)
+    ]
 
 
 def _noted(ctx: click.Context, param: click.Parameter, value: int) -> None:
@@ -49,21 +120,12 @@ def _noted(ctx: click.Context, param: click.Parameter, value: int) -> None:
 
 
 def _verbosity() -> list[click.Parameter]:
+    quiet = "Only errors on stderr: no warnings, no progress bar."
+    verbose = "More on stderr: -v the info log, -vv the debug log."
+    shared: dict[str, Any] = {"expose_value": False, "callback": _noted}
     return [
-        click.Option(
-            ["-q", "--quiet"],
-            is_flag=True,
-            expose_value=False,
-            callback=_noted,
-            help="Only errors on stderr: no warnings, no progress bar.",
-        ),
-        click.Option(
-            ["-v", "--verbose"],
-            count=True,
-            expose_value=False,
-            callback=_noted,
-            help="More on stderr: -v the info log, -vv the debug log.",
-        ),
+        click.Option(["-q", "--quiet"], is_flag=True, help=quiet, **shared),
+        click.Option(["-v", "--verbose"], count=True, help=verbose, **shared),
     ]
 
 
@@ -110,24 +172,20 @@ class _Command(click.Command):
         self.params.extend(_verbosity())
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Set up the log, refuse a bad config, run the command."""
         from agentkeep.logs import configure
 
         # A person at the CLI sees results, not the log; the daemon logs every
         # removal and kept session (-q, -v or AGENTKEEP_LOG_LEVEL say otherwise).
         configure(level=_log_level(ctx, "info" if self.name == "serve" else "warning"))
         if self.name not in _BAD_CONFIG_RUNS:
-            error = config_error(Env.from_environ())
-            if error is not None:
+            from agentkeep import view
+
+            env = Env.from_environ()
+            error = view.load(env, env.state_dir)[1]
+            if error is not None:  # exit 2, naming the key and the value
                 raise ConfigInvalid(f"config error: {error}")
         return super().invoke(ctx)
-
-
-def config_error(env: Env) -> str | None:
-    """The user's config's error, or None: every command that reads it
-    refuses a bad one (exit 2, naming the key and the value)."""
-    from agentkeep import view
-
-    return view.load(env, env.state_dir)[1]
 
 
 class _Group(click.Group):
@@ -139,6 +197,7 @@ class _Group(click.Group):
         self.params.extend(_verbosity())
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a reader gone away from stdout ends it quietly."""
         code = 0
         try:
             try:

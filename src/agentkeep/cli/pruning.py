@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from agentkeep import completion
-from agentkeep.cli.group import agent_argument, id_argument, json_option, main, wide_option
+from agentkeep.cli.group import agent_option, json_option, main, session_arguments, wide_option
 from agentkeep.errors import BadParams, Failed
 from agentkeep.paths import Env
 from agentkeep.runner import Runner, emit_json, emit_parts, progress_bar, text_out
@@ -19,33 +18,31 @@ if TYPE_CHECKING:
     from agentkeep.prune.report import PruneReport
 
 
-def _print_report(report: dict[str, Any] | PruneReport | None, as_json: bool, wide: bool) -> int:
-    """A prune's report: the daemon's answer, or the run's own (whose
-    removals are written as they are read back, never held whole)."""
+def _report(
+    r: Runner, report: dict[str, Any] | PruneReport | None, as_json: bool, wide: bool
+) -> int:
+    """Print a prune's report (the daemon's answer, or the run's own, whose
+    removals are written as they are read back); the exit code. A run here
+    that moved sessions into the trash compresses them once its report is
+    out (trash.packing says why then); the daemon does so for its own."""
     assert report is not None, "only a scheduled prune skips its turn"
-    if as_json:
-        if isinstance(report, dict):
-            emit_json(report)
-            return Failed.exit if report["failed"] else 0
+    if as_json and not isinstance(report, dict):
         emit_parts(report.json_parts())
-        return Failed.exit if report.failed else 0
-    from agentkeep import render
+    elif as_json:
+        emit_json(report)
+    else:
+        from agentkeep import render
 
-    doc = report if isinstance(report, dict) else report.to_json(paths=False)
-    render.report(text_out(wide), doc)
-    return Failed.exit if doc["failed"] else 0
+        doc = report if isinstance(report, dict) else report.to_json(paths=False)
+        render.report(text_out(wide), doc)
+    if isinstance(report, dict):
+        return Failed.exit if report["failed"] else 0
+    if not report.dry_run and report.removed:
+        sys.stdout.flush()
+        from agentkeep.core.trashcan import compress_trash
 
-
-def _compress_here(r: Runner, report: dict[str, Any] | PruneReport | None) -> None:
-    """A prune run here moved sessions into the trash: compress them once
-    its report is out (trash.packing says why then). The daemon does so
-    for the prunes it runs."""
-    if report is None or isinstance(report, dict) or report.dry_run or not report.removed:
-        return
-    sys.stdout.flush()
-    from agentkeep.core.trashcan import compress_trash
-
-    compress_trash(r.ctx.state_dir)
+        compress_trash(r.ctx.state_dir)
+    return Failed.exit if report.failed else 0
 
 
 @main.command()
@@ -56,9 +53,7 @@ def _compress_here(r: Runner, report: dict[str, Any] | PruneReport | None) -> No
     metavar="AGE",
     help="The cutoff (at least 1d); default: the config's retention.",
 )
-@click.option(
-    "--agent", default=None, help="Only this agent's sessions.", shell_complete=completion.agents
-)
+@agent_option()
 @wide_option
 @json_option
 def prune(
@@ -67,28 +62,24 @@ def prune(
     """Remove sessions idle past the cutoff."""
     r = Runner()
 
+    params: dict[str, Any] = {"dry_run": dry_run, "older_than": older_than, "agent": agent}
+
     def body() -> int:
-        params = {"dry_run": dry_run, "older_than": older_than, "agent": agent}
         with progress_bar("pruning") as bar:
 
             def local(ctx: Context) -> PruneReport | None:
                 from agentkeep.core import pruning
 
-                return pruning.prune(
-                    ctx, dry_run=dry_run, older_than=older_than, agent=agent, progress=bar.progress
-                )
+                return pruning.prune(ctx, **params, progress=bar.progress)
 
             doc = r.ask("prune", params, local)
-        code = _print_report(doc, as_json, wide)
-        _compress_here(r, doc)
-        return code
+        return _report(r, doc, as_json, wide)
 
     r.run(body, wide=wide)
 
 
 @main.command()
-@agent_argument
-@id_argument()
+@session_arguments()
 @click.option("--dry-run", is_flag=True, help="Decide everything, remove nothing.")
 @click.option("--cascade", is_flag=True, help="Remove the session's descendants first.")
 @wide_option
@@ -98,25 +89,18 @@ def purge(
 ) -> None:
     """Remove one session now, whatever its age."""
     r = Runner()
+    params: dict[str, Any] = dict(agent=agent, id=session_id, dry_run=dry_run, cascade=cascade)
 
     def local(ctx: Context) -> PruneReport:
         from agentkeep.core import pruning
 
-        return pruning.purge(ctx, agent=agent, id=session_id, dry_run=dry_run, cascade=cascade)
+        return pruning.purge(ctx, **params)
 
-    def body() -> int:
-        params = {"agent": agent, "id": session_id, "dry_run": dry_run, "cascade": cascade}
-        doc = r.ask("purge", params, local)
-        code = _print_report(doc, as_json, wide)
-        _compress_here(r, doc)
-        return code
-
-    r.run(body, as_json, wide)
+    r.run(lambda: _report(r, r.ask("purge", params, local), as_json, wide), as_json, wide)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@agent_argument
-@id_argument()
+@session_arguments()
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def hold(agent: str, session_id: str, command: tuple[str, ...]) -> None:
     """Hold a session's lease for as long as COMMAND runs: hold AGENT ID -- CMD [ARG...]."""
@@ -134,42 +118,29 @@ def hold(agent: str, session_id: str, command: tuple[str, ...]) -> None:
         raise ends_as(exc, f"cannot hold {agent} {sid}: {exc}") from None
 
 
-def _pin(agent: str, session_id: str, pinned: bool, as_json: bool) -> None:
-    r = Runner()
-    method = "pin" if pinned else "unpin"
+def _pin_command(method: str, said: str, help: str) -> None:
+    """`pin` or `unpin`, which differ only in what they set."""
 
-    def local(ctx: Context) -> dict[str, Any]:
-        from agentkeep.core import sessions
+    @main.command(method, help=help)
+    @session_arguments()
+    @json_option
+    def command(agent: str, session_id: str, as_json: bool) -> None:
+        r = Runner()
 
-        return sessions.pin(ctx, agent, session_id, pinned)
+        def local(ctx: Context) -> dict[str, Any]:
+            from agentkeep.core import sessions
 
-    def body() -> int:
-        doc = r.ask(method, {"agent": agent, "id": session_id}, local)
-        if as_json:
-            emit_json(doc)
-        else:
-            click.echo(f"{'pinned' if pinned else 'unpinned'} {doc['agent']} {doc['id']}")
-        return 0
+            return sessions.pin(ctx, agent, session_id, method == "pin")
 
-    r.run(body)
+        def body() -> None:
+            doc = r.ask(method, {"agent": agent, "id": session_id}, local)
+            emit_json(doc) if as_json else click.echo(f"{said} {doc['agent']} {doc['id']}")
 
-
-@main.command()
-@agent_argument
-@id_argument()
-@json_option
-def pin(agent: str, session_id: str, as_json: bool) -> None:
-    """Never prune this session."""
-    _pin(agent, session_id, True, as_json)
+        r.run(body)
 
 
-@main.command()
-@agent_argument
-@id_argument()
-@json_option
-def unpin(agent: str, session_id: str, as_json: bool) -> None:
-    """Let this session be pruned again."""
-    _pin(agent, session_id, False, as_json)
+_pin_command("pin", "pinned", "Never prune this session.")
+_pin_command("unpin", "unpinned", "Let this session be pruned again.")
 
 
 @main.command("trash")
@@ -186,27 +157,19 @@ def trash_cmd(empty: bool, older_than: str | None, wide: bool, as_json: bool) ->
         raise BadParams("--older-than goes with --empty")
     state_dir = Env.from_environ().state_dir
 
-    def body() -> int:
+    def body() -> None:
         if not empty:
             doc = trash_list(state_dir)
-            if as_json:
-                emit_json(doc)
-            else:
-                render.trash_entries(text_out(wide), doc["entries"])
-            return 0
-        doc = trash_empty(state_dir, older_than)
-        if as_json:
-            emit_json(doc)
+            emit_json(doc) if as_json else render.trash_entries(text_out(wide), doc["entries"])
         else:
-            render.emptied(text_out(wide), doc)
-        return 0
+            doc = trash_empty(state_dir, older_than)
+            emit_json(doc) if as_json else render.emptied(text_out(wide), doc)
 
     Runner().run(body, as_json)
 
 
 @main.command()
-@agent_argument
-@id_argument(complete=completion.trashed_ids)
+@session_arguments(trashed=True)
 @json_option
 def restore(agent: str, session_id: str, as_json: bool) -> None:
     """Put a pruned session back where it was (with its trashed ancestors)."""
@@ -215,21 +178,20 @@ def restore(agent: str, session_id: str, as_json: bool) -> None:
 
     r = Runner()
 
-    def body() -> int:
+    def body() -> None:
         doc = trashcan.restore(r.ctx, agent, session_id)
         if as_json:
             emit_json(doc)
-        else:
-            for e in doc["restored"]:
-                title = f": {e['title']}" if e["title"] else ""
-                click.echo(f"restored {e['agent']} {e['id']} ({render.size(e['bytes'])}){title}")
-        return 0
+            return
+        for e in doc["restored"]:
+            title = f": {e['title']}" if e["title"] else ""
+            click.echo(f"restored {e['agent']} {e['id']} ({render.size(e['bytes'])}){title}")
 
     r.run(body)
 
 
 @main.command()
-@click.option("--agent", default=None, help="Only this agent's.", shell_complete=completion.agents)
+@agent_option("Only this agent's.")
 @click.option("--workspace", default=None, metavar="W", help="Only this folder and below.")
 @click.option("--grep", default=None, metavar="TEXT", help="Only with TEXT in title, id or folder.")
 @click.option(
@@ -259,19 +221,13 @@ def history(
         raise BadParams("--forget takes --agent A --id ID, or --older-than AGE (and --agent)")
     state_dir = Env.from_environ().state_dir
 
-    def body() -> int:
+    def body() -> None:
         if forget:
             doc: Any = history_forget(state_dir, agent, session_id, older_than)
-            if as_json:
-                emit_json(doc)
-            else:
-                click.echo(f"forgot {render.count(doc['forgotten'], 'line')}")
-            return 0
-        doc = history_list(state_dir, agent, workspace, grep)
-        if as_json:
-            emit_json(doc)
+            words = f"forgot {render.count(doc['forgotten'], 'line')}"
+            emit_json(doc) if as_json else click.echo(words)
         else:
-            render.history(text_out(wide), doc)
-        return 0
+            doc = history_list(state_dir, agent, workspace, grep)
+            emit_json(doc) if as_json else render.history(text_out(wide), doc)
 
     Runner().run(body, as_json)

@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from agentkeep import completion
-from agentkeep.cli.group import agent_argument, id_argument, json_option, main, wide_option
+from agentkeep.cli.group import agent_option, json_option, main, session_arguments, wide_option
 from agentkeep.runner import Runner, emit_json, progress_bar, text_out
 
 if TYPE_CHECKING:
@@ -20,7 +19,7 @@ def scan(as_json: bool) -> None:
     """Rebuild the index from disk now."""
     r = Runner()
 
-    def body() -> int:
+    def body() -> None:
         from agentkeep import render
 
         with progress_bar("scanning") as bar:
@@ -32,15 +31,12 @@ def scan(as_json: bool) -> None:
 
             doc = r.ask("scan", {}, local)
         emit_json(doc) if as_json else render.scan(text_out(), doc)
-        return 0
 
     r.run(body)
 
 
 @main.command("ls")
-@click.option(
-    "--agent", default=None, help="Only this agent's sessions.", shell_complete=completion.agents
-)
+@agent_option()
 @click.option(
     "--idle-over",
     default=None,
@@ -58,7 +54,7 @@ def ls_cmd(agent: str | None, idle_over: str | None, wide: bool, as_json: bool) 
 
         return ls_text(ctx, agent, idle_over).text
 
-    def body() -> int:
+    def body() -> None:
         # As text: the daemon's answer (or the core's) is printed as it
         # came, never decoded and encoded again (jsontext).
         text = r.ask("ls", {"agent": agent, "idle_over": idle_over}, local, raw=True)
@@ -76,14 +72,12 @@ def ls_cmd(agent: str | None, idle_over: str | None, wide: bool, as_json: bool) 
             # The states just listed are not looked at again for the hint.
             known = {(row["agent"], row["id"]): row["state"] for row in rows}
             render.sessions(text_out(wide), rows, reclaim_hint(r.ctx, known))
-        return 0
 
     r.run(body)
 
 
 @main.command()
-@agent_argument
-@id_argument()
+@session_arguments()
 @wide_option
 @json_option
 def show(agent: str, session_id: str, wide: bool, as_json: bool) -> None:
@@ -95,7 +89,7 @@ def show(agent: str, session_id: str, wide: bool, as_json: bool) -> None:
 
         return sessions.show(ctx, agent, session_id)
 
-    def body() -> int:
+    def body() -> None:
         doc = r.ask("show", {"agent": agent, "id": session_id}, local)
         if as_json:
             emit_json(doc)
@@ -103,7 +97,6 @@ def show(agent: str, session_id: str, wide: bool, as_json: bool) -> None:
             from agentkeep import render
 
             render.show(text_out(wide), doc)
-        return 0
 
     r.run(body)
 
@@ -128,7 +121,7 @@ def du(by: str, wide: bool, as_json: bool) -> None:
 
         return reclaim.du(ctx, by)
 
-    def body() -> int:
+    def body() -> None:
         doc = r.ask("du", {"by": by}, local)
         if as_json:
             emit_json(doc)
@@ -140,6 +133,5 @@ def du(by: str, wide: bool, as_json: bool) -> None:
             # By kind, the trash is a group of its own.
             held = trash_total(r.env.state_dir) if by != "kind" else None
             render.du(text_out(wide), doc, reclaim_hint(r.ctx), held)
-        return 0
 
     r.run(body)

@@ -1,39 +1,27 @@
 """The user's config file: what may be removed, when, and from where.
 
-Only this file decides what agentkeep removes; nothing in a workspace or an
-agent's settings does. It is read afresh for every scheduled prune. A missing
-file is not an error: it means no retention, so nothing is ever pruned. A file
-that cannot be read, does not parse, or holds an unknown key or a bad value is
-a `ConfigError` naming the key and the value; there is never a fall-back to a
-default, because a typo must not silently change what is removed.
+Only this file decides what agentkeep removes. A missing file means no
+retention (nothing is pruned); a file that cannot be read, does not parse,
+or holds an unknown key or a bad value is a `ConfigError` naming the key and
+the value, never a fall-back to a default. Rules beyond the contract's words
+(each errs towards keeping):
 
-Rules beyond the contract's words (each one errs towards keeping):
-
-- A duration is a string: ASCII digits then one of `m h d w` (lowercase), no
-  sign, no spaces, no fraction, no exponent, at most 1000 years. A TOML
-  number (`retention = 30`, `trash = 0`) is refused: a duration is quoted.
-- Zero is spelled `"0"`; `"0d"` (any unit) means zero too. Both are accepted
-  for `trash` only; `prune_interval` and every retention must be more than 0.
-- `enabled` may be empty (stores only); a name listed twice counts once.
-- `max_removals` is a TOML integer >= 1; `true`, `1.0` and `"200"` are refused.
-- `keep_last` is a TOML integer >= 0 (0: none kept for being recent).
-- A size is a string: ASCII digits then one of `K M G T` (powers of 1024,
-  uppercase), more than zero; `max_size = 20` (a number) is refused.
+- A duration is a quoted string, ASCII digits then one of `m h d w`, at most
+  1000 years; `"0"` (or `"0d"`) only for `trash`. A size is ASCII digits then
+  one of `K M G T`, more than zero. A TOML number for either is refused.
+- `max_removals` is a TOML integer >= 1, `keep_last` >= 0 (`true`, `1.0`
+  and `"200"` are refused); `enabled` may be empty, a name twice counts once.
 - An agent's own `keep_last` and `max_size` override the global ones, as its
-  retention does. The global `max_size` is one cap shared by every agent
-  without a `max_size` of its own; an agent's own caps its sessions alone.
-- A store's name is 1-64 of `[A-Za-z0-9_.-]`, starting alphanumeric, not a
-  built-in agent's name, unique. Its root may start with `~` or `~/` (the
-  user's home); `~user` is not expanded and so refused as relative.
-- A store's root is refused when it is or contains `$HOME`, is or contains an
-  agent's root, or overlaps the state dir or another store (equal, or one
-  inside the other). A root strictly inside an agent's root is allowed: the
-  contract's own example (`~/.codex/session-stores/default`) is one.
-- Paths are compared component by component (`/a/bc` is not inside `/a/b`),
-  both as written (normalised) and with links resolved; an overlap either
-  way refuses the store.
+  retention does; the global `max_size` is one cap shared by every agent
+  without its own.
+- A store's name is 1-64 of `[A-Za-z0-9_.-]`, starting alphanumeric, unique,
+  no built-in agent's; its root may start with `~/` (`~user` is refused).
+  The root may not be or contain `$HOME` or an agent's root, nor overlap the
+  state dir or another store (a root inside an agent's root is allowed: the
+  contract's own example is one). Paths are compared component by component,
+  as written and with links resolved.
 - A config path that is a link to nothing is an error, not a missing file.
-- Errors point into arrays zero-based: `stores[0].depth` is the first store.
+  Errors point into arrays zero-based (`stores[0].depth`).
 """
 
 from __future__ import annotations
@@ -74,6 +62,8 @@ _TOP_KEYS = (
 )
 _AGENT_KEYS = ("retention", "keep_last", "max_size")
 _STORE_KEYS = ("name", "root", "depth")
+# Each agent's roots, by agent.
+_Roots = Mapping[str, list[Path]]
 
 
 class StoreConfig(NamedTuple):
@@ -103,14 +93,13 @@ class Config:
     agent_keep_last: Mapping[str, int] = field(default_factory=dict)
     max_size: int | None = None
     agent_max_size: Mapping[str, int] = field(default_factory=dict)
-    # The sizes as written, by key (`max_size`, `agents.codex.max_size`).
-    size_text: Mapping[str, str] = field(default_factory=dict)
 
     def retention_for(self, agent: str) -> float | None:
         """An agent's own retention overrides the global one, even when there is no global one."""
         return self.agent_retention.get(agent, self.retention)
 
     def keep_last_for(self, agent: str) -> int:
+        """An agent's own keep_last, else the global one."""
         return self.agent_keep_last.get(agent, self.keep_last)
 
     def max_size_for(self, agent: str) -> tuple[int, str] | None:
@@ -152,6 +141,11 @@ def load_config(
         raise
 
 
+def defaults(path: Path) -> Config:
+    """What a config at `path` that does not exist means: no retention, every default."""
+    return _config(path, {}, False, path, path, {})  # no stores: no paths to check
+
+
 def _read(path: Path) -> dict[str, object] | None:
     try:
         # A FIFO there must not hang every command. A link is followed: dotfile
@@ -173,37 +167,27 @@ def _read(path: Path) -> dict[str, object] | None:
 
 
 def _config(
-    path: Path,
-    data: Mapping[str, object],
-    exists: bool,
-    home: Path,
-    state_dir: Path,
-    agent_roots: Mapping[str, list[Path]],
+    path: Path, data: Mapping[str, object], exists: bool, home: Path, state_dir: Path, roots: _Roots
 ) -> Config:
     _no_unknown(data, _TOP_KEYS, "")
     text = data.get("retention")
     agents = _agents(data.get("agents", {}))
-    agent_retention, agent_text = agents.retention, agents.retention_text
-    size_text = dict(agents.size_text)
-    if "max_size" in data:
-        size_text["max_size"] = str(data["max_size"])
     return Config(
         path=path,
         exists=exists,
         retention=None if text is None else parse_retention(text, "retention"),
         retention_text=None if text is None else str(text),
-        agent_retention=agent_retention,
-        agent_retention_text=agent_text,
+        agent_retention=agents.retention,
+        agent_retention_text=agents.retention_text,
         prune_interval=_duration(data, "prune_interval", DEFAULT_PRUNE_INTERVAL),
         max_removals=whole(data.get("max_removals", DEFAULT_MAX_REMOVALS), "max_removals", 1),
         trash=_duration(data, "trash", DEFAULT_TRASH, allow_zero=True),
         enabled=_enabled(data.get("enabled", list(AGENTS))),
-        stores=_stores(data.get("stores", []), home, state_dir, agent_roots),
+        stores=_stores(data.get("stores", []), home, state_dir, roots),
         keep_last=whole(data.get("keep_last", 0), "keep_last", 0, 1_000_000),
         agent_keep_last=agents.keep_last,
         max_size=parse_size(data["max_size"], "max_size") if "max_size" in data else None,
         agent_max_size=agents.max_size,
-        size_text=size_text,
     )
 
 
@@ -228,7 +212,6 @@ class _AgentTables:
     retention_text: dict[str, str] = field(default_factory=dict)
     keep_last: dict[str, int] = field(default_factory=dict)
     max_size: dict[str, int] = field(default_factory=dict)
-    size_text: dict[str, str] = field(default_factory=dict)
 
 
 def _agents(table: object) -> _AgentTables:
@@ -249,7 +232,6 @@ def _agents(table: object) -> _AgentTables:
             found.keep_last[agent] = whole(entry["keep_last"], key + ".keep_last", 0, 1_000_000)
         if "max_size" in entry:
             found.max_size[agent] = parse_size(entry["max_size"], key + ".max_size")
-            found.size_text[key + ".max_size"] = str(entry["max_size"])
     return found
 
 
@@ -264,9 +246,7 @@ def _enabled(value: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
-def _stores(
-    value: object, home: Path, state_dir: Path, agent_roots: Mapping[str, list[Path]]
-) -> tuple[StoreConfig, ...]:
+def _stores(value: object, home: Path, state_dir: Path, roots: _Roots) -> tuple[StoreConfig, ...]:
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         raise ConfigError("must be an array of tables ([[stores]])", "stores", value)
     stores: list[StoreConfig] = []
@@ -277,7 +257,7 @@ def _stores(
             raise ConfigError(
                 "a store of this name is already configured", key + ".name", store.name
             )
-        problem = _root_problem(store.root, home, state_dir, agent_roots, stores)
+        problem = _root_problem(store.root, home, state_dir, roots, stores)
         if problem:
             raise ConfigError(problem, key + ".root", table["root"])
         stores.append(store)
@@ -317,18 +297,14 @@ def _store_root(value: object, key: str, home: Path) -> Path:
 
 
 def _root_problem(
-    root: Path,
-    home: Path,
-    state_dir: Path,
-    agent_roots: Mapping[str, list[Path]],
-    earlier: list[StoreConfig],
+    root: Path, home: Path, state_dir: Path, roots: _Roots, earlier: list[StoreConfig]
 ) -> str | None:
     """Why a store may not have this root: a store removes whole directories
     below its root, so it must never reach the home, an agent's tree (its
     sessions have their own rules), agentkeep's state, or another store."""
     if _contains(root, home):
         return f"is or contains $HOME ({home})"
-    for agent, paths in agent_roots.items():
+    for agent, paths in roots.items():
         for path in paths:
             if _contains(root, path):
                 return f"is or contains {agent}'s root {path}"

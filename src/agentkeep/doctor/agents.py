@@ -20,16 +20,14 @@ from agentkeep.paths import Env
 
 log = structlog.get_logger("agentkeep.doctor")
 
-DAY = 86400.0
-# Claude Code's sweep when settings.json does not set cleanupPeriodDays,
-# and Qwen Code's when general.cleanupPeriodDays is not set.
-CLAUDE_DEFAULT_DAYS = 30
-QWEN_DEFAULT_DAYS = 30
+_DAY = 86400.0
+# Claude Code's and Qwen Code's sweep when their settings do not set one.
+_DEFAULT_DAYS = 30
 # Gemini CLI's general.sessionRetention when the settings do not say
 # (settingsSchema.ts, on since 0.33), and how it reads a period.
-GEMINI_DEFAULT_RETENTION: dict[str, Any] = {"enabled": True, "maxAge": "30d"}
-GEMINI_AGE = re.compile(r"([0-9]+)([hdwm])")
-GEMINI_UNITS = {"h": 3600.0, "d": DAY, "w": 7 * DAY, "m": 30 * DAY}
+_GEMINI_DEFAULT: dict[str, Any] = {"enabled": True, "maxAge": "30d"}
+_GEMINI_AGE = re.compile(r"([0-9]+)([hdwm])")
+_GEMINI_UNITS = {"h": 3600.0, "d": _DAY, "w": 7 * _DAY, "m": 30 * _DAY}
 
 
 def _settings(agent: str, env: Env) -> tuple[Path, dict[str, Any] | None, str | None]:
@@ -52,24 +50,12 @@ def _settings(agent: str, env: Env) -> tuple[Path, dict[str, Any] | None, str | 
     return path, data, None
 
 
-def _text(seconds: float) -> str:
-    if seconds % DAY == 0:
-        return f"{int(seconds // DAY)}d"
-    return f"{int(seconds // 3600)}h"
-
-
-def _retention_text(config: Config, agent: str) -> str | None:
-    text = config.agent_retention_text.get(agent, config.retention_text)
-    seconds = config.retention_for(agent)
-    return text if text is not None else (None if seconds is None else _text(seconds))
-
-
 def _claude_days(data: dict[str, Any] | None) -> tuple[float | None, str]:
     """Claude's sweep period and the setting in words; None when Claude
     skips its sweep: 2.1.332 takes a whole number of days from 1 to 2^53-1,
     and anything else is a settings error during which it does not sweep."""
     if "cleanupPeriodDays" not in (data or {}):
-        return CLAUDE_DEFAULT_DAYS, f"cleanupPeriodDays is not set (default {CLAUDE_DEFAULT_DAYS})"
+        return _DEFAULT_DAYS, f"cleanupPeriodDays is not set (default {_DEFAULT_DAYS})"
     value = (data or {})["cleanupPeriodDays"]
     whole = isinstance(value, int | float) and not isinstance(value, bool) and value == int(value)
     if whole and 1 <= value <= 2**53 - 1:
@@ -78,26 +64,25 @@ def _claude_days(data: dict[str, Any] | None) -> tuple[float | None, str]:
 
 
 def check_claude(env: Env, config: Config) -> Check:
+    """Whether Claude Code's own sweep acts before agentkeep's retention."""
     path, data, unreadable = _settings("claude", env)
     if unreadable:
-        return Check(
-            "claude",
-            False,
+        detail = (
             f"{unreadable}: Claude Code reads none of it, and 2.1.332 skips its own clean-up"
-            f" until it can (older versions swept at the default {CLAUDE_DEFAULT_DAYS} days)",
-            f"correct {path} (plain JSON: Claude Code takes no comments), then {_adopt('claude')}",
+            f" until it can (older versions swept at the default {_DEFAULT_DAYS} days)"
         )
+        fix = f"correct {path} (plain JSON: Claude Code takes no comments), then {_adopt('claude')}"
+        return Check("claude", False, detail, fix)
     days, setting = _claude_days(data)
     if days is None:
-        return Check(
-            "claude",
-            False,
+        detail = (
             f"{setting}: Claude Code 2.1 rejects it and skips its own clean-up, and older"
-            " versions stop writing transcripts at all",
-            f"{_adopt('claude')}, to leave the clean-up to agentkeep",
+            " versions stop writing transcripts at all"
         )
+        fix = f"{_adopt('claude')}, to leave the clean-up to agentkeep"
+        return Check("claude", False, detail, fix)
     sweep = f"Claude Code deletes sessions idle over {days:g} days when it starts ({setting})"
-    return _against("claude", "Claude", sweep, days * DAY, config)
+    return _against("claude", "Claude", sweep, days * _DAY, config)
 
 
 def _against(agent: str, short: str, sweep: str, period: float, config: Config) -> Check:
@@ -107,20 +92,14 @@ def _against(agent: str, short: str, sweep: str, period: float, config: Config) 
         return Check(agent, True, f"{sweep}; agentkeep does not manage {short} (not in enabled)")
     retention = config.retention_for(agent)
     if retention is None:
-        return Check(
-            agent,
-            True,
-            f"{sweep}; it is the only clean-up of {short} sessions (agentkeep has no retention)",
-        )
-    text = _retention_text(config, agent)
+        only = f"it is the only clean-up of {short} sessions (agentkeep has no retention)"
+        return Check(agent, True, f"{sweep}; {only}")
+    # A retention in effect always has its text: the config keeps it as written.
+    text = config.agent_retention_text.get(agent, config.retention_text)
     if period < retention:
-        return Check(
-            agent,
-            False,
-            f"{sweep}: {short} deletes first, before agentkeep's {text} retention, "
-            "live and resumable sessions included",
-            f"{_adopt(agent)}, so agentkeep decides",
-        )
+        first = f"{short} deletes first, before agentkeep's {text} retention"
+        detail = f"{sweep}: {first}, live and resumable sessions included"
+        return Check(agent, False, detail, f"{_adopt(agent)}, so agentkeep decides")
     return Check(agent, True, f"{sweep}, after agentkeep's {text} retention")
 
 
@@ -135,13 +114,12 @@ def _qwen_period(data: dict[str, Any] | None) -> tuple[float, str]:
     general = (data or {}).get("general")
     value = general.get("cleanupPeriodDays") if isinstance(general, dict) else None
     if value is None:
-        return QWEN_DEFAULT_DAYS * DAY, (
-            f"general.cleanupPeriodDays is not set (default {QWEN_DEFAULT_DAYS})"
-        )
+        unset = f"general.cleanupPeriodDays is not set (default {_DEFAULT_DAYS})"
+        return _DEFAULT_DAYS * _DAY, unset
     setting = f"general.cleanupPeriodDays is {json.dumps(value)}"
     days = _js_number(value)
     if days > 0:
-        return days * DAY, setting
+        return days * _DAY, setting
     return 3600.0, f"{setting}, which Qwen Code takes as one hour"
 
 
@@ -158,16 +136,13 @@ def _js_number(value: object) -> float:
 
 
 def check_qwen(env: Env, config: Config) -> Check:
+    """Whether Qwen Code's own sweep acts before agentkeep's retention."""
     path, data, unreadable = _settings("qwen", env)
     if unreadable:
-        return Check(
-            "qwen",
-            False,
-            f"{unreadable}: Qwen Code cannot read it either",
-            f"correct {path}, then {_adopt('qwen')}",
-        )
+        detail = f"{unreadable}: Qwen Code cannot read it either"
+        return Check("qwen", False, detail, f"correct {path}, then {_adopt('qwen')}")
     period, setting = _qwen_period(data)
-    idle = f"{period / DAY:g} days" if period >= DAY else "an hour"
+    idle = f"{period / _DAY:g} days" if period >= _DAY else "an hour"
     sweep = (
         f"Qwen Code deletes the file history, debug logs and subagent transcripts of sessions"
         f" idle over {idle} ({setting}), in its terminal sessions, at most once a day (the"
@@ -194,7 +169,7 @@ def _gemini_off(policy: dict[str, Any]) -> str | None:
     age, count = _gemini_age(policy.get("maxAge")), policy.get("maxCount")
     if policy.get("maxAge") and age is None:
         return f"its maxAge {policy.get('maxAge')!r} is not valid, so it does not run"
-    floor = _gemini_age(policy.get("minRetention")) or DAY
+    floor = _gemini_age(policy.get("minRetention")) or _DAY
     if age is not None and age < floor:
         return "its maxAge is below its minRetention, so it does not run"
     if count is not None and not (isinstance(count, int | float) and count >= 1):
@@ -205,24 +180,22 @@ def _gemini_off(policy: dict[str, Any]) -> str | None:
 
 
 def _gemini_age(value: object) -> float | None:
-    match = GEMINI_AGE.fullmatch(value) if isinstance(value, str) else None
+    match = _GEMINI_AGE.fullmatch(value) if isinstance(value, str) else None
     if match is None or int(match[1]) == 0:
         return None
-    return int(match[1]) * GEMINI_UNITS[match[2]]
+    return int(match[1]) * _GEMINI_UNITS[match[2]]
 
 
 def check_gemini(env: Env, config: Config) -> Check:
+    """Whether Gemini CLI's own sweep runs (it deletes resumed sessions too)."""
     path, data, unreadable = _settings("gemini", env)
     if unreadable:
-        return Check(
-            "gemini",
-            True,
-            f"{unreadable}; Gemini CLI refuses to start with it, so its own clean-up cannot run",
-        )
+        refuses = "Gemini CLI refuses to start with it, so its own clean-up cannot run"
+        return Check("gemini", True, f"{unreadable}; {refuses}")
     stated = _gemini_policy(data)
     # As Gemini CLI reads it: its defaults (on, 30 days, since 0.33) under
     # what the settings say.
-    policy = {**GEMINI_DEFAULT_RETENTION, **stated}
+    policy = {**_GEMINI_DEFAULT, **stated}
     off = _gemini_off(policy)
     if off is not None:
         return Check("gemini", True, f"Gemini CLI's own session clean-up is off ({off})")
@@ -241,9 +214,5 @@ def check_gemini(env: Env, config: Config) -> Check:
     fix = f"{_adopt('gemini')} (it sets general.sessionRetention.enabled to false in {path})"
     if config.retention_for("gemini") is None:
         fix += f' (and give agentkeep a retention: retention = "30d" in {env.config_path})'
-    return Check(
-        "gemini",
-        False,
-        f"{sweep}: it has deleted resumed sessions, and knows nothing of agentkeep's leases",
-        fix,
-    )
+    detail = f"{sweep}: it has deleted resumed sessions, and knows nothing of agentkeep's leases"
+    return Check("gemini", False, detail, fix)

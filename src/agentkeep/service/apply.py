@@ -1,9 +1,11 @@
-"""Carrying out a plan, or in a dry run showing it, step by step; and each
-step in words for a person."""
+"""A plan (the actions `install` or `uninstall` takes, in order) and
+carrying it out, or in a dry run showing it, step by step; and each step in
+words for a person. A real run does nothing the dry run did not print."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
@@ -16,9 +18,36 @@ import structlog
 from agentkeep import fsio
 from agentkeep.errors import Failed
 from agentkeep.paths import Env, ensure_private_dir
-from agentkeep.service.plan import Action, Plan
 
 log = structlog.get_logger("agentkeep.service")
+
+
+@dataclass(frozen=True)
+class Action:
+    """One step of a plan. `kind` is write, mkdir, run, remove, note or warn;
+    for run, `what` is the command line (shell-quoted), for the others a path
+    or the text to say; `content` is what a write writes."""
+
+    kind: str
+    what: str
+    content: str | None = None
+
+
+def run_action(*argv: str) -> Action:
+    """The action that runs `argv`."""
+    return Action("run", shlex.join(argv))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `install` or `uninstall` does, in order. An install stops at the
+    first failure, then carries out what `undo` gives (asked for only then,
+    to fit the state the failure left); an uninstall (`keep_going`) tries
+    every step, so one that fails does not leave the files behind."""
+
+    actions: list[Action]
+    keep_going: bool = False
+    undo: Callable[[], list[Action]] | None = None
 
 
 @dataclass(frozen=True)
@@ -31,6 +60,7 @@ class Step:
     undo: bool = False
 
     def to_json(self) -> dict[str, Any]:
+        """The step in `service install|uninstall --json`."""
         return {
             "kind": self.action.kind,
             "what": self.action.what,
@@ -70,15 +100,14 @@ def _execute(argv: list[str], environ: Mapping[str, str]) -> str | None:
 
 
 def _do(action: Action, environ: Mapping[str, str]) -> str | None:
-    """Carry out one action; why it failed, or None. The caller reports a
-    failure, once: nothing is logged here beyond the step done."""
+    """Carry out one action; why it failed, or None (the caller reports it)."""
     try:
         if action.kind == "write":
             _write(Path(action.what), action.content or "")
         elif action.kind == "mkdir":
             ensure_private_dir(Path(action.what))
         elif action.kind == "run":
-            failure = _execute(action.argv, environ)
+            failure = _execute(shlex.split(action.what), environ)
             if failure is not None:
                 return failure
         elif action.kind == "remove":
@@ -96,10 +125,9 @@ def apply(
     env: Env | None = None,
     report: Callable[[Step], None] | None = None,
 ) -> list[Step]:
-    """Carry out a plan in order (see Plan for what a failure does), or with
-    `dry_run` show each step and do nothing. Commands run with `env`'s
-    variables (default: this process's). Each step goes to `report` as it
-    is done; all of them are returned."""
+    """Carry out a plan in order, or with `dry_run` show each step and do
+    nothing; commands run with `env`'s variables (default: this process's).
+    Each step goes to `report` as it is done; all of them are returned."""
     environ: Mapping[str, str] = env.environ if env is not None else os.environ
     steps: list[Step] = []
 

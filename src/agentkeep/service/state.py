@@ -18,18 +18,18 @@ from agentkeep import client
 from agentkeep.errors import Failure, ManagerUnreachable
 from agentkeep.model import rfc3339
 from agentkeep.paths import Env
-from agentkeep.service.where import platform_kind
+from agentkeep.service.files import platform_kind
 
 log = structlog.get_logger("agentkeep.service")
 
 
-def which(env: Env, program: str) -> str | None:
+def _which(env: Env, program: str) -> str | None:
     return shutil.which(program, path=env.get("PATH") or os.defpath)
 
 
 def query(env: Env, argv: list[str]) -> subprocess.CompletedProcess[str] | None:
     """Run a read-only query; None when the program is missing or cannot run."""
-    program = which(env, argv[0])
+    program = _which(env, argv[0])
     if program is None:
         return None
     try:
@@ -47,6 +47,7 @@ def query(env: Env, argv: list[str]) -> subprocess.CompletedProcess[str] | None:
 
 
 def first_line(text: str) -> str:
+    """The first line of `text` that is not blank, stripped."""
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
@@ -58,7 +59,7 @@ def manager_problem(env: Env) -> str | None:
         argv = ["launchctl", "print", f"gui/{env.uid}"]
     else:
         argv = ["systemctl", "--user", "show-environment"]
-    if which(env, argv[0]) is None:
+    if _which(env, argv[0]) is None:
         return f"{argv[0]} is not installed"
     done = query(env, argv)
     if done is None:
@@ -70,6 +71,7 @@ def manager_problem(env: Env) -> str | None:
 
 
 def unreachable(problem: str) -> ManagerUnreachable:
+    """The error `install` ends in where no service manager answers."""
     return ManagerUnreachable(
         f"no user service manager answers here ({problem}), so nothing was installed; "
         "run `agentkeep serve` yourself instead"
@@ -77,6 +79,7 @@ def unreachable(problem: str) -> ManagerUnreachable:
 
 
 def user_name(env: Env) -> str:
+    """This user's login name."""
     try:
         return pwd.getpwuid(env.uid).pw_name
     except KeyError:
@@ -93,8 +96,6 @@ def linger(env: Env) -> bool | None:
 
 
 # What `service status` says the service is doing.
-
-# What `service status` says the service is doing.
 RUNNING = "running"
 STARTING = "starting"
 RESTARTING = "restarting"
@@ -103,9 +104,6 @@ STOPPED = "stopped"
 FAILED = "failed"
 NOT_INSTALLED = "not-installed"
 UNKNOWN = "unknown"
-
-# systemctl is-active's exit codes, which `service status` follows.
-STATUS_ACTIVE, STATUS_UNKNOWN, STATUS_INACTIVE = 0, 1, 3
 
 
 @dataclass(frozen=True)
@@ -128,23 +126,24 @@ class State:
 
     @property
     def active(self) -> bool | None:
+        """Whether it runs; None when no manager answers."""
         return None if self.state == UNKNOWN else self.state == RUNNING
 
     @property
     def failing(self) -> bool:
-        """Failed, or not yet serving again after failing: waiting to be
-        restarted, or starting once more after restarts (a restart loop
-        shows either, depending on when it is looked at)."""
+        """Failed, or in a restart loop (waiting to restart, or starting once
+        more after restarts)."""
         if self.state in (FAILED, RESTARTING):
             return True
         return self.state == STARTING and bool(self.restarts)
 
     def exit_code(self) -> int:
-        if self.state == RUNNING:
-            return STATUS_ACTIVE
-        return STATUS_UNKNOWN if self.state == UNKNOWN else STATUS_INACTIVE
+        """`service status`'s exit code, as `systemctl is-active` gives it:
+        0 active, 1 unknown, 3 inactive."""
+        return 0 if self.state == RUNNING else 1 if self.state == UNKNOWN else 3
 
     def to_json(self) -> dict[str, Any]:
+        """`service status --json`."""
         return {
             "kind": self.kind,
             "unit_path": str(self.unit_path),
@@ -185,6 +184,7 @@ class State:
 
 
 def int_or_none(text: str | None) -> int | None:
+    """`text` as an int, or None."""
     try:
         return int(text or "")
     except ValueError:

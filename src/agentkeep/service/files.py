@@ -1,5 +1,6 @@
-"""The unit and the plist: the text `install` writes, rendered for this
-installation (its interpreter) and the installing shell's paths."""
+"""Which service manager this user has, where the service's files are,
+and what they hold: the unit and the plist, rendered for this installation
+(its interpreter) and the installing shell's paths."""
 
 from __future__ import annotations
 
@@ -7,28 +8,61 @@ import os
 import plistlib
 import re
 import sys
+from pathlib import Path
 from string import Template
-from typing import Any
 
 from agentkeep.errors import Failed, ServiceError
 from agentkeep.paths import Env
-from agentkeep.service.where import LABEL, log_dir
 
-# The unit sets RUN_BY_SERVICE for the daemon it runs. Such a daemon, finding
-# another daemon of this user already holding the state dir or serving the
-# socket, exits ALREADY_RUNNING_EXIT instead of 1, and the unit's
-# RestartPreventExitStatus= names that status: systemd then leaves the
-# service failed instead of restarting it every few seconds for as long as
-# the other one runs. Started any other way, a second daemon exits 1.
+UNIT_NAME = "agentkeep.service"
+LABEL = "dev.agentkeep.daemon"
+
+
+def platform_kind(env: Env | None = None) -> str:
+    """ "systemd" or "launchd": AGENTKEEP_SERVICE_KIND when set, else by platform."""
+    forced = env.get("AGENTKEEP_SERVICE_KIND") if env else os.environ.get("AGENTKEEP_SERVICE_KIND")
+    if forced:
+        if forced not in ("systemd", "launchd"):
+            raise ServiceError(f"AGENTKEEP_SERVICE_KIND={forced!r}: must be systemd or launchd")
+        return forced
+    return "launchd" if sys.platform == "darwin" else "systemd"
+
+
+def unit_path(env: Env) -> Path:
+    """Where the systemd user unit is written."""
+    return env.xdg("XDG_CONFIG_HOME", ".config") / "systemd" / "user" / UNIT_NAME
+
+
+def plist_path(env: Env) -> Path:
+    """Where the launchd agent's plist is written."""
+    return env.home / "Library" / "LaunchAgents" / f"{LABEL}.plist"
+
+
+def log_dir(env: Env) -> Path:
+    """Where launchd writes the daemon's stdout and stderr."""
+    return env.home / "Library" / "Logs" / "agentkeep"
+
+
+def service_path(env: Env) -> Path:
+    """The unit or the plist, whichever this platform's manager reads."""
+    return plist_path(env) if platform_kind(env) == "launchd" else unit_path(env)
+
+
+def wants_link(env: Env) -> Path:
+    """The link `systemctl enable` makes for WantedBy=default.target."""
+    return unit_path(env).parent / "default.target.wants" / UNIT_NAME
+
+
+# A daemon the unit runs (RUN_BY_SERVICE set) that finds another of this user
+# running exits ALREADY_RUNNING_EXIT, which RestartPreventExitStatus= names:
+# systemd leaves it failed instead of restarting it every few seconds.
 RUN_BY_SERVICE = "AGENTKEEP_RUN_BY_SERVICE"
 ALREADY_RUNNING_EXIT = 10
 
-# The service manager starts the daemon with its own sparse environment. The
-# variables that decide where agentkeep and the agents keep their files are
-# carried from the installing shell into the unit, so the daemon resolves the
-# same config, state dir, socket and agent roots as the CLI; otherwise the
-# CLI, which compares the two, would never use the daemon. PATH goes too, so
-# an agent's own command (`codex`, `opencode`) is found the same way.
+# The service manager starts the daemon with a sparse environment: the
+# variables that decide where agentkeep and the agents keep their files (and
+# PATH, for an agent's own command) are carried from the installing shell, so
+# the daemon resolves the same view as the CLI, which compares the two.
 CARRIED_VARS: tuple[str, ...] = (
     "HOME",
     "PATH",
@@ -113,10 +147,9 @@ def daemon_command() -> list[str]:
     return [exe, "-m", "agentkeep", "serve"]
 
 
-def carried_environment(env: Env) -> dict[str, str]:
-    """The installing environment's path variables that are set (see CARRIED_VARS)."""
-    carried = {name: env.get(name) for name in CARRIED_VARS}
-    return {name: value for name, value in carried.items() if value is not None}
+def _carried(env: Env) -> dict[str, str]:
+    """The installing environment's CARRIED_VARS that are set."""
+    return {name: value for name in CARRIED_VARS if (value := env.get(name)) is not None}
 
 
 # Characters a unit-file word may hold without quotes.
@@ -145,26 +178,24 @@ def unit_text(env: Env, exe: list[str]) -> str:
     """The systemd user unit running `exe`, carrying the environment's paths."""
     if not exe or not os.path.isabs(exe[0]):
         raise ServiceError(f"ExecStart needs an absolute program path, not {exe[:1]!r}")
-    exec_start = " ".join(_unit_word(w, expand_dollar=True) for w in exe)
-    lines = [
-        "Environment=" + _unit_word(f"{name}={value}", expand_dollar=False)
-        for name, value in carried_environment(env).items()
-    ]
-    environment = "".join(line + "\n" for line in lines)
+    environment = "".join(
+        f"Environment={_unit_word(f'{name}={value}', expand_dollar=False)}\n"
+        for name, value in _carried(env).items()
+    )
     return _UNIT_TEMPLATE.substitute(
-        exec_start=exec_start,
+        exec_start=" ".join(_unit_word(w, expand_dollar=True) for w in exe),
         environment=environment,
         run_by_service=RUN_BY_SERVICE,
         already_running=ALREADY_RUNNING_EXIT,
     )
 
 
-def plist_dict(env: Env, exe: list[str]) -> dict[str, Any]:
-    """The launchd agent running `exe`; plistlib does every escape."""
+def plist_bytes(env: Env, exe: list[str]) -> bytes:
+    """The launchd agent running `exe`, as XML; plistlib does every escape."""
     for word in exe:
         _no_control(word)
     logs = log_dir(env)
-    return {
+    plist = {
         "Label": LABEL,
         "ProgramArguments": list(exe),
         "RunAtLoad": True,
@@ -173,14 +204,11 @@ def plist_dict(env: Env, exe: list[str]) -> dict[str, Any]:
         "ProcessType": "Background",
         # Everything agentkeep creates is the user's alone (launchd's Umask is decimal).
         "Umask": 0o077,
-        "EnvironmentVariables": carried_environment(env),
+        "EnvironmentVariables": _carried(env),
         "StandardOutPath": str(logs / "agentkeep.out.log"),
         "StandardErrorPath": str(logs / "agentkeep.err.log"),
     }
-
-
-def plist_bytes(env: Env, exe: list[str]) -> bytes:
-    return plistlib.dumps(plist_dict(env, exe), fmt=plistlib.FMT_XML, sort_keys=True)
+    return plistlib.dumps(plist, fmt=plistlib.FMT_XML, sort_keys=True)
 
 
 def second_daemon_exit(env: Env) -> int:
