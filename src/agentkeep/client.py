@@ -1,16 +1,9 @@
 """The CLI's side of the daemon's socket: one request, one answer.
 
-`NoDaemon` means no daemon of this user took the request, so nothing of it
-was done: nobody serves (no socket, a stale one, a refused connect), the
-daemon closed the connection before the request was sent, or it is `Busy`
-(its backlog stayed full past the connect deadline, or it had no room for
-the connection). The CLI then does the work in-process. An error answer
-raises the same kind of errors.Failure the daemon raised (Failed for a
-request sent and never answered); EnvMismatch means the daemon sees another
-config, state dir or roots than the CLI, which also sends the CLI to work
-in-process. The daemon's peer is checked as the
-daemon checks its clients: a socket served by another user is not ours to
-talk to.
+`NoDaemon` means nothing of the request was done (nobody serves, the
+daemon closed the connection before the request was sent, or it is `Busy`):
+the CLI then works in-process. An error answer raises the errors.Failure
+the daemon raised. A socket served by another user is not ours to talk to.
 """
 
 from __future__ import annotations
@@ -28,7 +21,6 @@ import structlog
 from agentkeep.errors import Failed, Failure
 from agentkeep.paths import Env
 from agentkeep.protocol import BUSY, decode, encode, peer_credentials, result_head
-from agentkeep.protocol import request as request_message
 
 log = structlog.get_logger("agentkeep.client")
 
@@ -65,7 +57,7 @@ def request(
     result; with `raw`, the result's JSON text (see _result_text)."""
     request_id = next(_ids)
     with sock:
-        message = request_message(request_id, method, params)
+        message = _message(request_id, method, params)
         deadline = time.monotonic() + timeout
         try:
             sock.settimeout(timeout)
@@ -81,25 +73,12 @@ def request(
     return _result_text(line, request_id) if raw else _result(line)
 
 
-def request_with_env(
-    env: Env,
-    fingerprint: dict[str, Any],
-    method: str,
-    params: dict[str, Any],
-    *,
-    timeout: float = 600,
-) -> Any:
-    """`call`, with the view the CLI resolved; the daemon answers ENV_MISMATCH
-    when its own differs."""
-    return call(env, method, {**params, "env": fingerprint}, timeout=timeout)
-
-
 def results(sock: socket.socket, method: str, params: dict[str, Any]) -> Iterator[Any]:
     """Send one request whose answer is a stream (`subscribe`) on a socket
     from connect(), and yield each result as its line comes, until the
     daemon closes the connection. Another thread stops it by shutting the
     socket down; an error answer raises as request() does."""
-    message = request_message(next(_ids), method, params)
+    message = _message(next(_ids), method, params)
     sock.settimeout(None)  # the next line may be hours away
     try:
         sock.sendall(encode(message))
@@ -151,6 +130,10 @@ def connect(env: Env, timeout: float = CONNECT_TIMEOUT) -> socket.socket:
     return sock
 
 
+def _message(request_id: int, method: str, params: dict[str, Any]) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
 def _unsent(sock: socket.socket, exc: OSError) -> NoDaemon:
     """Why a request could not be sent: what the daemon said before it
     closed the connection (Busy), if it said it."""
@@ -199,10 +182,8 @@ def _result_text(line: bytes, request_id: int) -> str:
 def _result(line: bytes) -> Any:
     try:
         answer = decode(line)
-    except ValueError as exc:
-        raise Failed(f"the daemon's answer is not JSON: {exc}") from None
-    if not isinstance(answer, dict):
-        raise Failed("the daemon's answer is not an object")
+    except (ValueError, TypeError) as exc:
+        raise Failed(f"the daemon's answer is not a JSON object: {exc}") from None
     error = answer.get("error")
     if error is not None:
         if isinstance(error, dict) and error.get("code") == BUSY:

@@ -1,24 +1,20 @@
-"""One client's connection: its lines read and answered, its leases, and a
-stream it subscribed to.
+"""One client's connection: its JSON-RPC lines read, checked and answered,
+its leases, and a stream it subscribed to.
 
 Each connection has a thread of its own, so a slow or dead client only
-ever stalls its own thread: a client that never reads is dropped when a
-send times out, a client that stalls mid-line just parks its thread, and a
-line over MAX_LINE is answered with an error and skipped without being held
-in memory. What a method does is the handler's business; this module only
-frames, checks and answers.
+stalls its own: one that never reads is dropped when a send times out, and
+a line over MAX_LINE is answered with an error and skipped without being
+held in memory.
 
-A handler may answer with a Stream (the `subscribe` method): then each item
-it yields goes out as its own answer line with the request's id, and the
-connection is given over to it. It ends when the client closes the
-connection or sends anything more (a subscribed connection only listens),
-when the budgets close it, or when the stream ends (the daemon stops). While
-it waits for its next item the connection is not mid-request: it is idle,
-and the first to be closed when every slot is taken.
+A handler may answer with a Stream (`subscribe`): each item it yields goes
+out as an answer line with the request's id, until the client closes or
+sends anything more, the budgets close it, or the stream ends. Waiting for
+its next item the connection is idle, the first closed to make room.
 """
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import time
@@ -27,15 +23,15 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from agentkeep.daemon import rpc
 from agentkeep.daemon.limits import Budgets, LeasesSpent, Seat
-from agentkeep.errors import Failed, Failure, error_message
+from agentkeep.errors import BadParams, BadRequest, Failed, Failure, NotJSON, error_message
 from agentkeep.jsontext import JSONText
-from agentkeep.protocol import MAX_LINE, encode, encoded
+from agentkeep.protocol import MAX_LINE, decode, encode, encoded
 
 log = structlog.get_logger("agentkeep.daemon.server")
 
 SEND_TIMEOUT = 10.0
+_TOO_LONG = error_message(None, BadRequest("line over 1 MiB"))
 # A connection that says nothing this long, and holds no lease, is closed:
 # idle clients must not use up the connection slots of everyone else.
 IDLE_TIMEOUT = 60.0
@@ -56,6 +52,7 @@ class Connection:
 
     @property
     def holds_anything(self) -> bool:
+        """Whether it holds a lease (then it is never idled out)."""
         with self._lock:
             return bool(self._closers)
 
@@ -87,6 +84,7 @@ class Connection:
         return True
 
     def close_all(self) -> None:
+        """Close everything it took: the client is gone."""
         with self._lock:
             closers, self._closers = list(self._closers.values()), {}
         for close in closers:
@@ -100,9 +98,8 @@ class Connection:
 
 @dataclass
 class Stream:
-    """A result sent as many lines (see the module's docstring). Each item of
-    `results` is one answer line; None sends nothing and only lets the server
-    look whether the client is still there (yield one every few seconds)."""
+    """A result sent as many lines, one per item of `results`; None sends
+    nothing, only lets the server look whether the client is still there."""
 
     results: Generator[object, None, None]
 
@@ -121,15 +118,13 @@ class Conversation:
         """Answer until the client goes, idles out, or the budgets close the
         connection; then close what it took."""
         try:
-            self._read_lines()
+            self._answer_lines()
         except OSError as exc:
             log.info("connection dropped", conn=self.conn.number, pid=self.conn.pid, error=str(exc))
         finally:
             self.conn.close_all()
 
-    def _read_lines(self) -> None:
-        """Answer each line until the client goes, idles out, or the budgets
-        close the connection (conn.seat.closed says why)."""
+    def _answer_lines(self) -> None:
         sock, conn = self.sock, self.conn
         seat = conn.seat
         buf = bytearray()
@@ -156,7 +151,7 @@ class Conversation:
                 del buf[: end + 1]
                 self.budgets.unfinished(seat, len(buf))  # an ended line no longer counts
                 if len(line) > MAX_LINE:
-                    self._send(rpc.TOO_LONG)
+                    self._send(_TOO_LONG)
                 elif not self._answer(line):
                     return
             if len(buf) > MAX_LINE:
@@ -164,7 +159,7 @@ class Conversation:
                 # huge line never sits in memory.
                 buf.clear()
                 skipping = True
-                self._send(rpc.TOO_LONG)
+                self._send(_TOO_LONG)
             self.budgets.unfinished(seat, len(buf))
 
     @staticmethod
@@ -207,9 +202,9 @@ class Conversation:
     ) -> bytes | Generator[bytes, None, None] | tuple[object, Stream]:
         request_id: object = None
         try:
-            request = rpc.load(line)
-            request_id = rpc.request_id(request.get("id"))
-            method, params = rpc.fields(request)
+            request = _request(line)
+            request_id = _request_id(request.get("id"))
+            method, params = _fields(request)
             result = self.handler(self.conn, method, params)
             if isinstance(result, Stream):
                 return request_id, result
@@ -273,3 +268,37 @@ def _client_spoke(sock: socket.socket) -> bool:
     except OSError:
         return True
     return True
+
+
+def _request(line: bytes) -> dict[str, object]:
+    try:
+        return decode(line)
+    except ValueError as exc:
+        raise NotJSON(f"not JSON: {exc}") from None
+    except TypeError:
+        raise BadRequest("a request is a JSON object") from None
+
+
+def _request_id(value: object) -> object:
+    """JSON-RPC ids are strings, integers or null; a float is tolerated when
+    it can be written back (NaN and Infinity cannot: answered with id null)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    raise BadRequest("id must be a string, a number or null")
+
+
+def _fields(request: dict[str, object]) -> tuple[str, dict[str, object]]:
+    """(method, params) of a request."""
+    method, params = request.get("method"), request.get("params")
+    if request.get("jsonrpc", "2.0") != "2.0":
+        raise BadRequest('jsonrpc must be "2.0"')
+    if not isinstance(method, str):
+        raise BadRequest("method must be a string")
+    params = {} if params is None else params
+    if not isinstance(params, dict):
+        raise BadParams("params must be an object")
+    return method, params

@@ -1,12 +1,10 @@
 """The daemon's unix socket: its folder, its file, and who may connect.
 
 Only the user's own processes are served: the peer's uid comes from the
-kernel (SO_PEERCRED, LOCAL_PEERCRED), never from the request, and a peer
-whose uid cannot be read is refused. Each connection gets its own thread
-(connection.py: its lines, JSON-RPC 2.0, one object per line each way).
-How many connections, leases and unfinished bytes clients may hold is
-limits.py's to decide; a connection it closes or turns away is told so with
-error BUSY, and nothing it had not been answered for was done.
+kernel, never from the request, and a peer whose uid cannot be read is
+refused. Each connection gets its own thread (connection.py). A connection
+the budgets (limits.py) close or turn away is told so with error BUSY:
+nothing it had not been answered for was done.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep.daemon import connection
 from agentkeep.daemon.connection import Connection, Conversation, Handler
 from agentkeep.daemon.limits import Budgets, Seat
 from agentkeep.errors import Busy, Failed, Failure, error_message
@@ -72,7 +69,6 @@ class Server:
         self._thread: threading.Thread | None = None
         self._count = itertools.count(1)
 
-    # -- binding ----------------------------------------------------------
     def bind(self) -> None:
         """Take the socket: a safe folder, no live daemon, a stale file replaced."""
         folder = self.path.parent
@@ -113,7 +109,6 @@ class Server:
         log.info("replacing a stale socket", path=str(self.path))
         os.unlink(self.path)
 
-    # -- serving ----------------------------------------------------------
     def start(self) -> None:
         """Accept connections on a background thread (after bind())."""
         self._thread = threading.Thread(
@@ -172,7 +167,8 @@ class Server:
                 return
             if not self.budgets.join(conn.seat):
                 log.warning("connection refused: every slot is mid-request", conn=number)
-                _notice(sock, f"too many connections ({self.budgets.slots}, each mid-request)")
+                why = f"too many connections ({self.budgets.slots}, each mid-request)"
+                _tell(sock, Busy(f"{why}; try again"))
                 return
             try:
                 Conversation(sock, conn, self.handler).run()
@@ -180,7 +176,7 @@ class Server:
                 self.budgets.leave(conn.seat)
             if conn.seat.closed is not None:
                 log.info("connection closed", conn=number, pid=conn.pid, why=conn.seat.closed)
-                _notice(sock, conn.seat.closed)
+                _tell(sock, Busy(f"{conn.seat.closed}; try again"))
 
     def _admit(self, sock: socket.socket, number: int) -> Connection | None:
         """The connection, or None when its peer is another user (or unknown)."""
@@ -190,34 +186,20 @@ class Server:
                 uid = _peer_uid_override(sock)
         except OSError as exc:
             log.warning("peer credentials unreadable; refused", conn=number, error=str(exc))
-            _send_quietly(sock, Failed(f"refused: peer credentials unreadable ({exc})"))
+            _tell(sock, Failed(f"refused: peer credentials unreadable ({exc})"))
             return None
         if uid != self.uid:
             log.warning("connection from another user refused", conn=number, pid=pid, uid=uid)
-            _send_quietly(
-                sock,
-                Failed(f"refused: this daemon serves uid {self.uid}, not uid {uid}"),
-            )
+            _tell(sock, Failed(f"refused: this daemon serves uid {self.uid}, not uid {uid}"))
             return None
         return Connection(number, pid, uid, Seat(number, sock), self.budgets)
 
 
-def _notice(sock: socket.socket, why: str) -> None:
-    """Tell a client its connection is being closed and nothing more of it
-    is answered (BUSY: what it asked was not done, so it may do it
-    elsewhere). Sent without waiting: a client that does not read is not
-    waited for."""
-    data = encode(error_message(None, Busy(f"{why}; try again")))
+def _tell(sock: socket.socket, error: Failure) -> None:
+    """Tell a client why its connection ends, without waiting: a client
+    that does not read is not waited for."""
     try:
-        sock.send(data, socket.MSG_DONTWAIT)
-    except OSError:
-        pass
-
-
-def _send_quietly(sock: socket.socket, error: Failure) -> None:
-    try:
-        sock.settimeout(connection.SEND_TIMEOUT)
-        sock.sendall(encode(error_message(None, error)))
+        sock.send(encode(error_message(None, error)), socket.MSG_DONTWAIT)
     except OSError:
         pass
 

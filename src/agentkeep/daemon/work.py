@@ -95,7 +95,7 @@ class Work:
             # Listing many sessions again (more than a few changed in the
             # directories they share) kept those directories' listings: at
             # 50,000 sessions some 45 MB, held until the next heavy request.
-            memory.after_work(self.ctx)
+            memory.give_back()
             self.changes.bump()
 
     def at_start(self) -> int:
@@ -147,7 +147,7 @@ class Work:
                 log.exception("scheduled prune failed")
             finally:
                 self.changes.bump()
-                memory.after_work(self.ctx)
+                memory.give_back()
         return None
 
     def _prune_lock_waited(self) -> bool:
@@ -214,7 +214,7 @@ class Work:
             log.exception("reconcile failed")
         finally:
             self._reconcile_lock.release()
-            memory.after_work(self.ctx)
+            memory.give_back()
             self._poke()  # a root may have fallen back to polling, or come back
 
     def expire_trash(self) -> None:
