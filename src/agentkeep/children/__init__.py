@@ -1,27 +1,18 @@
 """Work agentkeep runs in child processes, why, and how each ends.
 
 - The daemon's heavy work (a prune, a purge, a scan, the reconcile after a
-  flood of events) runs in a child of its own, `python -m
-  agentkeep.daemon.child` (daemon/child.py), for the daemon's memory: such
-  work holds what it lists until it ends, and an allocator keeps much of
-  what it was given (at 50,000 sessions a prune took the daemon from 47 MB
-  to 170 MB). A child gives all of it back when it exits; the daemon only
-  passes the answer on, and stays flat.
-- A big scan is spread over one child per CPU (children/scan.py), for its
-  speed: measuring is the interpreter's work per file, bound to one CPU, and
-  a home of thousands of sessions is measured faster over several.
+  flood) runs in a child of its own (daemon/child.py), for the daemon's
+  memory: such work holds what it lists until it ends, and the allocator
+  keeps much of it; a child gives all of it back when it exits.
+- A big scan is spread over one child per CPU (children/scan.py): measuring
+  is the interpreter's work per file, bound to one CPU.
 
 Invariant 12: nothing agentkeep starts outlives the command or daemon that
 started it by more than the session in flight. Every child calls
-end_with_parent() as it starts, and is sent SIGTERM when its parent is gone
-(killed, out of memory, crashed); what SIGTERM does is the child's own
-decision (a scan's children end at once, the daemon's child finishes the
-session it is removing).
-An agent's own command (`codex delete`, `opencode session delete`) is
-SIGKILLed with the process that runs it (dies_with_us()): it is not
-transactional, and left running it went on changing the session while the
-next prune listed it, and named the id, so that the session was kept `live`
-and its journal entry forgotten, half removed.
+end_with_parent() as it starts; what SIGTERM does is the child's own
+decision. An agent's own command (`codex delete`, `opencode session
+delete`) is not transactional: it is SIGKILLed with the process that runs
+it (dies_with_us()), or it would go on changing a session half removed.
 """
 
 from __future__ import annotations
@@ -98,3 +89,10 @@ def _watch(parent: int) -> None:
 
 def _parent_gone() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to the descriptor `fd`."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

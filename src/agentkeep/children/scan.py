@@ -39,24 +39,15 @@ from agentkeep.index import Rows
 
 log = structlog.get_logger("agentkeep.children.scan")
 
-# Below this many expected sessions (adapters.base.expected_sessions: only
-# Claude's transcripts are counted before a first scan) a scan takes about
-# a second in one process, and children do not pay: a forked one is ready
-# at once and pays from about 1,200 (Claude-only homes, medians of 5: at
-# 1,000 sessions 0.93 s spread against 0.89 s in one process, at 1,500
-# 1.07 s against 1.10 s; the bench's mixed home of 2,000, 1,400 expected,
-# 0.99 s against 1.37 s); a spawned one starts an interpreter and imports
-# agentkeep (some 0.15 s each), and pays from SPAWNED times as many.
+# Below this many expected sessions (adapters.base.expected_sessions) a
+# scan is about a second in one process, and forked children do not pay; a
+# spawned one starts an interpreter first, and pays from SPAWNED times as many.
 PARALLEL_FROM = 1200
 SPAWNED = 10 / 3
 
 # Parts of a split scan handed to each child ahead. The whole-agent parts
-# (one per agent that does not split, few and first) are not counted: all
-# of them must be handed out before an agent that lists here starts its
-# listing, so that children run them meanwhile. Counted, nine agents' eight
-# whole parts filled the 4 * 2 places of a two-CPU machine, and the scan's
-# own process waited for one to finish before it began to list Claude (at
-# 10,000 sessions 0.1 s in, then 1.3 s in on a loaded machine).
+# (few and first) are not counted: all of them are handed out before an
+# agent that lists here starts its listing, so children run them meanwhile.
 IN_FLIGHT = 4
 
 Restored = Mapping[tuple[str, str], float]
@@ -97,13 +88,10 @@ def _here(parts: Iterable[tuple[str, ScanPart]], restored: Restored) -> Done:
 
 
 def start_method() -> str:
-    """How children start. `fork` where that is safe: on Linux, from a process
-    with no other thread (the CLI off a terminal); a forked child is ready
-    at once, where a spawned one starts an interpreter and imports agentkeep
-    (some 0.15 CPU-s each). `spawn` everywhere else: a forked child of a
-    process with threads (the daemon; the CLI's progress bar timer) would
-    inherit whatever locks they held, and macOS's system libraries are not
-    safe to fork."""
+    """How children start: `fork` on Linux from a process with no other
+    thread (a forked child is ready at once); `spawn` everywhere else (a
+    forked child of a process with threads would inherit the locks they
+    held, and macOS's system libraries are not safe to fork)."""
     if START_METHOD is not None:
         return START_METHOD
     return "fork" if sys.platform == "linux" and threading.active_count() == 1 else "spawn"
@@ -222,21 +210,16 @@ def _start_child(parent: int, json: bool | None, level: str) -> None:
     # forever. It only reads, so SIGTERM ends it at once.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     children.end_with_parent(parent)
-    # A child lives for one scan and makes no cycles worth collecting: the
-    # cycle collector would only walk its rows again and again (see
-    # core.indexing.CollectorPause).
+    # A child lives for one scan and makes no cycles worth collecting.
     gc.disable()
     logs.configure(json, level)
 
 
 def _measure(part: ScanPart, restored: Restored, path: str | None) -> Measured:
     """The part's rows, sent back whole when they are one batch. More (an
-    agent measured whole, as one part: of the bench's 50,000 sessions,
-    opencode's 4,000 were 9 MB of rows) are written to `path` a batch at a
-    time and read back so: every agent's whole part finished at once and
-    waiting, in memory, to be written took the daemon's peak during a scan
-    of the bench's 50,000 sessions from 64 MB to 94 MB. A write that fails
-    (a full disk) sends back all of them instead."""
+    agent measured whole) are written to `path` a batch at a time and read
+    back so, for parts finished at once must not all wait in memory. A
+    write that fails (a full disk) sends back all of them instead."""
     batches = index.batches(part(), restored)
     first = next(batches)
     second = next(batches, None)
@@ -253,16 +236,10 @@ def _measure(part: ScanPart, restored: Restored, path: str | None) -> Measured:
     try:
         for batch in each:
             try:
-                _write_all(fd, pickle.dumps(batch, pickle.HIGHEST_PROTOCOL))
+                children.write_all(fd, pickle.dumps(batch, pickle.HIGHEST_PROTOCOL))
             except OSError:
                 return [*_batches_in(path, written), batch, *each]
             written += 1
     finally:
         os.close(fd)
     return written
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
