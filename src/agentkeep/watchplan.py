@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,14 +43,11 @@ def budget_for(environ: Mapping[str, str]) -> tuple[int, int] | None:
     the polling fallback on a real daemon."""
     budget = inotify_budget()
     forced = environ.get("AGENTKEEP_INOTIFY_MAX")
-    if not forced:
-        return budget
-    try:
-        limit = int(forced)
-    except ValueError:
+    if forced:
+        with suppress(ValueError):
+            return int(forced), budget[1] if budget else 0
         log.warning("AGENTKEEP_INOTIFY_MAX is not a number; ignored", value=forced)
-        return budget
-    return limit, budget[1] if budget else 0
+    return budget
 
 
 def _watches_in_use(proc: Path, uid: int) -> int:
@@ -98,6 +96,7 @@ class RootWatch:
     reason: str | None = None
 
     def as_json(self) -> dict[str, object]:
+        """Its entry in `status`'s watch roots."""
         return {
             "agent": self.agent,
             "path": str(self.path),

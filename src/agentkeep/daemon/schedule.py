@@ -1,22 +1,20 @@
-"""The daemon's clock: prune, reconcile, polling and trash jobs (expiry, compression).
+"""The daemon's clock: prune, reconcile, polling and trash jobs.
 
-apscheduler 3.x runs each job on its own thread pool, one instance at a time
-(max_instances=1), late runs coalesced into one and never dropped
-(misfire_grace_time=None): a laptop that slept through three prune intervals
-prunes once when it wakes, not three times and not never. The scheduler
-waits on a monotonic timer, which stands still while the machine sleeps;
-every wake-up looks at the wall clock again, and the poll job wakes it every
-POLL_INTERVAL, so a job overdue after a suspend runs within POLL_INTERVAL of
-the resume (and `tick()`, called at each service watchdog ping, looks
-sooner). These are the only timers of an idle daemon: nothing else wakes it.
+apscheduler runs each job one instance at a time, late runs coalesced into
+one and never dropped: a laptop that slept through three prune intervals
+prunes once when it wakes. Its timer is monotonic and stands still in a
+suspend, so the poll job waking it every POLL_INTERVAL (and `tick()` at each
+service watchdog ping) bounds how late an overdue job runs. These are the
+only timers of an idle daemon.
 
-The first prune runs `first_prune_delay` after the daemon is ready (60 s;
-AGENTKEEP_FIRST_PRUNE_DELAY for tests), then every prune_interval.
+The first prune runs `first_prune_delay` after the daemon is ready, then
+every prune_interval.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -49,19 +47,17 @@ class Jobs:
 def first_prune_delay(environ: Mapping[str, str]) -> float:
     """AGENTKEEP_FIRST_PRUNE_DELAY (seconds, for tests), else 60."""
     raw = environ.get("AGENTKEEP_FIRST_PRUNE_DELAY")
-    if not raw:
-        return FIRST_PRUNE_DELAY
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 86400 * 365:
+    if raw:
+        with suppress(ValueError):
+            if 0 <= (value := float(raw)) < 86400 * 365:
+                return value
         log.warning("ignoring a bad AGENTKEEP_FIRST_PRUNE_DELAY", value=raw)
-        return FIRST_PRUNE_DELAY
-    return value
+    return FIRST_PRUNE_DELAY
 
 
 class Schedule:
+    """The jobs on apscheduler's background scheduler."""
+
     def __init__(self, jobs: Jobs, *, prune_interval: float, first_prune_delay: float) -> None:
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
@@ -122,6 +118,7 @@ class Schedule:
             self._scheduler.wakeup()
 
     def next_prune(self) -> datetime | None:
+        """When the next prune runs (None: not scheduled)."""
         job = self._scheduler.get_job(PRUNE) if self._scheduler.running else None
         return job.next_run_time if job is not None else None
 
