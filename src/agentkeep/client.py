@@ -55,17 +55,10 @@ def request(
 ) -> Any:
     """Send one request on a socket from connect(), close it, return the
     result; with `raw`, the result's JSON text (see _result_text)."""
-    request_id = next(_ids)
     with sock:
-        message = _message(request_id, method, params)
         deadline = time.monotonic() + timeout
-        try:
-            sock.settimeout(timeout)
-            sock.sendall(encode(message))
-        except OSError as exc:
-            # The line never reached the daemon whole (its newline is last),
-            # so it was never read as a request.
-            raise _unsent(sock, exc) from exc
+        sock.settimeout(timeout)
+        request_id = _send(sock, method, params)
         try:
             line = _read_line(sock, deadline)
         except OSError as exc:
@@ -78,12 +71,8 @@ def results(sock: socket.socket, method: str, params: dict[str, Any]) -> Iterato
     from connect(), and yield each result as its line comes, until the
     daemon closes the connection. Another thread stops it by shutting the
     socket down; an error answer raises as request() does."""
-    message = _message(next(_ids), method, params)
     sock.settimeout(None)  # the next line may be hours away
-    try:
-        sock.sendall(encode(message))
-    except OSError as exc:
-        raise _unsent(sock, exc) from exc
+    _send(sock, method, params)
     buf = b""
     while True:
         try:
@@ -130,8 +119,16 @@ def connect(env: Env, timeout: float = CONNECT_TIMEOUT) -> socket.socket:
     return sock
 
 
-def _message(request_id: int, method: str, params: dict[str, Any]) -> dict[str, object]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+def _send(sock: socket.socket, method: str, params: dict[str, Any]) -> int:
+    """Send one request; its id. NoDaemon when it could not be sent: a line
+    that never reached the daemon whole (its newline is last) was never read."""
+    request_id = next(_ids)
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    try:
+        sock.sendall(encode(message))
+    except OSError as exc:
+        raise _unsent(sock, exc) from exc
+    return request_id
 
 
 def _unsent(sock: socket.socket, exc: OSError) -> NoDaemon:

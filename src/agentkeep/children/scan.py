@@ -128,7 +128,8 @@ def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, children:
                     _forget(path)
                     yield from _instead(exc, [(agent, part), *_left(running), *parts], restored)
                     return
-                if _split_parts(running) >= IN_FLIGHT * children:
+                split = sum(not isinstance(p, WholeScan) for _, p, _ in running.values())
+                if split >= IN_FLIGHT * children:
                     break
             if not running:
                 return
@@ -141,20 +142,15 @@ def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, children:
                     _forget(path)
                     yield from _instead(exc, [(agent, part), *_left(running), *parts], restored)
                     return
+                rows = measured if isinstance(measured, list) else _batches_in(path, measured)
                 try:
-                    # Written (its rows read) by the time the scan asks for more.
-                    yield agent, _read_back(measured, path)
+                    yield agent, rows  # written (rows read) by the time the scan asks for more
                 finally:
                     _forget(path)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         for _, _, path in running.values():
             _forget(path)
-
-
-def _split_parts(running: dict[Future[Measured], tuple[str, ScanPart, str | None]]) -> int:
-    """The parts in hand that count against IN_FLIGHT: all but the whole-agent ones."""
-    return sum(not isinstance(part, WholeScan) for _, part, _ in running.values())
 
 
 def _left(running: dict[Future[Measured], tuple[str, ScanPart, str | None]]) -> Parts:
@@ -179,16 +175,9 @@ def _forget(path: str | None) -> None:
         statefiles.remove(Path(path))
 
 
-def _read_back(measured: Measured, path: str | None) -> Iterable[Rows]:
-    """A part's rows as its child sent them, or read from its file a batch
-    at a time."""
-    if isinstance(measured, list):
-        return measured
+def _batches_in(path: str | None, count: int) -> Iterator[Rows]:
+    """The first `count` batches of rows written to `path`."""
     assert path is not None
-    return _batches_in(path, measured)
-
-
-def _batches_in(path: str, count: int) -> Iterator[Rows]:
     with open(path, "rb") as f:
         for _ in range(count):
             yield pickle.load(f)

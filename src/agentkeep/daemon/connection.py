@@ -130,13 +130,16 @@ class Conversation:
         buf = bytearray()
         skipping = False  # inside a line over MAX_LINE, already answered
         while seat.closed is None:
+            sock.settimeout(IDLE_TIMEOUT)
             try:
-                chunk = self._receive(sock)
+                chunk = sock.recv(65536)
             except TimeoutError:
                 if conn.holds_anything:
                     continue  # a lease lasts as long as its connection
                 log.info("idle connection closed", conn=conn.number, pid=conn.pid)
                 return
+            finally:
+                sock.settimeout(None)  # blocking: _client_spoke's MSG_DONTWAIT must not wait
             if not chunk:
                 return
             seat.last_seen = time.monotonic()
@@ -161,14 +164,6 @@ class Conversation:
                 skipping = True
                 self._send(_TOO_LONG)
             self.budgets.unfinished(seat, len(buf))
-
-    @staticmethod
-    def _receive(sock: socket.socket) -> bytes:
-        sock.settimeout(IDLE_TIMEOUT)
-        try:
-            return sock.recv(65536)
-        finally:
-            sock.settimeout(None)
 
     def _answer(self, line: bytes) -> bool:
         """Answer one line; False when the connection was closed before it
@@ -246,14 +241,13 @@ class Conversation:
         self._send_bytes(encode(message))
 
     def _send_bytes(self, data: bytes) -> None:
-        sock = self.sock
         # A client that does not read its answers would block this thread
         # forever: the timeout drops it instead (its leases end with it).
-        sock.settimeout(SEND_TIMEOUT)
+        self.sock.settimeout(SEND_TIMEOUT)
         try:
-            sock.sendall(data)
+            self.sock.sendall(data)
         finally:
-            sock.settimeout(None)
+            self.sock.settimeout(None)
 
 
 def _client_spoke(sock: socket.socket) -> bool:

@@ -15,6 +15,7 @@ import socket
 import sys
 import threading
 import time
+from contextlib import suppress
 from functools import partial
 from typing import Any
 
@@ -342,20 +343,14 @@ def _note(signum: int, frame: object) -> None:
 
 
 def _drain(wake: socket.socket) -> list[int]:
-    signals: list[int] = []
-    while True:
-        try:
-            data = wake.recv(64)
-        except (BlockingIOError, InterruptedError):
-            return signals
-        if not data:
-            return signals
-        signals.extend(data)
+    got = bytearray()
+    with suppress(BlockingIOError, InterruptedError):
+        while data := wake.recv(64):
+            got += data
+    return list(got)
 
 
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass

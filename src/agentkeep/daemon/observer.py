@@ -41,7 +41,7 @@ _EVENTS: list[type[FileSystemEvent]] = [
 ]
 
 
-class ObserverWatches:
+class ObserverWatches(FileSystemEventHandler):
     """Each directory scheduled on watchdog's own observer (on Linux a thread
     per directory: used there only where libc has no inotify)."""
 
@@ -53,7 +53,7 @@ class ObserverWatches:
     ) -> None:
         del on_lost  # watchdog's own emitters deal with their queues' overflows
         self._observer = observer or Observer()
-        self._handler = _Handler(sink)
+        self._sink = sink
         self._watches: dict[Path, ObservedWatch] = {}
 
     def start(self) -> None:
@@ -68,7 +68,7 @@ class ObserverWatches:
     def add(self, path: Path) -> None:
         """Watch `path` (not its subdirectories)."""
         self._watches[path] = self._observer.schedule(
-            self._handler,
+            self,
             str(path),
             recursive=False,
             event_filter=_EVENTS,
@@ -92,6 +92,10 @@ class ObserverWatches:
         self._observer.join()
         return "watchdog's observer thread ended"
 
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        """Every event to the sink."""
+        self._sink(event)
+
 
 def native_watches(sink: Sink, on_lost: Callable[[], None]) -> DirWatches:
     """One inotify instance for every directory on Linux; the observer
@@ -105,12 +109,3 @@ def native_watches(sink: Sink, on_lost: Callable[[], None]) -> DirWatches:
             return ObserverWatches(sink)
         return InotifyWatches(sink, on_lost)
     return ObserverWatches(sink)
-
-
-class _Handler(FileSystemEventHandler):
-    def __init__(self, sink: Sink) -> None:
-        self._sink = sink
-
-    def on_any_event(self, event: FileSystemEvent) -> None:
-        """Every event to the sink."""
-        self._sink(event)
