@@ -39,14 +39,14 @@ IDLE_TIMEOUT = 60.0
 
 @dataclass
 class Connection:
-    """One client. Resources it takes (leases) are closed when it goes away,
-    and each counts against the lease budget while it is held."""
+    """One client: its requests, each answered in turn, and the leases it
+    took, closed when it goes and each counted against the lease budget."""
 
     number: int
     pid: int | None
-    uid: int
     seat: Seat
     budgets: Budgets
+    handler: Handler
     _closers: dict[str, Callable[[], None]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -95,38 +95,18 @@ class Connection:
             finally:
                 self.budgets.drop_lease(self.seat)
 
-
-@dataclass
-class Stream:
-    """A result sent as many lines, one per item of `results`; None sends
-    nothing, only lets the server look whether the client is still there."""
-
-    results: Generator[object, None, None]
-
-
-Handler = Callable[[Connection, str, dict[str, object]], object]
-
-
-class Conversation:
-    """The requests of one connection, each answered in turn."""
-
-    def __init__(self, sock: socket.socket, conn: Connection, handler: Handler) -> None:
-        self.sock, self.conn, self.handler = sock, conn, handler
-        self.budgets = conn.budgets
-
     def run(self) -> None:
         """Answer until the client goes, idles out, or the budgets close the
         connection; then close what it took."""
         try:
             self._answer_lines()
         except OSError as exc:
-            log.info("connection dropped", conn=self.conn.number, pid=self.conn.pid, error=str(exc))
+            log.info("connection dropped", conn=self.number, pid=self.pid, error=str(exc))
         finally:
-            self.conn.close_all()
+            self.close_all()
 
     def _answer_lines(self) -> None:
-        sock, conn = self.sock, self.conn
-        seat = conn.seat
+        sock, seat = self.seat.sock, self.seat
         buf = bytearray()
         skipping = False  # inside a line over MAX_LINE, already answered
         while seat.closed is None:
@@ -134,9 +114,9 @@ class Conversation:
             try:
                 chunk = sock.recv(65536)
             except TimeoutError:
-                if conn.holds_anything:
+                if self.holds_anything:
                     continue  # a lease lasts as long as its connection
-                log.info("idle connection closed", conn=conn.number, pid=conn.pid)
+                log.info("idle connection closed", conn=self.number, pid=self.pid)
                 return
             finally:
                 sock.settimeout(None)  # blocking: _client_spoke's MSG_DONTWAIT must not wait
@@ -170,22 +150,21 @@ class Conversation:
         could be (then nothing of it was done)."""
         if not line.strip():
             return True
-        conn = self.conn
-        if not self.budgets.begin(conn.seat):
+        if not self.budgets.begin(self.seat):
             return False
         try:
             answer = self._answer_for(line)
             if not isinstance(answer, tuple):
                 return self._send_parts(answer)
         finally:
-            self.budgets.end(conn.seat)
+            self.budgets.end(self.seat)
         self._stream(*answer)
         return False  # the connection was the stream's: it ends with it
 
     def _stream(self, request_id: object, stream: Stream) -> None:
         try:
             for result in stream.results:
-                if self.conn.seat.closed is not None or _client_spoke(self.sock):
+                if self.seat.closed is not None or _client_spoke(self.seat.sock):
                     return
                 if result is not None:
                     self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
@@ -200,7 +179,7 @@ class Conversation:
             request = _request(line)
             request_id = _request_id(request.get("id"))
             method, params = _fields(request)
-            result = self.handler(self.conn, method, params)
+            result = self.handler(self, method, params)
             if isinstance(result, Stream):
                 return request_id, result
             message: dict[str, object] = {"jsonrpc": "2.0", "id": request_id, "result": result}
@@ -213,7 +192,7 @@ class Conversation:
             data = encode(error_message(request_id, exc))
         except Exception as exc:
             # Bad input never stops the daemon (invariant 11): answer and go on.
-            log.exception("request failed", conn=self.conn.number)
+            log.exception("request failed", conn=self.number)
             error = Failed(f"internal error: {type(exc).__name__}: {exc}")
             data = encode(error_message(request_id, error))
         return data
@@ -231,7 +210,7 @@ class Conversation:
         except OSError:
             raise  # the client went away, or stopped reading: dropped
         except Exception:
-            log.exception("answer failed half way; connection closed", conn=self.conn.number)
+            log.exception("answer failed half way; connection closed", conn=self.number)
             return False
         finally:
             answer.close()
@@ -243,11 +222,23 @@ class Conversation:
     def _send_bytes(self, data: bytes) -> None:
         # A client that does not read its answers would block this thread
         # forever: the timeout drops it instead (its leases end with it).
-        self.sock.settimeout(SEND_TIMEOUT)
+        sock = self.seat.sock
+        sock.settimeout(SEND_TIMEOUT)
         try:
-            self.sock.sendall(data)
+            sock.sendall(data)
         finally:
-            self.sock.settimeout(None)
+            sock.settimeout(None)
+
+
+@dataclass
+class Stream:
+    """A result sent as many lines, one per item of `results`; None sends
+    nothing, only lets the server look whether the client is still there."""
+
+    results: Generator[object, None, None]
+
+
+Handler = Callable[[Connection, str, dict[str, object]], object]
 
 
 def _client_spoke(sock: socket.socket) -> bool:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep.daemon.connection import Connection, Conversation, Handler
+from agentkeep.daemon.connection import Connection, Handler
 from agentkeep.daemon.limits import Budgets, Seat
 from agentkeep.errors import Busy, Failed, Failure, error_message
 from agentkeep.paths import UnsafeDirectory, ensure_private_dir
@@ -171,7 +171,7 @@ class Server:
                 _tell(sock, Busy(f"{why}; try again"))
                 return
             try:
-                Conversation(sock, conn, self.handler).run()
+                conn.run()
             finally:
                 self.budgets.leave(conn.seat)
             if conn.seat.closed is not None:
@@ -192,7 +192,7 @@ class Server:
             log.warning("connection from another user refused", conn=number, pid=pid, uid=uid)
             _tell(sock, Failed(f"refused: this daemon serves uid {self.uid}, not uid {uid}"))
             return None
-        return Connection(number, pid, uid, Seat(number, sock), self.budgets)
+        return Connection(number, pid, Seat(number, sock), self.budgets, self.handler)
 
 
 def _tell(sock: socket.socket, error: Failure) -> None:
