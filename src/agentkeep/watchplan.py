@@ -51,19 +51,18 @@ def budget_for(environ: Mapping[str, str]) -> tuple[int, int] | None:
 
 
 def _watches_in_use(proc: Path, uid: int) -> int:
-    used = 0
     try:
         pids = [p for p in os.listdir(proc) if p.isdigit()]
     except OSError:
         return 0
-    for pid in pids:
-        try:
-            if os.stat(proc / pid).st_uid != uid:
-                continue
-        except OSError:
-            continue
-        used += process_watches(proc / pid)
-    return used
+    return sum(process_watches(proc / pid) for pid in pids if _owner(proc / pid) == uid)
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_uid
+    except OSError:
+        return None
 
 
 def process_watches(process: Path) -> int:
@@ -137,14 +136,11 @@ def watch_target(directory: Path) -> Path | None:
 def plan(groups: Iterable[RootWatch], available: int | None) -> None:
     """Give each root inotify while its directories fit in what is left of
     `available` (None: no limit), else polling with the reason."""
-    left = available
     for group in groups:
-        if group.mode == POLLING:
-            continue  # a watch failed for it since the last full plan
         cost = len(group.targets)
-        if left is not None and cost > left:
-            group.mode = POLLING
-            group.reason = f"needs {cost} inotify watches, {max(left, 0)} free"
-            continue
-        if left is not None:
-            left -= cost
+        if group.mode == POLLING or available is None:
+            continue  # polling: a watch failed for it since the last full plan
+        if cost > available:
+            group.mode, group.reason = POLLING, f"needs {cost} inotify watches, {available} free"
+        else:
+            available -= cost

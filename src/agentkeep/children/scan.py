@@ -53,8 +53,7 @@ IN_FLIGHT = 4
 Restored = Mapping[tuple[str, str], float]
 Parts = list[tuple[str, ScanPart]]
 Done = Iterator[tuple[str, Iterable[Rows]]]
-# What a child sends back for a part: its rows, or how many batches of them
-# it wrote to the part's file.
+# A part's rows, or how many batches of them its child wrote to its file.
 Measured = list[Rows] | int
 
 
@@ -117,9 +116,8 @@ def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, children:
     running: dict[Future[Measured], tuple[str, ScanPart, str | None]] = {}
     try:
         while True:
-            # At most IN_FLIGHT split parts per child: parts finished but not
-            # yet written wait in memory (or in their files), and this bounds
-            # how many; the whole parts, one per agent, add a batch each at most.
+            # At most IN_FLIGHT split parts per child: bounds what waits
+            # finished but not yet written.
             for agent, part in parts:
                 path = _rows_file()
                 try:
@@ -191,12 +189,9 @@ def _instead(exc: BaseException, left: Parts, restored: Restored) -> Done:
 
 
 def _start_child(parent: int, json: bool | None, level: str) -> None:
-    # Ctrl-C reaches the whole process group: the scan's own process
-    # decides what stops, and shutting the pool down stops its children.
+    # Ctrl-C reaches the whole group: the scan's own process decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # A child learns nothing from the pool's queues when the scan's process
-    # is killed (every child holds their writing ends too): it would wait
-    # forever. It only reads, so SIGTERM ends it at once.
+    # A child that only reads ends at once when the scan's process is gone.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     children.end_with_parent(parent)
     # A child lives for one scan and makes no cycles worth collecting.

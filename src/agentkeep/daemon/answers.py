@@ -28,8 +28,7 @@ from agentkeep.methods import METHODS
 
 log = structlog.get_logger("agentkeep.daemon")
 
-# What allocates in proportion to the sessions: its memory is given back
-# to the system once it is answered.
+# What allocates in proportion to the sessions.
 _HEAVY = frozenset({"ls", "du", "scan", "prune", "purge"})
 
 
@@ -65,8 +64,7 @@ def handle(d: Daemon, conn: Connection, method: str, params: dict[str, Any]) -> 
                 raise BadParams(f"unknown parameter(s): {', '.join(unknown)}")
             answer = ANSWERS[method](d, conn, params)
             if isinstance(answer, JSONText):
-                # Its parts are read from this thread's index connection
-                # as they are sent: it is closed once they all went.
+                # Read from this thread's index as sent: closed once all went.
                 sent_later = True
                 return JSONText(_Then(answer.parts(), partial(_answered, ctx, method)))
             return answer
@@ -140,8 +138,7 @@ def _in_child(method: str, d: Daemon, c: Connection, params: dict[str, Any]) -> 
     return done.answer
 
 
-# The answers import their modules when first asked: they bring the plan's,
-# which a daemon that has only started and watched does not need.
+# Imported when first asked: a daemon that only watched needs no plan.
 def _ls(d: Daemon, c: Connection, p: dict[str, Any]) -> object:
     from agentkeep.core.sessions import ls_text
 
@@ -183,8 +180,7 @@ def _purge(d: Daemon, c: Connection, p: dict[str, Any]) -> object:
     return _in_child("purge", d, c, params)
 
 
-# What answers each method, given the daemon, the connection and the
-# parameters (without `env`, and only those the method takes).
+# An answer, given the daemon, the connection and the method's own params.
 Answer = Callable[[Daemon, Connection, dict[str, Any]], object]
 
 

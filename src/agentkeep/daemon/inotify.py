@@ -44,9 +44,8 @@ from agentkeep.daemon.events import Sink
 
 log = structlog.get_logger("agentkeep.daemon.inotify")
 
-# No IN_DONT_FOLLOW: a linked directory (~/.claude into a dotfiles repo) is
-# watched itself. No IN_ATTRIB/IN_OPEN/IN_CLOSE_*: reads and metadata
-# changes (the daemon's own among them) never wake the reader.
+# No IN_DONT_FOLLOW: a linked directory is watched itself. No IN_ATTRIB,
+# IN_OPEN, IN_CLOSE_*: reads (the daemon's own too) never wake the reader.
 MASK = Mask(
     InotifyConstants.IN_CREATE
     | InotifyConstants.IN_DELETE
@@ -67,16 +66,14 @@ class InotifyWatches:
         self._fd: InotifyFD | None = None
         self._unavailable: OSError | None = None
         self._dirs: dict[Path, _Directory] = {}
-        # Set at each overflow, cleared by the first callback told of the
-        # loss: watchdog tells every callback, the watcher wants one call.
+        # Watchdog tells every callback of an overflow; the watcher wants one call.
         self._overflowed = False
 
     def start(self) -> None:
         try:
             fd = InotifyFD()
         except OSError as exc:
-            # max_user_instances reached, say: every add() fails with this,
-            # so each root falls back to polling and says why.
+            # Every add() fails with this: each root polls and says why.
             log.warning("no inotify instance; every root polls", error=str(exc))
             self._unavailable = exc
             return
@@ -105,8 +102,7 @@ class InotifyWatches:
         directory = _Directory(os.fspath(path), self)
         wd = fd.add_callback(os.fsencode(path), MASK, directory, directory.id)
         if wd < 0:
-            # watchdog 7.1 returns -1 rather than raising for EACCES; undo its
-            # book-keeping and fail like any other refused watch.
+            # watchdog returns -1 for EACCES: undo its book-keeping, and fail.
             fd.remove_callbacks([(wd, directory.id)])
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
         directory.wd = wd

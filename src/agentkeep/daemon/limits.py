@@ -26,16 +26,13 @@ from dataclasses import dataclass, field
 from agentkeep import descriptors
 
 MAX_CONNECTIONS = 256
-# Bytes of unfinished lines over all connections: eight lines of the
-# largest size a request may have (1 MiB) arriving at once.
+# Bytes of unfinished lines over all connections: eight 1 MiB lines at once.
 MAX_UNFINISHED = 8 << 20
-# The descriptors a connection in a slot may use while it is answered (its
-# socket and the index's database, -wal and -shm), and the daemon's own
-# (inotify, the log, agents' databases, the trash, the daemon lock).
+# Descriptors of a connection being answered (its socket, the index and its
+# -wal and -shm), and the daemon's own.
 FDS_PER_SLOT = 4
 FDS_OF_THE_DAEMON = 128
-# Leases, whatever the descriptor limit: each may be a connection's, with a
-# thread of its own (about 30 KB each).
+# Leases, whatever the descriptor limit: each may be a connection's thread.
 MAX_LEASES = 1024
 MIN_LEASES = 16
 
@@ -88,8 +85,7 @@ class Budgets:
                 victim = self._idlest()
                 if victim is None:
                     return False
-                # Its slot passes straight to the newcomer: released, it
-                # could be taken by someone else first.
+                # Its slot passes straight to the newcomer, none can take it first.
                 victim.in_slot = False
                 victim.closed = f"closed to make room: the longest idle of {self.slots}"
                 self._in_slots -= 1
@@ -101,8 +97,7 @@ class Budgets:
         return True
 
     def _idlest(self) -> Seat | None:
-        # Never a lease holder (it holds no slot) and never one being
-        # answered (its answer would be lost).
+        # Never a lease holder (no slot) nor one being answered (lost answer).
         idle = [s for s in self._seats.values() if s.in_slot and not s.busy and s.closed is None]
         return min(idle, key=lambda s: s.last_seen, default=None)
 

@@ -21,7 +21,7 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 from watchdog.observers import Observer
-from watchdog.observers.api import BaseObserver, ObservedWatch
+from watchdog.observers.api import ObservedWatch
 from watchdog.utils import UnsupportedLibcError
 
 from agentkeep.daemon.events import DirWatches, Sink
@@ -45,14 +45,9 @@ class ObserverWatches(FileSystemEventHandler):
     """Each directory scheduled on watchdog's own observer (on Linux a thread
     per directory: used there only where libc has no inotify)."""
 
-    def __init__(
-        self,
-        sink: Sink,
-        on_lost: Callable[[], None] = lambda: None,
-        observer: BaseObserver | None = None,
-    ) -> None:
+    def __init__(self, sink: Sink, on_lost: Callable[[], None] = lambda: None) -> None:
         del on_lost  # watchdog's own emitters deal with their queues' overflows
-        self._observer = observer or Observer()
+        self._observer = Observer()
         self._sink = sink
         self._watches: dict[Path, ObservedWatch] = {}
 

@@ -26,8 +26,7 @@ log = structlog.get_logger("agentkeep.daemon.schedule")
 
 FIRST_PRUNE_DELAY = 60.0
 RECONCILE_INTERVAL = 30 * 60.0
-# How often a root that is not watched (over the inotify budget, or a watch
-# failed) is reconciled instead; also how late a job may run after a suspend.
+# How often unwatched roots are reconciled; how late a job runs after a suspend.
 POLL_INTERVAL = 60.0
 TRASH_INTERVAL = 3600.0
 
@@ -85,9 +84,8 @@ class Schedule:
         first: float | None = None,
     ) -> None:
         start = now + timedelta(seconds=interval if first is None else first)
-        # next_run_time is the first run itself: a start_date already past
-        # when the scheduler starts (a delay of 0) would be rounded up to a
-        # whole interval later.
+        # next_run_time is the first run: a start_date already past (a delay
+        # of 0) would be rounded up to a whole interval later.
         self._scheduler.add_job(
             func,
             IntervalTrigger(seconds=interval, start_date=start, timezone=UTC),

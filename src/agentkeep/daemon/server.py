@@ -30,12 +30,10 @@ from agentkeep.protocol import encode, peer_credentials
 
 log = structlog.get_logger("agentkeep.daemon.server")
 
-# Enough that a burst of clients waits for accept() instead of being told
-# EAGAIN (the kernel caps it at net.core.somaxconn).
+# A burst of clients waits for accept() instead of being told EAGAIN.
 BACKLOG = socket.SOMAXCONN
 
-# Test seam: when set, returns the peer uid instead of asking the kernel (a
-# test cannot connect as another user). None in production.
+# Test seam: the peer uid instead of the kernel's. None in production.
 _peer_uid_override: Callable[[socket.socket], int] | None = None
 
 
@@ -73,9 +71,8 @@ class Server:
         """Take the socket: a safe folder, no live daemon, a stale file replaced."""
         folder = self.path.parent
         try:
-            # An existing folder others can write to is refused, never
-            # chmodded: whoever can write there can swap the socket under the
-            # clients.
+            # A folder others can write to is refused, never chmodded: whoever
+            # can write there can swap the socket under the clients.
             ensure_private_dir(folder, self.uid)
         except UnsafeDirectory as exc:
             raise ServerError(f"refusing the socket's folder: {exc}") from exc
