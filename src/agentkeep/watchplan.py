@@ -117,11 +117,11 @@ def group_by_root(agent: str, adapter: Adapter) -> list[RootWatch]:
         if directory not in group.wanted:
             group.wanted.append(directory)
     for group in groups.values():
-        group.targets = {target for d in group.wanted if (target := watch_target(d)) is not None}
+        group.targets = {target for d in group.wanted if (target := _watch_target(d)) is not None}
     return list(groups.values())
 
 
-def watch_target(directory: Path) -> Path | None:
+def _watch_target(directory: Path) -> Path | None:
     """What to watch for `directory`: itself when it is a directory (or a
     link to one: ~/.claude is often a link into a dotfiles repo), else its
     nearest existing parent (to see it appear)."""

@@ -39,9 +39,13 @@ class Daemon(Protocol):
     changes: Changes
     work: Work
 
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> dict[str, Any]:
+        """The `status` answer."""
+        ...
 
-    def reload(self, why: str) -> dict[str, Any]: ...
+    def reload(self, why: str) -> dict[str, Any]:
+        """Read the config again; the status."""
+        ...
 
 
 def handle(d: Daemon, conn: Connection, method: str, params: dict[str, Any]) -> object:
@@ -243,6 +247,7 @@ class _Then:
             raise
 
     def close(self) -> None:
+        """Close the parts and call `done`, once."""
         done, self._done = self._done, None
         if done is not None:
             close = getattr(self._parts, "close", None)

@@ -49,12 +49,9 @@ class Changes:
         yield {"changes": seen}
         while True:
             with self._cond:
-                self._cond.wait_for(partial(self._moved_on, seen), self.TICK)
+                last = seen
+                self._cond.wait_for(partial(self._moved_on, last), self.TICK)
                 if self._closed:
                     return
-                now = self._count
-            if now == seen:
-                yield None
-            else:
-                seen = now
-                yield {"changes": now}
+                seen = self._count
+            yield {"changes": seen} if seen != last else None

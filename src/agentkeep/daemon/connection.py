@@ -51,7 +51,7 @@ class Connection:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
-    def holds_anything(self) -> bool:
+    def _holds_anything(self) -> bool:
         """Whether it holds a lease (then it is never idled out)."""
         with self._lock:
             return bool(self._closers)
@@ -83,7 +83,7 @@ class Connection:
             self.budgets.drop_lease(self.seat)
         return True
 
-    def close_all(self) -> None:
+    def _close_all(self) -> None:
         """Close everything it took: the client is gone."""
         with self._lock:
             closers, self._closers = list(self._closers.values()), {}
@@ -103,7 +103,7 @@ class Connection:
         except OSError as exc:
             log.info("connection dropped", conn=self.number, pid=self.pid, error=str(exc))
         finally:
-            self.close_all()
+            self._close_all()
 
     def _answer_lines(self) -> None:
         sock, seat = self.seat.sock, self.seat
@@ -114,7 +114,7 @@ class Connection:
             try:
                 chunk = sock.recv(65536)
             except TimeoutError:
-                if self.holds_anything:
+                if self._holds_anything:
                     continue  # a lease lasts as long as its connection
                 log.info("idle connection closed", conn=self.number, pid=self.pid)
                 return

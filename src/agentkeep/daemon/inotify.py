@@ -70,6 +70,7 @@ class InotifyWatches:
         self._overflowed = False
 
     def start(self) -> None:
+        """Open the inotify instance and start its reader."""
         try:
             fd = InotifyFD()
         except OSError as exc:
