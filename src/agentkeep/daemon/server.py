@@ -99,7 +99,7 @@ class Server:
             return
         if not stat.S_ISSOCK(st.st_mode):
             raise ServerError(f"{self.path} exists and is not a socket; not replacing it")
-        if answers(self.path):
+        if _answers(self.path):
             raise AlreadyServing(f"another agentkeep daemon is already serving {self.path}")
         # Nobody accepts on it: a crashed daemon's socket. The folder is ours
         # and private, so nobody can swap it between this check and the unlink.
@@ -201,7 +201,7 @@ def _tell(sock: socket.socket, error: Failure) -> None:
         pass
 
 
-def answers(path: Path, timeout: float = 2.0) -> bool:
+def _answers(path: Path, timeout: float = 2.0) -> bool:
     """True when something accepts connections on the unix socket at `path`."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(timeout)

@@ -27,7 +27,7 @@ import errno
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -313,8 +313,8 @@ class Watcher:
                     log.exception("resync failed")
                     added = set()
                 # What was written into a directory before its watch existed
-                # made no event: look at what is there now.
-                batch.update(_entries(added))
+                # made no event: look at what is there now (atimes unmoved).
+                batch.update(path for d in added for path in fsio.entry_paths(d))
             self._apply_events(batch)
 
     def _next_batch(self) -> tuple[set[str] | None, bool, bool]:
@@ -360,9 +360,3 @@ class Watcher:
                 self._on_sessions(agent, sorted(there), vanished)
             except Exception:
                 log.exception("refresh failed", agent=agent, sessions=sorted(there))
-
-
-def _entries(directories: Iterable[Path]) -> set[str]:
-    # Listed without moving atimes; one gone again lists nothing (its
-    # parent's event says so).
-    return {path for directory in directories for path in fsio.entry_paths(directory)}
