@@ -37,10 +37,9 @@ def end_with_parent(parent: int) -> None:
     thread that started this process ends: each caller starts its children
     from a thread that waits for them. Elsewhere a thread of this process
     looks at its parent every POLL seconds."""
-    if KERNEL_TELLS and _ask_the_kernel():
-        # The parent may have ended before the kernel was asked: this
-        # process then has another parent already (init, or a subreaper),
-        # and the kernel will never send the signal.
+    prctl = _prctl() if KERNEL_TELLS else None
+    if prctl is not None and prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) == 0:
+        # A parent that ended before the kernel was asked is never signalled.
         if os.getppid() != parent:
             _parent_gone()
         return
@@ -56,11 +55,6 @@ def _prctl() -> Callable[..., int] | None:
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
-
-
-def _ask_the_kernel() -> bool:
-    prctl = _prctl()
-    return prctl is not None and prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) == 0
 
 
 def dies_with_us() -> Callable[[], None] | None:

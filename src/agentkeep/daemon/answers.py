@@ -107,11 +107,8 @@ def _bool(p: dict[str, Any], name: str, default: bool) -> bool:
 
 
 def _hold(d: Daemon, conn: Connection, params: dict[str, Any]) -> dict[str, str]:
-    ctx = _ctx(d)
-    agent, raw = params.get("agent"), params.get("id")
-    if not isinstance(agent, str) or not isinstance(raw, str):
-        raise BadParams("hold needs agent and id (strings)")
-    session_id = ctx.session_id(agent, raw)
+    ctx, agent = _ctx(d), _str(params, "agent")
+    session_id = ctx.session_id(agent, _str(params, "id"))
     path = leases.lease_path(ctx.state_dir, agent, session_id)
     try:
         lease = leases.hold_shared(path, wait=False)

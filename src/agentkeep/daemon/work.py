@@ -143,14 +143,13 @@ class Work:
         as work: a stop does not wait for it."""
         from agentkeep.prune.act import STOP  # here: serving alone never imports the act
 
-        told = False
-        while not self._prune_lock_free():
-            if not told:
-                log.info("another prune holds the prune lock: the scheduled prune waits for it")
-                told = True
-            if STOP.wait(LOCK_POLL):
-                return False
-        return True
+        if self._prune_lock_free():
+            return True
+        log.info("another prune holds the prune lock: the scheduled prune waits for it")
+        while not STOP.wait(LOCK_POLL):
+            if self._prune_lock_free():
+                return True
+        return False
 
     def _prune_lock_free(self) -> bool:
         """Whether the prune lock is free now (taken and let go). One that
