@@ -1,13 +1,8 @@
-"""A big scan's children: one per CPU.
-
-A scan is the interpreter's work per file measured (a few syscalls each, and
-the Python around them), so one process is bound to one CPU. A home with
-many sessions is measured by one child per CPU instead; this process lists,
-hands out parts, and writes the index as they come back. Children only
-read the disk, through the same adapters and `disk` functions as a scan in
-this process, so they keep every rule a scan keeps (no link followed, no
-atime moved); the rows of a big part come back through a temporary file
-this process made (see _measure).
+"""A big scan's children: one per CPU (measuring is the interpreter's work
+per file, bound to one CPU). This process lists, hands out parts, and writes
+the index as they come back. Children only read the disk, through the same
+adapters and `disk` functions as a scan here, so they keep every rule a scan
+keeps (no link followed, no atime moved).
 """
 
 from __future__ import annotations

@@ -1,19 +1,18 @@
 """The daemon's child: a prune, a purge, a scan or the reconcile after a
 flood of events, each run in a process of its own (why: agentkeep.children).
 
-The child, `python -m agentkeep.daemon.child <daemon pid> <log format>
-<log level>`, reads what it is asked (one JSON line) from its stdin and calls
-the same core functions as the CLI, which take the same flocks: a lease the
-daemon holds for a client keeps its session from the child too. Everything
-comes back through its stdout, so a full state disk costs none of it: one
-line of outcome (a Failure as data, the counts, what the daemon keeps from
-one prune to the next), then the answer, passed on as it is read.
+`python -m agentkeep.daemon.child <daemon pid> <log format> <log level>`
+reads what it is asked (one JSON line) on stdin and calls the same core
+functions as the CLI, under the same flocks: a lease the daemon holds for a
+client keeps its session from the child too. Its stdout carries one line of
+outcome (a Failure as data, the counts, what the daemon keeps between
+prunes), then the answer, passed on as it is read; a full state disk costs
+none of it.
 
 Stopping (invariant 12): SIGTERM comes from the daemon as it stops, or from
 the kernel when the daemon is gone. A prune or purge that has begun
 removing finishes the session it is removing and keeps the rest; anything
-else ends at once, with nothing half done (a scan or reconcile writes the
-index in one transaction).
+else ends at once, with nothing half done.
 """
 
 from __future__ import annotations

@@ -1,24 +1,20 @@
 """Watching the directories that name sessions, within the inotify budget.
 
 Only the directories an adapter says name sessions are watched, each
-non-recursively: inotify watches are a per-user budget shared with every
-editor of the user. A directory that does not exist yet is waited for on its
-nearest existing parent; when a watched directory gains, loses or renames a
-subdirectory, the wanted set is computed again and watches follow. A root
-over the free budget, or whose watch fails, is left to the periodic
-reconcile ("polling"), and status says so. Every watch is added on its own,
-so each failure surfaces.
+non-recursively (watches are a per-user budget shared with every editor). A
+directory not there yet is waited for on its nearest existing parent; when a
+watched directory gains, loses or renames a subdirectory, the watches follow.
+A root over the free budget, or whose watch fails, is left to the periodic
+reconcile ("polling"), and status says so.
 
 The watching is watched (invariant 12): events the kernel dropped make the
 watcher reconcile, as a flood does; a reader thread that ends is replaced,
-watches and all, followed by a reconcile; after RESTARTS_MAX ends within
-RESTART_WINDOW every root polls, and status says why.
+then a reconcile; after RESTARTS_MAX ends within RESTART_WINDOW every root
+polls, and status says why.
 
-Events are debounced and mapped to sessions, an agent's at a time, with
-those whose every named path is gone; handlers are idempotent (duplicate
-and out-of-order events are normal). SQLite's -wal/-shm/-journal files are
-ignored: a read-only open may create them, and every scan would trigger
-another.
+Events are debounced and mapped to sessions, an agent's at a time; handlers
+are idempotent (duplicate and out-of-order events are normal). SQLite's
+-wal/-shm/-journal files are ignored: a read-only open may create them.
 """
 
 from __future__ import annotations
