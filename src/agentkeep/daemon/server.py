@@ -61,8 +61,7 @@ class Server:
         self.budgets = Budgets() if budgets is None else budgets
         self._listener: socket.socket | None = None
         self._inode: tuple[int, int] | None = None
-        self._stop = threading.Event()
-        # Written by close() to wake the accept loop out of select().
+        # Written by close(), and never read: the accept loop ends.
         self._wake_r, self._wake_w = os.pipe()
         self._thread: threading.Thread | None = None
         self._count = itertools.count(1)
@@ -117,7 +116,6 @@ class Server:
         """Stop accepting and remove the socket file, if it is still ours."""
         if self._wake_w < 0:
             return  # already closed
-        self._stop.set()
         os.write(self._wake_w, b"x")
         if self._thread is not None:
             self._thread.join(timeout=2)
@@ -136,7 +134,7 @@ class Server:
 
     def _accept_loop(self) -> None:
         assert self._listener is not None
-        while not self._stop.is_set():
+        while True:
             waiting: list[socket.socket | int] = [self._listener, self._wake_r]
             readable, _, _ = select.select(waiting, [], [])
             if self._wake_r in readable:
