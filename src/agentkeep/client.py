@@ -14,6 +14,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from typing import Any
 
 import structlog
@@ -74,17 +75,12 @@ def results(sock: socket.socket, method: str, params: dict[str, Any]) -> Iterato
     sock.settimeout(None)  # the next line may be hours away
     _send(sock, method, params)
     buf = b""
-    while True:
-        try:
-            chunk = sock.recv(1 << 16)
-        except OSError:
-            return
-        if not chunk:
-            return
-        buf += chunk
-        while (end := buf.find(b"\n")) >= 0:
-            line, buf = buf[:end], buf[end + 1 :]
-            yield _result(line)
+    with suppress(OSError):  # the connection ended
+        while chunk := sock.recv(1 << 16):
+            buf += chunk
+            while (end := buf.find(b"\n")) >= 0:
+                line, buf = buf[:end], buf[end + 1 :]
+                yield _result(line)
 
 
 def connect(env: Env, timeout: float = CONNECT_TIMEOUT) -> socket.socket:
