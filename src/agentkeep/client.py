@@ -153,11 +153,10 @@ def _read_line(sock: socket.socket, deadline: float) -> bytes:
         chunk = sock.recv(1 << 20)
         if not chunk:
             raise OSError("connection closed before the answer")
-        end = chunk.find(b"\n")
-        if end >= 0:
-            chunks.append(chunk[:end])
+        head, newline, _ = chunk.partition(b"\n")
+        chunks.append(head)
+        if newline:
             return b"".join(chunks)
-        chunks.append(chunk)
 
 
 def _result_text(line: bytes, request_id: int) -> str:
