@@ -68,22 +68,15 @@ class Schedule:
 
     def start(self) -> None:
         """Start the clock; the first prune is first_prune_delay from now."""
-        now = datetime.now(UTC)
-        self._add(PRUNE, self._jobs.prune, self._prune_interval, now, self._first_prune_delay)
-        self._add(RECONCILE, self._jobs.reconcile, RECONCILE_INTERVAL, now)
-        self._add(POLL, self._jobs.poll, POLL_INTERVAL, now)
-        self._add(TRASH, self._jobs.expire_trash, TRASH_INTERVAL, now, self._first_prune_delay)
+        first, jobs = self._first_prune_delay, self._jobs
+        self._add(PRUNE, jobs.prune, self._prune_interval, first)
+        self._add(RECONCILE, jobs.reconcile, RECONCILE_INTERVAL, RECONCILE_INTERVAL)
+        self._add(POLL, jobs.poll, POLL_INTERVAL, POLL_INTERVAL)
+        self._add(TRASH, jobs.expire_trash, TRASH_INTERVAL, first)
         self._scheduler.start()
 
-    def _add(
-        self,
-        job_id: str,
-        func: Callable[[], None],
-        interval: float,
-        now: datetime,
-        first: float | None = None,
-    ) -> None:
-        start = now + timedelta(seconds=interval if first is None else first)
+    def _add(self, job_id: str, func: Callable[[], None], interval: float, first: float) -> None:
+        start = datetime.now(UTC) + timedelta(seconds=first)
         # next_run_time is the first run: a start_date already past (a delay
         # of 0) would be rounded up to a whole interval later.
         self._scheduler.add_job(
