@@ -386,11 +386,11 @@ def test_a_different_view_is_answered_with_32001(fake_home) -> None:
     daemon = start_daemon(fake_home)
     theirs = {"config": "/elsewhere/config.toml", "state": "/elsewhere", "roots": {}}
     with pytest.raises(Failure) as err:
-        client.request_with_env(daemon.env, theirs, "status", {})
+        client.call(daemon.env, "status", {"env": theirs})
     assert err.value.code == -32001
     ours = err.value.data["daemon"]
     assert ours["state"] == str(fake_home.state)
-    doc = client.request_with_env(daemon.env, ours, "status", {})
+    doc = client.call(daemon.env, "status", {"env": ours})
     assert doc["pid"] == daemon.proc.pid
 
 

@@ -318,11 +318,6 @@ def test_client_sees_no_daemon_without_a_socket(env: Env) -> None:
         client.call(env, "status", {})
 
 
-def test_request_with_env_sends_the_fingerprint(running, env: Env) -> None:
-    fp = {"config": "/c", "state": "/s", "roots": {"claude": ["/r"]}}
-    assert client.request_with_env(env, fp, "echo", {"a": 1}) == {"a": 1, "env": fp}
-
-
 def test_a_daemon_that_closes_without_answering_is_a_remote_error(env: Env) -> None:
     env.socket_path.parent.mkdir(mode=0o700)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -65,7 +65,7 @@ def test_ls_is_the_same_from_the_daemon_and_in_process(fake_home) -> None:
     daemon = start_daemon(fake_home)
     # The CLI's own view is the daemon's: it is answered, not sent away (-32001).
     view = Context.open(Env.from_environ(fake_home.environ)).fingerprint()
-    assert client.request_with_env(daemon.env, view, "status", {})["pid"] == daemon.proc.pid
+    assert client.call(daemon.env, "status", {"env": view})["pid"] == daemon.proc.pid
     served = fake_home.cli("ls", "--json")
     assert served.returncode == 0, served.stderr
     assert json.loads(served.stdout) == daemon.call("ls")

@@ -1,16 +1,9 @@
 """The CLI's side of the daemon's socket: one request, one answer.
 
-`NoDaemon` means no daemon of this user took the request, so nothing of it
-was done: nobody serves (no socket, a stale one, a refused connect), the
-daemon closed the connection before the request was sent, or it is `Busy`
-(its backlog stayed full past the connect deadline, or it had no room for
-the connection). The CLI then does the work in-process. An error answer
-raises the same kind of errors.Failure the daemon raised (Failed for a
-request sent and never answered); EnvMismatch means the daemon sees another
-config, state dir or roots than the CLI, which also sends the CLI to work
-in-process. The daemon's peer is checked as the
-daemon checks its clients: a socket served by another user is not ours to
-talk to.
+`NoDaemon` means nothing of the request was done (nobody serves, the
+daemon closed the connection before the request was sent, or it is `Busy`):
+the CLI then works in-process. An error answer raises the errors.Failure
+the daemon raised. A socket served by another user is not ours to talk to.
 """
 
 from __future__ import annotations
@@ -21,6 +14,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from typing import Any
 
 import structlog
@@ -28,7 +22,6 @@ import structlog
 from agentkeep.errors import Failed, Failure
 from agentkeep.paths import Env
 from agentkeep.protocol import BUSY, decode, encode, peer_credentials, result_head
-from agentkeep.protocol import request as request_message
 
 log = structlog.get_logger("agentkeep.client")
 
@@ -63,17 +56,10 @@ def request(
 ) -> Any:
     """Send one request on a socket from connect(), close it, return the
     result; with `raw`, the result's JSON text (see _result_text)."""
-    request_id = next(_ids)
     with sock:
-        message = request_message(request_id, method, params)
         deadline = time.monotonic() + timeout
-        try:
-            sock.settimeout(timeout)
-            sock.sendall(encode(message))
-        except OSError as exc:
-            # The line never reached the daemon whole (its newline is last),
-            # so it was never read as a request.
-            raise _unsent(sock, exc) from exc
+        sock.settimeout(timeout)
+        request_id = _send(sock, method, params)
         try:
             line = _read_line(sock, deadline)
         except OSError as exc:
@@ -81,42 +67,20 @@ def request(
     return _result_text(line, request_id) if raw else _result(line)
 
 
-def request_with_env(
-    env: Env,
-    fingerprint: dict[str, Any],
-    method: str,
-    params: dict[str, Any],
-    *,
-    timeout: float = 600,
-) -> Any:
-    """`call`, with the view the CLI resolved; the daemon answers ENV_MISMATCH
-    when its own differs."""
-    return call(env, method, {**params, "env": fingerprint}, timeout=timeout)
-
-
 def results(sock: socket.socket, method: str, params: dict[str, Any]) -> Iterator[Any]:
     """Send one request whose answer is a stream (`subscribe`) on a socket
     from connect(), and yield each result as its line comes, until the
     daemon closes the connection. Another thread stops it by shutting the
     socket down; an error answer raises as request() does."""
-    message = request_message(next(_ids), method, params)
     sock.settimeout(None)  # the next line may be hours away
-    try:
-        sock.sendall(encode(message))
-    except OSError as exc:
-        raise _unsent(sock, exc) from exc
+    _send(sock, method, params)
     buf = b""
-    while True:
-        try:
-            chunk = sock.recv(1 << 16)
-        except OSError:
-            return
-        if not chunk:
-            return
-        buf += chunk
-        while (end := buf.find(b"\n")) >= 0:
-            line, buf = buf[:end], buf[end + 1 :]
-            yield _result(line)
+    with suppress(OSError):  # the connection ended
+        while chunk := sock.recv(1 << 16):
+            buf += chunk
+            while (end := buf.find(b"\n")) >= 0:
+                line, buf = buf[:end], buf[end + 1 :]
+                yield _result(line)
 
 
 def connect(env: Env, timeout: float = CONNECT_TIMEOUT) -> socket.socket:
@@ -151,6 +115,18 @@ def connect(env: Env, timeout: float = CONNECT_TIMEOUT) -> socket.socket:
     return sock
 
 
+def _send(sock: socket.socket, method: str, params: dict[str, Any]) -> int:
+    """Send one request; its id. NoDaemon when it could not be sent: a line
+    that never reached the daemon whole (its newline is last) was never read."""
+    request_id = next(_ids)
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    try:
+        sock.sendall(encode(message))
+    except OSError as exc:
+        raise _unsent(sock, exc) from exc
+    return request_id
+
+
 def _unsent(sock: socket.socket, exc: OSError) -> NoDaemon:
     """Why a request could not be sent: what the daemon said before it
     closed the connection (Busy), if it said it."""
@@ -177,11 +153,10 @@ def _read_line(sock: socket.socket, deadline: float) -> bytes:
         chunk = sock.recv(1 << 20)
         if not chunk:
             raise OSError("connection closed before the answer")
-        end = chunk.find(b"\n")
-        if end >= 0:
-            chunks.append(chunk[:end])
+        head, newline, _ = chunk.partition(b"\n")
+        chunks.append(head)
+        if newline:
             return b"".join(chunks)
-        chunks.append(chunk)
 
 
 def _result_text(line: bytes, request_id: int) -> str:
@@ -199,10 +174,8 @@ def _result_text(line: bytes, request_id: int) -> str:
 def _result(line: bytes) -> Any:
     try:
         answer = decode(line)
-    except ValueError as exc:
-        raise Failed(f"the daemon's answer is not JSON: {exc}") from None
-    if not isinstance(answer, dict):
-        raise Failed("the daemon's answer is not an object")
+    except (ValueError, TypeError) as exc:
+        raise Failed(f"the daemon's answer is not a JSON object: {exc}") from None
     error = answer.get("error")
     if error is not None:
         if isinstance(error, dict) and error.get("code") == BUSY:

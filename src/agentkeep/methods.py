@@ -1,10 +1,6 @@
-"""The methods the daemon's socket answers, as both ends know them: each
-one's name, the parameters it takes, and what a client needs to know of it.
-
-This is the one table of them. The daemon (daemon/main.py) builds its
-dispatch from it, an answer for each name and no other; the CLI
-(runner.py) reads it when no daemon answers, to know whether the index must
-be brought up to date first, without importing the daemon.
+"""The one table of the methods the daemon's socket answers, as both ends
+know them: the daemon's dispatch (daemon/answers.py) has an answer for each
+and no other; the CLI reads it without importing the daemon.
 """
 
 from __future__ import annotations
@@ -16,19 +12,15 @@ from dataclasses import dataclass
 class Method:
     """One method of the socket."""
 
-    # The parameters it takes besides `env` (checked first): any other is
-    # refused (INVALID_PARAMS).
+    # The parameters it takes besides `env`: any other is INVALID_PARAMS.
     params: tuple[str, ...]
-    # Answered from the index: in-process (no daemon answering), the CLI
-    # brings the index up to date first (runner.Runner.ask).
+    # Answered from the index: in-process, the CLI brings it up to date first.
     reads_index: bool = False
-    # What clients are shown may have changed after it (a dry run changes
-    # nothing: it is not counted).
+    # What clients are shown may have changed after it (unless a dry run).
     changes: bool = False
 
 
-# Every method the socket answers, and nothing else: an unknown one is
-# METHOD_NOT_FOUND, an unknown parameter INVALID_PARAMS.
+# An unknown method is METHOD_NOT_FOUND.
 METHODS: dict[str, Method] = {
     "status": Method(()),
     "ls": Method(("agent", "idle_over"), reads_index=True),

@@ -1,8 +1,7 @@
 """The socket's protocol, both ends: JSON-RPC 2.0, one object per line.
 
-The daemon's server (daemon/server.py), its methods (daemon/main.py) and the
-CLI's client (client.py) frame, read and answer lines only through this
-module, and name error codes only by these constants.
+The daemon and the CLI's client (client.py) frame and read lines only
+through this module, and name error codes only by these constants.
 """
 
 from __future__ import annotations
@@ -28,10 +27,6 @@ BUSY = -32002
 
 # A request line longer than this is answered with an error and skipped.
 MAX_LINE = 1 << 20
-
-
-def request(request_id: int, method: str, params: dict[str, object]) -> dict[str, object]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
 
 
 def encode(message: dict[str, object]) -> bytes:
@@ -67,13 +62,16 @@ def result_head(request_id: int) -> bytes:
     return b'{"jsonrpc":"2.0","id":%d,"result":' % request_id
 
 
-def decode(line: bytes) -> object:
-    """One line (without its newline) as JSON; ValueError when it is not JSON,
-    nesting too deep to decode included."""
+def decode(line: bytes) -> dict[str, object]:
+    """One line (without its newline) as a JSON object; ValueError when it
+    is not JSON (nesting too deep included), TypeError when it is no object."""
     try:
-        return json.loads(line)
+        doc = json.loads(line)
     except RecursionError as exc:
         raise ValueError(str(exc)) from exc
+    if not isinstance(doc, dict):
+        raise TypeError("not a JSON object")
+    return doc
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int | None, int]:

@@ -25,6 +25,7 @@ class Spool(Generic[T]):
         self._end = 0
 
     def write(self, batch: list[T]) -> None:
+        """Append one batch."""
         if self._file is None:
             self._file = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
         self._file.seek(self._end)
@@ -43,6 +44,7 @@ class Spool(Generic[T]):
             yield from batch
 
     def close(self) -> None:
+        """Forget every batch (the file goes)."""
         if self._file is not None:
             self._file.close()
             self._file = None

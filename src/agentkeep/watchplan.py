@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,30 +43,26 @@ def budget_for(environ: Mapping[str, str]) -> tuple[int, int] | None:
     the polling fallback on a real daemon."""
     budget = inotify_budget()
     forced = environ.get("AGENTKEEP_INOTIFY_MAX")
-    if not forced:
-        return budget
-    try:
-        limit = int(forced)
-    except ValueError:
+    if forced:
+        with suppress(ValueError):
+            return int(forced), budget[1] if budget else 0
         log.warning("AGENTKEEP_INOTIFY_MAX is not a number; ignored", value=forced)
-        return budget
-    return limit, budget[1] if budget else 0
+    return budget
 
 
 def _watches_in_use(proc: Path, uid: int) -> int:
-    used = 0
     try:
         pids = [p for p in os.listdir(proc) if p.isdigit()]
     except OSError:
         return 0
-    for pid in pids:
-        try:
-            if os.stat(proc / pid).st_uid != uid:
-                continue
-        except OSError:
-            continue
-        used += process_watches(proc / pid)
-    return used
+    return sum(process_watches(proc / pid) for pid in pids if _owner(proc / pid) == uid)
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_uid
+    except OSError:
+        return None
 
 
 def process_watches(process: Path) -> int:
@@ -98,6 +95,7 @@ class RootWatch:
     reason: str | None = None
 
     def as_json(self) -> dict[str, object]:
+        """Its entry in `status`'s watch roots."""
         return {
             "agent": self.agent,
             "path": str(self.path),
@@ -119,11 +117,11 @@ def group_by_root(agent: str, adapter: Adapter) -> list[RootWatch]:
         if directory not in group.wanted:
             group.wanted.append(directory)
     for group in groups.values():
-        group.targets = {target for d in group.wanted if (target := watch_target(d)) is not None}
+        group.targets = {target for d in group.wanted if (target := _watch_target(d)) is not None}
     return list(groups.values())
 
 
-def watch_target(directory: Path) -> Path | None:
+def _watch_target(directory: Path) -> Path | None:
     """What to watch for `directory`: itself when it is a directory (or a
     link to one: ~/.claude is often a link into a dotfiles repo), else its
     nearest existing parent (to see it appear)."""
@@ -138,14 +136,11 @@ def watch_target(directory: Path) -> Path | None:
 def plan(groups: Iterable[RootWatch], available: int | None) -> None:
     """Give each root inotify while its directories fit in what is left of
     `available` (None: no limit), else polling with the reason."""
-    left = available
     for group in groups:
-        if group.mode == POLLING:
-            continue  # a watch failed for it since the last full plan
         cost = len(group.targets)
-        if left is not None and cost > left:
-            group.mode = POLLING
-            group.reason = f"needs {cost} inotify watches, {max(left, 0)} free"
-            continue
-        if left is not None:
-            left -= cost
+        if group.mode == POLLING or available is None:
+            continue  # polling: a watch failed for it since the last full plan
+        if cost > available:
+            group.mode, group.reason = POLLING, f"needs {cost} inotify watches, {available} free"
+        else:
+            available -= cost

@@ -202,7 +202,6 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.daemon.memory",
             "agentkeep.daemon.notify",
             "agentkeep.daemon.observer",
-            "agentkeep.daemon.rpc",
             "agentkeep.daemon.schedule",
             "agentkeep.daemon.server",
             "agentkeep.daemon.watch",

@@ -1,27 +1,18 @@
 """Work agentkeep runs in child processes, why, and how each ends.
 
 - The daemon's heavy work (a prune, a purge, a scan, the reconcile after a
-  flood of events) runs in a child of its own, `python -m
-  agentkeep.daemon.child` (daemon/child.py), for the daemon's memory: such
-  work holds what it lists until it ends, and an allocator keeps much of
-  what it was given (at 50,000 sessions a prune took the daemon from 47 MB
-  to 170 MB). A child gives all of it back when it exits; the daemon only
-  passes the answer on, and stays flat.
-- A big scan is spread over one child per CPU (children/scan.py), for its
-  speed: measuring is the interpreter's work per file, bound to one CPU, and
-  a home of thousands of sessions is measured faster over several.
+  flood) runs in a child of its own (daemon/child.py), for the daemon's
+  memory: such work holds what it lists until it ends, and the allocator
+  keeps much of it; a child gives all of it back when it exits.
+- A big scan is spread over one child per CPU (children/scan.py): measuring
+  is the interpreter's work per file, bound to one CPU.
 
 Invariant 12: nothing agentkeep starts outlives the command or daemon that
 started it by more than the session in flight. Every child calls
-end_with_parent() as it starts, and is sent SIGTERM when its parent is gone
-(killed, out of memory, crashed); what SIGTERM does is the child's own
-decision (a scan's children end at once, the daemon's child finishes the
-session it is removing).
-An agent's own command (`codex delete`, `opencode session delete`) is
-SIGKILLed with the process that runs it (dies_with_us()): it is not
-transactional, and left running it went on changing the session while the
-next prune listed it, and named the id, so that the session was kept `live`
-and its journal entry forgotten, half removed.
+end_with_parent() as it starts; what SIGTERM does is the child's own
+decision. An agent's own command (`codex delete`, `opencode session
+delete`) is not transactional: it is SIGKILLed with the process that runs
+it (dies_with_us()), or it would go on changing a session half removed.
 """
 
 from __future__ import annotations
@@ -46,10 +37,9 @@ def end_with_parent(parent: int) -> None:
     thread that started this process ends: each caller starts its children
     from a thread that waits for them. Elsewhere a thread of this process
     looks at its parent every POLL seconds."""
-    if KERNEL_TELLS and _ask_the_kernel():
-        # The parent may have ended before the kernel was asked: this
-        # process then has another parent already (init, or a subreaper),
-        # and the kernel will never send the signal.
+    prctl = _prctl() if KERNEL_TELLS else None
+    if prctl is not None and prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) == 0:
+        # A parent that ended before the kernel was asked is never signalled.
         if os.getppid() != parent:
             _parent_gone()
         return
@@ -65,11 +55,6 @@ def _prctl() -> Callable[..., int] | None:
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
-
-
-def _ask_the_kernel() -> bool:
-    prctl = _prctl()
-    return prctl is not None and prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) == 0
 
 
 def dies_with_us() -> Callable[[], None] | None:
@@ -98,3 +83,10 @@ def _watch(parent: int) -> None:
 
 def _parent_gone() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to the descriptor `fd`."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

@@ -1,13 +1,8 @@
-"""A big scan's children: one per CPU.
-
-A scan is the interpreter's work per file measured (a few syscalls each, and
-the Python around them), so one process is bound to one CPU. A home with
-many sessions is measured by one child per CPU instead; this process lists,
-hands out parts, and writes the index as they come back. Children only
-read the disk, through the same adapters and `disk` functions as a scan in
-this process, so they keep every rule a scan keeps (no link followed, no
-atime moved); the rows of a big part come back through a temporary file
-this process made (see _measure).
+"""A big scan's children: one per CPU (measuring is the interpreter's work
+per file, bound to one CPU). This process lists, hands out parts, and writes
+the index as they come back. Children only read the disk, through the same
+adapters and `disk` functions as a scan here, so they keep every rule a scan
+keeps (no link followed, no atime moved).
 """
 
 from __future__ import annotations
@@ -39,31 +34,21 @@ from agentkeep.index import Rows
 
 log = structlog.get_logger("agentkeep.children.scan")
 
-# Below this many expected sessions (adapters.base.expected_sessions: only
-# Claude's transcripts are counted before a first scan) a scan takes about
-# a second in one process, and children do not pay: a forked one is ready
-# at once and pays from about 1,200 (Claude-only homes, medians of 5: at
-# 1,000 sessions 0.93 s spread against 0.89 s in one process, at 1,500
-# 1.07 s against 1.10 s; the bench's mixed home of 2,000, 1,400 expected,
-# 0.99 s against 1.37 s); a spawned one starts an interpreter and imports
-# agentkeep (some 0.15 s each), and pays from SPAWNED times as many.
+# Below this many expected sessions (adapters.base.expected_sessions) a
+# scan is about a second in one process, and forked children do not pay; a
+# spawned one starts an interpreter first, and pays from SPAWNED times as many.
 PARALLEL_FROM = 1200
 SPAWNED = 10 / 3
 
 # Parts of a split scan handed to each child ahead. The whole-agent parts
-# (one per agent that does not split, few and first) are not counted: all
-# of them must be handed out before an agent that lists here starts its
-# listing, so that children run them meanwhile. Counted, nine agents' eight
-# whole parts filled the 4 * 2 places of a two-CPU machine, and the scan's
-# own process waited for one to finish before it began to list Claude (at
-# 10,000 sessions 0.1 s in, then 1.3 s in on a loaded machine).
+# (few and first) are not counted: all of them are handed out before an
+# agent that lists here starts its listing, so children run them meanwhile.
 IN_FLIGHT = 4
 
 Restored = Mapping[tuple[str, str], float]
 Parts = list[tuple[str, ScanPart]]
 Done = Iterator[tuple[str, Iterable[Rows]]]
-# What a child sends back for a part: its rows, or how many batches of them
-# it wrote to the part's file.
+# A part's rows, or how many batches of them its child wrote to its file.
 Measured = list[Rows] | int
 
 
@@ -97,13 +82,10 @@ def _here(parts: Iterable[tuple[str, ScanPart]], restored: Restored) -> Done:
 
 
 def start_method() -> str:
-    """How children start. `fork` where that is safe: on Linux, from a process
-    with no other thread (the CLI off a terminal); a forked child is ready
-    at once, where a spawned one starts an interpreter and imports agentkeep
-    (some 0.15 CPU-s each). `spawn` everywhere else: a forked child of a
-    process with threads (the daemon; the CLI's progress bar timer) would
-    inherit whatever locks they held, and macOS's system libraries are not
-    safe to fork."""
+    """How children start: `fork` on Linux from a process with no other
+    thread (a forked child is ready at once); `spawn` everywhere else (a
+    forked child of a process with threads would inherit the locks they
+    held, and macOS's system libraries are not safe to fork)."""
     if START_METHOD is not None:
         return START_METHOD
     return "fork" if sys.platform == "linux" and threading.active_count() == 1 else "spawn"
@@ -129,9 +111,8 @@ def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, children:
     running: dict[Future[Measured], tuple[str, ScanPart, str | None]] = {}
     try:
         while True:
-            # At most IN_FLIGHT split parts per child: parts finished but not
-            # yet written wait in memory (or in their files), and this bounds
-            # how many; the whole parts, one per agent, add a batch each at most.
+            # At most IN_FLIGHT split parts per child: bounds what waits
+            # finished but not yet written.
             for agent, part in parts:
                 path = _rows_file()
                 try:
@@ -140,7 +121,8 @@ def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, children:
                     _forget(path)
                     yield from _instead(exc, [(agent, part), *_left(running), *parts], restored)
                     return
-                if _split_parts(running) >= IN_FLIGHT * children:
+                split = sum(not isinstance(p, WholeScan) for _, p, _ in running.values())
+                if split >= IN_FLIGHT * children:
                     break
             if not running:
                 return
@@ -153,20 +135,15 @@ def _pooled(parts: Iterator[tuple[str, ScanPart]], restored: Restored, children:
                     _forget(path)
                     yield from _instead(exc, [(agent, part), *_left(running), *parts], restored)
                     return
+                rows = measured if isinstance(measured, list) else _batches_in(path, measured)
                 try:
-                    # Written (its rows read) by the time the scan asks for more.
-                    yield agent, _read_back(measured, path)
+                    yield agent, rows  # written (rows read) by the time the scan asks for more
                 finally:
                     _forget(path)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         for _, _, path in running.values():
             _forget(path)
-
-
-def _split_parts(running: dict[Future[Measured], tuple[str, ScanPart, str | None]]) -> int:
-    """The parts in hand that count against IN_FLIGHT: all but the whole-agent ones."""
-    return sum(not isinstance(part, WholeScan) for _, part, _ in running.values())
 
 
 def _left(running: dict[Future[Measured], tuple[str, ScanPart, str | None]]) -> Parts:
@@ -191,16 +168,9 @@ def _forget(path: str | None) -> None:
         statefiles.remove(Path(path))
 
 
-def _read_back(measured: Measured, path: str | None) -> Iterable[Rows]:
-    """A part's rows as its child sent them, or read from its file a batch
-    at a time."""
-    if isinstance(measured, list):
-        return measured
+def _batches_in(path: str | None, count: int) -> Iterator[Rows]:
+    """The first `count` batches of rows written to `path`."""
     assert path is not None
-    return _batches_in(path, measured)
-
-
-def _batches_in(path: str, count: int) -> Iterator[Rows]:
     with open(path, "rb") as f:
         for _ in range(count):
             yield pickle.load(f)
@@ -214,29 +184,21 @@ def _instead(exc: BaseException, left: Parts, restored: Restored) -> Done:
 
 
 def _start_child(parent: int, json: bool | None, level: str) -> None:
-    # Ctrl-C reaches the whole process group: the scan's own process
-    # decides what stops, and shutting the pool down stops its children.
+    # Ctrl-C reaches the whole group: the scan's own process decides.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # A child learns nothing from the pool's queues when the scan's process
-    # is killed (every child holds their writing ends too): it would wait
-    # forever. It only reads, so SIGTERM ends it at once.
+    # A child that only reads ends at once when the scan's process is gone.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     children.end_with_parent(parent)
-    # A child lives for one scan and makes no cycles worth collecting: the
-    # cycle collector would only walk its rows again and again (see
-    # core.indexing.CollectorPause).
+    # A child lives for one scan and makes no cycles worth collecting.
     gc.disable()
     logs.configure(json, level)
 
 
 def _measure(part: ScanPart, restored: Restored, path: str | None) -> Measured:
     """The part's rows, sent back whole when they are one batch. More (an
-    agent measured whole, as one part: of the bench's 50,000 sessions,
-    opencode's 4,000 were 9 MB of rows) are written to `path` a batch at a
-    time and read back so: every agent's whole part finished at once and
-    waiting, in memory, to be written took the daemon's peak during a scan
-    of the bench's 50,000 sessions from 64 MB to 94 MB. A write that fails
-    (a full disk) sends back all of them instead."""
+    agent measured whole) are written to `path` a batch at a time and read
+    back so, for parts finished at once must not all wait in memory. A
+    write that fails (a full disk) sends back all of them instead."""
     batches = index.batches(part(), restored)
     first = next(batches)
     second = next(batches, None)
@@ -253,16 +215,10 @@ def _measure(part: ScanPart, restored: Restored, path: str | None) -> Measured:
     try:
         for batch in each:
             try:
-                _write_all(fd, pickle.dumps(batch, pickle.HIGHEST_PROTOCOL))
+                children.write_all(fd, pickle.dumps(batch, pickle.HIGHEST_PROTOCOL))
             except OSError:
                 return [*_batches_in(path, written), batch, *each]
             written += 1
     finally:
         os.close(fd)
     return written
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]

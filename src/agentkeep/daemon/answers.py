@@ -1,13 +1,9 @@
 """The socket's method table: what the daemon answers to each method.
 
-`handle` is the server's handler. It answers only a client that resolved
-the same config, state dir and roots as the daemon (`env`), only with the
-parameters a method takes, and from ANSWERS, built from the one table of
-methods (methods.METHODS): an answer for every method there and for no
-other, or the daemon does not start. A Failure comes back as the error the
-CLI gives for it in-process, exit code and report included. Each answer is
-work the daemon waits for when it stops; once sent, a heavy one gives back
-what it kept and allocated (memory.py).
+`handle` answers only a client that resolved the same config, state dir and
+roots as the daemon (`env`), only with the parameters a method takes, from
+ANSWERS: an answer for every method of methods.METHODS and no other, or the
+daemon does not start. A heavy answer gives back its memory once sent.
 """
 
 from __future__ import annotations
@@ -32,38 +28,47 @@ from agentkeep.methods import METHODS
 
 log = structlog.get_logger("agentkeep.daemon")
 
-# What allocates in proportion to the sessions: its memory is given back
-# to the system once it is answered (see memory.py).
+# What allocates in proportion to the sessions.
 _HEAVY = frozenset({"ls", "du", "scan", "prune", "purge"})
 
 
-class Serving(Protocol):
+class Daemon(Protocol):
     """The daemon as its answers use it (main.Daemon)."""
 
     ctx: Context | None
     changes: Changes
     work: Work
 
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> dict[str, Any]:
+        """The `status` answer."""
+        ...
 
-    def reload(self, why: str) -> dict[str, Any]: ...
+    def reload(self, why: str) -> dict[str, Any]:
+        """Read the config again; the status."""
+        ...
 
 
-def handle(d: Serving, conn: Connection, method: str, params: dict[str, Any]) -> object:
-    """The answer to one request of `conn` (server.Handler)."""
+def handle(d: Daemon, conn: Connection, method: str, params: dict[str, Any]) -> object:
+    """The answer to one request of `conn` (connection.Handler)."""
     ctx = _ctx(d)
     if method not in METHODS:
         raise UnknownMethod(f"unknown method {method!r}")
-    if "env" in params:
-        _check_env(ctx, params["env"])
+    if "env" in params and params["env"] != ctx.fingerprint():
+        # Anything else would be the daemon's view under the client's name.
+        raise EnvMismatch(
+            "the daemon sees another config file, state dir or agent roots",
+            data={"daemon": ctx.fingerprint()},
+        )
     params = {k: v for k, v in params.items() if k != "env"}
+    unknown = sorted(set(params) - set(METHODS[method].params))
     sent_later = False
     with d.work.working(), processes.asked_by(conn.pid):
         try:
-            answer = _call(d, conn, method, params)
+            if unknown:
+                raise BadParams(f"unknown parameter(s): {', '.join(unknown)}")
+            answer = ANSWERS[method](d, conn, params)
             if isinstance(answer, JSONText):
-                # Its parts are read from this thread's index connection
-                # as they are sent: it is closed once they all went.
+                # Read from this thread's index as sent: closed once all went.
                 sent_later = True
                 return JSONText(_Then(answer.parts(), partial(_answered, ctx, method)))
             return answer
@@ -78,29 +83,32 @@ def handle(d: Serving, conn: Connection, method: str, params: dict[str, Any]) ->
                 d.changes.bump()
 
 
-def _call(d: Serving, conn: Connection, method: str, params: dict[str, Any]) -> object:
-    unknown = sorted(set(params) - set(METHODS[method].params))
-    if unknown:
-        raise BadParams(f"unknown parameter(s): {', '.join(unknown)}")
-    return ANSWERS[method](d, conn, params)
+def _ctx(d: Daemon) -> Context:
+    assert d.ctx is not None
+    return d.ctx
 
 
-def _check_env(ctx: Context, theirs: object) -> None:
-    """Answer only a client that resolved the same config, state dir and
-    roots: anything else would be the daemon's view under the client's name."""
-    ours = ctx.fingerprint()
-    if theirs != ours:
-        raise EnvMismatch(
-            "the daemon sees another config file, state dir or agent roots",
-            data={"daemon": ours},
-        )
+def _str(p: dict[str, Any], name: str) -> str:
+    value = p.get(name)
+    if not isinstance(value, str):
+        raise BadParams(f"{name} must be a string")
+    return value
 
 
-def _hold(ctx: Context, conn: Connection, params: dict[str, Any]) -> dict[str, str]:
-    agent, raw = params.get("agent"), params.get("id")
-    if not isinstance(agent, str) or not isinstance(raw, str):
-        raise BadParams("hold needs agent and id (strings)")
-    session_id = ctx.session_id(agent, raw)
+def _opt_str(p: dict[str, Any], name: str) -> str | None:
+    return None if p.get(name) is None else _str(p, name)
+
+
+def _bool(p: dict[str, Any], name: str, default: bool) -> bool:
+    value = p.get(name, default)
+    if not isinstance(value, bool):
+        raise BadParams(f"{name} must be true or false")
+    return value
+
+
+def _hold(d: Daemon, conn: Connection, params: dict[str, Any]) -> dict[str, str]:
+    ctx, agent = _ctx(d), _str(params, "agent")
+    session_id = ctx.session_id(agent, _str(params, "id"))
     path = leases.lease_path(ctx.state_dir, agent, session_id)
     try:
         lease = leases.hold_shared(path, wait=False)
@@ -114,30 +122,16 @@ def _hold(ctx: Context, conn: Connection, params: dict[str, Any]) -> dict[str, s
     return {"lease": token}
 
 
-def _release(conn: Connection, params: dict[str, Any]) -> dict[str, bool]:
+def _release(d: Daemon, conn: Connection, params: dict[str, Any]) -> dict[str, bool]:
     token = params.get("lease")
     if not isinstance(token, str) or not conn.release(token):
         raise BadParams("no such lease on this connection")
     return {"released": True}
 
 
-# What answers each method of the socket, given the daemon, the connection
-# and the parameters (without `env`, checked before, and only those the
-# method takes).
-Answer = Callable[[Serving, Connection, dict[str, Any]], object]
-
-
-def _ctx(d: Serving) -> Context:
-    assert d.ctx is not None
-    return d.ctx
-
-
-def _answer_from_child(
-    d: Serving, c: Connection, method: str, params: dict[str, Any]
-) -> JSONText | None:
-    """The answer of work run in the daemon's child (daemon.child), sent
-    as it is read from the child: the daemon never holds a prune's tens of
-    thousands of removals at once."""
+def _in_child(method: str, d: Daemon, c: Connection, params: dict[str, Any]) -> JSONText | None:
+    """Work run in the daemon's child (daemon.child), its answer sent as it
+    is read from the child: a prune's report is never held whole here."""
     done = d.work.in_child(method, params, c.pid)
     if done.counts is not None:
         log.info(f"{method} done", **done.counts)
@@ -145,58 +139,55 @@ def _answer_from_child(
     return done.answer
 
 
-def _str(value: Any, name: str) -> str:
-    if not isinstance(value, str):
-        raise BadParams(f"{name} must be a string")
-    return value
-
-
-def _opt_str(p: dict[str, Any], name: str) -> str | None:
-    value = p.get(name)
-    return None if value is None else _str(value, name)
-
-
-def _bool(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise BadParams(f"{name} must be true or false")
-    return value
-
-
-# The answers below import their modules when first asked: they bring the
-# plan's, which a daemon that has only started and watched does not need.
-def _ls(d: Serving, p: dict[str, Any]) -> object:
+# Imported when first asked: a daemon that only watched needs no plan.
+def _ls(d: Daemon, c: Connection, p: dict[str, Any]) -> object:
     from agentkeep.core.sessions import ls_text
 
     return ls_text(_ctx(d), _opt_str(p, "agent"), _opt_str(p, "idle_over"))
 
 
-def _show(d: Serving, p: dict[str, Any]) -> object:
+def _show(d: Daemon, c: Connection, p: dict[str, Any]) -> object:
     from agentkeep.core.sessions import show
 
-    return show(
-        _ctx(d),
-        _str(p.get("agent"), "agent"),
-        _str(p.get("id"), "id"),
-        verdict=_bool(p.get("verdict", True), "verdict"),
-    )
+    verdict = _bool(p, "verdict", True)
+    return show(_ctx(d), _str(p, "agent"), _str(p, "id"), verdict=verdict)
 
 
-def _du(d: Serving, p: dict[str, Any]) -> object:
+def _du(d: Daemon, c: Connection, p: dict[str, Any]) -> object:
     from agentkeep.core.reclaim import du
 
     return du(_ctx(d), _opt_str(p, "by") or "agent")
 
 
-def _pin(d: Serving, p: dict[str, Any], pinned: bool) -> object:
+def _pin(pinned: bool, d: Daemon, c: Connection, p: dict[str, Any]) -> object:
     from agentkeep.core.sessions import pin
 
-    return pin(_ctx(d), _str(p.get("agent"), "agent"), _str(p.get("id"), "id"), pinned)
+    return pin(_ctx(d), _str(p, "agent"), _str(p, "id"), pinned)
+
+
+def _prune(d: Daemon, c: Connection, p: dict[str, Any]) -> object:
+    dry_run, older_than = _bool(p, "dry_run", False), _opt_str(p, "older_than")
+    params = {"dry_run": dry_run, "older_than": older_than, "agent": _opt_str(p, "agent")}
+    return _in_child("prune", d, c, params)
+
+
+def _purge(d: Daemon, c: Connection, p: dict[str, Any]) -> object:
+    params = {
+        "agent": _str(p, "agent"),
+        "id": _str(p, "id"),
+        "dry_run": _bool(p, "dry_run", False),
+        "cascade": _bool(p, "cascade", False),
+    }
+    return _in_child("purge", d, c, params)
+
+
+# An answer, given the daemon, the connection and the method's own params.
+Answer = Callable[[Daemon, Connection, dict[str, Any]], object]
 
 
 def _answering(answers: dict[str, Answer]) -> dict[str, Answer]:
-    """The dispatch, built from the one table of methods (methods.METHODS):
-    an answer for every method there and for no other, or the daemon does
-    not start (a method the CLI could ask that nothing answers)."""
+    """The dispatch in the order of methods.METHODS: an answer for every
+    method there and for no other, or the daemon does not start."""
     missing, extra = set(METHODS) - set(answers), set(answers) - set(METHODS)
     if missing or extra:
         raise RuntimeError(
@@ -209,35 +200,16 @@ def _answering(answers: dict[str, Answer]) -> dict[str, Answer]:
 ANSWERS: dict[str, Answer] = _answering(
     {
         "status": lambda d, c, p: d.status(),
-        "ls": lambda d, c, p: _ls(d, p),
-        "show": lambda d, c, p: _show(d, p),
-        "du": lambda d, c, p: _du(d, p),
-        "prune": lambda d, c, p: _answer_from_child(
-            d,
-            c,
-            "prune",
-            {
-                "dry_run": _bool(p.get("dry_run", False), "dry_run"),
-                "older_than": _opt_str(p, "older_than"),
-                "agent": _opt_str(p, "agent"),
-            },
-        ),
-        "purge": lambda d, c, p: _answer_from_child(
-            d,
-            c,
-            "purge",
-            {
-                "agent": _str(p.get("agent"), "agent"),
-                "id": _str(p.get("id"), "id"),
-                "dry_run": _bool(p.get("dry_run", False), "dry_run"),
-                "cascade": _bool(p.get("cascade", False), "cascade"),
-            },
-        ),
-        "hold": lambda d, c, p: _hold(_ctx(d), c, p),
-        "release": lambda d, c, p: _release(c, p),
-        "pin": lambda d, c, p: _pin(d, p, True),
-        "unpin": lambda d, c, p: _pin(d, p, False),
-        "scan": lambda d, c, p: _answer_from_child(d, c, "scan", {}),
+        "ls": _ls,
+        "show": _show,
+        "du": _du,
+        "prune": _prune,
+        "purge": _purge,
+        "hold": _hold,
+        "release": _release,
+        "pin": partial(_pin, True),
+        "unpin": partial(_pin, False),
+        "scan": lambda d, c, p: _in_child("scan", d, c, {}),
         "reload": lambda d, c, p: d.reload("request"),
         "subscribe": lambda d, c, p: Stream(d.changes.stream()),
     }
@@ -245,11 +217,12 @@ ANSWERS: dict[str, Answer] = _answering(
 
 
 def _answered(ctx: Context, method: str) -> None:
-    """A request is answered: its thread's index connection closed, and
-    what a heavy one kept and allocated given back."""
-    memory.close_thread_index(ctx)
+    """A request is answered: its thread's index connection closed (in
+    CPython 3.11 one left to its thread's end lives on, page cache and all,
+    until a full collection), and what a heavy one allocated given back."""
+    ctx.index.close()
     if method in _HEAVY:
-        memory.after_work(ctx)
+        memory.give_back()
 
 
 class _Then:
@@ -271,6 +244,7 @@ class _Then:
             raise
 
     def close(self) -> None:
+        """Close the parts and call `done`, once."""
         done, self._done = self._done, None
         if done is not None:
             close = getattr(self._parts, "close", None)

@@ -11,12 +11,10 @@ from functools import partial
 
 
 class Changes:
-    """How many times what the daemon's clients are shown may have changed:
-    the index (a watch event, a reconcile that listed something again, a
-    scan), pins, leases it handed out, the trash, a prune's record. Counted,
-    never queued: a subscriber that fell behind gets one line with the
-    latest count. Processes and leases taken without the daemon (flock) are
-    not seen here; a client looks again for those."""
+    """How many times what the daemon's clients are shown may have changed
+    (the index, pins, leases, the trash, a prune's record). Counted, never
+    queued: a subscriber that fell behind gets one line, the latest count.
+    Leases taken without the daemon are not seen; a client looks for those."""
 
     # How often a waiting stream yields None, so the server sees a client
     # that went away while nothing changed.
@@ -29,6 +27,7 @@ class Changes:
         self._on_bump = on_bump
 
     def bump(self) -> None:
+        """Something may have changed."""
         with self._cond:
             self._count += 1
             self._cond.notify_all()
@@ -44,17 +43,15 @@ class Changes:
         return self._closed or self._count != seen
 
     def stream(self) -> Generator[dict[str, int] | None, None, None]:
+        """The count now, then each time it moves (None every TICK between)."""
         with self._cond:
             seen = self._count
         yield {"changes": seen}
         while True:
             with self._cond:
-                self._cond.wait_for(partial(self._moved_on, seen), self.TICK)
+                last = seen
+                self._cond.wait_for(partial(self._moved_on, last), self.TICK)
                 if self._closed:
                     return
-                now = self._count
-            if now == seen:
-                yield None
-            else:
-                seen = now
-                yield {"changes": now}
+                seen = self._count
+            yield {"changes": seen} if seen != last else None

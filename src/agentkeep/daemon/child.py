@@ -1,29 +1,18 @@
 """The daemon's child: a prune, a purge, a scan or the reconcile after a
-flood of events, each run in a process of its own (why: see
-agentkeep.children).
+flood of events, each run in a process of its own (why: agentkeep.children).
 
-The child is `python -m agentkeep.daemon.child <daemon pid> <log format>
-<log level>`, in the daemon's environment. It reads what it is asked, one
-JSON line, from its stdin, opens a Context of its own and calls the same
-core.prune, core.purge, core.scan or core.reconcile as the CLI, which take
-the same flock locks (the prune lock, each session's lease): a lease the
-daemon holds for a client keeps its session from the child as from any
-other process.
+`python -m agentkeep.daemon.child <daemon pid> <log format> <log level>`
+reads what it is asked (one JSON line) on stdin and calls the same core
+functions as the CLI, under the same flocks: a lease the daemon holds for a
+client keeps its session from the child too. Its stdout carries one line of
+outcome (a Failure as data, the counts, what the daemon keeps between
+prunes), then the answer, passed on as it is read; a full state disk costs
+none of it.
 
-Everything comes back through a pipe, its stdout, so that a full state
-disk costs none of it: first one line, the outcome (a Failure as data, the
-counts, what the daemon keeps from one prune to the next), then the answer,
-which the daemon sends on as it reads it (a prune's report of tens of
-thousands of removals is never held whole).
-
-Stopping (invariant 12): SIGTERM comes from the daemon as it stops
-(prune.STOP passed on) or, when the daemon is gone, from the kernel
-(children.end_with_parent). A prune or purge that has begun removing
-(journal.began_removing) finishes the session it is removing, keeps the
-rest, and records what it did; anything else ends at once, having nothing
-half done or worth a record: a prune still listing or planning has removed
-nothing, a scan or a reconcile wrote to the index in one transaction,
-rolled back.
+Stopping (invariant 12): SIGTERM comes from the daemon as it stops, or from
+the kernel when the daemon is gone. A prune or purge that has begun
+removing finishes the session it is removing and keeps the rest; anything
+else ends at once, with nothing half done.
 """
 
 from __future__ import annotations
@@ -39,7 +28,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -60,10 +49,8 @@ _CHUNK = 1 << 16
 
 @dataclass
 class Done:
-    """What the child finished with: its counts for the daemon's log (None:
-    nothing was done, a scheduled prune skipped), and its answer, read from
-    the child as it is sent (None when nothing was done, or none was asked
-    for)."""
+    """What the child finished with: its counts for the log (None: nothing
+    was done) and its answer, read as it is sent (None: none)."""
 
     counts: dict[str, Any] | None
     answer: JSONText | None
@@ -84,14 +71,12 @@ def run(
     *,
     answer: bool = True,
 ) -> Done:
-    """core.prune, core.purge, core.scan or core.reconcile (`method`), given
-    `params`, run in the daemon's child for a request from `asked_by`;
-    raises the Failure it ended in. The child starts from what `ctx` (the
-    daemon's) keeps between prunes, the unsaved record and the trash
-    expiry's last read, and both come back from it. The answer is read from
-    the child as it is sent: whoever is given it reads it to its end or
-    closes it. The thread that calls this must outlive the child (the
-    kernel ends the child with it: children.end_with_parent)."""
+    """core.prune, purge, scan or reconcile (`method`) in the daemon's child,
+    for a request from `asked_by`; raises the Failure it ended in. What
+    `ctx` keeps between prunes (the unsaved record, the trash expiry's last
+    read) goes to the child and comes back. Whoever is given the answer
+    reads it to its end or closes it. The calling thread must outlive the
+    child (the kernel ends the child with it: children.end_with_parent)."""
     ask = {
         "method": method,
         "params": params,
@@ -200,6 +185,7 @@ class _Answer:
         raise StopIteration
 
     def close(self) -> None:
+        """Stop reading, and wait for the child."""
         _end(self._child)
 
 
@@ -212,6 +198,7 @@ _FINISHES_A_SESSION = frozenset({"prune", "purge"})
 
 
 def main() -> int:
+    """The child's life: read what it is asked, do it, send it back."""
     parent, log_format, level = sys.argv[1:4]
     logs.configure(log_format == "json", level)
     # SIGINT too: Ctrl-C on a daemon in a terminal reaches its whole group.
@@ -230,10 +217,10 @@ def main() -> int:
         _log.exception("the daemon's child failed", method=ask["method"])
         return 1
     parts = itertools.chain([json.dumps(doc) + "\n"], _parts(answer) if ask["answer"] else ())
-    # Unbuffered: nothing is left to flush at exit into a pipe nobody reads.
-    out = os.fdopen(sys.stdout.fileno(), "wb", buffering=0, closefd=False)
     try:
-        _write_all(out, parts)
+        # Unbuffered: nothing is left to flush at exit into a pipe nobody reads.
+        for part in parts:
+            children.write_all(sys.stdout.fileno(), part.encode())
     except BrokenPipeError:
         _log.info("the daemon no longer reads the answer", method=ask["method"])
     return 0
@@ -241,8 +228,7 @@ def main() -> int:
 
 def _stop(signum: int, frame: object) -> None:
     """SIGTERM or SIGINT: a prune or purge that has begun removing finishes
-    the session it is removing (prune.STOP); anything else ends now, with
-    nothing half done (see the module's docstring)."""
+    the session it is removing (prune.STOP); anything else ends now."""
     method = _asked.get("method")
     if method in _FINISHES_A_SESSION and journal.began_removing():
         from agentkeep.prune.act import STOP  # the act's, imported by the removal begun
@@ -279,7 +265,7 @@ def _outcome_here(ask: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     try:
         ctx = Context.open(Env.from_environ())
     except Failure as exc:
-        return doc | {"failure": _failure(exc)}, None
+        return doc | {"failure": exc.answer()}, None
     ctx.unsaved_prune = ask["unsaved_prune"]
     ctx.trash_expiry.trust(ask["expiry"])
     calls: dict[str, Callable[..., PruneReport | dict[str, Any] | int | None]] = {
@@ -294,9 +280,9 @@ def _outcome_here(ask: dict[str, Any]) -> tuple[dict[str, Any], Any]:
             answer = calls[ask["method"]](ctx, **ask["params"])
         doc["counts"] = _counts(answer)
     except Failure as exc:
-        doc["failure"] = _failure(exc)
+        doc["failure"] = exc.answer()  # read back by Failure.from_answer
     except OSError as exc:
-        doc["failure"] = _failure(state_file_failure(exc))
+        doc["failure"] = state_file_failure(exc).answer()
     return doc | {"unsaved_prune": ctx.unsaved_prune, "expiry": ctx.trash_expiry.known()}, answer
 
 
@@ -320,18 +306,6 @@ def _parts(answer: PruneReport | dict[str, Any] | int | None) -> Iterator[str]:
     if isinstance(answer, PruneReport):
         return folded_parts(answer.json_parts())
     return iter([json.dumps(answer)])
-
-
-def _write_all(out: IO[bytes], parts: Iterator[str]) -> None:
-    for part in parts:
-        data = memoryview(part.encode())
-        while data:
-            data = data[out.write(data) or 0 :]
-
-
-def _failure(exc: Failure) -> dict[str, Any]:
-    """The failure as its socket answer, which the daemon reads back (from_answer)."""
-    return exc.answer()
 
 
 if __name__ == "__main__":

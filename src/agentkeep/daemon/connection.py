@@ -1,24 +1,20 @@
-"""One client's connection: its lines read and answered, its leases, and a
-stream it subscribed to.
+"""One client's connection: its JSON-RPC lines read, checked and answered,
+its leases, and a stream it subscribed to.
 
 Each connection has a thread of its own, so a slow or dead client only
-ever stalls its own thread: a client that never reads is dropped when a
-send times out, a client that stalls mid-line just parks its thread, and a
-line over MAX_LINE is answered with an error and skipped without being held
-in memory. What a method does is the handler's business; this module only
-frames, checks and answers.
+stalls its own: one that never reads is dropped when a send times out, and
+a line over MAX_LINE is answered with an error and skipped without being
+held in memory.
 
-A handler may answer with a Stream (the `subscribe` method): then each item
-it yields goes out as its own answer line with the request's id, and the
-connection is given over to it. It ends when the client closes the
-connection or sends anything more (a subscribed connection only listens),
-when the budgets close it, or when the stream ends (the daemon stops). While
-it waits for its next item the connection is not mid-request: it is idle,
-and the first to be closed when every slot is taken.
+A handler may answer with a Stream (`subscribe`): each item it yields goes
+out as an answer line with the request's id, until the client closes or
+sends anything more, the budgets close it, or the stream ends. Waiting for
+its next item the connection is idle, the first closed to make room.
 """
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import time
@@ -27,15 +23,15 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from agentkeep.daemon import rpc
 from agentkeep.daemon.limits import Budgets, LeasesSpent, Seat
-from agentkeep.errors import Failed, Failure, error_message
+from agentkeep.errors import BadParams, BadRequest, Failed, Failure, NotJSON, error_message
 from agentkeep.jsontext import JSONText
-from agentkeep.protocol import MAX_LINE, encode, encoded
+from agentkeep.protocol import MAX_LINE, decode, encode, encoded
 
 log = structlog.get_logger("agentkeep.daemon.server")
 
 SEND_TIMEOUT = 10.0
+_TOO_LONG = error_message(None, BadRequest("line over 1 MiB"))
 # A connection that says nothing this long, and holds no lease, is closed:
 # idle clients must not use up the connection slots of everyone else.
 IDLE_TIMEOUT = 60.0
@@ -43,19 +39,20 @@ IDLE_TIMEOUT = 60.0
 
 @dataclass
 class Connection:
-    """One client. Resources it takes (leases) are closed when it goes away,
-    and each counts against the lease budget while it is held."""
+    """One client: its requests, each answered in turn, and the leases it
+    took, closed when it goes and each counted against the lease budget."""
 
     number: int
     pid: int | None
-    uid: int
     seat: Seat
     budgets: Budgets
+    handler: Handler
     _closers: dict[str, Callable[[], None]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
-    def holds_anything(self) -> bool:
+    def _holds_anything(self) -> bool:
+        """Whether it holds a lease (then it is never idled out)."""
         with self._lock:
             return bool(self._closers)
 
@@ -86,7 +83,8 @@ class Connection:
             self.budgets.drop_lease(self.seat)
         return True
 
-    def close_all(self) -> None:
+    def _close_all(self) -> None:
+        """Close everything it took: the client is gone."""
         with self._lock:
             closers, self._closers = list(self._closers.values()), {}
         for close in closers:
@@ -97,51 +95,31 @@ class Connection:
             finally:
                 self.budgets.drop_lease(self.seat)
 
-
-@dataclass
-class Stream:
-    """A result sent as many lines (see the module's docstring). Each item of
-    `results` is one answer line; None sends nothing and only lets the server
-    look whether the client is still there (yield one every few seconds)."""
-
-    results: Generator[object, None, None]
-
-
-Handler = Callable[[Connection, str, dict[str, object]], object]
-
-
-class Conversation:
-    """The requests of one connection, each answered in turn."""
-
-    def __init__(self, sock: socket.socket, conn: Connection, handler: Handler) -> None:
-        self.sock, self.conn, self.handler = sock, conn, handler
-        self.budgets = conn.budgets
-
     def run(self) -> None:
         """Answer until the client goes, idles out, or the budgets close the
         connection; then close what it took."""
         try:
-            self._read_lines()
+            self._answer_lines()
         except OSError as exc:
-            log.info("connection dropped", conn=self.conn.number, pid=self.conn.pid, error=str(exc))
+            log.info("connection dropped", conn=self.number, pid=self.pid, error=str(exc))
         finally:
-            self.conn.close_all()
+            self._close_all()
 
-    def _read_lines(self) -> None:
-        """Answer each line until the client goes, idles out, or the budgets
-        close the connection (conn.seat.closed says why)."""
-        sock, conn = self.sock, self.conn
-        seat = conn.seat
+    def _answer_lines(self) -> None:
+        sock, seat = self.seat.sock, self.seat
         buf = bytearray()
         skipping = False  # inside a line over MAX_LINE, already answered
         while seat.closed is None:
+            sock.settimeout(IDLE_TIMEOUT)
             try:
-                chunk = self._receive(sock)
+                chunk = sock.recv(65536)
             except TimeoutError:
-                if conn.holds_anything:
+                if self._holds_anything:
                     continue  # a lease lasts as long as its connection
-                log.info("idle connection closed", conn=conn.number, pid=conn.pid)
+                log.info("idle connection closed", conn=self.number, pid=self.pid)
                 return
+            finally:
+                sock.settimeout(None)  # blocking: _client_spoke's MSG_DONTWAIT must not wait
             if not chunk:
                 return
             seat.last_seen = time.monotonic()
@@ -156,7 +134,7 @@ class Conversation:
                 del buf[: end + 1]
                 self.budgets.unfinished(seat, len(buf))  # an ended line no longer counts
                 if len(line) > MAX_LINE:
-                    self._send(rpc.TOO_LONG)
+                    self._send(_TOO_LONG)
                 elif not self._answer(line):
                     return
             if len(buf) > MAX_LINE:
@@ -164,38 +142,29 @@ class Conversation:
                 # huge line never sits in memory.
                 buf.clear()
                 skipping = True
-                self._send(rpc.TOO_LONG)
+                self._send(_TOO_LONG)
             self.budgets.unfinished(seat, len(buf))
-
-    @staticmethod
-    def _receive(sock: socket.socket) -> bytes:
-        sock.settimeout(IDLE_TIMEOUT)
-        try:
-            return sock.recv(65536)
-        finally:
-            sock.settimeout(None)
 
     def _answer(self, line: bytes) -> bool:
         """Answer one line; False when the connection was closed before it
         could be (then nothing of it was done)."""
         if not line.strip():
             return True
-        conn = self.conn
-        if not self.budgets.begin(conn.seat):
+        if not self.budgets.begin(self.seat):
             return False
         try:
             answer = self._answer_for(line)
             if not isinstance(answer, tuple):
                 return self._send_parts(answer)
         finally:
-            self.budgets.end(conn.seat)
+            self.budgets.end(self.seat)
         self._stream(*answer)
         return False  # the connection was the stream's: it ends with it
 
     def _stream(self, request_id: object, stream: Stream) -> None:
         try:
             for result in stream.results:
-                if self.conn.seat.closed is not None or _client_spoke(self.sock):
+                if self.seat.closed is not None or _client_spoke(self.seat.sock):
                     return
                 if result is not None:
                     self._send({"jsonrpc": "2.0", "id": request_id, "result": result})
@@ -207,10 +176,10 @@ class Conversation:
     ) -> bytes | Generator[bytes, None, None] | tuple[object, Stream]:
         request_id: object = None
         try:
-            request = rpc.load(line)
-            request_id = rpc.request_id(request.get("id"))
-            method, params = rpc.fields(request)
-            result = self.handler(self.conn, method, params)
+            request = _request(line)
+            request_id = _request_id(request.get("id"))
+            method, params = _fields(request)
+            result = self.handler(self, method, params)
             if isinstance(result, Stream):
                 return request_id, result
             message: dict[str, object] = {"jsonrpc": "2.0", "id": request_id, "result": result}
@@ -223,7 +192,7 @@ class Conversation:
             data = encode(error_message(request_id, exc))
         except Exception as exc:
             # Bad input never stops the daemon (invariant 11): answer and go on.
-            log.exception("request failed", conn=self.conn.number)
+            log.exception("request failed", conn=self.number)
             error = Failed(f"internal error: {type(exc).__name__}: {exc}")
             data = encode(error_message(request_id, error))
         return data
@@ -241,7 +210,7 @@ class Conversation:
         except OSError:
             raise  # the client went away, or stopped reading: dropped
         except Exception:
-            log.exception("answer failed half way; connection closed", conn=self.conn.number)
+            log.exception("answer failed half way; connection closed", conn=self.number)
             return False
         finally:
             answer.close()
@@ -251,14 +220,25 @@ class Conversation:
         self._send_bytes(encode(message))
 
     def _send_bytes(self, data: bytes) -> None:
-        sock = self.sock
         # A client that does not read its answers would block this thread
         # forever: the timeout drops it instead (its leases end with it).
+        sock = self.seat.sock
         sock.settimeout(SEND_TIMEOUT)
         try:
             sock.sendall(data)
         finally:
             sock.settimeout(None)
+
+
+@dataclass
+class Stream:
+    """A result sent as many lines, one per item of `results`; None sends
+    nothing, only lets the server look whether the client is still there."""
+
+    results: Generator[object, None, None]
+
+
+Handler = Callable[[Connection, str, dict[str, object]], object]
 
 
 def _client_spoke(sock: socket.socket) -> bool:
@@ -273,3 +253,37 @@ def _client_spoke(sock: socket.socket) -> bool:
     except OSError:
         return True
     return True
+
+
+def _request(line: bytes) -> dict[str, object]:
+    try:
+        return decode(line)
+    except ValueError as exc:
+        raise NotJSON(f"not JSON: {exc}") from None
+    except TypeError:
+        raise BadRequest("a request is a JSON object") from None
+
+
+def _request_id(value: object) -> object:
+    """JSON-RPC ids are strings, integers or null; a float is tolerated when
+    it can be written back (NaN and Infinity cannot: answered with id null)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    raise BadRequest("id must be a string, a number or null")
+
+
+def _fields(request: dict[str, object]) -> tuple[str, dict[str, object]]:
+    """(method, params) of a request."""
+    method, params = request.get("method"), request.get("params")
+    if request.get("jsonrpc", "2.0") != "2.0":
+        raise BadRequest('jsonrpc must be "2.0"')
+    if not isinstance(method, str):
+        raise BadRequest("method must be a string")
+    params = {} if params is None else params
+    if not isinstance(params, dict):
+        raise BadParams("params must be an object")
+    return method, params

@@ -1,6 +1,5 @@
 """Directory watches, whichever kind (watchdog's observer or the one inotify
-instance): what they do (DirWatches), the event kinds asked for, and the
-sink they go to."""
+instance): what they do, and the sink their events go to."""
 
 from __future__ import annotations
 
@@ -8,28 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from watchdog.events import (
-    DirCreatedEvent,
-    DirDeletedEvent,
-    DirMovedEvent,
-    FileCreatedEvent,
-    FileDeletedEvent,
-    FileModifiedEvent,
-    FileMovedEvent,
-    FileSystemEvent,
-)
-
-# Only changes to entries: opens, reads and closes never reach us, so the
-# daemon's own reads cannot make events of their own.
-EVENTS: list[type[FileSystemEvent]] = [
-    FileCreatedEvent,
-    FileModifiedEvent,
-    FileDeletedEvent,
-    FileMovedEvent,
-    DirCreatedEvent,
-    DirDeletedEvent,
-    DirMovedEvent,
-]
+from watchdog.events import FileSystemEvent
 
 # Where the watches deliver their events (the watcher's queue).
 Sink = Callable[[FileSystemEvent], None]
@@ -38,14 +16,17 @@ Sink = Callable[[FileSystemEvent], None]
 class DirWatches(Protocol):
     """Non-recursive watches on single directories, events to a sink."""
 
-    def start(self) -> None: ...
+    def start(self) -> None:
+        """Start delivering events."""
 
-    def stop(self, timeout: float = 1.0) -> None: ...
+    def stop(self, timeout: float = 1.0) -> None:
+        """Stop watching, waiting at most `timeout` for the threads."""
 
     def add(self, path: Path) -> None:
         """Watch `path`; OSError when it cannot be (ENOSPC, ENOENT, ...)."""
 
-    def remove(self, path: Path) -> None: ...
+    def remove(self, path: Path) -> None:
+        """Stop watching `path`."""
 
     def wait(self) -> str:
         """Block until the watching stops (stop(), or a thread that ended);
@@ -53,6 +34,5 @@ class DirWatches(Protocol):
         ...
 
 
-# Makes the watches, given where events go and what to call when events
-# were lost.
+# Makes the watches, given the sink and what to call when events were lost.
 WatchesFactory = Callable[[Sink, Callable[[], None]], DirWatches]

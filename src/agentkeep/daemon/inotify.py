@@ -1,34 +1,18 @@
 """Every watched directory on one inotify instance and one reader thread.
 
-watchdog's observer gives each scheduled watch an emitter thread of its own
-(watchdog 7.1: one `InotifyEmitter` per watch, all fed by one `InotifyFD`
-reader). The daemon watches one directory per Claude project and per Codex
-date dir, non-recursively, so at 10,000 sessions that was ~540 threads,
-whose stacks and malloc arenas were 12 of the daemon's 57 MB. Here the
-directories are registered directly on one watchdog `InotifyFD` through its
-public callback API (`add_callback`, `remove_callbacks`, the `WatchCallback`
-protocol), and its single reader thread turns kernel events into watchdog
-events for the sink: the thread count does not grow with the directories.
+watchdog's observer gives each watch an emitter thread of its own; the
+daemon watches a directory per Claude project and Codex date dir, so the
+thread count would grow with the sessions. Here the directories are
+registered on one watchdog `InotifyFD` through its callback API
+(`add_callback`, `remove_callbacks`, the `WatchCallback` protocol of
+watchdog 7.1, not part of its documented API: tests/test_daemon_inotify.py
+holds each to the version installed), whose single reader thread turns
+kernel events into watchdog events for the sink. Moves are not paired: the
+watcher wants both paths, and either alone says enough.
 
-Only what `watch.py` reacts to is asked of the kernel (the inotify side of
-the event filter, events.EVENTS): entries created, deleted, moved in or out, files
-modified, and the watched directory itself deleted. Moves are not paired
-into one event: the watcher wants both paths, and either alone says enough.
-
-This module is the one place that leans on watchdog's `inotify_c` (not part
-of watchdog's documented API): `InotifyFD` as a thread, `add_callback`
-returning a watch descriptor (-1 for EACCES), `remove_callbacks`, and the
-`WatchCallback` protocol of watchdog 7.1 (`on_event`, `on_watch_deleted`,
-`on_queue_overflow`, `on_events_lost`). tests/test_daemon_inotify.py holds
-each of these to the version installed, so a changed protocol fails a test,
-not a user. What it buys: one reader thread instead of watchdog's emitter
-thread per directory (at 10,000 sessions, 537 watches: 7 threads and
-40-48 MB of daemon RSS, against 545 threads and 56 MB).
-
-Two ways the watching can fail, and neither goes unnoticed (invariant 12):
-the kernel's queue overflows (events were lost: `on_lost` is called once,
-and the watcher reconciles), or the reader thread ends (`wait()` returns
-why, and the watcher starts watching again).
+Neither failure goes unnoticed (invariant 12): a queue overflow calls
+`on_lost` once (the watcher reconciles), and a reader thread that ends
+makes `wait()` return why (the watcher watches again).
 """
 
 from __future__ import annotations
@@ -60,9 +44,8 @@ from agentkeep.daemon.events import Sink
 
 log = structlog.get_logger("agentkeep.daemon.inotify")
 
-# No IN_DONT_FOLLOW: a linked directory (~/.claude into a dotfiles repo) is
-# watched itself. No IN_ATTRIB/IN_OPEN/IN_CLOSE_*: reads and metadata
-# changes (the daemon's own among them) never wake the reader.
+# No IN_DONT_FOLLOW: a linked directory is watched itself. No IN_ATTRIB,
+# IN_OPEN, IN_CLOSE_*: reads (the daemon's own too) never wake the reader.
 MASK = Mask(
     InotifyConstants.IN_CREATE
     | InotifyConstants.IN_DELETE
@@ -83,16 +66,15 @@ class InotifyWatches:
         self._fd: InotifyFD | None = None
         self._unavailable: OSError | None = None
         self._dirs: dict[Path, _Directory] = {}
-        # Set at each overflow, cleared by the first callback told of the
-        # loss: watchdog tells every callback, the watcher wants one call.
+        # Watchdog tells every callback of an overflow; the watcher wants one call.
         self._overflowed = False
 
     def start(self) -> None:
+        """Open the inotify instance and start its reader."""
         try:
             fd = InotifyFD()
         except OSError as exc:
-            # max_user_instances reached, say: every add() fails with this,
-            # so each root falls back to polling and says why.
+            # Every add() fails with this: each root polls and says why.
             log.warning("no inotify instance; every root polls", error=str(exc))
             self._unavailable = exc
             return
@@ -100,9 +82,9 @@ class InotifyWatches:
         self._fd = fd
 
     def stop(self, timeout: float = 1.0) -> None:
+        """Remove every watch and end the reader."""
         if self._fd is None:
             return
-        # Removes every watch and wakes the reader, which then exits.
         self._fd.stop()
         self._fd.join(timeout)
 
@@ -121,30 +103,28 @@ class InotifyWatches:
         directory = _Directory(os.fspath(path), self)
         wd = fd.add_callback(os.fsencode(path), MASK, directory, directory.id)
         if wd < 0:
-            # watchdog 7.1 returns -1 rather than raising for EACCES; undo its
-            # book-keeping and fail like any other refused watch.
+            # watchdog returns -1 for EACCES: undo its book-keeping, and fail.
             fd.remove_callbacks([(wd, directory.id)])
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
         directory.wd = wd
         self._dirs[path] = directory
 
     def remove(self, path: Path) -> None:
+        """Stop watching `path`."""
         directory = self._dirs.pop(path, None)
         if directory is None or self._fd is None:
             return
-        # A directory that was deleted lost its watch in the kernel already;
-        # watchdog then skips the removal quietly. Watch descriptors are
-        # allocated cyclically by the kernel, so a stale one never names
-        # another directory's watch.
+        # A deleted directory's watch is gone in the kernel already (watchdog
+        # skips it quietly); watch descriptors are allocated cyclically, so a
+        # stale one never names another directory's watch.
         try:
             self._fd.remove_callbacks([(directory.wd, directory.id)])
         except OSError as exc:
             log.debug("unwatch failed", path=str(path), error=str(exc))
 
     def deliver(self, event: FileSystemEvent) -> None:
-        """Hand an event to the sink. The sink only queues; should it ever
-        raise, watchdog would end the reader thread: the events are counted
-        lost instead, and the thread goes on."""
+        """Hand an event to the sink; should it raise, watchdog would end the
+        reader thread: the events are counted lost instead."""
         try:
             self._sink(event)
         except Exception:
@@ -152,9 +132,11 @@ class InotifyWatches:
             self._on_lost()
 
     def overflowed(self) -> None:
+        """The kernel's queue overflowed (told to every callback)."""
         self._overflowed = True
 
     def lost(self) -> None:
+        """Events were lost: the watcher is told once per overflow."""
         if self._overflowed:
             self._overflowed = False
             log.warning("the inotify queue overflowed: events were lost")
@@ -176,6 +158,7 @@ class _Directory:
         self.wd = WatchDescriptor(-1)
 
     def on_event(self, event: InotifyEvent) -> None:
+        """An event in (or of) this directory, as a watchdog event."""
         converted = _convert(self.path, event)
         if converted is not None:
             self.watches.deliver(converted)
@@ -185,13 +168,11 @@ class _Directory:
         its own DELETE_SELF, makes the watcher resync and drop it."""
 
     def on_queue_overflow(self) -> None:
-        """The kernel dropped events: told to every callback, then
-        on_events_lost to every callback."""
+        """The kernel dropped events (then on_events_lost follows)."""
         self.watches.overflowed()
 
     def on_events_lost(self) -> None:
-        """Once per overflow, the watcher reconciles what the lost events
-        would have said; the watches themselves still stand."""
+        """The watcher reconciles; the watches themselves still stand."""
         self.watches.lost()
 
 

@@ -2,21 +2,16 @@
 that no kind of client can starve another.
 
 - Slots: at most `slots` connections holding no lease. When all are taken, a
-  newcomer gets the slot of the longest-idle one that is not in the middle
-  of a request (it is told why it was closed). With none such, the newcomer
-  is told the daemon is busy; nothing it asked was done, so the CLI works
-  in-process.
-- Leases: a connection's first lease takes it out of the slots, and it
-  counts against the lease budget instead. A lease lasts as long as its
-  connection, so a connection holding one is never closed to make room;
-  the lease budget is what bounds them (one descriptor per lease and one per
-  connection, out of RLIMIT_NOFILE, and a thread per connection). A hold
-  past it is refused; nothing already held is dropped.
-- Unfinished lines: at most `unfinished` bytes of lines not yet ended, over
-  all connections together. Past that, the connection holding the most is
-  closed with an error, never the one whose bytes pushed it past (its line
-  may be about to end). A line that has ended is never counted. A lease
-  holder closed so loses its leases, as with any closed connection.
+  newcomer gets the slot of the longest-idle one not mid-request (told why
+  it was closed); with none such, the newcomer is told the daemon is busy.
+- Leases: a connection's first lease takes it out of the slots and counts
+  against the lease budget instead (one descriptor per lease and one per
+  connection, out of RLIMIT_NOFILE). A lease lasts as long as its
+  connection, so one holding a lease is never closed to make room; a hold
+  past the budget is refused, nothing held is dropped.
+- Unfinished lines: at most `unfinished` bytes of lines not yet ended over
+  all connections. Past that, the connection holding the most is closed,
+  never the one whose bytes pushed it past (its line may be about to end).
 
 Every count lives in one Budgets object and changes under its lock.
 """
@@ -31,16 +26,13 @@ from dataclasses import dataclass, field
 from agentkeep import descriptors
 
 MAX_CONNECTIONS = 256
-# Bytes of unfinished lines over all connections: eight lines of the
-# largest size a request may have (1 MiB) arriving at once.
+# Bytes of unfinished lines over all connections: eight 1 MiB lines at once.
 MAX_UNFINISHED = 8 << 20
-# The descriptors a connection in a slot may use while it is answered (its
-# socket and the index's database, -wal and -shm), and the daemon's own
-# (inotify, the log, agents' databases, the trash, the daemon lock).
+# Descriptors of a connection being answered (its socket, the index and its
+# -wal and -shm), and the daemon's own.
 FDS_PER_SLOT = 4
 FDS_OF_THE_DAEMON = 128
-# Leases, whatever the descriptor limit: each may be a connection's, with a
-# thread of its own (about 30 KB each).
+# Leases, whatever the descriptor limit: each may be a connection's thread.
 MAX_LEASES = 1024
 MIN_LEASES = 16
 
@@ -69,11 +61,12 @@ class Seat:
 
 
 class Budgets:
+    """The module's limits unless given; the lease budget from RLIMIT_NOFILE
+    (raised first, see fd_limit)."""
+
     def __init__(
         self, slots: int | None = None, leases: int | None = None, unfinished: int | None = None
     ) -> None:
-        """The module's limits unless given; the lease budget from
-        RLIMIT_NOFILE (raised first, see fd_limit)."""
         self.slots = MAX_CONNECTIONS if slots is None else slots
         self.leases = lease_budget(fd_limit(self.slots), self.slots) if leases is None else leases
         self.max_unfinished = MAX_UNFINISHED if unfinished is None else unfinished
@@ -92,8 +85,7 @@ class Budgets:
                 victim = self._idlest()
                 if victim is None:
                     return False
-                # Its slot passes straight to the newcomer: released, it
-                # could be taken by someone else first.
+                # Its slot passes straight to the newcomer, none can take it first.
                 victim.in_slot = False
                 victim.closed = f"closed to make room: the longest idle of {self.slots}"
                 self._in_slots -= 1
@@ -105,8 +97,7 @@ class Budgets:
         return True
 
     def _idlest(self) -> Seat | None:
-        # Never a lease holder (it holds no slot) and never one being
-        # answered (its answer would be lost).
+        # Never a lease holder (no slot) nor one being answered (lost answer).
         idle = [s for s in self._seats.values() if s.in_slot and not s.busy and s.closed is None]
         return min(idle, key=lambda s: s.last_seen, default=None)
 
@@ -131,6 +122,7 @@ class Budgets:
             return True
 
     def end(self, seat: Seat) -> None:
+        """The request of `seat` is answered."""
         with self._lock:
             seat.busy = False
 
@@ -160,10 +152,8 @@ class Budgets:
 
     def unfinished(self, seat: Seat, nbytes: int) -> None:
         """`seat` now holds `nbytes` of a line not yet ended. Over the total,
-        the other connections holding the most are closed, largest first,
-        until it fits: never `seat`, whose bytes just came, for the line it
-        is sending may be about to end (alone it cannot pass the total: a
-        line is at most 1 MiB)."""
+        the others holding the most are closed, largest first, until it fits
+        (alone `seat` cannot pass it: a line is at most 1 MiB)."""
         victims = []
         with self._lock:
             if seat.closed is not None or seat.number not in self._seats:
@@ -215,8 +205,7 @@ def lease_budget(nofile: int, slots: int = MAX_CONNECTIONS) -> int:
 
 
 def fd_limit(slots: int = MAX_CONNECTIONS) -> int:
-    """RLIMIT_NOFILE's soft limit, first raised (never past the hard one) to
-    what the budgets can use. The daemon select()s only on descriptors it
-    opens at start (the listener, its wake-up pipes), all far below 1024.
-    Where it cannot be raised, lease_budget fits into what there is."""
+    """RLIMIT_NOFILE's soft limit, first raised to what the budgets can use.
+    The daemon select()s only on descriptors it opens at start, far below
+    1024."""
     return descriptors.allow(FDS_OF_THE_DAEMON + slots * FDS_PER_SLOT + 2 * MAX_LEASES)

@@ -1,15 +1,8 @@
-"""`agentkeep serve`: wire the index, watcher, scheduler and socket together.
-
-Start-up takes the per-user daemon lock (a second daemon exits 1 naming the
-first), opens the context (a bad config is recorded, never fatal), claims
-the socket, starts watching, brings the index up to date, and only then
-accepts connections and tells systemd READY=1. Signals only write a byte to
-a wake-up socket; the main thread does the work: SIGHUP reloads, SIGTERM and
-SIGINT stop within STOP_DEADLINE (a prune in flight finishes the session it
-is removing and leaves the rest) and remove the socket file.
-
-What each method answers is answers.py's; the daemon's own work (its
-schedule's jobs, watch events) is work.py's.
+"""`agentkeep serve`: the per-user daemon lock, then the context (a bad
+config is recorded, never fatal), the socket, the watches, the index brought
+up to date, and only then connections accepted and READY=1. Signals only
+write a byte to a wake-up socket; the main thread reloads on SIGHUP and on
+SIGTERM/SIGINT stops within STOP_DEADLINE, removing the socket file.
 """
 
 from __future__ import annotations
@@ -22,6 +15,7 @@ import socket
 import sys
 import threading
 import time
+from contextlib import suppress
 from functools import partial
 from typing import Any
 
@@ -57,6 +51,8 @@ def serve(env: Env) -> int:
 
 
 class Daemon:
+    """One user's daemon: its context, socket, watches and schedule."""
+
     def __init__(self, env: Env) -> None:
         self.env = env
         self.notifier = Notifier(env.environ)
@@ -68,20 +64,19 @@ class Daemon:
         self.ready = threading.Event()
         # The main loop's wake-up socket (signals and _CHANGED), while it runs.
         self._wake: socket.socket | None = None
-        self.changes = Changes(on_bump=self._poke)
+        self.changes: Changes = Changes(on_bump=self._poke)
         self.work = Work(self.changes, self._reread, self._poke, self._trash_soon)
         self._fingerprint: dict[str, Any] = {}
         # Start-up (on its own thread) and stop must not cross: a stop during
         # start-up keeps the server and the scheduler from starting at all.
         self._lifecycle = threading.Lock()
         self._stopping = False
-        # What a start-up that does not get as far as serving exits with: 1,
-        # or for a second daemon the service started, the status its unit
+        # A second daemon the service started exits with the status its unit
         # lists in RestartPreventExitStatus= (service.RUN_BY_SERVICE).
         self._refused_exit = 1
 
-    # -- life -------------------------------------------------------------
     def run(self) -> int:
+        """Serve until SIGTERM or SIGINT; the exit code."""
         wake_r, wake_w = socket.socketpair()
         for end in (wake_r, wake_w):
             end.setblocking(False)
@@ -114,8 +109,8 @@ class Daemon:
                 os.close(lock_fd)
 
     def _single_instance(self) -> int | None:
-        """The daemon lock in the state dir, held for the daemon's life; None
-        (after saying who has it) when another daemon of this user holds it."""
+        """The daemon lock, held for the daemon's life; None (after saying
+        who has it) when another daemon of this user holds it."""
         path = self.env.state_dir / "daemon.lock"
         try:
             private_state_dir(self.env)
@@ -186,8 +181,8 @@ class Daemon:
         return True
 
     def _warm_up(self) -> None:
-        """Bring the index up to date, then serve (clients connecting before
-        this wait in the backlog rather than see a half-built index)."""
+        """Bring the index up to date, then serve (clients wait in the
+        backlog meanwhile rather than see a half-built index)."""
         assert self.ctx is not None and self.server is not None and self.schedule is not None
         started = time.monotonic()
         try:
@@ -197,13 +192,12 @@ class Daemon:
             )
         except Exception:
             log.exception("start-up reconcile failed; the periodic one will retry")
-        memory.close_thread_index(self.ctx)
-        memory.after_work(self.ctx)
+        self.ctx.index.close()  # this thread's (see answers._answered)
+        memory.give_back()
         with self._lifecycle:
             if self._stopping:
                 return  # told to stop while indexing: never start serving
-            # The clock first: the first answer a client gets already names
-            # the next prune (a status between the two said none).
+            # The clock first: the first answer already names the next prune.
             self.schedule.start()
             self.server.start()
             self.ready.set()
@@ -211,10 +205,8 @@ class Daemon:
         log.info("serving", socket=str(self.env.socket_path), pid=os.getpid())
 
     def _loop(self, wake: socket.socket) -> None:
-        """Wait for a signal, a change to show in the status line, or the
-        service watchdog's next ping; nothing else wakes this thread (an
-        idle daemon costs no CPU: the schedule's own wake-ups are the
-        scheduler's, see schedule.py)."""
+        """Wait for a signal, a status line to send, or the service
+        watchdog's next ping; nothing else wakes this thread."""
         ping_every = self.notifier.watchdog_interval()
         last_ping = time.monotonic()
         while True:
@@ -271,41 +263,34 @@ class Daemon:
         return 0
 
     def _poke(self) -> None:
-        """Have the main loop write the status line again (what it shows may
-        have changed). A full wake-up buffer already holds a wake-up."""
+        """Have the main loop send the status line again."""
         wake = self._wake
         if wake is None:
             return
         try:
             wake.send(bytes([_CHANGED]))
         except OSError:
-            pass  # full, or closed as the daemon stops
+            pass  # full (a wake-up is queued already), or closed as the daemon stops
 
     def _trash_soon(self) -> None:
         """The trash job now, off its interval (Work.after_removal)."""
         if self.schedule is not None:
             self.schedule.soon(schedule.TRASH)
 
-    # -- the view ---------------------------------------------------------
     def reload(self, why: str) -> dict[str, Any]:
+        """Read the config again (SIGHUP, the `reload` method); the status."""
         assert self.ctx is not None
         self._reread()
         log.info("config reloaded", why=why, ok=self.ctx.config_error is None)
         return self.status()
 
     def _reread(self) -> None:
-        """Read the config again, and follow it."""
+        """Read the config again; the prune interval and the watches follow it."""
         assert self.ctx is not None
         try:
             self.ctx.reload()
         except Exception:
             log.exception("reload failed")
-        self._config_changed()
-
-    def _config_changed(self) -> None:
-        """After any re-read of the config: the prune interval and the
-        watched roots follow it."""
-        assert self.ctx is not None
         if self.schedule is not None:
             self.schedule.set_prune_interval(self.ctx.config.prune_interval)
         fingerprint = self.ctx.fingerprint()
@@ -315,8 +300,8 @@ class Daemon:
                 self.watcher.resync(replan=True)
         self.notifier.status(self._status_line())
 
-    # -- status -----------------------------------------------------------
     def status(self) -> dict[str, Any]:
+        """The `status` answer (CONTRACT: its fields in this order)."""
         assert self.ctx is not None and self.watcher is not None and self.schedule is not None
         fields = status_fields(self.ctx)
         next_prune = self.schedule.next_prune() if self.ctx.prunes_on_schedule() else None
@@ -332,7 +317,7 @@ class Daemon:
             "paused": fields["paused"],
             "compaction_waiting": fields["compaction_waiting"],
         }
-        if "unreadable" in fields:  # what cannot be listed, only when something cannot
+        if "unreadable" in fields:
             doc["unreadable"] = fields["unreadable"]
         return doc
 
@@ -358,20 +343,14 @@ def _note(signum: int, frame: object) -> None:
 
 
 def _drain(wake: socket.socket) -> list[int]:
-    signals: list[int] = []
-    while True:
-        try:
-            data = wake.recv(64)
-        except (BlockingIOError, InterruptedError):
-            return signals
-        if not data:
-            return signals
-        signals.extend(data)
+    got = bytearray()
+    with suppress(BlockingIOError, InterruptedError):
+        while data := wake.recv(64):
+            got += data
+    return list(got)
 
 
 def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with suppress(OSError, ValueError):
             stream.flush()
-        except (OSError, ValueError):
-            pass

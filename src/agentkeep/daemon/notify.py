@@ -1,11 +1,7 @@
-"""systemd's sd_notify protocol, in a few lines of Python.
-
-When systemd starts the daemon as `Type=notify` it sets NOTIFY_SOCKET to an
-AF_UNIX datagram socket (a leading '@' names one in the abstract namespace)
-and waits for `READY=1`; `STATUS=` is what `systemctl status` shows; with
-`WatchdogSec=` it also sets WATCHDOG_USEC and expects `WATCHDOG=1` more often
-than that. Outside systemd every call is a no-op. A failed send is logged and
-never raised: readiness reporting must not take the daemon down.
+"""systemd's sd_notify protocol: READY=1, STATUS=, STOPPING=1 and the
+service watchdog's WATCHDOG=1, to the datagram socket NOTIFY_SOCKET names
+(a leading '@': the abstract namespace). Outside systemd every call does
+nothing; a failed send is logged, never raised.
 """
 
 from __future__ import annotations
@@ -19,23 +15,22 @@ import structlog
 log = structlog.get_logger("agentkeep.daemon.notify")
 
 
-def _address(name: str) -> str:
-    # An abstract socket has no file: its name starts with a NUL byte, which
-    # systemd writes as '@' in the variable.
-    return "\0" + name[1:] if name.startswith("@") else name
-
-
 class Notifier:
     """Messages to the service manager named by NOTIFY_SOCKET, if any."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
         name = environ.get("NOTIFY_SOCKET") or ""
-        self.address: str | None = _address(name) if name else None
-        self._watchdog_usec = _watchdog_usec(environ)
+        self.address = ("\0" + name[1:] if name.startswith("@") else name) or None
         self._last_status: str | None = None
+        self._watchdog_usec: int | None = None
+        # WATCHDOG_PID, when set, names the process the watchdog watches.
+        if environ.get("WATCHDOG_PID", str(os.getpid())) == str(os.getpid()):
+            usec = environ.get("WATCHDOG_USEC") or ""
+            self._watchdog_usec = int(usec) if usec.isdigit() and int(usec) > 0 else None
 
     @property
     def enabled(self) -> bool:
+        """Whether a service manager listens."""
         return self.address is not None
 
     def send(self, *lines: str) -> bool:
@@ -52,6 +47,7 @@ class Notifier:
         return True
 
     def ready(self, status: str) -> None:
+        """READY=1, with the status line."""
         self._last_status = status
         self.send("READY=1", f"STATUS={status}")
 
@@ -62,6 +58,7 @@ class Notifier:
             self.send(f"STATUS={text}")
 
     def stopping(self) -> None:
+        """STOPPING=1."""
         self.send("STOPPING=1", "STATUS=stopping")
 
     def watchdog_interval(self) -> float | None:
@@ -72,18 +69,6 @@ class Notifier:
         return self._watchdog_usec / 2e6
 
     def ping(self) -> None:
+        """WATCHDOG=1, when a watchdog is asked for."""
         if self.watchdog_interval() is not None:
             self.send("WATCHDOG=1")
-
-
-def _watchdog_usec(environ: Mapping[str, str]) -> int | None:
-    """WATCHDOG_USEC when it is meant for this process (WATCHDOG_PID, when set,
-    names the process the watchdog watches)."""
-    pid = environ.get("WATCHDOG_PID")
-    if pid and pid != str(os.getpid()):
-        return None
-    try:
-        usec = int(environ.get("WATCHDOG_USEC") or "")
-    except ValueError:
-        return None
-    return usec if usec > 0 else None

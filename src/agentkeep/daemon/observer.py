@@ -1,7 +1,6 @@
-"""Which directory watches a daemon uses: on Linux every directory shares
-one inotify instance and one reader thread (`inotify.InotifyWatches`);
-elsewhere each is scheduled on watchdog's ordinary observer (FSEvents,
-kqueue), which is `ObserverWatches`."""
+"""Which directory watches a daemon uses: on Linux one inotify instance and
+one reader thread for all (inotify.py), elsewhere watchdog's own observer
+(FSEvents, kqueue)."""
 
 from __future__ import annotations
 
@@ -10,52 +9,71 @@ from collections.abc import Callable
 from pathlib import Path
 
 import structlog
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers import Observer
-from watchdog.observers.api import BaseObserver, ObservedWatch
+from watchdog.observers.api import ObservedWatch
 from watchdog.utils import UnsupportedLibcError
 
-from agentkeep.daemon.events import EVENTS, DirWatches, Sink
+from agentkeep.daemon.events import DirWatches, Sink
 
 log = structlog.get_logger("agentkeep.daemon.watch")
 
+# Only changes to entries: opens, reads and closes never reach us, so the
+# daemon's own reads cannot make events of their own.
+_EVENTS: list[type[FileSystemEvent]] = [
+    FileCreatedEvent,
+    FileModifiedEvent,
+    FileDeletedEvent,
+    FileMovedEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+]
 
-class ObserverWatches:
-    """Each directory scheduled on watchdog's own observer: FSEvents or
-    kqueue on macOS. On Linux that costs a thread per directory, so it is
-    used there only where libc has no inotify (and by tests)."""
 
-    def __init__(
-        self,
-        sink: Sink,
-        on_lost: Callable[[], None] = lambda: None,
-        observer: BaseObserver | None = None,
-    ) -> None:
-        # watchdog's own emitters deal with their queues' overflows.
-        del on_lost
-        self._observer = observer or Observer()
-        self._handler = _Handler(sink)
+class ObserverWatches(FileSystemEventHandler):
+    """Each directory scheduled on watchdog's own observer (on Linux a thread
+    per directory: used there only where libc has no inotify)."""
+
+    def __init__(self, sink: Sink, on_lost: Callable[[], None] = lambda: None) -> None:
+        del on_lost  # watchdog's own emitters deal with their queues' overflows
+        self._observer = Observer()
+        self._sink = sink
         self._watches: dict[Path, ObservedWatch] = {}
 
     def start(self) -> None:
+        """Start the observer."""
         self._observer.start()
 
     def stop(self, timeout: float = 1.0) -> None:
+        """Stop the observer."""
         self._observer.stop()
         self._observer.join(timeout)
 
     def add(self, path: Path) -> None:
+        """Watch `path` (not its subdirectories)."""
         self._watches[path] = self._observer.schedule(
-            self._handler,
+            self,
             str(path),
             recursive=False,
-            event_filter=EVENTS,
+            event_filter=_EVENTS,
             # A linked folder is watched itself, not its link; watching
             # only reads, and events are named by the path as given.
             follow_symlink=True,
         )
 
     def remove(self, path: Path) -> None:
+        """Stop watching `path`."""
         watch = self._watches.pop(path, None)
         if watch is None:
             return
@@ -65,27 +83,24 @@ class ObserverWatches:
             log.debug("unschedule failed", path=str(path), error=str(exc))
 
     def wait(self) -> str:
+        """Block until the observer's thread ends; why it did."""
         self._observer.join()
         return "watchdog's observer thread ended"
 
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        """Every event to the sink."""
+        self._sink(event)
+
 
 def native_watches(sink: Sink, on_lost: Callable[[], None]) -> DirWatches:
-    """One inotify instance for every directory on Linux (watchdog's
-    observer would start a thread per directory); the observer elsewhere."""
+    """One inotify instance for every directory on Linux; the observer
+    elsewhere."""
     if sys.platform.startswith("linux"):
         # Imported here: watchdog's inotify module refuses to load where
-        # libc has no inotify (macOS), and then the observer decides.
+        # libc has no inotify.
         try:
             from agentkeep.daemon.inotify import InotifyWatches
         except UnsupportedLibcError:
             return ObserverWatches(sink)
         return InotifyWatches(sink, on_lost)
     return ObserverWatches(sink)
-
-
-class _Handler(FileSystemEventHandler):
-    def __init__(self, sink: Sink) -> None:
-        self._sink = sink
-
-    def on_any_event(self, event: FileSystemEvent) -> None:
-        self._sink(event)

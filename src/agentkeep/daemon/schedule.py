@@ -1,22 +1,20 @@
-"""The daemon's clock: prune, reconcile, polling and trash jobs (expiry, compression).
+"""The daemon's clock: prune, reconcile, polling and trash jobs.
 
-apscheduler 3.x runs each job on its own thread pool, one instance at a time
-(max_instances=1), late runs coalesced into one and never dropped
-(misfire_grace_time=None): a laptop that slept through three prune intervals
-prunes once when it wakes, not three times and not never. The scheduler
-waits on a monotonic timer, which stands still while the machine sleeps;
-every wake-up looks at the wall clock again, and the poll job wakes it every
-POLL_INTERVAL, so a job overdue after a suspend runs within POLL_INTERVAL of
-the resume (and `tick()`, called at each service watchdog ping, looks
-sooner). These are the only timers of an idle daemon: nothing else wakes it.
+apscheduler runs each job one instance at a time, late runs coalesced into
+one and never dropped: a laptop that slept through three prune intervals
+prunes once when it wakes. Its timer is monotonic and stands still in a
+suspend, so the poll job waking it every POLL_INTERVAL (and `tick()` at each
+service watchdog ping) bounds how late an overdue job runs. These are the
+only timers of an idle daemon.
 
-The first prune runs `first_prune_delay` after the daemon is ready (60 s;
-AGENTKEEP_FIRST_PRUNE_DELAY for tests), then every prune_interval.
+The first prune runs `first_prune_delay` after the daemon is ready, then
+every prune_interval.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -28,8 +26,7 @@ log = structlog.get_logger("agentkeep.daemon.schedule")
 
 FIRST_PRUNE_DELAY = 60.0
 RECONCILE_INTERVAL = 30 * 60.0
-# How often a root that is not watched (over the inotify budget, or a watch
-# failed) is reconciled instead; also how late a job may run after a suspend.
+# How often unwatched roots are reconciled; how late a job runs after a suspend.
 POLL_INTERVAL = 60.0
 TRASH_INTERVAL = 3600.0
 
@@ -49,19 +46,17 @@ class Jobs:
 def first_prune_delay(environ: Mapping[str, str]) -> float:
     """AGENTKEEP_FIRST_PRUNE_DELAY (seconds, for tests), else 60."""
     raw = environ.get("AGENTKEEP_FIRST_PRUNE_DELAY")
-    if not raw:
-        return FIRST_PRUNE_DELAY
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 86400 * 365:
+    if raw:
+        with suppress(ValueError):
+            if 0 <= (value := float(raw)) < 86400 * 365:
+                return value
         log.warning("ignoring a bad AGENTKEEP_FIRST_PRUNE_DELAY", value=raw)
-        return FIRST_PRUNE_DELAY
-    return value
+    return FIRST_PRUNE_DELAY
 
 
 class Schedule:
+    """The jobs on apscheduler's background scheduler."""
+
     def __init__(self, jobs: Jobs, *, prune_interval: float, first_prune_delay: float) -> None:
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
@@ -73,25 +68,17 @@ class Schedule:
 
     def start(self) -> None:
         """Start the clock; the first prune is first_prune_delay from now."""
-        now = datetime.now(UTC)
-        self._add(PRUNE, self._jobs.prune, self._prune_interval, now, self._first_prune_delay)
-        self._add(RECONCILE, self._jobs.reconcile, RECONCILE_INTERVAL, now)
-        self._add(POLL, self._jobs.poll, POLL_INTERVAL, now)
-        self._add(TRASH, self._jobs.expire_trash, TRASH_INTERVAL, now, self._first_prune_delay)
+        first, jobs = self._first_prune_delay, self._jobs
+        self._add(PRUNE, jobs.prune, self._prune_interval, first)
+        self._add(RECONCILE, jobs.reconcile, RECONCILE_INTERVAL, RECONCILE_INTERVAL)
+        self._add(POLL, jobs.poll, POLL_INTERVAL, POLL_INTERVAL)
+        self._add(TRASH, jobs.expire_trash, TRASH_INTERVAL, first)
         self._scheduler.start()
 
-    def _add(
-        self,
-        job_id: str,
-        func: Callable[[], None],
-        interval: float,
-        now: datetime,
-        first: float | None = None,
-    ) -> None:
-        start = now + timedelta(seconds=interval if first is None else first)
-        # next_run_time is the first run itself: a start_date already past
-        # when the scheduler starts (a delay of 0) would be rounded up to a
-        # whole interval later.
+    def _add(self, job_id: str, func: Callable[[], None], interval: float, first: float) -> None:
+        start = datetime.now(UTC) + timedelta(seconds=first)
+        # next_run_time is the first run: a start_date already past (a delay
+        # of 0) would be rounded up to a whole interval later.
         self._scheduler.add_job(
             func,
             IntervalTrigger(seconds=interval, start_date=start, timezone=UTC),
@@ -122,6 +109,7 @@ class Schedule:
             self._scheduler.wakeup()
 
     def next_prune(self) -> datetime | None:
+        """When the next prune runs (None: not scheduled)."""
         job = self._scheduler.get_job(PRUNE) if self._scheduler.running else None
         return job.next_run_time if job is not None else None
 

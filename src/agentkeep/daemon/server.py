@@ -1,12 +1,10 @@
 """The daemon's unix socket: its folder, its file, and who may connect.
 
 Only the user's own processes are served: the peer's uid comes from the
-kernel (SO_PEERCRED, LOCAL_PEERCRED), never from the request, and a peer
-whose uid cannot be read is refused. Each connection gets its own thread
-(connection.py: its lines, JSON-RPC 2.0, one object per line each way).
-How many connections, leases and unfinished bytes clients may hold is
-limits.py's to decide; a connection it closes or turns away is told so with
-error BUSY, and nothing it had not been answered for was done.
+kernel, never from the request, and a peer whose uid cannot be read is
+refused. Each connection gets its own thread (connection.py). A connection
+the budgets (limits.py) close or turn away is told so with error BUSY:
+nothing it had not been answered for was done.
 """
 
 from __future__ import annotations
@@ -24,8 +22,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep.daemon import connection
-from agentkeep.daemon.connection import Connection, Conversation, Handler
+from agentkeep.daemon.connection import Connection, Handler
 from agentkeep.daemon.limits import Budgets, Seat
 from agentkeep.errors import Busy, Failed, Failure, error_message
 from agentkeep.paths import UnsafeDirectory, ensure_private_dir
@@ -33,12 +30,10 @@ from agentkeep.protocol import encode, peer_credentials
 
 log = structlog.get_logger("agentkeep.daemon.server")
 
-# Enough that a burst of clients waits for accept() instead of being told
-# EAGAIN (the kernel caps it at net.core.somaxconn).
+# A burst of clients waits for accept() instead of being told EAGAIN.
 BACKLOG = socket.SOMAXCONN
 
-# Test seam: when set, returns the peer uid instead of asking the kernel (a
-# test cannot connect as another user). None in production.
+# Test seam: the peer uid instead of the kernel's. None in production.
 _peer_uid_override: Callable[[socket.socket], int] | None = None
 
 
@@ -66,20 +61,17 @@ class Server:
         self.budgets = Budgets() if budgets is None else budgets
         self._listener: socket.socket | None = None
         self._inode: tuple[int, int] | None = None
-        self._stop = threading.Event()
-        # Written by close() to wake the accept loop out of select().
+        # Written by close(), and never read: the accept loop ends.
         self._wake_r, self._wake_w = os.pipe()
         self._thread: threading.Thread | None = None
         self._count = itertools.count(1)
 
-    # -- binding ----------------------------------------------------------
     def bind(self) -> None:
         """Take the socket: a safe folder, no live daemon, a stale file replaced."""
         folder = self.path.parent
         try:
-            # An existing folder others can write to is refused, never
-            # chmodded: whoever can write there can swap the socket under the
-            # clients.
+            # A folder others can write to is refused, never chmodded: whoever
+            # can write there can swap the socket under the clients.
             ensure_private_dir(folder, self.uid)
         except UnsafeDirectory as exc:
             raise ServerError(f"refusing the socket's folder: {exc}") from exc
@@ -106,14 +98,13 @@ class Server:
             return
         if not stat.S_ISSOCK(st.st_mode):
             raise ServerError(f"{self.path} exists and is not a socket; not replacing it")
-        if answers(self.path):
+        if _answers(self.path):
             raise AlreadyServing(f"another agentkeep daemon is already serving {self.path}")
         # Nobody accepts on it: a crashed daemon's socket. The folder is ours
         # and private, so nobody can swap it between this check and the unlink.
         log.info("replacing a stale socket", path=str(self.path))
         os.unlink(self.path)
 
-    # -- serving ----------------------------------------------------------
     def start(self) -> None:
         """Accept connections on a background thread (after bind())."""
         self._thread = threading.Thread(
@@ -125,7 +116,6 @@ class Server:
         """Stop accepting and remove the socket file, if it is still ours."""
         if self._wake_w < 0:
             return  # already closed
-        self._stop.set()
         os.write(self._wake_w, b"x")
         if self._thread is not None:
             self._thread.join(timeout=2)
@@ -144,7 +134,7 @@ class Server:
 
     def _accept_loop(self) -> None:
         assert self._listener is not None
-        while not self._stop.is_set():
+        while True:
             waiting: list[socket.socket | int] = [self._listener, self._wake_r]
             readable, _, _ = select.select(waiting, [], [])
             if self._wake_r in readable:
@@ -172,15 +162,16 @@ class Server:
                 return
             if not self.budgets.join(conn.seat):
                 log.warning("connection refused: every slot is mid-request", conn=number)
-                _notice(sock, f"too many connections ({self.budgets.slots}, each mid-request)")
+                why = f"too many connections ({self.budgets.slots}, each mid-request)"
+                _tell(sock, Busy(f"{why}; try again"))
                 return
             try:
-                Conversation(sock, conn, self.handler).run()
+                conn.run()
             finally:
                 self.budgets.leave(conn.seat)
             if conn.seat.closed is not None:
                 log.info("connection closed", conn=number, pid=conn.pid, why=conn.seat.closed)
-                _notice(sock, conn.seat.closed)
+                _tell(sock, Busy(f"{conn.seat.closed}; try again"))
 
     def _admit(self, sock: socket.socket, number: int) -> Connection | None:
         """The connection, or None when its peer is another user (or unknown)."""
@@ -190,39 +181,25 @@ class Server:
                 uid = _peer_uid_override(sock)
         except OSError as exc:
             log.warning("peer credentials unreadable; refused", conn=number, error=str(exc))
-            _send_quietly(sock, Failed(f"refused: peer credentials unreadable ({exc})"))
+            _tell(sock, Failed(f"refused: peer credentials unreadable ({exc})"))
             return None
         if uid != self.uid:
             log.warning("connection from another user refused", conn=number, pid=pid, uid=uid)
-            _send_quietly(
-                sock,
-                Failed(f"refused: this daemon serves uid {self.uid}, not uid {uid}"),
-            )
+            _tell(sock, Failed(f"refused: this daemon serves uid {self.uid}, not uid {uid}"))
             return None
-        return Connection(number, pid, uid, Seat(number, sock), self.budgets)
+        return Connection(number, pid, Seat(number, sock), self.budgets, self.handler)
 
 
-def _notice(sock: socket.socket, why: str) -> None:
-    """Tell a client its connection is being closed and nothing more of it
-    is answered (BUSY: what it asked was not done, so it may do it
-    elsewhere). Sent without waiting: a client that does not read is not
-    waited for."""
-    data = encode(error_message(None, Busy(f"{why}; try again")))
+def _tell(sock: socket.socket, error: Failure) -> None:
+    """Tell a client why its connection ends, without waiting: a client
+    that does not read is not waited for."""
     try:
-        sock.send(data, socket.MSG_DONTWAIT)
+        sock.send(encode(error_message(None, error)), socket.MSG_DONTWAIT)
     except OSError:
         pass
 
 
-def _send_quietly(sock: socket.socket, error: Failure) -> None:
-    try:
-        sock.settimeout(connection.SEND_TIMEOUT)
-        sock.sendall(encode(error_message(None, error)))
-    except OSError:
-        pass
-
-
-def answers(path: Path, timeout: float = 2.0) -> bool:
+def _answers(path: Path, timeout: float = 2.0) -> bool:
     """True when something accepts connections on the unix socket at `path`."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         probe.settimeout(timeout)

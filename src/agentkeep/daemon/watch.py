@@ -1,33 +1,20 @@
 """Watching the directories that name sessions, within the inotify budget.
 
 Only the directories an adapter says name sessions are watched, each
-non-recursively: inotify watches are a per-user budget (max_user_watches)
-shared with every editor and file watcher of the user, and whole agent trees
-would spend it on snapshot and tool-output dirs. A directory that does not
-exist yet (the first /tmp/claude-<uid>, a new project dir, a new Codex date
-dir) is waited for on its nearest existing parent; when any watched
-directory gains, loses or renames a subdirectory, the wanted set is computed
-again and watches follow.
+non-recursively (watches are a per-user budget shared with every editor). A
+directory not there yet is waited for on its nearest existing parent; when a
+watched directory gains, loses or renames a subdirectory, the watches follow.
+A root over the free budget, or whose watch fails, is left to the periodic
+reconcile ("polling"), and status says so.
 
-Before watching, each root's directory count is compared with the free
-budget; a root over it, or one whose watch fails, is left to the periodic
-reconcile ("polling"), and status says so. watchdog swallows watch errors
-for subdirectories of recursive watches; every watch here is added on its
-own, so each failure surfaces and is handled.
+The watching is watched (invariant 12): events the kernel dropped make the
+watcher reconcile, as a flood does; a reader thread that ends is replaced,
+then a reconcile; after RESTARTS_MAX ends within RESTART_WINDOW every root
+polls, and status says why.
 
-The watching itself is watched (invariant 12): events the kernel dropped
-(its queue overflowed) make the watcher reconcile, as a flood does, and a
-reader thread that ends is noticed at once by a thread waiting on it, and
-replaced, watches and all, followed by a reconcile; after RESTARTS_MAX
-ends within RESTART_WINDOW every root polls, and status says why.
-
-Events are debounced, mapped to sessions through the adapters and handed to
-`on_sessions`, an agent's at a time (listing many again costs about one
-listing), with those whose every named path is gone; handlers are
-idempotent, because duplicate and out-of-order events are normal. SQLite's
--wal/-shm/-journal files are ignored: a read-only open of an agent's
-database may create them, and reacting to them would make every scan
-trigger another.
+Events are debounced and mapped to sessions, an agent's at a time; handlers
+are idempotent (duplicate and out-of-order events are normal). SQLite's
+-wal/-shm/-journal files are ignored: a read-only open may create them.
 """
 
 from __future__ import annotations
@@ -36,7 +23,7 @@ import errno
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -64,13 +51,10 @@ DEBOUNCE = 0.2
 # A file written without pause (a transcript mid-answer) still reaches the
 # index this often.
 DEBOUNCE_MAX = 1.0
-# Paths waiting at most: past this many (a flood: thousands of sessions
-# removed at once, or events held while a prune runs) they are dropped, and
-# a reconcile finds what they said from the disk instead.
+# Paths waiting at most: past this many (a flood) they are dropped, and a
+# reconcile finds what they said from the disk instead.
 PENDING_MAX = 20_000
 _IGNORED_SUFFIXES = ("-wal", "-shm", "-journal")
-# A reader thread that ends this often within the window is not started
-# again: every root polls (the reconcile every POLL_INTERVAL) instead.
 RESTARTS_MAX = 3
 RESTART_WINDOW = 3600.0
 
@@ -117,16 +101,15 @@ class Watcher:
         # Why every root polls, once the watching kept ending.
         self._given_up: str | None = None
 
-    # -- life -------------------------------------------------------------
     def start(self) -> None:
+        """Start the watches, their monitor and the event worker."""
         self._dirs.start()
         self._monitor(self._dirs)
         self._worker.start()
         self.resync(replan=True)
 
     def _monitor(self, dirs: DirWatches) -> None:
-        """A thread that waits for `dirs` to end: no timer, nothing to do
-        while they run."""
+        """A thread that waits for `dirs` to end (no timer)."""
 
         def wait() -> None:
             why = dirs.wait()
@@ -168,36 +151,33 @@ class Watcher:
             self._wake.notify_all()
 
     def stop(self) -> None:
+        """Stop watching and the worker, within about 2 seconds."""
         with self._wake:
             self._stopping = True
             self._wake.notify_all()
-        # Bounded: the daemon must be gone within 5 s of SIGTERM.
         self._dirs.stop(timeout=1)
         self._worker.join(timeout=1)
 
-    # -- state ------------------------------------------------------------
     @property
     def polling(self) -> bool:
+        """Whether some root polls."""
         with self._lock:
             return any(g.mode == POLLING for g in self._groups)
 
     def status(self) -> dict[str, object]:
+        """The `watch` of `status`, with why the watching ended lately."""
         with self._lock:
             modes = {g.mode for g in self._groups}
             mode = MIXED if len(modes) > 1 else (modes.pop() if modes else INOTIFY)
             return {
                 "mode": mode,
                 "roots": [g.as_json() for g in self._groups],
-                # Why the watching ended by itself lately (it was replaced,
-                # or every root polls since), or None.
                 "ended": self._ended,
             }
 
-    # -- watches ----------------------------------------------------------
     def resync(self, *, replan: bool = False) -> set[Path]:
-        """Compute the wanted watches from the adapters and hold exactly
-        those; the directories newly watched. `replan` reads the
-        inotify budget afresh and gives roots that fell back to polling
+        """Hold exactly the watches the adapters want; the directories newly
+        watched. `replan` reads the budget afresh and gives polling roots
         another chance."""
         with self._lock:
             if replan:
@@ -212,8 +192,9 @@ class Watcher:
             wanted = {d for g in groups for d in g.wanted}
             self._wanted = (frozenset(wanted), frozenset(a for d in wanted for a in d.parents))
             added = set(self._watches) - before
+            polling = [str(g.path) for g in groups if g.mode == POLLING]
         if added or replan:
-            log.info("watching", **self._summary())
+            log.info("watching", watches=len(self._watches), polling=polling)
         return added
 
     def _wanted_groups(self) -> list[RootWatch]:
@@ -244,7 +225,8 @@ class Watcher:
         failed (its root is now polling and the wanted set changed)."""
         wanted = {t for g in groups if g.mode == INOTIFY for t in g.targets}
         for path in set(self._watches) - wanted:
-            self._unschedule(path)
+            self._watches.discard(path)
+            self._dirs.remove(path)
         for group in groups:
             if group.mode != INOTIFY:
                 continue
@@ -269,23 +251,11 @@ class Watcher:
         self._watches.add(path)
         return None
 
-    def _unschedule(self, path: Path) -> None:
-        self._watches.discard(path)
-        self._dirs.remove(path)
-
-    def _summary(self) -> dict[str, object]:
-        polling = [str(g.path) for g in self._groups if g.mode == POLLING]
-        return {"watches": len(self._watches), "polling": polling}
-
-    # -- events -----------------------------------------------------------
     @contextmanager
     def held(self) -> Iterator[None]:
-        """Events wait while held: around each prune, purge, scan and
-        reconcile the daemon runs in its child. That work keeps the index
-        up to date for what it touches, and listing again what it removed,
-        batch after batch, held the listing of every directory the sessions
-        share in the daemon (some 45 MB at 50,000 sessions), and took a core
-        from the work."""
+        """Events wait while held: around the work the daemon runs in its
+        child, which keeps the index up to date for what it touches (listing
+        it again here would only hold the shared directories' listings)."""
         with self._wake:
             self._holds += 1
         try:
@@ -296,6 +266,7 @@ class Watcher:
                 self._wake.notify_all()
 
     def queue(self, event: FileSystemEvent) -> None:
+        """Take one event (the sink of the watches)."""
         paths = [os.fsdecode(event.src_path)]
         if event.dest_path:
             paths.append(os.fsdecode(event.dest_path))
@@ -314,9 +285,8 @@ class Watcher:
 
     def _shapes_watches(self, directory: Path) -> bool:
         """A directory that came, went or moved changes what is watched when
-        it is (or leads to) a wanted one, or lies in one (a new project or
-        date dir). Others, say under a busy /tmp watched only to see
-        claude-<uid> appear, do not."""
+        it is (or leads to) a wanted one, or lies in one; others (say under a
+        busy /tmp, watched to see claude-<uid> appear) do not."""
         wanted, leading = self._wanted
         return directory in wanted or directory.parent in wanted or directory in leading
 
@@ -339,8 +309,8 @@ class Watcher:
                     log.exception("resync failed")
                     added = set()
                 # What was written into a directory before its watch existed
-                # made no event: look at what is there now.
-                batch.update(_entries(added))
+                # made no event: look at what is there now (atimes unmoved).
+                batch.update(path for d in added for path in fsio.entry_paths(d))
             self._apply_events(batch)
 
     def _next_batch(self) -> tuple[set[str] | None, bool, bool]:
@@ -386,12 +356,3 @@ class Watcher:
                 self._on_sessions(agent, sorted(there), vanished)
             except Exception:
                 log.exception("refresh failed", agent=agent, sessions=sorted(there))
-
-
-def _entries(directories: Iterable[Path]) -> set[str]:
-    found: set[str] = set()
-    for directory in directories:
-        # An agent's directory: listed without moving its atime. One gone
-        # again lists nothing: its parent's event says so.
-        found.update(fsio.entry_paths(directory))
-    return found

@@ -1,13 +1,7 @@
 """The daemon's own work: its scheduled jobs (the prune, the reconcile,
-polling the roots that are not watched, the trash's expiry and
-compression), the refresh a
-watch event asks for, and the reconcile after a flood of events.
-
-Work is counted while it runs (`working`), by the socket's answers too: the
-daemon waits for it when it stops. A prune, purge, scan, or a flood's
-reconcile runs in the daemon's child (`in_child`), the watcher's events
-held meanwhile. After work in proportion to the sessions the memory goes
-back to the system (memory.py).
+polling unwatched roots, the trash), the refresh a watch event asks for, and
+the reconcile after a flood of events. Work is counted while it runs
+(`working`), the socket's answers too: the daemon waits for it when it stops.
 """
 
 from __future__ import annotations
@@ -36,8 +30,8 @@ LOCK_POLL = 1.0
 class Work:
     """What the daemon does besides answering, and the count of what runs.
     `ctx` and `watcher` are set as the daemon starts; `reread` reads the
-    config again and follows it, `poke` has the status line written again,
-    `trash_soon` has the trash job run now."""
+    config again, `poke` has the status line sent again, `trash_soon` has
+    the trash job run now."""
 
     def __init__(
         self,
@@ -63,6 +57,7 @@ class Work:
 
     @contextmanager
     def working(self) -> Iterator[None]:
+        """Count what runs inside."""
         with self._busy_lock:
             self._busy += 1
         try:
@@ -79,9 +74,7 @@ class Work:
         *,
         answer: bool = True,
     ) -> child.Done:
-        """A prune, purge, scan or reconcile in the daemon's child (see
-        child.run), the watcher's events held meanwhile (Watcher.held): they
-        are listed again after what it removed or wrote."""
+        """child.run, the watcher's events held meanwhile (Watcher.held)."""
         assert self.ctx is not None and self.watcher is not None
         with self.watcher.held():
             return child.run(self.ctx, method, params, asked_by, answer=answer)
@@ -92,10 +85,7 @@ class Work:
         try:
             indexing.relist(self.ctx, agent, session_ids, vanished)
         finally:
-            # Listing many sessions again (more than a few changed in the
-            # directories they share) kept those directories' listings: at
-            # 50,000 sessions some 45 MB, held until the next heavy request.
-            memory.after_work(self.ctx)
+            memory.give_back()  # listing many again read their shared directories
             self.changes.bump()
 
     def at_start(self) -> int:
@@ -105,7 +95,6 @@ class Work:
         with self._reconcile_lock:
             return indexing.reconcile(self.ctx)
 
-    # -- jobs -------------------------------------------------------------
     def prune(self) -> None:
         """The scheduled prune. A turn that finds the prune lock held (the
         CLI prunes, or the prune of a daemon killed meanwhile still ends)
@@ -113,9 +102,7 @@ class Work:
         whole prune_interval."""
         assert self.ctx is not None
         while True:
-            # As a scheduled prune does (core.prune), and in the daemon too:
-            # a prune that will not run starts no process.
-            self._reread()
+            self._reread()  # a prune that will not run starts no process
             if not self.ctx.prunes_on_schedule():
                 log.info("scheduled prune skipped (no retention, or a bad config)")
                 return
@@ -147,7 +134,7 @@ class Work:
                 log.exception("scheduled prune failed")
             finally:
                 self.changes.bump()
-                memory.after_work(self.ctx)
+                memory.give_back()
         return None
 
     def _prune_lock_waited(self) -> bool:
@@ -156,14 +143,13 @@ class Work:
         as work: a stop does not wait for it."""
         from agentkeep.prune.act import STOP  # here: serving alone never imports the act
 
-        told = False
-        while not self._prune_lock_free():
-            if not told:
-                log.info("another prune holds the prune lock: the scheduled prune waits for it")
-                told = True
-            if STOP.wait(LOCK_POLL):
-                return False
-        return True
+        if self._prune_lock_free():
+            return True
+        log.info("another prune holds the prune lock: the scheduled prune waits for it")
+        while not STOP.wait(LOCK_POLL):
+            if self._prune_lock_free():
+                return True
+        return False
 
     def _prune_lock_free(self) -> bool:
         """Whether the prune lock is free now (taken and let go). One that
@@ -178,17 +164,17 @@ class Work:
         return free
 
     def reconcile(self) -> None:
+        """The periodic reconcile, watches planned again."""
         self._reconcile(replan=True)
 
     def poll(self) -> None:
+        """The reconcile of polling roots, when some root polls."""
         if self.watcher is not None and self.watcher.polling:
             self._reconcile(replan=False)
 
     def after_a_flood(self) -> None:
-        """The watcher dropped events (a big prune, thousands of sessions
-        gone at once): a reconcile finds what they said, waiting for one
-        running (it may have looked before them), in the daemon's child (so
-        many changes relist or scan whole agents)."""
+        """The watcher dropped events: a reconcile in the daemon's child finds
+        what they said, after any running (it may have looked before them)."""
         self._reconcile(replan=True, flood=True)
 
     def _reconcile(self, *, replan: bool, flood: bool = False) -> None:
@@ -214,12 +200,12 @@ class Work:
             log.exception("reconcile failed")
         finally:
             self._reconcile_lock.release()
-            memory.after_work(self.ctx)
+            memory.give_back()
             self._poke()  # a root may have fallen back to polling, or come back
 
     def expire_trash(self) -> None:
-        """Hourly, and once a prune or purge has answered: the trash's
-        expiry, then the compression of what waits (trash.packing)."""
+        """Hourly, and after a prune or purge: the trash's expiry, then the
+        compression of what waits."""
         from agentkeep.core import trashcan  # here: it imports the act, serving alone never does
 
         assert self.ctx is not None
@@ -235,7 +221,6 @@ class Work:
                 self.changes.bump()
 
     def after_removal(self, method: str, params: dict[str, Any]) -> None:
-        """A prune or purge that removed: the trash job runs now (it packs
-        what the run moved in), after the answer, in its own thread."""
+        """After a prune or purge: the trash job runs now, in its own thread."""
         if method in ("prune", "purge") and not params.get("dry_run"):
             self._trash_soon()
