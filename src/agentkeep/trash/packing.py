@@ -37,7 +37,6 @@ import structlog
 
 from agentkeep.errors import RemovalError
 from agentkeep.leases import LeaseError, take_session
-from agentkeep.statefiles import write_json
 from agentkeep.trash import archive, unpack
 from agentkeep.trash.entries import (
     ASIDE,
@@ -143,7 +142,7 @@ def pack_entry(state_dir: Path, path: Path) -> TrashEntry | None:
             unpack.unlink_at(tmp, fd)
             entry.unpackable = str(exc)
             log.info("trash entry stays uncompressed", path=str(path), why=str(exc))
-            _under_lease(state_dir, entry, ident, lambda: _save(entry))
+            _under_lease(state_dir, entry, ident, entry.save)
             return None
         except BaseException:
             unpack.unlink_at(tmp, fd)
@@ -154,7 +153,7 @@ def pack_entry(state_dir: Path, path: Path) -> TrashEntry | None:
             os.fsync(fd)
             _step("renamed")
             entry.packed = Packing(ARCHIVE, size, packed.original)
-            _save(entry)  # the commit point
+            entry.save()  # the commit point
             _step("committed")
             _let_go(path, keep=entry.packed)
 
@@ -208,10 +207,6 @@ def _under_lease(
         taken.discard()
 
 
-def _save(entry: TrashEntry) -> None:
-    write_json(entry.path / ENTRY, entry.to_json())
-
-
 def _let_go(path: Path, keep: Packing | None) -> None:
     """Remove everything of the entry but entry.json and its archive: once
     the archive is committed, a copy of what it holds (or a temporary
@@ -248,7 +243,7 @@ def unpacked(entry: TrashEntry) -> TrashEntry:
         # holds it is let go.
         os.sync()
         name, entry.packed = entry.packed.name, None
-        _save(entry)
+        entry.save()
         _step("uncommitted")
         unpack.unlink_at(name, fd)
         os.rmdir(_UNPACKING, dir_fd=fd)

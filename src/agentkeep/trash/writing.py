@@ -14,7 +14,6 @@ from agentkeep.adapters.sqlite import TableRows
 from agentkeep.disk import DirCursor
 from agentkeep.history import Gone
 from agentkeep.paths import ensure_private_dir
-from agentkeep.statefiles import write_json
 from agentkeep.trash import rows
 from agentkeep.trash.entries import (
     ENTRY,
@@ -51,7 +50,7 @@ class TrashWriter:
         self._ready: set[int] = set()
 
     def _save(self) -> None:
-        write_json(self.path / ENTRY, self.entry.to_json())
+        self.entry.save()
         self._new_root = False
 
     def root_number(self, root: str) -> int:
