@@ -19,9 +19,8 @@ from agentkeep.trash.entries import RestoreConflict
 class _Level:
     name: str
     pending: list[str]
-    # The destination cursor stands in this level's destination.
-    dst: bool
-    # The trash directory's stat when restore created its destination: its
+    dst: bool  # the destination cursor stands in this level's destination
+    # The trash directory's stat when its destination was made here: its
     # mode and times are put back once everything is inside.
     created: os.stat_result | None = None
 
@@ -30,14 +29,11 @@ def restore_tree(
     src_root: Path, dst_root: str, *, act: bool, times: dict[str, tuple[int, int]] | None = None
 ) -> tuple[list[str], int]:
     """Check (act=False) or move back (act=True) the tree `src_root` into
-    `dst_root`. Returns the conflicting destinations and the bytes moved.
-    `times` are the recorded times of directories below `dst_root` (by
-    their path relative to it): a directory restore makes again gets them.
-
-    The destination is walked like a removal (invariant 6): a link on the way
-    is a conflict, never followed. Directories that exist are merged into;
-    a destination file that exists in any form is a conflict.
-    """
+    `dst_root`: the conflicting destinations and the bytes moved. `times`:
+    the recorded times of directories below `dst_root`, by relative path,
+    for those made again. The destination is walked like a removal
+    (invariant 6): a link on the way is a conflict, never followed; an
+    existing directory is merged into, any other existing name conflicts."""
     if not src_root.is_dir():
         return [], 0
     try:

@@ -200,7 +200,7 @@ def _let_go(path: Path, keep: Packing | None) -> None:
         if name == ENTRY or (keep is not None and name == keep.name):
             continue
         try:
-            _remove_tree(path, name)
+            remove_tree(path, name)
             _step("let go")
         except TrashError as exc:
             log.warning("trash entry keeps a copy beside its archive", error=str(exc))
@@ -213,7 +213,7 @@ def unpacked(entry: TrashEntry) -> TrashEntry:
     if entry.packed is None:
         return entry
     with _open_dir(entry.path) as fd:
-        _remove_tree(entry.path, _UNPACKING)
+        remove_tree(entry.path, _UNPACKING)
         os.mkdir(_UNPACKING, 0o700, dir_fd=fd)
         try:
             with _open_file(entry.packed.name, fd) as f, _open_dir(entry.path / _UNPACKING) as tmp:
@@ -250,7 +250,7 @@ def _open_file(name: str, dir_fd: int) -> Iterator[BinaryIO]:
         yield f
 
 
-def _remove_tree(path: Path, name: str) -> None:
+def remove_tree(path: Path, name: str) -> None:
     """Remove `path/name` link-safely, if it is there. Raises TrashError."""
     # Imported here: reading the trash removes nothing.
     from agentkeep.rmtree import remove_tree_at

@@ -42,8 +42,7 @@ RESTORED = "restored"
 
 @dataclass
 class RestoreResult:
-    """The entries put back (the session first, then its ancestors) and the
-    bytes moved."""
+    """The entries put back (the session first), the bytes and paths moved."""
 
     entries: list[TrashEntry]
     bytes: int = 0
@@ -52,8 +51,7 @@ class RestoreResult:
 
 def _chain(state_dir: Path, agent: str, session_id: str) -> list[TrashEntry]:
     """The session's entry, then each ancestor's still in the trash, each
-    read from its own directory (reading the whole trash cost a restore
-    0.2 ms an entry: seconds after a big prune)."""
+    read from its own directory alone."""
     entry = entry_of(state_dir, agent, session_id)
     if entry is None:
         raise NoSuchEntry(f"no {agent} session {session_id} in the trash")
@@ -89,13 +87,11 @@ def _lease_all(state_dir: Path, chain: list[TrashEntry]) -> list[Taken]:
 
 
 def restore(state_dir: Path, agent: str, session_id: str, *, now: float) -> RestoreResult:
-    """Put a session, and its ancestors still in the trash, back where they
-    were, files and database rows. Everything is checked first, and nothing
-    moves unless all of it can: RestoreConflict when anything would be
-    overwritten (a file, a row with the same key that differs), RestoreRefused
-    when a lease is held, a destination root is not safe to write into (it is
-    not the user's, others can write to it, a link on the way is not theirs)
-    or a database is in use; NoSuchEntry when the session is not in the trash."""
+    """Put a session, and its ancestors still in the trash, back (see the
+    module). RestoreConflict when anything would be overwritten (a file, a
+    row with the same key that differs); RestoreRefused when a lease is
+    held, a destination is not safe to write into or a database is in use;
+    NoSuchEntry when the session is not in the trash."""
     chain = _chain(state_dir, agent, session_id)
     leases = _lease_all(state_dir, chain)
     try:
@@ -103,8 +99,7 @@ def restore(state_dir: Path, agent: str, session_id: str, *, now: float) -> Rest
         current = [e for e in (read_entry(e.path) for e in chain if e.path.is_dir()) if e]
         if not current or current[0].id != session_id:
             raise NoSuchEntry(f"no {agent} session {session_id} in the trash")
-        # A compressed entry is first what the prune wrote again: restore
-        # then moves its files back as ever, by link-then-unlink.
+        # A compressed entry is first unpacked: files go back by link-then-unlink.
         current = [unpacked(e) for e in current]
         rows = {id(e): saved_rows(e) for e in current}
         _check(current, rows)
@@ -171,10 +166,9 @@ def _rows_back(db: str, saved: list[TableRows], *, act: bool) -> list[str]:
 
 
 def _destination_problem(root: str) -> str | None:
-    """Why files must not be put back under `root`: it is checked like an
-    agent root (the user's, not writable by others, no link on the way that
-    is not theirs); a root that is gone (a reboot emptied /tmp) is checked
-    by the way to it, which restore then makes, 0700, as the user's."""
+    """Why files must not be put back under `root`, checked like an agent
+    root; a root that is gone (a reboot emptied /tmp) by the way to it,
+    which restore then makes, 0700."""
     uid = os.getuid()
     if os.path.lexists(root):
         return rootsafety.root_problem(root, uid)

@@ -1,9 +1,8 @@
-"""Unpacking an archive trash.archive wrote, back into the entry's
-directory: each file is written under a temporary name outside the tree
-first, with its mode and times, then linked in, so a name in the tree is
-always a whole file; a name already there is kept (a leftover of an
-earlier packing or unpacking: the same file). Directories get their modes
-and times once everything is back inside them (members come in pre-order).
+"""Unpacking an archive trash.archive wrote back into the entry's directory:
+each file is made under a temporary name outside the tree, with its mode
+and times, then linked in, so a name in the tree is always a whole file; a
+name already there (left by a killed packing or unpacking) is kept.
+Directories get their modes and times once everything is back inside.
 """
 
 from __future__ import annotations
@@ -32,9 +31,8 @@ def ns_of(text: str) -> int:
 
 
 def members(archive: IO[bytes]) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
-    """The members of an archive pack() wrote, each with its content's
-    stream (files only; read it before asking for the next). Raises
-    BadArchive for one that is damaged or not agentkeep's."""
+    """The members of an archive pack() wrote, each with its content's stream
+    (files only; read before the next). BadArchive for a damaged one."""
     reader = zstandard.ZstdDecompressor().stream_reader(archive, closefd=False)
     try:
         with reader, tarfile.open(fileobj=reader, mode="r|", encoding=ENCODING) as tar:
@@ -64,20 +62,18 @@ def times_of(info: tarfile.TarInfo) -> tuple[int, int]:
 
 
 class _Unpacking:
-    """One unpack: the cursor in the entry's tree, the directories it stands
-    in (with the member each was packed as), and the temporary directory
-    each file is written in first."""
+    """One unpack: a cursor in the entry's tree and the directories it
+    stands in, each with its member (None: made for a member below it)."""
 
     def __init__(self, entry_fd: int, tmp_fd: int) -> None:
         self.entry_fd = entry_fd
         self.tmp_fd = tmp_fd
         self.cursor = DirCursor(os.dup(entry_fd), "")
-        # The directories the cursor went down into, each with its member
-        # (None: made for a member whose directory had none before it).
         self.dirs: list[tuple[str, tarfile.TarInfo | None]] = []
         self.written = 0
 
     def run(self, archive: IO[bytes], after_each: Callable[[], None]) -> None:
+        """Unpack every member, calling `after_each` before each."""
         for info, data in members(archive):
             after_each()
             parts = check_name(info.name)
@@ -91,8 +87,8 @@ class _Unpacking:
         self._go_to([])
 
     def _go_to(self, parts: list[str]) -> None:
-        """The cursor up to what it shares with `parts` (giving each
-        directory it leaves its mode and times), then down the rest."""
+        """The cursor up to what it shares with `parts` (each directory left
+        gets its mode and times), then down the rest."""
         shared = 0
         while shared < min(len(parts), len(self.dirs)) and self.dirs[shared][0] == parts[shared]:
             shared += 1
@@ -117,8 +113,7 @@ class _Unpacking:
             self.cursor.down(name)
         except NotADirectoryError as exc:
             raise BadArchive(f"{self.cursor.path(name)} is in the way of a directory") from exc
-        # Writable by us until it is left (an earlier unpack may have
-        # given it its own mode already).
+        # Writable by us until it is left (a killed unpack may have set its mode).
         mode = stat.S_IMODE(os.fstat(self.cursor.fd).st_mode)
         if mode & stat.S_IRWXU != stat.S_IRWXU:
             os.fchmod(self.cursor.fd, mode | stat.S_IRWXU)
@@ -146,8 +141,8 @@ class _Unpacking:
         os.unlink(tmp, dir_fd=self.tmp_fd)
 
     def _hard_link(self, leaf: str, info: tarfile.TarInfo) -> None:
-        """A second name of a file unpacked before it: found again from the
-        entry's directory, link by link (hard links are rare)."""
+        """A second name of a file unpacked before it, found from the entry's
+        directory down."""
         parts = check_name(info.linkname)
         with DirCursor(os.dup(self.entry_fd), "") as there:
             for name in parts[:-1]:
@@ -161,16 +156,16 @@ class _Unpacking:
             )
 
     def close(self) -> None:
+        """Close the cursor."""
         self.cursor.close()
 
 
 def unpack(
     archive: IO[bytes], entry_fd: int, tmp_fd: int, after_each: Callable[[], None] = lambda: None
 ) -> int:
-    """Unpack an archive pack() wrote into the directory of `entry_fd`,
-    writing each file in the (empty) directory of `tmp_fd` first, calling
-    `after_each` before each member; the members written (those already
-    there are kept). Raises BadArchive, or OSError."""
+    """Unpack an archive pack() wrote into the directory of `entry_fd`, each
+    file made in the (empty) directory of `tmp_fd` first; the members
+    written (those already there are kept). BadArchive, or OSError."""
     unpacking = _Unpacking(entry_fd, tmp_fd)
     try:
         unpacking.run(archive, after_each)

@@ -31,15 +31,11 @@ log = structlog.get_logger("agentkeep.trash")
 
 
 class TrashWriter:
-    """One entry being written by a prune. entry.json is rewritten (atomically)
-    before anything is moved under a root it did not name yet or into a
-    directory it made, and when it is closed. Restore moves back each
-    root's whole tree, with the times of the directories it makes again:
-    so a prune that stops half way leaves an entry that restore understands
-    and that puts back everything moved. Only the items and bytes (what
-    `trash` lists) of the moves after the last write are missing from it.
-    A write after every move was two thirds of a prune's time into the
-    trash."""
+    """One entry being written by a prune. entry.json is rewritten before
+    anything is moved under a root it did not name yet or into a directory
+    it made, and when closed: restore moves back each root's whole tree, so
+    an entry a prune left half way puts back everything moved (only the
+    items and bytes `trash` lists of the last moves are missing)."""
 
     def __init__(self, entry: TrashEntry) -> None:
         self.entry = entry
@@ -56,20 +52,19 @@ class TrashWriter:
     def root_number(self, root: str) -> int:
         """The number of `root` in the entry; a new one is written by the
         destination() that comes before anything is moved under it."""
-        for n, known in self.entry.roots.items():
-            if known == root:
-                return n
+        n = next((n for n, known in self.entry.roots.items() if known == root), None)
+        if n is not None:
+            return n
         n = max(self.entry.roots, default=-1) + 1
         self.entry.roots[n] = root
         self._new_root = True
         return n
 
     def destination(self, n: int, chain: list[tuple[str, os.stat_result]]) -> int:
-        """A descriptor of `roots/<n>/<chain...>`, creating the directories
-        (with the modes of the ones they stand for, and always writable by
-        us, and their times recorded for restore); the caller closes it.
-        The entry is written before it returns when it names a new root or
-        made a directory: nothing is moved where it does not say."""
+        """A descriptor of `roots/<n>/<chain...>` for the caller to close,
+        making the directories (their originals' modes, plus ours; their
+        times recorded for restore). The entry is written first when it names
+        a new root or made a directory: nothing moves where it does not say."""
         if n not in self._ready:
             ensure_private_dir(ensure_private_dir(self.path / ROOTS) / str(n))
             self._ready.add(n)
@@ -108,12 +103,14 @@ class TrashWriter:
         rows.add_rows(self.path, table)
 
     def mark_partial(self, what: str) -> None:
+        """Some of the session (`what`) was removed, not trashed."""
         if not self.entry.partial:
             log.info("trash entry partial", agent=self.entry.agent, id=self.entry.id, what=what)
             self.entry.partial = True
             self._save()
 
     def close(self) -> None:
+        """Write the entry a last time."""
         self._save()
 
     def __enter__(self) -> TrashWriter:
@@ -136,10 +133,9 @@ def open_entry(
 ) -> TrashWriter:
     """Start (or continue: a journal's retry, a session trashed again) the
     entry of one session, kept for `keep_for` seconds from `now`; `about`:
-    what the record of what went says of it (history). Call it
-    under the session's exclusive lease, like the removal it serves. Raises
-    TrashError when an existing entry cannot be read (it is never replaced
-    blindly), OSError when the entry cannot be written."""
+    its line in the record of what went. Call it under the session's
+    leases. TrashError when an existing entry cannot be read (it is never
+    replaced blindly), OSError when the entry cannot be written."""
     path = entry_dir(state_dir, agent, session_id)
     for directory in (state_dir, trash_dir(state_dir), path.parent, path):
         ensure_private_dir(directory)
@@ -147,8 +143,7 @@ def open_entry(
         entry = read_entry(path)
         if entry is None:
             raise TrashError(f"{path / ENTRY} cannot be read; move it away to trash this session")
-        # Moves go into roots/ and rows into rows.sqlite, beside nothing
-        # packed (trash.packing packs the whole entry again later).
+        # Moves go beside nothing packed (the whole entry is packed again later).
         entry = unpacked(entry)
         entry.parent = parent if parent is not None else entry.parent
     else:
