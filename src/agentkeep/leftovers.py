@@ -63,9 +63,7 @@ class Kind:
 KINDS = (
     # Bun's runtime library, one per Claude Code or opencode process.
     Kind(
-        "bun-runtime",
-        re.compile(r"\.[0-9a-f]{16}-00000000\.so"),
-        frozenset({"claude", "opencode"}),
+        "bun-runtime", re.compile(r"\.[0-9a-f]{16}-00000000\.so"), frozenset({"claude", "opencode"})
     ),
     # pi's output of a big bash command (randomBytes(8) in hex), which its
     # transcript names and nothing removes.
@@ -178,28 +176,25 @@ def garbage(
     return [f for f in found if why_kept(f, uid=uid, now=now, mapped=mapped, named=named) is None]
 
 
-def mapped(found: Collection[Found], proc: str = "/proc") -> dict[str, int]:
+def mapped(found: Collection[Found]) -> dict[str, int]:
     """The path of each of `found` that a process maps, with its pid, by
     device and inode or by path, from every /proc/<pid>/maps that can be
     read (one that cannot is left to the lease)."""
     by_ident = {f.ident: f.path for f in found}
-    by_path = {f.path: f.path for f in found}
-    by_path.update({os.path.realpath(f.path): f.path for f in found})
+    by_path = {os.path.realpath(f.path): f.path for f in found} | {f.path: f.path for f in found}
     hits: dict[str, int] = {}
     try:
-        pids = [int(p) for p in os.listdir(proc) if p.isdigit()]
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
         return hits
     for pid in pids:
         try:
-            with open(f"{proc}/{pid}/maps", "rb") as maps:
-                text = maps.read().decode("utf-8", "surrogateescape")
+            with open(f"/proc/{pid}/maps", "rb") as maps:
+                lines = maps.read().decode("utf-8", "surrogateescape").splitlines()
         except OSError:
             continue
-        for line in text.splitlines():
-            path = _mapped_path(line, by_ident, by_path)
-            if path is not None:
-                hits.setdefault(path, pid)
+        for path in filter(None, (_mapped_path(line, by_ident, by_path) for line in lines)):
+            hits.setdefault(path, pid)
     return hits
 
 
