@@ -1,23 +1,27 @@
 """Writing an entry during a prune: what was on the state dir's file system
 is renamed in (nothing copied), the rest is removed at once and the entry
-is marked partial."""
+is marked partial. The database rows removed with it go into rows.sqlite
+(a table per table they came from), read back by restore (saved_rows)."""
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import stat
 from pathlib import Path
 
 import structlog
 
+from agentkeep.adapters import sqlite
 from agentkeep.adapters.sqlite import TableRows
 from agentkeep.disk import DirCursor
 from agentkeep.history import Gone
 from agentkeep.paths import ensure_private_dir
-from agentkeep.trash import rows
 from agentkeep.trash.entries import (
     ENTRY,
     ROOTS,
+    ROWS,
     TrashEntry,
     TrashError,
     TrashItem,
@@ -97,10 +101,37 @@ class TrashWriter:
         self.entry.items.append(TrashItem(n, rel))
         self.entry.bytes += nbytes
 
-    def add_rows(self, table: TableRows) -> None:
-        """Keep `table`'s rows (removed with the session) in the entry,
-        durably, before they are deleted. Raises sqlite3.Error or OSError."""
-        rows.add_rows(self.path, table)
+    def add_rows(self, rows: TableRows) -> None:
+        """Keep `rows` (removed with the session) in the entry, durably,
+        before they are deleted. Raises sqlite3.Error or OSError."""
+        conn = sqlite3.connect(self.path / ROWS, isolation_level=None)
+        try:
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS tables (n INTEGER PRIMARY KEY,"
+                " db TEXT NOT NULL, name TEXT NOT NULL, columns TEXT NOT NULL)"
+            )
+            cols = json.dumps(list(rows.columns))
+            found = conn.execute(
+                "SELECT n FROM tables WHERE db = ? AND name = ? AND columns = ?",
+                (rows.db, rows.table, cols),
+            ).fetchone()
+            if found is None:
+                n = conn.execute(
+                    "INSERT INTO tables (db, name, columns) VALUES (?, ?, ?)",
+                    (rows.db, rows.table, cols),
+                ).lastrowid
+                names = ", ".join(f"c{i}" for i in range(len(rows.columns)))
+                conn.execute(f"CREATE TABLE t{n} ({names})")
+            else:
+                n = found[0]
+            marks = ", ".join("?" for _ in rows.columns)
+            conn.executemany(f"INSERT INTO t{n} VALUES ({marks})", rows.rows)
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        os.chmod(self.path / ROWS, 0o600)
 
     def mark_partial(self, what: str) -> None:
         """Some of the session (`what`) was removed, not trashed."""
@@ -157,3 +188,27 @@ def open_entry(
     writer = TrashWriter(entry)
     writer._save()
     return writer
+
+
+def saved_rows(entry: TrashEntry) -> dict[str, list[TableRows]]:
+    """The rows the entry keeps, by database. Raises TrashError when they
+    cannot be read (restore then moves nothing)."""
+    path = entry.path / ROWS
+    if not os.path.lexists(path):
+        return {}
+    if not sqlite.is_database_file(path):
+        raise TrashError(f"{path} is not a regular file")
+    out: dict[str, list[TableRows]] = {}
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            listed = conn.execute("SELECT n, db, name, columns FROM tables ORDER BY n").fetchall()
+            for n, db, name, cols in listed:
+                values = tuple(tuple(r) for r in conn.execute(f"SELECT * FROM t{int(n)}"))
+                columns = tuple(json.loads(cols))
+                out.setdefault(db, []).append(TableRows(db, name, columns, values))
+        finally:
+            conn.close()
+    except (sqlite3.Error, ValueError, TypeError) as exc:
+        raise TrashError(f"{path} cannot be read: {exc}") from exc
+    return out
