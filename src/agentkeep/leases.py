@@ -22,6 +22,7 @@ import stat
 import sys
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -245,13 +246,13 @@ def try_exclusive(path: Path, *, create_dirs: bool = True) -> Lease | None:
         raise
 
 
+@dataclass
 class Taken:
     """Every lease of one session held exclusively: agentkeep's own and the
     agent's own lock files (zero's `lease.lock`), released together."""
 
-    def __init__(self, own: Lease | None, locks: list[Lease]) -> None:
-        self.own = own
-        self.locks = locks
+    own: Lease | None
+    locks: list[Lease]
 
     def release(self) -> None:
         """Release every lease."""

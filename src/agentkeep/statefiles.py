@@ -173,13 +173,11 @@ class Pins:
 def _pins(value: Any) -> set[tuple[str, str]]:
     if not isinstance(value, list):
         raise TypeError("not a list of [agent, id] pairs")
-    pins: set[tuple[str, str]] = set()
     for item in value:
         if not (
             isinstance(item, list)
             and len(item) == 2
-            and all(isinstance(part, str) and part for part in item)
+            and all(isinstance(p, str) and p for p in item)
         ):
             raise TypeError(f"{json.dumps(item)[:80]} is not an [agent, id] pair")
-        pins.add((item[0], item[1]))
-    return pins
+    return {(agent, session_id) for agent, session_id in value}

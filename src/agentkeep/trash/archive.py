@@ -47,10 +47,9 @@ class BadArchive(Exception):
 
 @dataclass
 class Packed:
-    """What pack() wrote: members, the files' bytes, and the tar's bytes
-    (what the compressed stream holds)."""
+    """What pack() wrote: the files' bytes, and the tar's bytes (what the
+    compressed stream holds)."""
 
-    members: int = 0
     original: int = 0
     tar_bytes: int = 0
 
@@ -84,11 +83,10 @@ def pack(
     compressor = zstandard.ZstdCompressor(level=LEVEL, write_checksum=True)
     with compressor.stream_writer(out, closefd=False) as writer:
         tar = _TarWriter(writer)
-        seen: dict[tuple[int, int], str] = {}
         for name in names:
             with DirCursor(os.dup(entry_fd), "") as cursor:
                 for path, st, member in _walk(cursor, name):
-                    _add(tar, cursor, path, st, member, seen, packed)
+                    packed.original += _add(tar, cursor, path, st, member)
                     after_each()
         tar.close()
         packed.tar_bytes = tar.written
@@ -124,19 +122,11 @@ def _walk(cursor: DirCursor, top: str) -> Iterator[tuple[str, os.stat_result, st
     cursor.up()
 
 
-def _add(
-    tar: _TarWriter,
-    cursor: DirCursor,
-    name: str,
-    st: os.stat_result,
-    member: str,
-    seen: dict[tuple[int, int], str],
-    packed: Packed,
-) -> None:
+def _add(tar: _TarWriter, cursor: DirCursor, name: str, st: os.stat_result, member: str) -> int:
+    """One member; the bytes of its content."""
     if st.st_uid != os.getuid():
         raise Unpackable(f"{member} belongs to another user (uid {st.st_uid})")
     kind = stat.S_IFMT(st.st_mode)
-    packed.members += 1
     if kind == stat.S_IFDIR:
         tar.member(member, st, DIRTYPE)
     elif kind == stat.S_IFLNK:
@@ -145,13 +135,14 @@ def _add(
         tar.member(member, st, FIFOTYPE)
     elif kind != stat.S_IFREG:
         raise Unpackable(f"{member} is {file_kind(st.st_mode)}")
-    elif st.st_nlink > 1 and (st.st_dev, st.st_ino) in seen:
-        tar.member(member, st, LNKTYPE, seen[(st.st_dev, st.st_ino)])
+    elif st.st_nlink > 1 and (st.st_dev, st.st_ino) in tar.seen:
+        tar.member(member, st, LNKTYPE, tar.seen[(st.st_dev, st.st_ino)])
     else:
         if st.st_nlink > 1:
-            seen[(st.st_dev, st.st_ino)] = member
+            tar.seen[(st.st_dev, st.st_ino)] = member
         _add_file(tar, cursor, name, st, member)
-        packed.original += st.st_size
+        return st.st_size
+    return 0
 
 
 def _link_target(cursor: DirCursor, name: str, st: os.stat_result) -> str:
@@ -194,6 +185,8 @@ class _TarWriter:
         self.out = out
         self.written = 0
         self._size = 0
+        # The member each file of several names was first packed as.
+        self.seen: dict[tuple[int, int], str] = {}
 
     def write(self, data: bytes) -> None:
         self.out.write(data)

@@ -67,7 +67,7 @@ class Expiry:
         # Taken before the entries are read: a change meanwhile shows next
         # time, as does one in a directory signed None (disk.signed: its
         # mtime too recent to vouch that it will not change unseen).
-        mtimes, signature = self._signature()
+        mtimes, signature = disk.signed([trash_dir(self.state_dir), *agent_dirs(self.state_dir)])
         if self._known is not None and self._known[0] == mtimes and now < self._known[1]:
             return []
         entries = list_entries(self.state_dir)
@@ -76,9 +76,6 @@ class Expiry:
         left = [e.expires_at for e in entries if (e.agent, e.id) not in gone]
         self._known = (signature, min(left, default=math.inf))
         return expired
-
-    def _signature(self) -> tuple[dict[str, int | None], dict[str, int | None]]:
-        return disk.signed([trash_dir(self.state_dir), *agent_dirs(self.state_dir)])
 
     def known(self) -> list[Any] | None:
         """What the last read found, as JSON, for trust() in another process."""

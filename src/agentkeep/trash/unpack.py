@@ -65,10 +65,10 @@ class _Unpacking:
     """One unpack: a cursor in the entry's tree and the directories it
     stands in, each with its member (None: made for a member below it)."""
 
-    def __init__(self, entry_fd: int, tmp_fd: int) -> None:
+    def __init__(self, entry_fd: int, tmp_fd: int, cursor: DirCursor) -> None:
         self.entry_fd = entry_fd
         self.tmp_fd = tmp_fd
-        self.cursor = DirCursor(os.dup(entry_fd), "")
+        self.cursor = cursor
         self.dirs: list[tuple[str, tarfile.TarInfo | None]] = []
         self.written = 0
 
@@ -155,10 +155,6 @@ class _Unpacking:
                 follow_symlinks=False,
             )
 
-    def close(self) -> None:
-        """Close the cursor."""
-        self.cursor.close()
-
 
 def unpack(
     archive: IO[bytes], entry_fd: int, tmp_fd: int, after_each: Callable[[], None] = lambda: None
@@ -166,11 +162,9 @@ def unpack(
     """Unpack an archive pack() wrote into the directory of `entry_fd`, each
     file made in the (empty) directory of `tmp_fd` first; the members
     written (those already there are kept). BadArchive, or OSError."""
-    unpacking = _Unpacking(entry_fd, tmp_fd)
-    try:
+    with DirCursor(os.dup(entry_fd), "") as cursor:
+        unpacking = _Unpacking(entry_fd, tmp_fd, cursor)
         unpacking.run(archive, after_each)
-    finally:
-        unpacking.close()
     return unpacking.written
 
 
