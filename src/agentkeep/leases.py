@@ -32,6 +32,7 @@ from agentkeep.adapters.base import valid_name
 from agentkeep.fsio import file_kind
 from agentkeep.model import Reason
 from agentkeep.paths import ensure_private_dir
+from agentkeep.statefiles import remove
 
 log = structlog.get_logger("agentkeep.leases")
 
@@ -111,10 +112,7 @@ class Lease:
         from the unlink on, another locker takes a new file at once, and one
         that opened the old file finds it unlinked and opens again (_lock)."""
         if self.fd >= 0 and _same_file(self.fd, self.path):
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
+            remove(self.path)
 
     def __enter__(self) -> Lease:
         return self
@@ -239,10 +237,9 @@ def try_exclusive(path: Path, *, create_dirs: bool = True) -> Lease | None:
         return Lease(path, _lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB, create_dirs=create_dirs))
     except BlockingIOError:
         return None
-    except LeaseUnsafe:
-        raise
     except LeaseError as exc:
-        log.warning("lease cannot be taken", path=str(path), error=str(exc.__cause__))
+        if not isinstance(exc, LeaseUnsafe):
+            log.warning("lease cannot be taken", path=str(path), error=str(exc.__cause__))
         raise
 
 

@@ -21,7 +21,7 @@ from agentkeep.trash.archive import ENCODING, BadArchive
 _NS = 1_000_000_000
 
 
-def ns_of(text: str) -> int:
+def _ns_of(text: str) -> int:
     """The nanoseconds of a pax decimal (pax_time's inverse)."""
     sign, text = (-1, text[1:]) if text.startswith("-") else (1, text)
     whole, _, frac = text.partition(".")
@@ -30,20 +30,19 @@ def ns_of(text: str) -> int:
     return sign * (int(whole) * _NS + int(frac[:9].ljust(9, "0")))
 
 
-def members(archive: IO[bytes]) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
+def _members(archive: IO[bytes]) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
     """The members of an archive pack() wrote, each with its content's stream
     (files only; read before the next). BadArchive for a damaged one."""
     reader = zstandard.ZstdDecompressor().stream_reader(archive, closefd=False)
     try:
         with reader, tarfile.open(fileobj=reader, mode="r|", encoding=ENCODING) as tar:
             for info in tar:
-                check_name(info.name)
                 yield info, tar.extractfile(info) if info.isreg() else None
     except (tarfile.TarError, zstandard.ZstdError, EOFError) as exc:
         raise BadArchive(str(exc)) from exc
 
 
-def check_name(name: str) -> list[str]:
+def _check_name(name: str) -> list[str]:
     """The components of a member's name; BadArchive for one that could
     walk out of the entry or onto its entry.json."""
     parts = name.split("/")
@@ -52,13 +51,11 @@ def check_name(name: str) -> list[str]:
     return parts
 
 
-def times_of(info: tarfile.TarInfo) -> tuple[int, int]:
+def _times_of(info: tarfile.TarInfo) -> tuple[int, int]:
     """(atime_ns, mtime_ns) a member was packed with."""
-    mtime = ns_of(info.pax_headers["mtime"]) if "mtime" in info.pax_headers else None
-    atime = ns_of(info.pax_headers["atime"]) if "atime" in info.pax_headers else None
-    if mtime is None:
-        mtime = int(info.mtime) * _NS
-    return (mtime if atime is None else atime), mtime
+    pax = info.pax_headers
+    mtime = _ns_of(pax["mtime"]) if "mtime" in pax else int(info.mtime) * _NS
+    return (_ns_of(pax["atime"]) if "atime" in pax else mtime), mtime
 
 
 class _Unpacking:
@@ -74,9 +71,9 @@ class _Unpacking:
 
     def run(self, archive: IO[bytes], after_each: Callable[[], None]) -> None:
         """Unpack every member, calling `after_each` before each."""
-        for info, data in members(archive):
+        for info, data in _members(archive):
             after_each()
-            parts = check_name(info.name)
+            parts = _check_name(info.name)
             self._go_to(parts[:-1])
             leaf = parts[-1]
             if info.isdir():
@@ -95,7 +92,7 @@ class _Unpacking:
         while len(self.dirs) > shared:
             name, info = self.dirs.pop()
             if info is not None:
-                os.utime(self.cursor.fd, ns=times_of(info))
+                os.utime(self.cursor.fd, ns=_times_of(info))
             self.cursor.up()
             if info is not None:
                 # Its own mode once it is left: one without search
@@ -136,14 +133,14 @@ class _Unpacking:
             _write(tmp, self.tmp_fd, data, info)
         else:
             raise BadArchive(f"{info.name}: a member of an unknown kind")
-        os.utime(tmp, ns=times_of(info), dir_fd=self.tmp_fd, follow_symlinks=False)
+        os.utime(tmp, ns=_times_of(info), dir_fd=self.tmp_fd, follow_symlinks=False)
         os.link(tmp, leaf, src_dir_fd=self.tmp_fd, dst_dir_fd=self.cursor.fd, follow_symlinks=False)
         os.unlink(tmp, dir_fd=self.tmp_fd)
 
     def _hard_link(self, leaf: str, info: tarfile.TarInfo) -> None:
         """A second name of a file unpacked before it, found from the entry's
         directory down."""
-        parts = check_name(info.linkname)
+        parts = _check_name(info.linkname)
         with DirCursor(os.dup(self.entry_fd), "") as there:
             for name in parts[:-1]:
                 there.down(name)
