@@ -242,6 +242,7 @@ def open_parent(root: str, parts: list[str], residual: Callable[[], None]) -> Pa
         return None
     except OSError as exc:
         raise RemovalError(f"{root}: {type(exc).__name__}: {exc.strerror or exc}") from exc
+    parent = None
     try:
         root_mount = _mount_of(cursor)
         chain: list[tuple[str, os.stat_result]] = []
@@ -249,25 +250,23 @@ def open_parent(root: str, parts: list[str], residual: Callable[[], None]) -> Pa
             try:
                 st = cursor.down(name)
             except FileNotFoundError:
-                cursor.close()
                 return None
             except OSError as exc:
                 if exc.errno not in _NOT_A_DIR:
                     raise
-                # A link on the way: what lies behind it is not ours to remove.
-                residual()
-                cursor.close()
+                residual()  # a link on the way: what lies behind it is not ours
                 return None
             if _mount_of(cursor) != root_mount:
-                # A mount point on the way: nothing below it is ours to remove.
-                residual()
-                cursor.close()
+                residual()  # a mount point on the way: nothing below it is ours
                 return None
             chain.append((name, st))
-        return Parent(cursor, root_mount, chain)
+        parent = Parent(cursor, root_mount, chain)
+        return parent
     except OSError as exc:
-        cursor.close()
         raise RemovalError(f"{cursor.path()}: {type(exc).__name__}: {exc.strerror or exc}") from exc
+    finally:
+        if parent is None:
+            cursor.close()
 
 
 class Parents:

@@ -221,9 +221,7 @@ def read_entry(path: Path) -> TrashEntry | None:
 def entry_of(state_dir: Path, agent: str, session_id: str) -> TrashEntry | None:
     """The session's entry, read from its own directory alone."""
     path = entry_dir(state_dir, agent, session_id)
-    if not path.is_dir() or path.is_symlink():
-        return None
-    return read_entry(path)
+    return read_entry(path) if path.is_dir() and not path.is_symlink() else None
 
 
 def agent_dirs(state_dir: Path) -> list[Path]:

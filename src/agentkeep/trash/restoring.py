@@ -61,14 +61,10 @@ def _chain(state_dir: Path, agent: str, session_id: str) -> list[TrashEntry]:
     if entry is None:
         raise NoSuchEntry(f"no {agent} session {session_id} in the trash")
     chain = [entry]
-    seen = {entry.id}
-    while entry.parent is not None and entry.parent not in seen:
-        parent = entry_of(state_dir, agent, entry.parent)
-        if parent is None:
+    while (up := chain[-1].parent) is not None and up not in {e.id for e in chain}:
+        if (parent := entry_of(state_dir, agent, up)) is None:
             break
-        entry = parent
-        seen.add(entry.id)
-        chain.append(entry)
+        chain.append(parent)
     return chain
 
 
