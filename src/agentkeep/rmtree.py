@@ -292,9 +292,8 @@ class Parents:
             kept.cursor.close()
         parent = open_parent(root, parts, residual)
         if parent is not None:
-            if len(self._open) >= self.MAX:
-                oldest = next(iter(self._open))
-                self._open.pop(oldest).cursor.close()
+            if len(self._open) >= self.MAX:  # the least recently used goes
+                self._open.pop(next(iter(self._open))).cursor.close()
             self._open[key] = parent
         return parent
 

@@ -129,8 +129,7 @@ def _remove_unheld(path: Path) -> bool:
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        st = os.fstat(fd)
-        if not os.path.samestat(st, os.lstat(path)):
+        if not os.path.samestat(os.fstat(fd), os.lstat(path)):
             return False  # the name is another file's now
         os.unlink(path)
     except OSError:  # its writer holds it (BlockingIOError), or it went
@@ -163,10 +162,7 @@ class Pins:
     def set(self, agent: str, session_id: str, pinned: bool) -> None:
         """Pin or unpin one session."""
         pins = self.all()  # a damaged file is never overwritten
-        if pinned:
-            pins.add((agent, session_id))
-        else:
-            pins.discard((agent, session_id))
+        (pins.add if pinned else pins.discard)((agent, session_id))
         write_json(self.path, sorted([a, i] for a, i in pins))
 
 

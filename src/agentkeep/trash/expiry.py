@@ -100,9 +100,10 @@ def empty(state_dir: Path, *, trashed_before: float | None = None) -> Emptied:
     before `trashed_before`, under the session's lease like expiry: an entry
     whose lease is held stays (in `held`)."""
     held: list[TrashEntry] = []
-    due: Callable[[TrashEntry], bool] = (
-        (lambda e: True) if trashed_before is None else (lambda e: e.trashed_at < trashed_before)
-    )
+
+    def due(e: TrashEntry) -> bool:
+        return trashed_before is None or e.trashed_at < trashed_before
+
     return Emptied(_discard_due(state_dir, list_entries(state_dir), due, held, EMPTIED), held)
 
 
