@@ -189,6 +189,7 @@ class _TarWriter:
         self.seen: dict[tuple[int, int], str] = {}
 
     def write(self, data: bytes) -> None:
+        """Raw bytes: a member's content, or padding."""
         self.out.write(data)
         self.written += len(data)
         self._size += len(data)

@@ -81,7 +81,7 @@ def compress(
             done.waiting += 1
             continue
         try:
-            entry = pack_entry(state_dir, path)
+            entry = _pack_entry(state_dir, path)
         except (OSError, TrashError, archive.BadArchive) as exc:
             log.warning("trash entry not compressed", path=str(path), error=str(exc))
             entry = None
@@ -106,7 +106,7 @@ def _ident(path: Path) -> tuple[int, int] | None:
     return (st.st_ino, st.st_mtime_ns)
 
 
-def pack_entry(state_dir: Path, path: Path) -> TrashEntry | None:
+def _pack_entry(state_dir: Path, path: Path) -> TrashEntry | None:
     """Pack the entry at `path` (see the module): the entry, or None when it
     is not packed (gone, held, written meanwhile, nothing to pack, or
     holding what cannot be packed: then marked so)."""
