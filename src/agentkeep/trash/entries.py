@@ -29,9 +29,7 @@ log = structlog.get_logger("agentkeep.trash")
 
 ENTRY = "entry.json"
 ROOTS = "roots"
-# The database rows removed with the session: one table per (database,
-# table) they came from, named in `tables`, with the columns they had.
-ROWS = "rows.sqlite"
+ROWS = "rows.sqlite"  # the database rows removed with the session (trash.writing)
 RESTORED = "restored.json"
 # Entries being discarded are renamed to "~...": '~' never occurs in an
 # encoded id, so such a name is never an entry, and a discard that stopped
