@@ -21,8 +21,7 @@ from agentkeep.paths import ensure_private_dir
 from agentkeep.removal import SessionRemoval
 from agentkeep.trash.entries import RestoreConflict, RestoreRefused, list_entries
 from agentkeep.trash.restoring import restore
-from agentkeep.trash.rows import saved_rows
-from agentkeep.trash.writing import open_entry
+from agentkeep.trash.writing import open_entry, saved_rows
 
 NOW = 1_800_000_000.0
 WEEK = 7 * 86400.0

@@ -1,17 +1,14 @@
 """Session leases: shared flock(2) for users of a session, exclusive for a pruner.
 
 A lease is an open file description with a flock on it (CONTRACT.md, "Lease
-protocol"). flock, never lockf/fcntl record locks: record locks belong to a
-process, so two holders in one process (the daemon's threads) would not
-conflict, and closing any descriptor of the file would drop them. Every Lease
-opens its own description, so two holders in one process conflict exactly
-like two processes. A lease file that nobody has locked holds nothing.
+protocol"); never lockf/fcntl record locks, which belong to a process (two
+holders in the daemon's threads would not conflict) and drop when any
+descriptor of the file closes. A lease file nobody has locked holds nothing.
 
-Only a regular file is ever a lease file: whatever else stands at its name
-(a FIFO, whose open would wait for a writer for ever, a socket, a device, a
-directory, a link) is never opened, holds nothing, and can never be taken
-(LeaseUnsafe), so the session it names stays. Every open is O_NONBLOCK too,
-for what is swapped in between the look and the open.
+Only a regular file is ever a lease file: anything else at its name (a FIFO
+whose open would wait for ever, a socket, a device, a directory, a link) is
+never opened, holds nothing and can never be taken (LeaseUnsafe), so its
+session stays. Every open is O_NONBLOCK too, for what is swapped in meanwhile.
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ import stat
 import sys
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -34,17 +32,16 @@ from agentkeep.adapters.base import valid_name
 from agentkeep.fsio import file_kind
 from agentkeep.model import Reason
 from agentkeep.paths import ensure_private_dir
+from agentkeep.statefiles import remove
 
 log = structlog.get_logger("agentkeep.leases")
 
 # Characters kept as they are in a file name; everything else is %XX (UTF-8).
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-# Encoded names longer than this are cut and completed with a digest, so that
-# a long store id still fits a file name (255 bytes). The cut form holds "%%",
-# which no plain encoding can hold, so it never collides with one.
+# Longer encoded names are cut and end in "%%" and a digest (to fit 255
+# bytes): no plain encoding holds "%%", so the two never collide.
 _MAX_NAME = 200
-# A lock file replaced between our open and our flock is opened again; a path
-# that keeps changing this often is treated as an error (in use).
+# A lock file replaced between open and flock is opened again, this often at most.
 _REOPENS = 8
 
 
@@ -84,16 +81,15 @@ def encode_id(session_id: str) -> str:
 
 
 def lease_path(state_dir: Path, agent: str, session_id: str) -> Path:
-    """`<state>/leases/<agent>/<id>.lock`. Creates nothing: the directory is
-    made when a lock is taken."""
+    """`<state>/leases/<agent>/<id>.lock` (creates nothing)."""
     if not valid_name(agent):
         raise ValueError(f"invalid agent name {agent!r}")
     return state_dir / "leases" / agent / f"{encode_id(session_id)}.lock"
 
 
 class Lease:
-    """A held flock on its own open file description. Closing the descriptor
-    is what releases it, so release() is idempotent and safe in any order."""
+    """A held flock on its own open file description, released by closing
+    the descriptor (release() is idempotent)."""
 
     def __init__(self, path: Path, fd: int) -> None:
         self.path = path
@@ -101,26 +97,22 @@ class Lease:
 
     @property
     def held(self) -> bool:
+        """Not released yet."""
         return self.fd >= 0
 
     def release(self) -> None:
+        """Close the descriptor, which drops the flock."""
         if self.fd >= 0:
             fd, self.fd = self.fd, -1
             os.close(fd)
 
     def discard(self) -> None:
-        """Remove the lease file while it is held exclusively (its session is
-        gone), so that leases/ does not keep one file per removed session.
-        Only our own file goes: the path is checked to name it still. It must
-        be the last step under the lease: from the unlink on, another locker
-        makes a new file and takes it at once, while one that opened the old
-        file and locks it after us finds it unlinked and opens the path again
-        (_lock). Either way the session is already gone."""
+        """Remove the lease file, held exclusively, of a session that is gone
+        (if the path still names our file). The last step under the lease:
+        from the unlink on, another locker takes a new file at once, and one
+        that opened the old file finds it unlinked and opens again (_lock)."""
         if self.fd >= 0 and _same_file(self.fd, self.path):
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
+            remove(self.path)
 
     def __enter__(self) -> Lease:
         return self
@@ -129,14 +121,10 @@ class Lease:
         self.release()
 
     def __del__(self) -> None:
-        # A lease dropped without release() would hold its session until the
-        # daemon exits; release it, loudly, like an unclosed file.
+        # A lease dropped unreleased would hold its session for the daemon's life.
         if getattr(self, "fd", -1) >= 0:
             warnings.warn(f"lease {self.path} was never released", ResourceWarning, stacklevel=1)
             self.release()
-
-    def __repr__(self) -> str:
-        return f"Lease({str(self.path)!r}, fd={self.fd})"
 
 
 def _make_dirs(directory: Path) -> None:
@@ -177,10 +165,9 @@ def _regular_or_missing(path: Path) -> bool:
 def open_lock_file(
     path: Path, *, create_dirs: bool = True, writable: bool = False, inheritable: bool = False
 ) -> int:
-    """Open (creating it 0600) the lock file at `path`, never anything but a
-    regular file: LeaseUnsafe for whatever else stands there, OSError when
-    it cannot be opened. The descriptor is blocking, close-on-exec unless
-    `inheritable`."""
+    """Open (creating it 0600) the lock file at `path`, a regular file only
+    (else LeaseUnsafe); OSError when it cannot be opened. The descriptor is
+    blocking, close-on-exec unless `inheritable`."""
     if create_dirs:
         _make_dirs(path.parent)
     _regular_or_missing(path)
@@ -197,9 +184,7 @@ def open_lock_file(
         raise _not_a_file(path, mode)
     # Blocking again: the descriptor may pass to a command (hold) that reads it.
     os.set_blocking(fd, True)
-    if inheritable:
-        # os.open makes every descriptor close-on-exec (PEP 446).
-        os.set_inheritable(fd, True)
+    os.set_inheritable(fd, inheritable)  # os.open's are close-on-exec (PEP 446)
     return fd
 
 
@@ -208,22 +193,17 @@ def _same_file(fd: int, path: Path) -> bool:
         st = os.stat(path, follow_symlinks=False)
     except FileNotFoundError:
         return False
-    fst = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (fst.st_dev, fst.st_ino)
+    return os.path.samestat(st, os.fstat(fd))
 
 
 def _lock(
     path: Path, operation: int, *, create_dirs: bool = True, inheritable: bool = False
 ) -> int:
-    """Open `path` and flock it; the descriptor. Raises BlockingIOError when
-    LOCK_NB was asked and someone holds it, LeaseUnsafe when `path` is no
-    regular file, LeaseError for any other failure.
-
-    A lock taken on a file that was unlinked or replaced meanwhile locks
-    nothing anybody else will look at, so after locking we check that the
-    path still names our file, and start again when it does not: whoever
-    removes a lease file while holding it can never hand out a dead lease.
-    """
+    """Open `path` and flock it; the descriptor. BlockingIOError when LOCK_NB
+    was asked and someone holds it, LeaseUnsafe when `path` is no regular
+    file, LeaseError for any other failure. A lock on a file unlinked or
+    replaced meanwhile locks nothing: the path must still name our file,
+    else we start again (so Lease.discard never hands out a dead lease)."""
     try:
         for _ in range(_REOPENS):
             fd = open_lock_file(path, create_dirs=create_dirs, inheritable=inheritable)
@@ -249,41 +229,36 @@ def _lock(
 
 def try_exclusive(path: Path, *, create_dirs: bool = True) -> Lease | None:
     """Take `path` exclusively without waiting; None when anyone holds it.
-
-    Any other failure raises LeaseError (LeaseUnsafe when no lease file can
-    be there): the caller treats the session as in use (invariant 2). Pass
-    create_dirs=False for a lock file inside an agent's own directory
-    (zero's `lease.lock`): a session directory that vanished must not be
-    recreated by locking it.
-    """
+    Any other failure raises LeaseError (LeaseUnsafe: no lease file can be
+    there): the session is in use (invariant 2). create_dirs=False for a
+    lock file in an agent's own directory: a vanished session directory
+    must not be made again by locking it."""
     try:
         return Lease(path, _lock(path, fcntl.LOCK_EX | fcntl.LOCK_NB, create_dirs=create_dirs))
     except BlockingIOError:
         return None
-    except LeaseUnsafe:
-        raise
     except LeaseError as exc:
-        log.warning("lease cannot be taken", path=str(path), error=str(exc.__cause__))
+        if not isinstance(exc, LeaseUnsafe):
+            log.warning("lease cannot be taken", path=str(path), error=str(exc.__cause__))
         raise
 
 
+@dataclass
 class Taken:
-    """Every lease of one session held exclusively: agentkeep's own lease
-    file and the agent's own lock files (zero's `lease.lock`). Released
-    together; `discard()` also removes agentkeep's lease file, once the
-    session is gone."""
+    """Every lease of one session held exclusively: agentkeep's own and the
+    agent's own lock files (zero's `lease.lock`), released together."""
 
-    def __init__(self, own: Lease | None, locks: list[Lease]) -> None:
-        self.own = own
-        self.locks = locks
+    own: Lease | None
+    locks: list[Lease]
 
     def release(self) -> None:
+        """Release every lease."""
         for lease in reversed(self.locks):
             lease.release()
 
     def discard(self) -> None:
-        """The session is gone: its lease file goes too (the last step
-        under the leases, see Lease.discard), then every lease is released."""
+        """The session is gone: its lease file goes too (Lease.discard), then
+        every lease is released."""
         if self.own is not None:
             self.own.discard()
         self.release()
@@ -298,13 +273,11 @@ def take_session(
     dry_run: bool = False,
 ) -> Taken | str:
     """Take every lease of a session exclusively, without waiting: the one
-    way a prune, a journal's finish, a trash expiry and a restore take a
-    session (invariants 2 and 4: whoever holds any of them keeps it). Gives
-    the leases, or says which one is held. LeaseError (LeaseUnsafe for what
-    is no lock file) when one cannot be checked: the caller keeps the
-    session. An agent's lock file may be created, never its directory: that
-    would bring a removed session back. A dry run creates no file: a lease
-    file that does not exist holds nothing."""
+    way a prune, a journal's finish, the trash and a restore take a session
+    (invariants 2 and 4). The leases, or which one is held; LeaseError when
+    one cannot be checked (the session is kept). An agent's lock file may
+    be created, never its directory (that would bring a removed session
+    back); a dry run creates no file (a missing one holds nothing)."""
     own_path = lease_path(state_dir, agent, session_id)
     taken = Taken(None, [])
     try:
@@ -329,24 +302,21 @@ def hold_exclusive(path: Path) -> Lease:
     return Lease(path, _lock(path, fcntl.LOCK_EX))
 
 
-def hold_shared(path: Path, *, wait: bool = True, create_dirs: bool = True) -> Lease:
+def hold_shared(path: Path, *, wait: bool = True) -> Lease:
     """Hold `path` shared (a user of the session). Without `wait`, raises
     LeaseHeld when someone holds it exclusively."""
     operation = fcntl.LOCK_SH if wait else fcntl.LOCK_SH | fcntl.LOCK_NB
     try:
-        return Lease(path, _lock(path, operation, create_dirs=create_dirs))
+        return Lease(path, _lock(path, operation))
     except BlockingIOError as exc:
         raise LeaseHeld(f"{path} is held exclusively") from exc
 
 
 def is_held(path: Path) -> bool:
-    """True when anyone other than this probe holds `path` (including other
-    Lease objects of this process). A missing file holds nothing; a probe that
-    fails counts as held (a check that cannot be made means in use).
-
-    Anything but a regular file at `path` holds nothing either, and is never
-    opened: it is no lease file, and try_exclusive refuses it (LeaseUnsafe),
-    so a prune still keeps the session, as `unsafe` rather than `held`."""
+    """True when anyone but this probe (other Leases of this process too)
+    holds `path`; a probe that fails counts as held (invariant 2). A missing
+    file, or anything but a regular file, holds nothing and is not opened
+    (a prune still keeps the session: try_exclusive refuses it, unsafe)."""
     try:
         if not _regular_or_missing(path):
             return False
@@ -371,13 +341,9 @@ def is_held(path: Path) -> bool:
 
 
 def hold_and_exec(path: Path, argv: list[str]) -> NoReturn:
-    """Hold `path` shared on an inherited descriptor and exec `argv`.
-
-    The descriptor passes to the command through exec, so the lease lasts
-    exactly as long as the command (and whatever it hands the descriptor to),
-    and the command's exit status is ours. When the command cannot be run,
-    exit 127 like a shell.
-    """
+    """Hold `path` shared on a descriptor `argv` inherits, and exec it: the
+    lease lasts exactly as long as the command, whose exit status is ours
+    (127, like a shell, when it cannot be run)."""
     if not argv:
         raise ValueError("no command to run")
     _lock(path, fcntl.LOCK_SH, inheritable=True)

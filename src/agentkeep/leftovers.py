@@ -1,28 +1,21 @@
 """Runtime leftovers: files agents leave in the tmp dirs by the process, not
-by the session, and that outlive the process (FIELD-NOTES "Disk that is not
-in sessions"), such as the Bun runtime library every Claude Code and
-opencode process writes to $TMPDIR.
+the session (FIELD-NOTES "Disk that is not in sessions"), such as the Bun
+runtime library every Claude Code and opencode process writes to $TMPDIR.
 
-Which files are garbage is a pure decision (garbage(), on what find() and
-mapped() read); collect() acts on it. Invariant 13: a file is garbage only
-when all of these hold, and everything else is never touched:
+garbage() decides, on what find() and mapped() read; collect() acts.
+Invariant 13: a file is garbage only when all of these hold:
 
-- its name is exactly one of KINDS' patterns, of a kind of an agent in the
-  run, directly in one of the user's tmp dirs (Env.tmp_dirs) whose way is
-  the user's or root's (another user's dir on the way, or a dir others can
-  write to without the sticky bit, is not looked in);
-- it is a regular file of the user's with that one name (not a link, no
-  second hard link) and was last written more than GRACE_S ago;
-- no process maps it: /proc/<pid>/maps of every process, whoever's;
-- for a kind whose files an agent's sessions name, no session names it
-  (Adapter.names_leftovers; every file counts as named by default).
+- its name is exactly one of KINDS' patterns, of an agent in the run,
+  directly in one of the user's tmp dirs whose way is the user's or root's;
+- it is a regular file of the user's, one name only, last written more
+  than GRACE_S ago;
+- no process maps it (/proc/<pid>/maps of every process);
+- no session names it, for a kind that sessions name.
 
-The removal then holds a write lease on the file (F_SETLEASE), which the
-kernel grants only while no other open file or mapping refers to it, in any
-process, including those whose maps this user cannot read. Where no lease
-can be had (the file is in use, or the system has no leases, as macOS) the
-file stays. The file is removed link-safely (rmtree.Walk, relative to its
-dir's descriptor), and only while the name still names the file decided on.
+It is then removed link-safely (rmtree.Walk), only while its name still
+names the file decided on, and only under a write lease (F_SETLEASE),
+which the kernel grants only while no other open file or mapping refers to
+it, in any process. No lease (in use, or no leases here, as macOS): it stays.
 """
 
 from __future__ import annotations
@@ -57,10 +50,9 @@ GRACE_S = 3600.0
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of leftover: `pattern` matches its whole file name; it is
-    looked for when one of `agents` is in the run. `named_by`: the agent
-    whose sessions may name such a file (their transcripts point at it), so
-    that one a session names stays."""
+    """One kind of leftover: `pattern` matches its whole file name, looked
+    for when one of `agents` is in the run; `named_by`: the agent whose
+    sessions may name such a file (then one a session names stays)."""
 
     name: str
     pattern: re.Pattern[str]
@@ -71,9 +63,7 @@ class Kind:
 KINDS = (
     # Bun's runtime library, one per Claude Code or opencode process.
     Kind(
-        "bun-runtime",
-        re.compile(r"\.[0-9a-f]{16}-00000000\.so"),
-        frozenset({"claude", "opencode"}),
+        "bun-runtime", re.compile(r"\.[0-9a-f]{16}-00000000\.so"), frozenset({"claude", "opencode"})
     ),
     # pi's output of a big bash command (randomBytes(8) in hex), which its
     # transcript names and nothing removes.
@@ -92,10 +82,12 @@ class Found:
 
     @property
     def path(self) -> str:
+        """Its full path."""
         return os.path.join(self.dir, self.name)
 
     @property
     def ident(self) -> Ident:
+        """Its (st_dev, st_ino) as lstat saw it."""
         return ident_of(self.st)
 
 
@@ -106,9 +98,9 @@ class Leftover:
     path: str
     kind: str
     bytes: int
-    disk_bytes: int
 
     def to_json(self) -> dict[str, object]:
+        """Its line in the prune report."""
         return {"path": self.path, "bytes": self.bytes, "kind": self.kind}
 
 
@@ -119,13 +111,11 @@ def kinds_for(agents: Iterable[str]) -> list[Kind]:
 
 
 def find(dirs: Iterable[Path], kinds: Collection[Kind]) -> list[Found]:
-    """Every entry of a leftover's name directly in `dirs` (each real dir
-    once), whatever it is: garbage() decides. A dir whose way another user
-    could change is not looked in."""
+    """Every entry of a leftover's name directly in `dirs`, whatever it is:
+    garbage() decides. A dir whose way another user could change is not
+    looked in."""
     found: list[Found] = []
-    if not kinds:
-        return found
-    for directory in dirs:
+    for directory in dirs if kinds else ():
         if not directory.is_dir():
             continue
         problem = rootsafety.way_problem(directory)
@@ -145,13 +135,11 @@ def _found_in(directory: str, kinds: Collection[Kind]) -> list[Found]:
     found = []
     for name in names:
         kind = next((k for k in kinds if k.pattern.fullmatch(name)), None)
-        if kind is None:
-            continue
         try:
-            st = os.lstat(os.path.join(directory, name))
+            if kind is not None:
+                found.append(Found(directory, name, kind, os.lstat(os.path.join(directory, name))))
         except OSError:
-            continue  # gone meanwhile
-        found.append(Found(directory, name, kind, st))
+            pass  # gone meanwhile
     return found
 
 
@@ -183,35 +171,30 @@ def garbage(
     mapped: Mapping[str, int],
     named: Collection[str],
 ) -> list[Found]:
-    """The pure decision: those of `found` that are garbage. `mapped`: the
-    pid mapping each path that a process maps (mapped()); `named`: the
+    """Those of `found` that are garbage; `mapped`: mapped(), `named`: the
     paths a session names."""
     return [f for f in found if why_kept(f, uid=uid, now=now, mapped=mapped, named=named) is None]
 
 
-def mapped(found: Collection[Found], proc: str = "/proc") -> dict[str, int]:
-    """The path of each of `found` that some process maps, with its pid, as
-    /proc/<pid>/maps of every process that can be read shows it: by device
-    and inode, or by path (a file system may show another device). A
-    process whose maps cannot be read is left to the lease (collect)."""
+def mapped(found: Collection[Found]) -> dict[str, int]:
+    """The path of each of `found` that a process maps, with its pid, by
+    device and inode or by path, from every /proc/<pid>/maps that can be
+    read (one that cannot is left to the lease)."""
     by_ident = {f.ident: f.path for f in found}
-    by_path = {f.path: f.path for f in found}
-    by_path.update({os.path.realpath(f.path): f.path for f in found})
+    by_path = {os.path.realpath(f.path): f.path for f in found} | {f.path: f.path for f in found}
     hits: dict[str, int] = {}
     try:
-        pids = [int(p) for p in os.listdir(proc) if p.isdigit()]
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
         return hits
     for pid in pids:
         try:
-            with open(f"{proc}/{pid}/maps", "rb") as maps:
-                text = maps.read().decode("utf-8", "surrogateescape")
+            with open(f"/proc/{pid}/maps", "rb") as maps:
+                lines = maps.read().decode("utf-8", "surrogateescape").splitlines()
         except OSError:
             continue
-        for line in text.splitlines():
-            path = _mapped_path(line, by_ident, by_path)
-            if path is not None:
-                hits.setdefault(path, pid)
+        for path in filter(None, (_mapped_path(line, by_ident, by_path) for line in lines)):
+            hits.setdefault(path, pid)
     return hits
 
 
@@ -239,8 +222,8 @@ Names = Callable[[str, list[str]], set[str]]
 
 
 def asking(adapters: Mapping[str, Adapter]) -> Names:
-    """Names for named_paths(): each agent's adapter says which of the
-    paths its sessions name; for an agent not enabled, every one."""
+    """Names for named_paths(): each agent's adapter answers; for an agent
+    not enabled, every path is named."""
 
     def names(agent: str, paths: list[str]) -> set[str]:
         adapter = adapters.get(agent)
@@ -250,8 +233,7 @@ def asking(adapters: Mapping[str, Adapter]) -> Names:
 
 
 def named_paths(found: Collection[Found], names: Names) -> set[str]:
-    """The paths of `found` that a session names: `names(agent, paths)`
-    answers for the kinds an agent's sessions name."""
+    """The paths of `found` that a session names, by `names(agent, paths)`."""
     asked: dict[str, list[str]] = {}
     for f in found:
         if f.kind.named_by is not None:
@@ -277,14 +259,13 @@ def collect(
     for f in chosen:
         if remove(f, dry_run=dry_run):
             log.info("would remove" if dry_run else "removed", leftover=f.path, bytes=f.st.st_size)
-            done.append(Leftover(f.path, f.kind.name, f.st.st_size, f.st.st_blocks * 512))
+            done.append(Leftover(f.path, f.kind.name, f.st.st_size))
     return done
 
 
 def remove(f: Found, *, dry_run: bool) -> bool:
-    """Remove `f` link-safely while holding its lease (a dry run takes the
-    lease and removes nothing); False when it stays: the name now names
-    something else, the lease cannot be had, or the removal failed."""
+    """Remove `f` link-safely under its lease (a dry run takes the lease and
+    removes nothing); False when it stays."""
     # Imported here: `du` reads leftovers, and only a prune removes them.
     from agentkeep.rmtree import open_parent
 
@@ -335,9 +316,9 @@ _LEASE_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _lease(fd: int, path: str) -> bool:
-    """A write lease on `fd`: granted only while no other open file or
-    mapping refers to the file, in any process. Held while it is removed,
-    so nothing can open it meanwhile without waiting for us."""
+    """A write lease on `fd`, held while the file is removed: granted only
+    while no other open file or mapping refers to it, and nothing can open
+    it meanwhile without waiting for us."""
     setlease = getattr(fcntl, "F_SETLEASE", None)
     if setlease is None:
         log.info("no file leases here: leftovers stay", path=path)

@@ -1,20 +1,12 @@
 """Which mount a file lies on, for invariant 6's "never crosses a mount point".
 
-st_dev cannot tell: `mount --bind OUTSIDE <session>/mnt` of a directory on
-the same file system gives `mnt` the st_dev of its parent, and a walk that
-trusted st_dev emptied OUTSIDE. The mount's own id can tell, and is read the
-way systemd's fd_is_mount_point() reads it:
-
-- Linux 5.8 and later: statx(2) with STATX_MNT_ID. Python 3.11 has no
-  os.statx, so libc's is called through ctypes.
-- older Linux kernels, or a libc without statx: the `mnt_id:` line of
-  /proc/self/fdinfo/<fd> (Linux 3.15 and later) for an O_PATH descriptor.
-- everywhere else (macOS, the BSDs): st_dev. There every mount has a device
-  number of its own and there are no bind mounts, so st_dev names the mount.
-
-When none of these can be read on Linux, MountUnknown is raised: a walk that
-cannot see mount points must stop rather than guess (never in the direction
-of deleting).
+st_dev cannot tell: a bind mount of a directory on the same file system has
+its parent's st_dev. The mount id can, read as systemd's
+fd_is_mount_point() reads it: statx(2) STATX_MNT_ID (Linux 5.8+, through
+libc: Python 3.11 has no os.statx), else the `mnt_id:` of
+/proc/self/fdinfo/<fd>; off Linux, st_dev (every mount has its own, and
+there are no bind mounts). When none can be read on Linux, MountUnknown:
+a walk that cannot see mount points stops rather than guess.
 """
 
 from __future__ import annotations
@@ -22,51 +14,21 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import struct
 import sys
 from collections.abc import Callable
 
 _LINUX = sys.platform.startswith("linux")
 
-# <linux/fcntl.h> and <linux/stat.h>.
+# <linux/fcntl.h> and <linux/stat.h>; struct statx is 256 bytes, stx_mask
+# (u32) at 0 and stx_mnt_id (u64) at 144.
 _AT_FDCWD = -100
 _AT_SYMLINK_NOFOLLOW = 0x100
 _AT_NO_AUTOMOUNT = 0x800
 _AT_EMPTY_PATH = 0x1000
 _STATX_MNT_ID = 0x1000
+_STATX_SIZE, _MNT_ID_AT = 256, 144
 _O_PATH = getattr(os, "O_PATH", 0)
-
-
-class _Timestamp(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_int64), ("tv_nsec", ctypes.c_uint32), ("_pad", ctypes.c_int32)]
-
-
-class _Statx(ctypes.Structure):
-    """struct statx up to stx_mnt_id, padded to the kernel's 256 bytes."""
-
-    _fields_ = [
-        ("stx_mask", ctypes.c_uint32),
-        ("stx_blksize", ctypes.c_uint32),
-        ("stx_attributes", ctypes.c_uint64),
-        ("stx_nlink", ctypes.c_uint32),
-        ("stx_uid", ctypes.c_uint32),
-        ("stx_gid", ctypes.c_uint32),
-        ("stx_mode", ctypes.c_uint16),
-        ("_spare0", ctypes.c_uint16),
-        ("stx_ino", ctypes.c_uint64),
-        ("stx_size", ctypes.c_uint64),
-        ("stx_blocks", ctypes.c_uint64),
-        ("stx_attributes_mask", ctypes.c_uint64),
-        ("stx_atime", _Timestamp),
-        ("stx_btime", _Timestamp),
-        ("stx_ctime", _Timestamp),
-        ("stx_mtime", _Timestamp),
-        ("stx_rdev_major", ctypes.c_uint32),
-        ("stx_rdev_minor", ctypes.c_uint32),
-        ("stx_dev_major", ctypes.c_uint32),
-        ("stx_dev_minor", ctypes.c_uint32),
-        ("stx_mnt_id", ctypes.c_uint64),
-        ("_spare", ctypes.c_uint8 * 104),
-    ]
 
 
 def _libc_statx() -> Callable[..., int] | None:
@@ -76,13 +38,7 @@ def _libc_statx() -> Callable[..., int] | None:
         func = ctypes.CDLL(None, use_errno=True).statx
     except (OSError, AttributeError):
         return None
-    func.argtypes = [
-        ctypes.c_int,
-        ctypes.c_char_p,
-        ctypes.c_int,
-        ctypes.c_uint,
-        ctypes.POINTER(_Statx),
-    ]
+    func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_char_p]
     func.restype = ctypes.c_int
     return func
 
@@ -121,15 +77,15 @@ def _by_statx(path: str | int, dir_fd: int | None, follow: bool) -> int | None:
         fd, name, flags = path, b"", flags | _AT_EMPTY_PATH
     else:
         fd, name = (_AT_FDCWD if dir_fd is None else dir_fd), os.fsencode(path)
-    buf = _Statx()
-    if _statx(fd, name, flags, _STATX_MNT_ID, ctypes.byref(buf)) != 0:
+    buf = ctypes.create_string_buffer(_STATX_SIZE)
+    if _statx(fd, name, flags, _STATX_MNT_ID, buf) != 0:
         err = ctypes.get_errno()
         if err == errno.ENOSYS:
             return None
         raise OSError(err, os.strerror(err), path if isinstance(path, str) else None)
-    if not buf.stx_mask & _STATX_MNT_ID:
+    if not struct.unpack_from("=I", buf.raw)[0] & _STATX_MNT_ID:
         return None
-    return int(buf.stx_mnt_id)
+    return int(struct.unpack_from("=Q", buf.raw, _MNT_ID_AT)[0])
 
 
 def _by_fdinfo(path: str | int, dir_fd: int | None, follow: bool) -> int:

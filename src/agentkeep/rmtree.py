@@ -1,19 +1,13 @@
 """Link-safe removal of a path and everything below it, relative to a root.
 
-Invariant 6: removal never follows a link. Every path is opened relative to
-its root's directory descriptor; no component between root and leaf may be a
-link (O_NOFOLLOW on each), and what lies behind one is reported residual,
-never removed. A link at the leaf or inside a tree is unlinked as a link.
-No mount point is crossed, moved or emptied: each component on the way,
-each directory of a tree and, in a dry run, each other entry is checked to
-be on the root's own mount, judged by mount id (mounts.py), since a bind
-mount of a directory on the same file system has the same st_dev; a file
-that is a mount point the kernel refuses to unlink (EBUSY). A mount point
-is left and reported residual, and what holds it stays, as its parents
-must. Trees are walked iteratively by one descriptor that goes down by
-name and back up by "..", each step checked against the (st_dev, st_ino)
-seen before, so a directory swapped for a link or moved away mid-walk is
-never followed, and a tree of any depth needs a handful of descriptors.
+Invariant 6: every path is opened relative to its root's descriptor, no
+component between root and leaf may be a link (O_NOFOLLOW on each), and
+what lies behind one is residual, never removed; a link at the leaf or in a
+tree is unlinked as a link. No mount point is crossed, moved or emptied,
+judged by mount id (mounts.py: a bind mount keeps st_dev); one is left,
+residual, with its parents. Trees are walked by one descriptor, down by
+name and up by "..", each step checked against the (st_dev, st_ino) seen
+before, so a directory swapped mid-walk is never followed, at any depth.
 """
 
 from __future__ import annotations
@@ -44,18 +38,20 @@ _NOT_A_DIR = (errno.ELOOP, errno.ENOTDIR)
 
 
 def _mount_of(cursor: DirCursor, name: str | None = None) -> int:
-    """The mount `name` in the cursor's directory lies on (a link at it not
-    followed; a mount point is on its own mount); the cursor's directory's
-    own mount when `name` is None."""
+    """The mount `name` (not followed) in the cursor's directory lies on, or
+    the directory's own when `name` is None."""
     if name is None:
-        found = mounts.mount_id(cursor.fd)
-    else:
-        found = mounts.mount_id(name, dir_fd=cursor.fd, follow_symlinks=False)
-    return found if _mount_id_override is None else _mount_id_override(cursor.path(name), found)
+        return _overridden(cursor.path(), mounts.mount_id(cursor.fd))
+    found = mounts.mount_id(name, dir_fd=cursor.fd, follow_symlinks=False)
+    return _overridden(cursor.path(name), found)
 
 
 def mount_at(path: str) -> int:
-    found = mounts.mount_id(path)
+    """The mount `path` lies on."""
+    return _overridden(path, mounts.mount_id(path))
+
+
+def _overridden(path: str, found: int) -> int:
     return found if _mount_id_override is None else _mount_id_override(path, found)
 
 
@@ -226,6 +222,7 @@ class Parent:
 
 
 def relative_parts(root: str, path: str) -> list[str]:
+    """The components of `path` below `root`; RemovalError if it is not below."""
     prefix = root.rstrip("/") + "/"
     if not path.startswith(prefix):
         raise RemovalError(f"{path} does not lie below its root {root}")
@@ -245,6 +242,7 @@ def open_parent(root: str, parts: list[str], residual: Callable[[], None]) -> Pa
         return None
     except OSError as exc:
         raise RemovalError(f"{root}: {type(exc).__name__}: {exc.strerror or exc}") from exc
+    parent = None
     try:
         root_mount = _mount_of(cursor)
         chain: list[tuple[str, os.stat_result]] = []
@@ -252,39 +250,32 @@ def open_parent(root: str, parts: list[str], residual: Callable[[], None]) -> Pa
             try:
                 st = cursor.down(name)
             except FileNotFoundError:
-                cursor.close()
                 return None
             except OSError as exc:
                 if exc.errno not in _NOT_A_DIR:
                     raise
-                # A link on the way: what lies behind it is not ours to remove.
-                residual()
-                cursor.close()
+                residual()  # a link on the way: what lies behind it is not ours
                 return None
             if _mount_of(cursor) != root_mount:
-                # A mount point on the way: nothing below it is ours to remove.
-                residual()
-                cursor.close()
+                residual()  # a mount point on the way: nothing below it is ours
                 return None
             chain.append((name, st))
-        return Parent(cursor, root_mount, chain)
+        parent = Parent(cursor, root_mount, chain)
+        return parent
     except OSError as exc:
-        cursor.close()
         raise RemovalError(f"{cursor.path()}: {type(exc).__name__}: {exc.strerror or exc}") from exc
+    finally:
+        if parent is None:
+            cursor.close()
 
 
 class Parents:
-    """Cursors at the parents of leaves, kept open for a batch of removals:
-    a prune's sessions share a few parents (each config area, each project's
-    key dir), and opening each again, link-free, component by component,
-    cost more than the removal of the leaf. A kept cursor is used again only
-    while its path, looked at again (lstat), still names the directory it
-    holds, so a parent moved or swapped since is opened afresh (and checked
-    link-free and on its root's mount again, by open_parent)."""
+    """Cursors at the parents of leaves, kept open for a batch of removals
+    (a prune's sessions share a few parents). A kept cursor is used again
+    only while its path (lstat) still names the directory it holds: one
+    moved or swapped since is opened, and checked, afresh (open_parent)."""
 
-    # Cursors kept at most (a descriptor each), the least recently used
-    # closed first: with a batch's leases, well inside the descriptors the
-    # daemon keeps for itself (daemon.limits).
+    # At most this many (a descriptor each), least recently used closed first.
     MAX = 32
 
     def __init__(self) -> None:
@@ -301,9 +292,8 @@ class Parents:
             kept.cursor.close()
         parent = open_parent(root, parts, residual)
         if parent is not None:
-            if len(self._open) >= self.MAX:
-                oldest = next(iter(self._open))
-                self._open.pop(oldest).cursor.close()
+            if len(self._open) >= self.MAX:  # the least recently used goes
+                self._open.pop(next(iter(self._open))).cursor.close()
             self._open[key] = parent
         return parent
 
@@ -316,6 +306,7 @@ class Parents:
         parent.cursor.close()
 
     def close(self) -> None:
+        """Close every kept cursor."""
         for parent in self._open.values():
             parent.cursor.close()
         self._open.clear()
@@ -331,6 +322,7 @@ def _still_at(cursor: DirCursor) -> bool:
 
 
 def raise_errors(errors: list[str]) -> None:
+    """RemovalError naming the first three of `errors`, if any."""
     if errors:
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
         raise RemovalError("; ".join(errors[:3]) + more)

@@ -1,18 +1,13 @@
-"""An entry's files packed into one zstd-compressed tar (trash.unpack
-reads it back).
+"""An entry's files packed into one zstd-compressed POSIX (pax) tar, which
+`tar --zstd -tvf` reads (trash.unpack reads it back): every file,
+directory, link (a second name of a file as a hard link to the first) and
+FIFO but entry.json, with its mode, mtime and atime to the nanosecond (pax
+records), in pre-order, so a directory gets its mode and times once
+everything is back inside it.
 
-The archive is a POSIX (pax) tar, so `tar --zstd -tvf entry.tar.zst` reads
-it: every file, directory, link (a symbolic link as the link, a second
-name of a file as a hard link to the first) and FIFO of the entry's
-directory but entry.json, with its mode, and its mtime and atime to the
-nanosecond (pax `mtime`/`atime` records, exact decimals). Members come in
-pre-order, a directory before what it holds, so unpacking gives each
-directory its mode and times once everything is back inside it.
-
-pack() reads without moving atimes (O_NOATIME: the files are ours; a
-link's, which reading it moves, is put back at once) and refuses what it
-could not give back as it was: a socket or a device, a file of another
-user, anything it cannot read (Unpackable).
+pack() reads without moving atimes (O_NOATIME; a link's atime is put back)
+and refuses what it could not give back as it was (Unpackable): a socket, a
+device, a file of another user, anything it cannot read.
 """
 
 from __future__ import annotations
@@ -27,11 +22,9 @@ from typing import IO, Any, BinaryIO
 import zstandard
 
 from agentkeep.disk import DirCursor
+from agentkeep.fsio import file_kind
 
-# The compression level: zstd's default. On real Claude sessions 3 packed
-# to 13% of the tar at 4x the speed of 9 (which gave 11.5%); 1 gave twice
-# the bytes of 3.
-LEVEL = 3
+LEVEL = 3  # zstd's default: on real sessions near 9's ratio at 4x its speed
 ENCODING = "utf-8"
 _BLOCK = 512
 _RECORD = 20 * _BLOCK
@@ -54,12 +47,10 @@ class BadArchive(Exception):
 
 @dataclass
 class Packed:
-    """What pack() wrote: how many members, and the bytes of the files'
-    contents (what the archive stands for, before compression)."""
+    """What pack() wrote: the files' bytes, and the tar's bytes (what the
+    compressed stream holds)."""
 
-    members: int = 0
     original: int = 0
-    # The tar's own bytes (what the compressed stream holds).
     tar_bytes: int = 0
 
 
@@ -71,7 +62,7 @@ def pax_time(ns: int) -> str:
 
 def read_back(archive: IO[bytes]) -> int:
     """The bytes the compressed stream holds, every frame's checksum
-    checked on the way (zstd's own, at C speed). Raises BadArchive."""
+    checked. Raises BadArchive."""
     total = 0
     try:
         with zstandard.ZstdDecompressor().stream_reader(archive, closefd=False) as reader:
@@ -92,11 +83,10 @@ def pack(
     compressor = zstandard.ZstdCompressor(level=LEVEL, write_checksum=True)
     with compressor.stream_writer(out, closefd=False) as writer:
         tar = _TarWriter(writer)
-        seen: dict[tuple[int, int], str] = {}
         for name in names:
             with DirCursor(os.dup(entry_fd), "") as cursor:
                 for path, st, member in _walk(cursor, name):
-                    _add(tar, cursor, path, st, member, seen, packed)
+                    packed.original += _add(tar, cursor, path, st, member)
                     after_each()
         tar.close()
         packed.tar_bytes = tar.written
@@ -132,19 +122,11 @@ def _walk(cursor: DirCursor, top: str) -> Iterator[tuple[str, os.stat_result, st
     cursor.up()
 
 
-def _add(
-    tar: _TarWriter,
-    cursor: DirCursor,
-    name: str,
-    st: os.stat_result,
-    member: str,
-    seen: dict[tuple[int, int], str],
-    packed: Packed,
-) -> None:
+def _add(tar: _TarWriter, cursor: DirCursor, name: str, st: os.stat_result, member: str) -> int:
+    """One member; the bytes of its content."""
     if st.st_uid != os.getuid():
         raise Unpackable(f"{member} belongs to another user (uid {st.st_uid})")
     kind = stat.S_IFMT(st.st_mode)
-    packed.members += 1
     if kind == stat.S_IFDIR:
         tar.member(member, st, DIRTYPE)
     elif kind == stat.S_IFLNK:
@@ -152,20 +134,19 @@ def _add(
     elif kind == stat.S_IFIFO:
         tar.member(member, st, FIFOTYPE)
     elif kind != stat.S_IFREG:
-        raise Unpackable(f"{member} is a {_kind_name(kind)}")
-    elif st.st_nlink > 1 and (st.st_dev, st.st_ino) in seen:
-        tar.member(member, st, LNKTYPE, seen[(st.st_dev, st.st_ino)])
+        raise Unpackable(f"{member} is {file_kind(st.st_mode)}")
+    elif st.st_nlink > 1 and (st.st_dev, st.st_ino) in tar.seen:
+        tar.member(member, st, LNKTYPE, tar.seen[(st.st_dev, st.st_ino)])
     else:
         if st.st_nlink > 1:
-            seen[(st.st_dev, st.st_ino)] = member
+            tar.seen[(st.st_dev, st.st_ino)] = member
         _add_file(tar, cursor, name, st, member)
-        packed.original += st.st_size
+        return st.st_size
+    return 0
 
 
 def _link_target(cursor: DirCursor, name: str, st: os.stat_result) -> str:
-    """A link's target, its atime put back at once: nothing reads a link
-    without moving its atime (O_NOATIME is for files), and an entry whose
-    packing stops keeps its times."""
+    """A link's target, its atime put back (O_NOATIME is for files only)."""
     target = os.readlink(name, dir_fd=cursor.fd)
     os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns), dir_fd=cursor.fd, follow_symlinks=False)
     return target
@@ -195,24 +176,20 @@ def _add_file(
         os.close(fd)
 
 
-def _kind_name(kind: int) -> str:
-    return {stat.S_IFSOCK: "socket", stat.S_IFCHR: "device", stat.S_IFBLK: "device"}.get(
-        kind, "special file"
-    )
-
-
 class _TarWriter:
     """POSIX tar members written straight to a stream: a pax header (path,
     times to the nanosecond, link target; the size past ustar's 8 GiB) and
-    a ustar header each. tarfile's own writer spent most of a prune's
-    packing in Python on each member's headers."""
+    a ustar header each (tarfile's writer was most of packing's time)."""
 
     def __init__(self, out: Any) -> None:
         self.out = out
         self.written = 0
         self._size = 0
+        # The member each file of several names was first packed as.
+        self.seen: dict[tuple[int, int], str] = {}
 
     def write(self, data: bytes) -> None:
+        """Raw bytes: a member's content, or padding."""
         self.out.write(data)
         self.written += len(data)
         self._size += len(data)
@@ -223,9 +200,10 @@ class _TarWriter:
             self.write(b"\0" * (_BLOCK - self._size % _BLOCK))
 
     def member(self, path: str, st: os.stat_result, kind: bytes, link: str = "") -> None:
+        """The headers of one member (its content, if any, follows)."""
         size = st.st_size if kind == REGTYPE else 0
         records = [("path", path), ("mtime", pax_time(st.st_mtime_ns))]
-        records.append(("atime", pax_time(st.st_atime_ns)))
+        records += [("atime", pax_time(st.st_atime_ns))]
         if link:
             records.append(("linkpath", link))
         if size >= _USTAR_SIZE:

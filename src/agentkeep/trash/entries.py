@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -23,14 +23,13 @@ from agentkeep import fsio
 from agentkeep.adapters.base import valid_name
 from agentkeep.history import Gone
 from agentkeep.leases import encode_id
+from agentkeep.statefiles import write_json
 
 log = structlog.get_logger("agentkeep.trash")
 
 ENTRY = "entry.json"
 ROOTS = "roots"
-# The database rows removed with the session: one table per (database,
-# table) they came from, named in `tables`, with the columns they had.
-ROWS = "rows.sqlite"
+ROWS = "rows.sqlite"  # the database rows removed with the session (trash.writing)
 RESTORED = "restored.json"
 # Entries being discarded are renamed to "~...": '~' never occurs in an
 # encoded id, so such a name is never an entry, and a discard that stopped
@@ -60,15 +59,16 @@ class NoSuchEntry(TrashError):
 
 @dataclass(frozen=True)
 class TrashItem:
+    """One path moved in: relative to the entry's root number `root`."""
+
     root: int
     rel: str
 
 
 @dataclass(frozen=True)
 class Packing:
-    """The entry's files and rows packed into one compressed archive
-    (trash.packing): its name in the entry, its size, and the bytes of
-    the files it holds."""
+    """The entry's archive (trash.packing): its name in the entry, its size,
+    and the bytes of the files it holds."""
 
     name: str
     bytes: int
@@ -76,6 +76,7 @@ class Packing:
 
     @classmethod
     def from_json(cls, data: Any) -> Packing:
+        """Raises ValueError for a malformed record or a name that is no archive's."""
         name = text(data["name"])
         if name == ENTRY or not valid_name(name):
             raise ValueError(f"not an archive's name: {name!r}")
@@ -84,6 +85,8 @@ class Packing:
 
 @dataclass
 class TrashEntry:
+    """One trashed session, as its entry.json says."""
+
     agent: str
     id: str
     parent: str | None
@@ -96,18 +99,14 @@ class TrashEntry:
     last_activity: float | None
     path: Path
     # "<root n>/<rel>" -> (atime_ns, mtime_ns) of each directory on the way to
-    # what was moved in, as it was before the first move changed it: restore
-    # gives the directories it makes again their own times back.
+    # what was moved in, before the first move: restore gives them back.
     dir_times: dict[str, tuple[int, int]] = field(default_factory=dict)
-    # Set once its archive is complete and durable (trash.packing): from
-    # then on the archive, not roots/, holds what the entry keeps.
+    # Set once its archive is complete and durable: from then on the
+    # archive, not roots/, holds what the entry keeps.
     packed: Packing | None = None
-    # Why it stays uncompressed (it holds what an archive would not give
-    # back as it was): it is not tried again.
+    # Why it stays uncompressed (never tried again).
     unpackable: str | None = None
-    # What the record of what went says of it when it expires, is emptied
-    # or is restored (history): where it was worked on, what a person knows
-    # it by, when it began.
+    # What the record of what went says of it (history).
     workspace: str | None = None
     title: str | None = None
     first_activity: float | None = None
@@ -115,38 +114,16 @@ class TrashEntry:
     def gone(self, why: str, now: float) -> Gone:
         """Its line of the record of what went, once it is out of the trash
         (`why`: expired, emptied or restored): it can no longer be restored."""
-        return Gone(
-            time=now,
-            agent=self.agent,
-            id=self.id,
-            why=why,
-            restorable=False,
-            workspace=self.workspace,
-            title=self.title,
-            bytes=self.bytes,
-            first_activity=self.first_activity,
-            last_activity=self.last_activity,
-        )
+        about = (self.workspace, self.title, self.bytes, self.first_activity, self.last_activity)
+        return Gone(now, self.agent, self.id, why, False, *about)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "id": self.id,
-            "parent": self.parent,
-            "trashed_at": self.trashed_at,
-            "expires_at": self.expires_at,
-            "bytes": self.bytes,
-            "partial": self.partial,
-            "roots": {str(n): root for n, root in self.roots.items()},
-            "items": [{"root": i.root, "rel": i.rel} for i in self.items],
-            "last_activity": self.last_activity,
-            "dir_times": {rel: list(times) for rel, times in self.dir_times.items()},
-            "packed": None if self.packed is None else asdict(self.packed),
-            "unpackable": self.unpackable,
-            "workspace": self.workspace,
-            "title": self.title,
-            "first_activity": self.first_activity,
-        }
+    def save(self) -> None:
+        """Write entry.json, atomically and durably."""
+        # vars(), not asdict(): its deep copy took 100 times as long.
+        doc = dict(vars(self), items=[{"root": i.root, "rel": i.rel} for i in self.items])
+        doc["packed"] = None if self.packed is None else vars(self.packed)
+        del doc["path"]
+        write_json(self.path / ENTRY, doc)
 
     @classmethod
     def from_json(cls, data: Any, path: Path) -> TrashEntry:
@@ -157,62 +134,66 @@ class TrashEntry:
         items = [TrashItem(int(i["root"]), text(i["rel"])) for i in data["items"]]
         if any(i.root not in roots for i in items):
             raise ValueError("an item names an unknown root")
-        parent = data.get("parent")
-        last = data.get("last_activity")
         dir_times = {
             text(rel): (whole(times[0]), whole(times[1]))
             for rel, times in dict(data.get("dir_times", {})).items()
         }
-        packed, unpackable = data.get("packed"), data.get("unpackable")
-        workspace, title, first = (
-            data.get("workspace"),
-            data.get("title"),
-            data.get("first_activity"),
-        )
         return cls(
             agent=text(data["agent"]),
             id=text(data["id"]),
-            parent=None if parent is None else text(parent),
+            parent=_opt(text, data.get("parent")),
             trashed_at=number(data["trashed_at"]),
             expires_at=number(data["expires_at"]),
             bytes=int(data["bytes"]),
             partial=bool(data["partial"]),
             roots=roots,
             items=items,
-            last_activity=None if last is None else number(last),
+            last_activity=_opt(number, data.get("last_activity")),
             path=path,
             dir_times=dir_times,
-            packed=None if packed is None else Packing.from_json(packed),
-            unpackable=None if unpackable is None else text(unpackable),
-            workspace=None if workspace is None else text(workspace),
-            title=None if title is None else text(title),
-            first_activity=None if first is None else number(first),
+            packed=_opt(Packing.from_json, data.get("packed")),
+            unpackable=_opt(text, data.get("unpackable")),
+            workspace=_opt(text, data.get("workspace")),
+            title=_opt(text, data.get("title")),
+            first_activity=_opt(number, data.get("first_activity")),
         )
 
 
+T = TypeVar("T")
+
+
+def _opt(read: Callable[[Any], T], value: Any) -> T | None:
+    return None if value is None else read(value)
+
+
 def text(value: Any) -> str:
+    """`value`, a non-empty string, or ValueError."""
     if not isinstance(value, str) or not value:
         raise ValueError(f"expected a non-empty string, got {value!r}")
     return value
 
 
 def whole(value: Any) -> int:
+    """`value`, a whole number, or ValueError."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"expected a whole number, got {value!r}")
     return value
 
 
 def number(value: Any) -> float:
+    """`value`, a finite number, as a float, or ValueError."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"expected a number, got {value!r}")
     return float(value)
 
 
 def trash_dir(state_dir: Path) -> Path:
+    """`<state>/trash`."""
     return state_dir / "trash"
 
 
 def entry_dir(state_dir: Path, agent: str, session_id: str) -> Path:
+    """Where the session's entry lies (whether or not there is one)."""
     if not valid_name(agent):
         raise ValueError(f"invalid agent name {agent!r}")
     return trash_dir(state_dir) / agent / encode_id(session_id)
@@ -240,12 +221,11 @@ def read_entry(path: Path) -> TrashEntry | None:
 def entry_of(state_dir: Path, agent: str, session_id: str) -> TrashEntry | None:
     """The session's entry, read from its own directory alone."""
     path = entry_dir(state_dir, agent, session_id)
-    if not path.is_dir() or path.is_symlink():
-        return None
-    return read_entry(path)
+    return read_entry(path) if path.is_dir() and not path.is_symlink() else None
 
 
 def agent_dirs(state_dir: Path) -> list[Path]:
+    """The trash's agent directories (no link, no other name)."""
     try:
         children = sorted(trash_dir(state_dir).iterdir())
     except FileNotFoundError:
@@ -254,6 +234,7 @@ def agent_dirs(state_dir: Path) -> list[Path]:
 
 
 def entry_dirs(state_dir: Path) -> Iterator[Path]:
+    """Every entry directory (none being discarded), not read."""
     for agent_dir in agent_dirs(state_dir):
         for path in sorted(agent_dir.iterdir()):
             if not path.name.startswith(ASIDE) and path.is_dir() and not path.is_symlink():

@@ -15,17 +15,18 @@ from typing import Any
 import structlog
 
 from agentkeep import disk
-from agentkeep.errors import RemovalError
 from agentkeep.history import Record
 from agentkeep.leases import LeaseError, take_session
 from agentkeep.trash.entries import (
     ASIDE,
     TrashEntry,
+    TrashError,
     agent_dirs,
     list_entries,
     read_entry,
     trash_dir,
 )
+from agentkeep.trash.packing import remove_tree
 
 log = structlog.get_logger("agentkeep.trash")
 
@@ -38,46 +39,35 @@ def discard(path: Path) -> None:
     entry at once, then removed link-safely; leftovers go next expire."""
     aside = f"{ASIDE}{path.name}~{os.getpid()}~{time.time_ns()}"
     os.rename(path, path.parent / aside)
-    remove_aside(path.parent, aside)
+    _remove_aside(path.parent, aside)
 
 
-def remove_aside(agent_dir: Path, name: str) -> None:
-    # Imported here: a scan reads the trash's restore times, and only
-    # expiry, emptying and restore remove.
-    from agentkeep.rmtree import remove_tree_at
-
+def _remove_aside(agent_dir: Path, name: str) -> None:
     try:
-        residual = remove_tree_at(agent_dir, name)
-    except RemovalError as exc:
-        log.warning("trash entry not fully removed", path=str(agent_dir / name), error=str(exc))
-        return
-    if residual:
-        log.warning("trash entry left residue", path=str(agent_dir / name), residual=residual)
+        remove_tree(agent_dir, name)
+    except TrashError as exc:
+        log.warning("trash entry not fully removed", error=str(exc))
 
 
 class Expiry:
     """The trash's expiry: run() removes every entry whose time is up, each
-    under its session's lease held exclusively (a held session's entry
-    waits for the next run). Run again and again (by each prune, by the
-    daemon hourly), a run that can find nothing due reads no entry: reading
-    each entry of a trash of 3,000 sessions cost 0.7 CPU-s, so a trash of
-    50,000 cost the daemon some 0.2 CPU-s a minute while nothing happened.
-    It keeps the soonest expiry of the entries it last read, and the mtimes
-    of the trash's directories before it read them: an entry added or
-    removed moves its agent directory's mtime. An entry written again in
-    place (a session trashed again before its entry expired) only moves its
-    expiry later, unless the trash was set shorter meanwhile: it then waits
-    at most until the soonest expiry known."""
+    under its session's leases (a held one waits for the next run). A run
+    that can find nothing due reads no entry: it keeps the soonest expiry it
+    last read and the mtimes of the trash's directories before it read them
+    (an entry added or removed moves its agent directory's mtime; one
+    written again in place only moves its expiry later, or, with the trash
+    set shorter meanwhile, waits at most until the soonest expiry known)."""
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
         self._known: tuple[dict[str, int | None], float] | None = None
 
     def run(self, now: float) -> list[TrashEntry]:
+        """Remove the entries due at `now`; those removed."""
         # Taken before the entries are read: a change meanwhile shows next
         # time, as does one in a directory signed None (disk.signed: its
         # mtime too recent to vouch that it will not change unseen).
-        mtimes, signature = self._signature()
+        mtimes, signature = disk.signed([trash_dir(self.state_dir), *agent_dirs(self.state_dir)])
         if self._known is not None and self._known[0] == mtimes and now < self._known[1]:
             return []
         entries = list_entries(self.state_dir)
@@ -87,23 +77,20 @@ class Expiry:
         self._known = (signature, min(left, default=math.inf))
         return expired
 
-    def _signature(self) -> tuple[dict[str, int | None], dict[str, int | None]]:
-        return disk.signed([trash_dir(self.state_dir), *agent_dirs(self.state_dir)])
-
     def known(self) -> list[Any] | None:
-        """What the last read found, as JSON: for a prune in a process of
-        its own to start from (daemon.child), and to hand back."""
+        """What the last read found, as JSON, for trust() in another process."""
         return None if self._known is None else [self._known[0], self._known[1]]
 
     def trust(self, known: list[Any] | None) -> None:
-        """Start from `known` (from known(), here or in another process).
-        Sound whatever its age: it is used only while the trash's mtimes
-        are still the ones it was read with."""
+        """Start from `known` (from known()): sound whatever its age, as it is
+        used only while the trash's mtimes are the ones it was read with."""
         self._known = None if known is None else (dict(known[0]), float(known[1]))
 
 
 @dataclass
 class Emptied:
+    """What `trash --empty` removed, and the entries kept as held."""
+
     removed: list[TrashEntry]
     held: list[TrashEntry]
 
@@ -113,9 +100,10 @@ def empty(state_dir: Path, *, trashed_before: float | None = None) -> Emptied:
     before `trashed_before`, under the session's lease like expiry: an entry
     whose lease is held stays (in `held`)."""
     held: list[TrashEntry] = []
-    due: Callable[[TrashEntry], bool] = (
-        (lambda e: True) if trashed_before is None else (lambda e: e.trashed_at < trashed_before)
-    )
+
+    def due(e: TrashEntry) -> bool:
+        return trashed_before is None or e.trashed_at < trashed_before
+
     return Emptied(_discard_due(state_dir, list_entries(state_dir), due, held, EMPTIED), held)
 
 
@@ -126,9 +114,8 @@ def _discard_due(
     held: list[TrashEntry],
     why: str,
 ) -> list[TrashEntry]:
-    """Remove each of `entries` that `due` says, under its session's lease,
-    each then in the record of what went (`why` it went: expired or
-    emptied); `held` collects those whose lease someone holds."""
+    """Remove each of `entries` that is `due`, under its session's leases,
+    into the record of what went (`why`); `held` collects the held ones."""
     record = Record(state_dir)
     expired: list[TrashEntry] = []
     for entry in entries:
@@ -160,6 +147,6 @@ def _discard_due(
     for agent_dir in agent_dirs(state_dir):
         for path in agent_dir.iterdir():
             if path.name.startswith(ASIDE):
-                remove_aside(agent_dir, path.name)
+                _remove_aside(agent_dir, path.name)
     record.summary()
     return expired

@@ -1,26 +1,14 @@
 """Compressing the trash: each entry's files and rows packed into one
-zstd-compressed archive (trash.archive), as a step of its own after the
-prune that moved them in, and unpacked again before a restore (or before
-a prune writes into the entry again).
+archive (trash.archive), after the prune that renamed them in (packing
+reads every byte, so never inside a prune's act), and unpacked again
+before a restore or a prune writes into the entry.
 
-WHEN: a prune only renames into the trash; packing reads and writes every
-byte, so it never runs inside the prune's act. It runs when a prune's
-report is out (the CLI's own prune, once its report is printed; the
-daemon's, once it has answered) on the entries that prune wrote, and in
-the daemon's hourly trash job on any entry still waiting (a prune killed
-before its packing, an entry held then). See the README ("The trash") for
-the figures that decided it.
-
-HOW A KILL IS SURVIVED: the archive is written under a temporary name
-without any lease (a restore never waits for it), fsynced, and read back
-whole. Then, under the session's leases (leases.take_session), and only
-if entry.json was not written since packing began (every writer of an
-entry writes it first: a prune into it, a restore, an expiry), it is
-renamed into place and entry.json is written naming it: the one commit
-point. Only then are roots/ and rows.sqlite removed. A kill before the
-commit leaves the entry as it was (its temporary archive is removed under
-the lease by the next packing); after it, the archive holds everything
-and what is left beside it is only ever a copy of what it holds.
+A kill is survived: the archive is written under a temporary name without
+a lease, fsynced and read back whole; then, under the session's leases and
+only if entry.json was not written meanwhile (every writer of an entry
+writes it first), it is renamed into place and entry.json names it: the one
+commit point. Only then are roots/ and rows.sqlite removed, so what is left
+beside a committed archive is only ever a copy of what it holds.
 """
 
 from __future__ import annotations
@@ -37,7 +25,6 @@ import structlog
 
 from agentkeep.errors import RemovalError
 from agentkeep.leases import LeaseError, take_session
-from agentkeep.statefiles import write_json
 from agentkeep.trash import archive, unpack
 from agentkeep.trash.entries import (
     ASIDE,
@@ -73,14 +60,13 @@ class Compressed:
 
 
 def waiting(state_dir: Path) -> list[Path]:
-    """Entries that hold files or rows beside (or instead of) an archive:
-    two lstats an entry, no entry.json read (a trash of 50,000 entries is
-    looked at hourly)."""
-    return [
-        path
-        for path in entry_dirs(state_dir)
-        if os.path.lexists(path / ROOTS) or os.path.lexists(path / ROWS)
-    ]
+    """Entries that hold files or rows beside (or instead of) an archive
+    (two lstats each, no entry.json read)."""
+    return [path for path in entry_dirs(state_dir) if _unpacked_left(path)]
+
+
+def _unpacked_left(path: Path) -> bool:
+    return os.path.lexists(path / ROOTS) or os.path.lexists(path / ROWS)
 
 
 def compress(
@@ -95,13 +81,13 @@ def compress(
             done.waiting += 1
             continue
         try:
-            entry = pack_entry(state_dir, path)
+            entry = _pack_entry(state_dir, path)
         except (OSError, TrashError, archive.BadArchive) as exc:
             log.warning("trash entry not compressed", path=str(path), error=str(exc))
             entry = None
         if entry is not None:
             done.packed.append(entry)
-        elif os.path.lexists(path / ROOTS) or os.path.lexists(path / ROWS):
+        elif _unpacked_left(path):
             done.waiting += 1
     return done
 
@@ -112,8 +98,7 @@ def _step(name: str) -> None:
 
 
 def _ident(path: Path) -> tuple[int, int] | None:
-    """entry.json's inode and mtime: every write of it (write_json renames a
-    new file in) changes them."""
+    """entry.json's inode and mtime: every write of it changes them."""
     try:
         st = os.lstat(path / ENTRY)
     except FileNotFoundError:
@@ -121,9 +106,9 @@ def _ident(path: Path) -> tuple[int, int] | None:
     return (st.st_ino, st.st_mtime_ns)
 
 
-def pack_entry(state_dir: Path, path: Path) -> TrashEntry | None:
-    """Pack the entry at `path` (see the module): the entry, packed, or None
-    when it is not (gone, held, written meanwhile, nothing to pack, or
+def _pack_entry(state_dir: Path, path: Path) -> TrashEntry | None:
+    """Pack the entry at `path` (see the module): the entry, or None when it
+    is not packed (gone, held, written meanwhile, nothing to pack, or
     holding what cannot be packed: then marked so)."""
     ident = _ident(path)
     entry = read_entry(path) if ident is not None else None
@@ -143,7 +128,7 @@ def pack_entry(state_dir: Path, path: Path) -> TrashEntry | None:
             unpack.unlink_at(tmp, fd)
             entry.unpackable = str(exc)
             log.info("trash entry stays uncompressed", path=str(path), why=str(exc))
-            _under_lease(state_dir, entry, ident, lambda: _save(entry))
+            _under_lease(state_dir, entry, ident, entry.save)
             return None
         except BaseException:
             unpack.unlink_at(tmp, fd)
@@ -154,7 +139,7 @@ def pack_entry(state_dir: Path, path: Path) -> TrashEntry | None:
             os.fsync(fd)
             _step("renamed")
             entry.packed = Packing(ARCHIVE, size, packed.original)
-            _save(entry)  # the commit point
+            entry.save()  # the commit point
             _step("committed")
             _let_go(path, keep=entry.packed)
 
@@ -203,25 +188,19 @@ def _under_lease(
         act()
         return True
     finally:
-        # The prune that trashed it let its lease file go (leases/ keeps no
-        # file per removed session): so does this, as the last step.
+        # leases/ keeps no file per removed session: the last step.
         taken.discard()
 
 
-def _save(entry: TrashEntry) -> None:
-    write_json(entry.path / ENTRY, entry.to_json())
-
-
 def _let_go(path: Path, keep: Packing | None) -> None:
-    """Remove everything of the entry but entry.json and its archive: once
-    the archive is committed, a copy of what it holds (or a temporary
-    archive or unpacking that a kill left). What cannot be removed is
-    logged and tried again by the next compression."""
+    """Remove everything of the entry but entry.json and its archive (`keep`):
+    a copy of what a committed archive holds, or what a kill left. What
+    cannot be removed is logged and tried again next time."""
     for name in sorted(os.listdir(path)):
         if name == ENTRY or (keep is not None and name == keep.name):
             continue
         try:
-            _remove_tree(path, name)
+            remove_tree(path, name)
             _step("let go")
         except TrashError as exc:
             log.warning("trash entry keeps a copy beside its archive", error=str(exc))
@@ -234,7 +213,7 @@ def unpacked(entry: TrashEntry) -> TrashEntry:
     if entry.packed is None:
         return entry
     with _open_dir(entry.path) as fd:
-        _remove_tree(entry.path, _UNPACKING)
+        remove_tree(entry.path, _UNPACKING)
         os.mkdir(_UNPACKING, 0o700, dir_fd=fd)
         try:
             with _open_file(entry.packed.name, fd) as f, _open_dir(entry.path / _UNPACKING) as tmp:
@@ -248,7 +227,7 @@ def unpacked(entry: TrashEntry) -> TrashEntry:
         # holds it is let go.
         os.sync()
         name, entry.packed = entry.packed.name, None
-        _save(entry)
+        entry.save()
         _step("uncommitted")
         unpack.unlink_at(name, fd)
         os.rmdir(_UNPACKING, dir_fd=fd)
@@ -271,9 +250,9 @@ def _open_file(name: str, dir_fd: int) -> Iterator[BinaryIO]:
         yield f
 
 
-def _remove_tree(path: Path, name: str) -> None:
+def remove_tree(path: Path, name: str) -> None:
     """Remove `path/name` link-safely, if it is there. Raises TrashError."""
-    # Imported here, as trash.expiry does: reading the trash removes nothing.
+    # Imported here: reading the trash removes nothing.
     from agentkeep.rmtree import remove_tree_at
 
     if not os.path.lexists(path / name):

@@ -1,7 +1,6 @@
-"""When each restored session was last restored (`restored.json`): a
-restore counts as activity, so that a session just brought back is never
-pruned again at once. A scan reads it: this module imports nothing that
-removes."""
+"""When each restored session was last restored (`restored.json`): activity,
+so a session just brought back is not pruned again at once. A scan reads
+it: this module imports nothing that removes."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from agentkeep.trash.entries import RESTORED, TrashError, number, text
 log = structlog.get_logger("agentkeep.trash")
 
 
-def read_restored(path: Path) -> dict[str, float]:
+def _read(path: Path) -> dict[str, float]:
     try:
         data = json.loads(fsio.read_regular(path, limit=fsio.SMALL_FILE_LIMIT))
         if not isinstance(data, dict):
@@ -32,23 +31,17 @@ def read_restored(path: Path) -> dict[str, float]:
 
 
 def record_restored(state_dir: Path, keys: list[tuple[str, str]], now: float) -> None:
+    """Record that the sessions `keys` were restored at `now`."""
     path = state_dir / RESTORED
     with hold_exclusive(state_dir / f"{RESTORED}.lock"):
-        times = read_restored(path)
+        times = _read(path)
         times.update({f"{agent}/{session_id}": now for agent, session_id in keys})
         write_json(path, times)
 
 
 def restored_at(state_dir: Path) -> dict[tuple[str, str], float]:
-    """When each restored session was last restored (activity for its prune).
-
-    Raises TrashError when the record cannot be read: the caller must not
-    prune then, since a restored session would look idle (never guess in the
-    direction of deleting).
-    """
-    times: dict[tuple[str, str], float] = {}
-    for key, value in read_restored(state_dir / RESTORED).items():
-        agent, sep, session_id = key.partition("/")
-        if sep and session_id:
-            times[(agent, session_id)] = value
-    return times
+    """When each restored session was last restored. TrashError when the
+    record cannot be read: then nothing may be pruned, as a restored
+    session would look idle."""
+    times = {key.partition("/"): at for key, at in _read(state_dir / RESTORED).items()}
+    return {(agent, sid): at for (agent, sep, sid), at in times.items() if sep and sid}

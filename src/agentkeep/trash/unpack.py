@@ -1,9 +1,8 @@
-"""Unpacking an archive trash.archive wrote, back into the entry's
-directory: each file is written under a temporary name outside the tree
-first, with its mode and times, then linked in, so a name in the tree is
-always a whole file; a name already there is kept (a leftover of an
-earlier packing or unpacking: the same file). Directories get their modes
-and times once everything is back inside them (members come in pre-order).
+"""Unpacking an archive trash.archive wrote back into the entry's directory:
+each file is made under a temporary name outside the tree, with its mode
+and times, then linked in, so a name in the tree is always a whole file; a
+name already there (left by a killed packing or unpacking) is kept.
+Directories get their modes and times once everything is back inside.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from agentkeep.trash.archive import ENCODING, BadArchive
 _NS = 1_000_000_000
 
 
-def ns_of(text: str) -> int:
+def _ns_of(text: str) -> int:
     """The nanoseconds of a pax decimal (pax_time's inverse)."""
     sign, text = (-1, text[1:]) if text.startswith("-") else (1, text)
     whole, _, frac = text.partition(".")
@@ -31,21 +30,19 @@ def ns_of(text: str) -> int:
     return sign * (int(whole) * _NS + int(frac[:9].ljust(9, "0")))
 
 
-def members(archive: IO[bytes]) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
-    """The members of an archive pack() wrote, each with its content's
-    stream (files only; read it before asking for the next). Raises
-    BadArchive for one that is damaged or not agentkeep's."""
+def _members(archive: IO[bytes]) -> Iterator[tuple[tarfile.TarInfo, IO[bytes] | None]]:
+    """The members of an archive pack() wrote, each with its content's stream
+    (files only; read before the next). BadArchive for a damaged one."""
     reader = zstandard.ZstdDecompressor().stream_reader(archive, closefd=False)
     try:
         with reader, tarfile.open(fileobj=reader, mode="r|", encoding=ENCODING) as tar:
             for info in tar:
-                check_name(info.name)
                 yield info, tar.extractfile(info) if info.isreg() else None
     except (tarfile.TarError, zstandard.ZstdError, EOFError) as exc:
         raise BadArchive(str(exc)) from exc
 
 
-def check_name(name: str) -> list[str]:
+def _check_name(name: str) -> list[str]:
     """The components of a member's name; BadArchive for one that could
     walk out of the entry or onto its entry.json."""
     parts = name.split("/")
@@ -54,33 +51,29 @@ def check_name(name: str) -> list[str]:
     return parts
 
 
-def times_of(info: tarfile.TarInfo) -> tuple[int, int]:
+def _times_of(info: tarfile.TarInfo) -> tuple[int, int]:
     """(atime_ns, mtime_ns) a member was packed with."""
-    mtime = ns_of(info.pax_headers["mtime"]) if "mtime" in info.pax_headers else None
-    atime = ns_of(info.pax_headers["atime"]) if "atime" in info.pax_headers else None
-    if mtime is None:
-        mtime = int(info.mtime) * _NS
-    return (mtime if atime is None else atime), mtime
+    pax = info.pax_headers
+    mtime = _ns_of(pax["mtime"]) if "mtime" in pax else int(info.mtime) * _NS
+    return (_ns_of(pax["atime"]) if "atime" in pax else mtime), mtime
 
 
 class _Unpacking:
-    """One unpack: the cursor in the entry's tree, the directories it stands
-    in (with the member each was packed as), and the temporary directory
-    each file is written in first."""
+    """One unpack: a cursor in the entry's tree and the directories it
+    stands in, each with its member (None: made for a member below it)."""
 
-    def __init__(self, entry_fd: int, tmp_fd: int) -> None:
+    def __init__(self, entry_fd: int, tmp_fd: int, cursor: DirCursor) -> None:
         self.entry_fd = entry_fd
         self.tmp_fd = tmp_fd
-        self.cursor = DirCursor(os.dup(entry_fd), "")
-        # The directories the cursor went down into, each with its member
-        # (None: made for a member whose directory had none before it).
+        self.cursor = cursor
         self.dirs: list[tuple[str, tarfile.TarInfo | None]] = []
         self.written = 0
 
     def run(self, archive: IO[bytes], after_each: Callable[[], None]) -> None:
-        for info, data in members(archive):
+        """Unpack every member, calling `after_each` before each."""
+        for info, data in _members(archive):
             after_each()
-            parts = check_name(info.name)
+            parts = _check_name(info.name)
             self._go_to(parts[:-1])
             leaf = parts[-1]
             if info.isdir():
@@ -91,15 +84,15 @@ class _Unpacking:
         self._go_to([])
 
     def _go_to(self, parts: list[str]) -> None:
-        """The cursor up to what it shares with `parts` (giving each
-        directory it leaves its mode and times), then down the rest."""
+        """The cursor up to what it shares with `parts` (each directory left
+        gets its mode and times), then down the rest."""
         shared = 0
         while shared < min(len(parts), len(self.dirs)) and self.dirs[shared][0] == parts[shared]:
             shared += 1
         while len(self.dirs) > shared:
             name, info = self.dirs.pop()
             if info is not None:
-                os.utime(self.cursor.fd, ns=times_of(info))
+                os.utime(self.cursor.fd, ns=_times_of(info))
             self.cursor.up()
             if info is not None:
                 # Its own mode once it is left: one without search
@@ -117,8 +110,7 @@ class _Unpacking:
             self.cursor.down(name)
         except NotADirectoryError as exc:
             raise BadArchive(f"{self.cursor.path(name)} is in the way of a directory") from exc
-        # Writable by us until it is left (an earlier unpack may have
-        # given it its own mode already).
+        # Writable by us until it is left (a killed unpack may have set its mode).
         mode = stat.S_IMODE(os.fstat(self.cursor.fd).st_mode)
         if mode & stat.S_IRWXU != stat.S_IRWXU:
             os.fchmod(self.cursor.fd, mode | stat.S_IRWXU)
@@ -141,14 +133,14 @@ class _Unpacking:
             _write(tmp, self.tmp_fd, data, info)
         else:
             raise BadArchive(f"{info.name}: a member of an unknown kind")
-        os.utime(tmp, ns=times_of(info), dir_fd=self.tmp_fd, follow_symlinks=False)
+        os.utime(tmp, ns=_times_of(info), dir_fd=self.tmp_fd, follow_symlinks=False)
         os.link(tmp, leaf, src_dir_fd=self.tmp_fd, dst_dir_fd=self.cursor.fd, follow_symlinks=False)
         os.unlink(tmp, dir_fd=self.tmp_fd)
 
     def _hard_link(self, leaf: str, info: tarfile.TarInfo) -> None:
-        """A second name of a file unpacked before it: found again from the
-        entry's directory, link by link (hard links are rare)."""
-        parts = check_name(info.linkname)
+        """A second name of a file unpacked before it, found from the entry's
+        directory down."""
+        parts = _check_name(info.linkname)
         with DirCursor(os.dup(self.entry_fd), "") as there:
             for name in parts[:-1]:
                 there.down(name)
@@ -160,22 +152,16 @@ class _Unpacking:
                 follow_symlinks=False,
             )
 
-    def close(self) -> None:
-        self.cursor.close()
-
 
 def unpack(
     archive: IO[bytes], entry_fd: int, tmp_fd: int, after_each: Callable[[], None] = lambda: None
 ) -> int:
-    """Unpack an archive pack() wrote into the directory of `entry_fd`,
-    writing each file in the (empty) directory of `tmp_fd` first, calling
-    `after_each` before each member; the members written (those already
-    there are kept). Raises BadArchive, or OSError."""
-    unpacking = _Unpacking(entry_fd, tmp_fd)
-    try:
+    """Unpack an archive pack() wrote into the directory of `entry_fd`, each
+    file made in the (empty) directory of `tmp_fd` first; the members
+    written (those already there are kept). BadArchive, or OSError."""
+    with DirCursor(os.dup(entry_fd), "") as cursor:
+        unpacking = _Unpacking(entry_fd, tmp_fd, cursor)
         unpacking.run(archive, after_each)
-    finally:
-        unpacking.close()
     return unpacking.written
 
 
