@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from agentkeep import disk, fsio, rootsafety
 from agentkeep.adapters.sqlite import TableRows
@@ -226,6 +226,14 @@ def remove_files(artifacts: Iterable[Artifact], remover: Remover) -> None:
             remover.residual(artifact.path)
         else:
             remover.remove_path(artifact)
+
+
+def session_of(agent: str, sid: str, artifacts: list[Artifact], **fields: Any) -> Session:
+    """The Session of `artifacts` (and Session `fields`): the primary records
+    first (invariant 5), its bytes their sum."""
+    artifacts.sort(key=lambda a: not a.primary)
+    size = sum(a.bytes for a in artifacts)
+    return Session(agent=agent, id=sid, artifacts=artifacts, bytes=size, **fields)
 
 
 def each_session(ids: Iterable[str], make: Callable[[str], Session | None]) -> Iterator[Session]:

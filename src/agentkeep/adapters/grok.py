@@ -1,15 +1,11 @@
 """grok: one directory per session under `~/.grok/sessions/<workspace>/`.
 
-`<workspace>` is the real workspace path percent-encoded (decoding it is
-exact); `<id>/chat_history.jsonl` is what grok lists the session by and names
-`session_id`. Memory observations
-`~/.grok/memory-v2/workspaces/*/observations/_inbox/<id>__*.md` are the
-user's memory: they name a session but are never its artifacts; they are
-reported as residual and never removed (FIELD-NOTES.md "grok").
-
-A workspace dir that cannot be listed keeps every session unsafe: a session
-is only known by its dir, and the same id may have one in several
-workspaces (the adapter merges them), so which it holds cannot be told.
+`<workspace>` is the workspace path percent-encoded; `<id>/chat_history.jsonl`
+is what grok lists the session by. Memory observations
+(`memory-v2/workspaces/*/observations/_inbox/<id>__*.md`) are the user's:
+residual, never removed (FIELD-NOTES.md "grok"). A workspace dir that
+cannot be listed keeps every session unsafe: an id may have a dir in
+several workspaces (merged), so which it holds cannot be told.
 """
 
 from __future__ import annotations
@@ -27,7 +23,15 @@ import structlog
 
 from agentkeep import disk, fsio
 from agentkeep.adapters import heads
-from agentkeep.adapters.base import NAME_ID, Adapter, Known, Root, each_session, valid_name
+from agentkeep.adapters.base import (
+    NAME_ID,
+    Adapter,
+    Known,
+    Root,
+    each_session,
+    session_of,
+    valid_name,
+)
 from agentkeep.adapters.dirs import (
     Unlisted,
     directory_artifacts,
@@ -50,8 +54,15 @@ CHAT_HEAD = 64 * 1024
 _ENCODED = re.compile(r"[A-Za-z0-9%._~!$&'()*+,;=:@-]+")
 
 
+def _canonical(raw: str) -> str | None:
+    return raw if isinstance(raw, str) and ID.fullmatch(raw) else None
+
+
 class GrokAdapter(Adapter):
+    """grok's sessions."""
+
     name = "grok"
+    canonical_id = staticmethod(_canonical)
 
     @cached_property
     def root(self) -> Path:
@@ -61,38 +72,29 @@ class GrokAdapter(Adapter):
     def sessions_dir(self) -> Path:
         return self.root / "sessions"
 
-    @cached_property
-    def memory_dir(self) -> Path:
-        return self.root / "memory-v2" / "workspaces"
-
     def roots(self) -> list[Root]:
         return [Root.check(self.root, "config", self.env.uid)]
 
     def watch_dirs(self) -> list[Path]:
+        """sessions/ and each workspace dir in it."""
         if not os.path.isdir(self.sessions_dir):
             return []
         workspaces = [Path(e.path) for e in entries(self.sessions_dir) if e.dir and not e.link]
         return [self.sessions_dir, *workspaces]
 
-    def canonical_id(self, raw: str) -> str | None:
-        return raw if isinstance(raw, str) and ID.fullmatch(raw) else None
-
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
+        """Each session dir of every workspace, merged by id."""
         if names is not None:
-            for name in sorted(names):
-                session = self._load(name)
-                if session is not None:
-                    yield session
+            yield from each_session(names, self._load)
             return
         problem = root_problem(self.env, self.root)
         found: dict[str, list[tuple[str | None, Path]]] = defaultdict(list)
         unlisted = Unlisted()
         for workspace, entry in self._workspace_dirs():
             for item in entries(entry, unlisted):
-                sid = self.canonical_id(item.name)
-                if sid is None:
+                if (sid := _canonical(item.name)) is None:
                     log.info("skipped: not a grok session id", path=item.path)
                     continue
                 found[sid].append((workspace, Path(item.path)))
@@ -113,12 +115,12 @@ class GrokAdapter(Adapter):
         return self._session(sid, places, root_problem(self.env, self.root), memory, unlisted)
 
     def session_for_path(self, path: str) -> str | None:
+        """The id of the session dir `path` lies in."""
         parts = parts_below(path, self.sessions_dir)
         if not parts or len(parts) < 2 or not valid_name(parts[0]):
             return None
-        return self.canonical_id(parts[1])
+        return _canonical(parts[1])
 
-    # -- reading ----------------------------------------------------------
     def describe(self, session: Session) -> Described:
         """Its first prompt: the chat history's first user record."""
         for artifact in session.artifacts:
@@ -146,7 +148,7 @@ class GrokAdapter(Adapter):
         unlisted: Unlisted,
     ) -> Session | None:
         """`unlisted`: the workspace dirs that could not be listed (they may
-        hold any session: every one is kept unsafe for them)."""
+        hold any session: every one is kept unsafe)."""
         sessions_linked = disk.is_link(self.sessions_dir)
         seen: set[tuple[int, int]] = set()
         artifacts: list[Artifact] = []
@@ -173,15 +175,12 @@ class GrokAdapter(Adapter):
             undated = undated or not _names_session(directory / CHAT, sid)
         if not artifacts:
             return None
-        # Primary records first across workspaces too (invariant 5).
-        artifacts.sort(key=lambda a: not a.primary)
-        return Session(
-            agent=self.name,
-            id=sid,
+        return session_of(
+            self.name,
+            sid,
+            artifacts,
             workspace=workspace,
-            artifacts=artifacts,
             undated=undated,
-            bytes=sum(a.bytes for a in artifacts),
             residual=memory,
             unreadable=unreadable(artifacts, [*unlisted, *own]),
         )
@@ -191,7 +190,7 @@ class GrokAdapter(Adapter):
         workspace's `_inbox`. An id may hold `__` itself, so every prefix
         ending before a `__` is a candidate (they are only ever reported)."""
         named: dict[str, list[str]] = defaultdict(list)
-        for workspace in entries(self.memory_dir):
+        for workspace in entries(self.root / "memory-v2" / "workspaces"):
             if not workspace.dir or workspace.link:
                 continue
             inbox = Path(workspace.path) / "observations" / "_inbox"
@@ -200,7 +199,7 @@ class GrokAdapter(Adapter):
                     continue
                 stem = note.name[: -len(".md")]
                 for cut in (m.start() for m in re.finditer("__", stem)):
-                    sid = self.canonical_id(stem[:cut])
+                    sid = _canonical(stem[:cut])
                     if sid is not None and (only is None or sid == only):
                         named[sid].append(note.path)
         return named
