@@ -1,33 +1,12 @@
-"""Qwen Code: sessions under `$QWEN_RUNTIME_DIR` and `$QWEN_HOME`.
+"""Qwen Code: sessions under `$QWEN_HOME` and `$QWEN_RUNTIME_DIR`
+(FIELD-NOTES.md "Qwen Code"; qwen.layout lists what names a session).
 
-Two roots (FIELD-NOTES.md "Qwen Code"): the home, `$QWEN_HOME` or
-`~/.qwen`, and the runtime dir, `$QWEN_RUNTIME_DIR` or the home. Per
-session id (a UUID), as Qwen Code 0.24 writes and deletes them:
-- `<runtime>/projects/<key>/chats/<id>.jsonl`: the transcript, what
-  `qwen --resume` lists (primary); `chats/archive/<id>.jsonl` once archived.
-  Beside it `<id>.runtime.json`, `<id>.worktree.json`, `<id>.pr.json`,
-  `<id>.ledger.jsonl`. `<key>` is the cwd with every character but
-  `[A-Za-z0-9]` turned to `-`: lossy (`/a.b` and `/a-b` share it), so the
-  workspace is the records' `cwd`, never the key.
-- `<runtime>/projects/<key>/subagents/<id>/`: the session's subagents;
-- `<home>/file-history/<id>/`, `<home>/plans/<id>.md`,
-  `<runtime>/debug/<id>.txt`, `<runtime>/tmp/session-writer-locks/<id>.lock*`;
-- `<runtime>/tmp/<sha256(cwd)>/background-shells/<id>/`, and the truncated
-  tool outputs `<tool>_<12 hex>.output` there, which only the transcript
-  names (records a fork copied from its parent are the parent's): the
-  project temp dir Gemini CLI named by the same hash (gemini.projects);
-- `<home>/sessions/<pid>.json` (or `<pid>-<hex>.json`), the registry of live
-  sessions, naming the session.
-Shared, never removed: `usage_record.jsonl`, `usage/`, `tmp/<hash>/logs.json`
-and `scheduled_tasks.lock`, `projects/<key>/meta.json`, `extract-cursor.json`
-and `memory/`: reported as residual where they name a session.
-
-In use: a command line naming the id (`--resume <id>`, `--session-id <id>`:
-a headless run registers nothing), a registry record or a writer lock whose
-process is alive and not a reused pid.
-
-Each concern has its module: layout (where each thing lies and which
-session its name is), reading (what a file says). This class wires them.
+The transcript `<runtime>/projects/<key>/chats/<id>.jsonl` is primary; the
+workspace is its records' `cwd`, never the lossy `<key>`. Tool outputs in
+`<runtime>/tmp/<sha256(cwd)>/` are a session's only as its transcript names
+them (a fork's copied records name the parent's). Shared files that name a
+session are residual, never removed. In use: a command line naming the id,
+or a registry record or writer lock of a live process (not a reused pid).
 """
 
 from __future__ import annotations
@@ -41,7 +20,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Known, Root, each_session
+from agentkeep.adapters.base import Adapter, Known, Root, each_session, session_of
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import registry_holders, registry_id
@@ -107,9 +86,12 @@ class _Pass:
 
 
 class QwenAdapter(Adapter):
+    """Qwen Code's sessions."""
+
     name = "qwen"
     evidence_kinds = frozenset({REGISTRY, WRITER_LOCK})
     id_in_name = UUID
+    canonical_id = staticmethod(canonical)
 
     # -- where ----------------------------------------------------------
     @cached_property
@@ -131,6 +113,7 @@ class QwenAdapter(Adapter):
         return [home] if home is runtime else [home, runtime]
 
     def watch_dirs(self) -> list[Path]:
+        """The dirs of the areas and of each project key."""
         home, runtime = self.home_dir, self.runtime_dir
         projects = runtime / "projects"
         dirs = [home, runtime, projects, runtime / "debug", runtime / "tmp"]
@@ -142,13 +125,10 @@ class QwenAdapter(Adapter):
             dirs += [key, key / "chats", key / "chats" / "archive", key / "subagents"]
         return [d for d in dict.fromkeys(dirs) if d.is_dir()]
 
-    # -- what -----------------------------------------------------------
-    def canonical_id(self, raw: str) -> str | None:
-        return canonical(raw)
-
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
+        """One pass over Qwen's directories for all of them."""
         found = self._find(names)
         residual = self._residual(found)
         yield from each_session(
@@ -156,23 +136,21 @@ class QwenAdapter(Adapter):
         )
 
     def session_for_path(self, path: str) -> str | None:
+        """The session a path's name, or a registry file, names."""
         runtime = parts_below(path, self.runtime_dir) or []
         home = parts_below(path, self.home_dir) or []
         if len(home) == 2 and home[0] == "sessions" and REGISTRY_FILE.fullmatch(home[1]):
             return registry_id(read_json(str(self.home_dir / "sessions" / home[1])))
         return path_id(home, runtime)
 
-    # -- in use ---------------------------------------------------------
     def describe(self, session: Session) -> Described:
         """Its title (the last `custom_title` record, a rename or Qwen's own
         title) or its first prompt (as typed: `systemPayload.displayText`),
         and its first record's time, from the heads of its chats."""
-        for artifact in session.artifacts:
-            if artifact.kind == TRANSCRIPT and not artifact.linked:
-                described = reading.described(artifact.path)
-                if described != Described():
-                    return described
-        return Described()
+        chats = (a.path for a in session.artifacts if a.kind == TRANSCRIPT and not a.linked)
+        return next(
+            (d for path in chats if (d := reading.described(path)) != Described()), Described()
+        )
 
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         """Command lines naming the id, registry records and writer locks
@@ -185,7 +163,6 @@ class QwenAdapter(Adapter):
                 holders += reading.lock_holders(artifact.path, session.id, procs)
         return holders
 
-    # -- finding ----------------------------------------------------------
     def _find(self, only: frozenset[str] | None) -> _Pass:
         found = _Pass(only)
         home, runtime = self._roots()
@@ -237,7 +214,6 @@ class QwenAdapter(Adapter):
             found.add_all(runtime, shells, TOOL_OUTPUT, canonical)
             found.shared += [Path(project.path) / name for name in SHARED_TMP]
 
-    # -- a session --------------------------------------------------------
     def _session(self, sid: str, found: _Pass, residual: list[str]) -> Session | None:
         items = sorted(found.found[sid].values(), key=lambda i: (i.kind != TRANSCRIPT, i.path))
         transcripts = [i.path for i in items if i.kind == TRANSCRIPT]
@@ -245,30 +221,22 @@ class QwenAdapter(Adapter):
         if workspace is not None:
             items += self._outputs(found, workspace, items)
         seen: set[tuple[int, int]] = set()
-        artifacts = []
-        for item in items:
-            foreign = item.root.problem is not None
-            artifact = disk.artifact(
-                item.path,
-                item.kind,
-                item.root.path,
-                primary=item.kind == TRANSCRIPT,
-                linked=item.linked,
+        measured = (
+            disk.artifact(
+                i.path,
+                i.kind,
+                i.root.path,
+                primary=i.kind == TRANSCRIPT,
+                linked=i.linked,
                 seen=seen,
-                foreign=foreign,
+                foreign=i.root.problem is not None,
             )
-            if artifact is not None:
-                artifacts.append(artifact)
-        if not artifacts:
+            for i in items
+        )
+        if not (artifacts := [a for a in measured if a is not None]):
             return None
-        return Session(
-            agent=self.name,
-            id=sid,
-            workspace=workspace,
-            parent=parent,
-            artifacts=artifacts,
-            bytes=sum(a.bytes for a in artifacts),
-            residual=residual,
+        return session_of(
+            self.name, sid, artifacts, workspace=workspace, parent=parent, residual=residual
         )
 
     def _outputs(self, found: _Pass, workspace: str, items: list[_Item]) -> list[_Item]:
@@ -284,8 +252,7 @@ class QwenAdapter(Adapter):
             found.outputs[digest] = {
                 e.name for e in listed if e.name.endswith(".output") and not e.dir
             }
-        present = found.outputs[digest]
-        if not present:
+        if not (present := found.outputs[digest]):
             return []
         named: set[str] = set()
         for item in items:

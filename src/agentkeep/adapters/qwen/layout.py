@@ -1,5 +1,15 @@
-"""Where Qwen Code keeps what names a session, and which session a name
-below its home or runtime dir is (the list in qwen/__init__.py)."""
+"""Where Qwen Code keeps what names a session `<id>` (a UUID), and which
+session a name below its home or runtime dir is:
+- `<runtime>/projects/<key>/chats/[archive/]<id>.jsonl` (the transcript),
+  and its `.runtime.json`, `.worktree.json`, `.pr.json`, `.ledger.jsonl`;
+- `<runtime>/projects/<key>/subagents/<id>/`, `<runtime>/debug/<id>.txt`,
+  `<runtime>/tmp/session-writer-locks/<id>.lock*` and
+  `<runtime>/tmp/<sha256(cwd)>/background-shells/<id>/`;
+- `<home>/file-history/<id>/`, `<home>/plans/<id>.md`, and the registry of
+  live sessions `<home>/sessions/<pid>.json`.
+Shared: `usage_record.jsonl`, `usage/`, `tmp/<hash>/logs.json` and
+`scheduled_tasks.lock`, `projects/<key>/meta.json`, `extract-cursor.json`.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +22,6 @@ from agentkeep.adapters.base import Root
 from agentkeep.adapters.claude.ids import canonical
 from agentkeep.adapters.claude.listing import linked_below
 
-# The kinds of artifact, as the index records them.
 TRANSCRIPT = "transcript"
 RUNTIME_STATUS = "runtime-status"
 SIDECAR = "sidecar"
@@ -36,7 +45,6 @@ CHAT_SUFFIXES = (
 # `sessions/<pid>.json`, or `<pid>-<8 hex>.json` for a process's own slot.
 REGISTRY_FILE = re.compile(r"(?P<pid>[0-9]{1,10})(?:-[0-9a-f]{8})?\.json")
 WRITER_LOCKS = "session-writer-locks"
-# The shared files of the roots and of each project that name sessions.
 SHARED_PROJECT = ("meta.json", "extract-cursor.json")
 SHARED_TMP = ("logs.json", "scheduled_tasks.lock")
 
@@ -53,9 +61,8 @@ def _lock_id(name: str) -> str | None:
     return canonical(stem) if dot else None
 
 
-# The fixed dirs holding an entry per session named by its id: (in the home,
-# else the runtime dir; the dir below it; the kind; the id of a name; the
-# entries are dirs, and what lies in one is the session's too).
+# Fixed dirs with an entry per session: (in the home, else the runtime dir;
+# the dir; the kind; the id of a name; entries are dirs whose contents count).
 AREAS = (
     (True, ("file-history",), FILE_HISTORY, canonical, True),
     (True, ("plans",), PLAN, _named(".md"), False),
@@ -65,8 +72,8 @@ AREAS = (
 
 
 def is_linked(root: Root, directory: Path) -> bool:
-    """Whether what lies in `directory` is reached through a link below
-    `root` (or lies on a root that must not be trusted): never removed."""
+    """Whether `directory` is reached through a link below `root` (or lies on
+    a root that must not be trusted): nothing in it is removed."""
     if root.problem is not None:
         return True
     relative = os.path.relpath(directory, root.path)
@@ -83,8 +90,8 @@ def chat_name(name: str) -> tuple[str | None, str]:
 
 
 def path_id(home: list[str], runtime: list[str]) -> str | None:
-    """The session a path belongs to by its name, from its parts below the
-    home and below the runtime dir (none when it is not below one)."""
+    """The session a path's name is, from its parts below the home and the
+    runtime dir (empty when not below one)."""
     for in_home, area, _, name_id, deep in AREAS:
         parts, below = (home if in_home else runtime), len(area)
         if (
@@ -97,8 +104,7 @@ def path_id(home: list[str], runtime: list[str]) -> str | None:
 
 
 def _project_path_id(parts: list[str]) -> str | None:
-    """The session a path below the runtime dir's projects or project temp
-    dirs belongs to, by its name."""
+    """The session a path below `projects/` or `tmp/` is, by its name."""
     if parts[0] == "projects" and len(parts) >= 4:
         if parts[2] == "subagents":
             return canonical(parts[3])

@@ -1,6 +1,5 @@
-"""What Qwen Code's files say of a session: the tool outputs its
-transcript names, the ids a shared file names, whether a writer lock is
-held, and its title or first prompt."""
+"""What Qwen Code's files say of a session: the tool outputs it names, the
+ids a shared file names, a writer lock's holder, its title or first prompt."""
 
 from __future__ import annotations
 
@@ -22,6 +21,7 @@ from agentkeep.processes import ProcessTable
 TOOL_OUTPUT_NAME = re.compile(rb"[A-Za-z0-9_]+_[0-9a-f]{12}\.output")
 # A shared file this big is not read for the ids it names.
 SHARED_LIMIT = 256 << 20
+_UUID_BYTES = re.compile(UUID.pattern.encode())
 
 
 def outputs_named(transcript: Path) -> set[str]:
@@ -42,11 +42,7 @@ def outputs_named(transcript: Path) -> set[str]:
 def ids_in(path: Path) -> set[str]:
     """The session ids a shared file names anywhere in it."""
     data = fsio.read_head(path, SHARED_LIMIT) or b""
-    found = {canonical(m.decode()) for m in _UUID_BYTES.findall(data)}
-    return {sid for sid in found if sid is not None}
-
-
-_UUID_BYTES = re.compile(UUID.pattern.encode())
+    return {sid for m in _UUID_BYTES.findall(data) if (sid := canonical(m.decode()))}
 
 
 def lock_holders(path: str, sid: str, procs: ProcessTable) -> list[Holder]:
@@ -66,6 +62,7 @@ def lock_holders(path: str, sid: str, procs: ProcessTable) -> list[Holder]:
 
 
 def described(path: str) -> Described:
+    """A transcript's title else first prompt, and its first record's time."""
     title: str | None = None
     prompt: str | None = None
     started: float | None = None
