@@ -1,6 +1,5 @@
-"""One look at what Copilot's sessions share (the store's rows, the tool
-outputs in the tmp dirs, the shared files), and the Session each id makes
-of it and of its dirs in each `session-state`."""
+"""One look at what Copilot's sessions share (rows, tool outputs, shared
+files), and the Session each id makes of it and of its dirs."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from typing import TypeVar
 import structlog
 
 from agentkeep import disk, fsio
+from agentkeep.adapters.base import session_of
 from agentkeep.adapters.copilot import store
 from agentkeep.adapters.copilot.events import (
     EVENTS,
@@ -62,7 +62,7 @@ class Place:
 
 @dataclass
 class Listing:
-    """One look at everything shared by the sessions listed together."""
+    """What the sessions listed together share."""
 
     rows: dict[str, store.Rows] = field(default_factory=dict)
     # A database could not be read: a newer time or a row may hide there.
@@ -74,8 +74,7 @@ class Listing:
 
 
 def once(items: list[_T], key: Callable[[_T], tuple[Path, bool]]) -> list[_T]:
-    """Each real path once: the first of those not behind a link, else the
-    first (in the order given: home before legacy)."""
+    """Each real path once: the first not behind a link, else the first."""
     chosen: dict[str, _T] = {}
     for item in sorted(items, key=lambda i: key(i)[1]):
         chosen.setdefault(os.path.realpath(key(item)[0]), item)
@@ -85,8 +84,8 @@ def once(items: list[_T], key: Callable[[_T], tuple[Path, bool]]) -> list[_T]:
 def look(
     env: Env, stores: list[tuple[Path, bool]], roots: list[Path], only: frozenset[str] | None
 ) -> Listing:
-    """The rows of every store, the tool outputs of every tmp dir and the
-    ids the shared files of every root name."""
+    """The rows of every store, the tool outputs in the tmp dirs and the ids
+    the shared files name."""
     listing = Listing()
     for db, linked in stores:
         try:
@@ -121,8 +120,7 @@ def _list_outputs(env: Env, listing: Listing) -> None:
 
 
 def _list_shared(root: Path, listing: Listing) -> None:
-    """What the shared files name: read whole at each look, as they are
-    small and few (Copilot itself deletes process logs past 50 or a week)."""
+    """What the shared files name: read whole, as they are small and few."""
     logs = [Path(e.path) for e in entries(root / "logs") if e.name.endswith(".log")]
     state = [Path(e.path) for e in entries(root / "sidebar-sessions-state")]
     for path in [*logs, *state, *(root / name for name in _SHARED_FILES)]:
@@ -132,8 +130,7 @@ def _list_shared(root: Path, listing: Listing) -> None:
 
 
 def _read_bounded(path: Path) -> bytes:
-    """A shared file's bytes (none when missing, a link, or too big to be a
-    file of Copilot's state)."""
+    """A shared file's bytes (none when missing, a link, or too big)."""
     try:
         return fsio.read_regular(path, limit=_SHARED_LIMIT)
     except OSError:
@@ -160,8 +157,8 @@ def ids(places: list[Place], listing: Listing) -> set[str]:
 
 
 def session(agent: str, sid: str, places: list[Place], listing: Listing) -> Session | None:
-    """The session `sid` makes of its dirs, its rows and the outputs its
-    events or its processes name (None: nothing of it is left)."""
+    """The session `sid` makes of its dirs, rows and tool outputs (None:
+    nothing of it is left)."""
     seen: set[tuple[int, int]] = set()
     artifacts: list[Artifact] = []
     read: list[Events] = []
@@ -177,17 +174,14 @@ def session(agent: str, sid: str, places: list[Place], listing: Listing) -> Sess
     artifacts += store.row_artifacts(rows, own_time)
     if not artifacts:
         return None
-    # Primary records first across places too (invariant 5).
-    artifacts.sort(key=lambda a: not a.primary)
-    return Session(
-        agent=agent,
-        id=sid,
+    return session_of(
+        agent,
+        sid,
+        artifacts,
         workspace=events.cwd or rows.cwd,
         parent=events.parent,
-        artifacts=artifacts,
         updated=rows.updated,
         undated=events.undated or rows.undated or listing.incomplete,
-        bytes=sum(a.bytes for a in artifacts),
         residual=sorted(path for path, named in listing.shared.items() if sid in named),
     )
 
@@ -195,8 +189,7 @@ def session(agent: str, sid: str, places: list[Place], listing: Listing) -> Sess
 def _in_place(
     sid: str, place: Place, seen: set[tuple[int, int]]
 ) -> tuple[list[Artifact], Events | None]:
-    """The session's dir and operation lock in one place, and what its
-    events say (None: no events.jsonl there)."""
+    """Its dir and operation lock in one place, and its events (None: none there)."""
     root, directory = str(place.root), place.state / sid
     artifacts: list[Artifact] = []
     events = None
@@ -220,8 +213,7 @@ def _in_place(
 def _outputs(
     named: frozenset[str], pids: set[int], listing: Listing, seen: set[tuple[int, int]]
 ) -> list[Artifact]:
-    """The tool outputs its events name, and those written by a process
-    that had the session open (one of its `inuse.<pid>` locks)."""
+    """The tool outputs its events name, or its `inuse.<pid>` processes wrote."""
     found = []
     for pid, files in listing.outputs.items():
         for path, root, linked in files:
@@ -233,6 +225,7 @@ def _outputs(
 
 
 def _inuse_kind(artifact: Artifact) -> Artifact:
+    """An `inuse.<pid>` lock or hold by its kind."""
     match = _INUSE.fullmatch(os.path.basename(artifact.path))
     if match is None:
         return artifact

@@ -1,7 +1,6 @@
-"""A session's rows in Copilot's shared `session-store.db`: every table with
-a `session_id` column (`search_index`, FTS5, among them) and `sessions` by
-`id`, read from the schema (a later Copilot's tables too), and deleted only
-while no process has the database open."""
+"""A session's rows in Copilot's `session-store.db`: `sessions` by `id` and
+every table with a `session_id` column (read from the schema, so a later
+Copilot's too), deleted only while no process has the database open."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ _SHADOW = ("_data", "_idx", "_content", "_docsize", "_config")
 
 @dataclass
 class Rows:
-    """A session's rows: (database, table, behind a link), and what its
-    `sessions` row says."""
+    """A session's rows (database, table, linked) and its `sessions` row's facts."""
 
     tables: list[tuple[Path, str, bool]] = field(default_factory=list)
     updated: float | None = None
@@ -41,8 +39,7 @@ class Rows:
 
 
 def read_rows(db: Path, linked: bool, only: frozenset[str] | None, found: dict[str, Rows]) -> None:
-    """Every table of `db` keyed by session: `sessions` by `id` (with its
-    time and cwd), any other by `session_id`. One read transaction."""
+    """Every table of `db` keyed by session, in one read transaction."""
     with sqlite.reading(db) as conn:
         conn.execute("BEGIN")
         for table in _session_tables(conn):
@@ -84,9 +81,8 @@ def _read_sessions(
 
 
 def _session_tables(conn: sqlite3.Connection) -> list[str]:
-    """The tables holding sessions' rows, `sessions` last (its row is what
-    the others reference): any table with a `session_id` column, but never
-    an FTS5 shadow table (its rows go with its virtual table)."""
+    """The tables holding sessions' rows, `sessions` last (the others refer
+    to it); never an FTS5 shadow table (its rows go with its virtual table)."""
     names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     names = [n for n in names if isinstance(n, str) and _TABLE_NAME.fullmatch(n)]
     virtual = {
@@ -106,8 +102,7 @@ def _session_tables(conn: sqlite3.Connection) -> list[str]:
 
 
 def row_artifacts(found: Rows, own_time: float | None) -> list[Artifact]:
-    """One artifact per table: `sessions` dated by its own row, any other
-    by the session's time."""
+    """One artifact per table: `sessions` dated by its row, others by `own_time`."""
     return [
         rows.row(db, table, found.updated if table == SESSIONS else own_time, False, linked)
         for db, table, linked in found.tables
@@ -116,8 +111,7 @@ def row_artifacts(found: Rows, own_time: float | None) -> list[Artifact]:
 
 def remove_rows(sid: str, ours: list[Artifact], uid: int, remover: Remover) -> None:
     """Delete the rows only while no process has their database open (every
-    running Copilot keeps it open). Otherwise the rows stay, reported, and
-    the session they make is removed by a later run."""
+    running Copilot does); else they stay, reported, for a later run."""
     try:
         rows.ensure_alone(ours, uid)
     except RemovalError as exc:
