@@ -1,39 +1,13 @@
 """Gemini CLI: sessions under `$GEMINI_CLI_HOME/.gemini/tmp/<project>/`.
 
-`<project>` is the workspace's base name (`alpha`, then `alpha-1`, ... for
-another workspace of the same name; `projects.json` maps workspaces to
-them) since 0.2x, a sha256 of the workspace's path before. Per session, in a
-project's temp dir (Gemini CLI's own session deletion,
-`utils/sessionOperations.ts`, removes the same set):
-- `chats/session-<time>-<id[:8]>.json` or `.jsonl`: the chat, naming
-  `sessionId` in its first record; what `gemini --resume` lists (primary).
-  A resumed legacy `.json` leaves a `.jsonl` beside it, and a resume in a
-  later minute leaves a second `.jsonl` of the same id: all are primary.
-  `<chat>.unreadable-<ms>` and `<chat>.tmp-<pid>` are Gemini's copies of a
-  chat it rewrote: the session's, by the id in their first record.
-- `chats/<id>/`: the session's subagents' chats (`<subagent id>.jsonl`);
-- `logs/session-<id>.jsonl`, `tool-outputs/session-<id>/` and
-  `degraded-blobs/session-<id>/`;
-- `<id>/`: the per-session dir (plans, tasks, tracker).
-A subagent's own log, tool outputs and dir belong to its parent session.
-
-A session's update time is its chat's last `lastUpdated`. Each concern has
-its module: layout (what in a project dir names a session), chats (reading
-one), projects (its workspace). This class wires them.
-
-The workspace is what Gemini wrote in `tmp/<project>/.project_root`, else
-what `projects.json` maps the project to (by its name, or for a hashed dir
-or a chat's `projectHash`, by the sha256 of a workspace's path), else a
-`projectRoot`/`cwd` field of the chat, else unknown.
-
-Shared, never attributed: `history/<project>/` (checkpoints shared by every
-session of the project; it does not name a session, so it is not even
-residual), `tmp/<project>/logs.json`, `shell_history`, `checkpoints/`,
-`memory/`, `.project_root`, `tmp/bin/`, `tmp/background-processes/`,
-`projects.json`, settings.
-A directory of a project that cannot be listed, or a chat whose id cannot
-be read, keeps every session found in that project unsafe: any of them may
-have entries there (a session's entries all lie in its project's dir).
+`<project>` is the workspace's base name (`alpha`, `alpha-1`, ...; mapped
+in `projects.json`), a sha256 of its path in older versions. What names a
+session in a project dir is in gemini.layout (the set Gemini's own
+`utils/sessionOperations.ts` removes); its chats are primary, and its update
+time is its chat's last `lastUpdated` (gemini.chats). The workspace is
+`tmp/<project>/.project_root`, else what `projects.json` maps the project to,
+else a field of the chat. A project dir that cannot be listed, or a chat
+whose id cannot be read, keeps every session of that project unsafe.
 """
 
 from __future__ import annotations
@@ -46,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Known, Root, each_session
+from agentkeep.adapters.base import Adapter, Known, Root, each_session, session_of
 from agentkeep.adapters.dirs import Unlisted, entries, root_problem, unreadable
 from agentkeep.adapters.gemini.chats import (
     CHAT_HEAD,
@@ -77,11 +51,13 @@ class _Found:
 
 
 class GeminiAdapter(Adapter):
+    """Gemini CLI's sessions."""
+
     name = "gemini"
-    # Gemini's own ids are UUIDs; one given with --session-id may be any
-    # name, which cannot be told apart inside other names (it is found by
-    # listing the session again).
+    # Gemini's own ids are UUIDs; a --session-id may be any name, which
+    # cannot be told apart inside other names.
     id_in_name = UUID
+    canonical_id = staticmethod(canonical_id)
 
     @cached_property
     def root(self) -> Path:
@@ -98,6 +74,7 @@ class GeminiAdapter(Adapter):
         return [Root.check(self.root, "config", self.env.uid)]
 
     def watch_dirs(self) -> list[Path]:
+        """tmp/, each project dir and its areas."""
         # os.path.isdir: Path.is_dir raises below a directory we may not search.
         if not os.path.isdir(self.tmp):
             return []
@@ -108,9 +85,6 @@ class GeminiAdapter(Adapter):
             dirs += [project / d for d in areas if os.path.isdir(project / d)]
         return dirs
 
-    def canonical_id(self, raw: str) -> str | None:
-        return canonical_id(raw)
-
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
@@ -119,6 +93,7 @@ class GeminiAdapter(Adapter):
         yield from each_session(merged, lambda sid: self._session(sid, merged[sid]))
 
     def session_for_path(self, path: str) -> str | None:
+        """The session a path below tmp/ belongs to."""
         return path_id(self.tmp, path)
 
     def describe(self, session: Session) -> Described:
@@ -171,16 +146,14 @@ class GeminiAdapter(Adapter):
 
     def _session(self, sid: str, shares: list[_Found]) -> Session:
         artifacts = [a for share in shares for a in share.artifacts]
-        artifacts.sort(key=lambda a: not a.primary)  # invariant 5: chats first
         updated = [s.updated for s in shares if s.updated is not None]
-        return Session(
-            agent=self.name,
-            id=sid,
+        return session_of(
+            self.name,
+            sid,
+            artifacts,
             workspace=next((s.workspace for s in shares if s.workspace), None),
-            artifacts=artifacts,
             updated=max(updated) if updated else None,
             undated=any(s.undated for s in shares),
-            bytes=sum(a.bytes for a in artifacts),
             unreadable=unreadable(artifacts, (p for s in shares for p in s.unlisted)),
         )
 

@@ -1,10 +1,7 @@
-"""Reading a Gemini chat: the session it names (its first record's
-`sessionId`), its workspace, its update time and its first prompt.
-
-A session's update time is its chat's last `lastUpdated`: 0.61 appends
-`{"$set": {"lastUpdated": ...}}` after every message, so it is read from the
-end of the chat (`last_update`), not from the first record. A legacy `.json`
-chat is one object whose top-level fields come before its messages.
+"""Reading a Gemini chat: the session its first record names, its workspace,
+its first prompt, and its update time: the last `lastUpdated`, read from the
+chat's end (0.61 appends a `{"$set": {"lastUpdated": ...}}` per message). A
+legacy `.json` chat is one object whose fields come before its messages.
 """
 
 from __future__ import annotations
@@ -29,15 +26,12 @@ from agentkeep.model import Described
 log = structlog.get_logger("agentkeep.adapters.gemini")
 
 UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-# The chat's first record holds sessionId, projectHash, startTime and
-# lastUpdated, ahead of any message; a first look of 4 KiB finds them in
-# practice, and no more than 64 KiB is ever read. A chat whose sessionId is
-# not within that is skipped (logged): never attributed by a guess.
+# The first record (sessionId, projectHash, times) is within 4 KiB in
+# practice; past 64 KiB a chat is skipped (logged), never attributed by a guess.
 CHAT_FIRST_LOOK = 4 * 1024
 CHAT_HEAD = 64 * 1024
-# The last `lastUpdated` is looked for from the chat's end backwards, a
-# chunk at a time (the last line is almost always a short `$set`), in the
-# last TAIL_LIMIT bytes at most: a scan never reads a big chat whole.
+# The last `lastUpdated` is looked for backwards from the end, a growing
+# chunk at a time, in the last TAIL_LIMIT bytes: a big chat is never read whole.
 TAIL_CHUNK = 4 * 1024
 TAIL_LIMIT = 1024 * 1024
 # A file's mtime may be rounded down by the file system (FAT: 2 s).
@@ -47,10 +41,10 @@ WORKSPACE_FIELDS = ("projectRoot", "cwd")
 
 
 def canonical_id(raw: str) -> str | None:
+    """A name id; a UUID lowercased (case-folding file systems and older
+    writers may spell it in capitals)."""
     if not isinstance(raw, str) or not NAME_ID.fullmatch(raw):
         return None
-    # UUIDs are compared lowercased: case-folding file systems and older
-    # writers may spell the same id in capitals.
     return raw.lower() if UUID.fullmatch(raw) else raw
 
 
@@ -67,8 +61,8 @@ class Facts:
 
 @dataclass(frozen=True)
 class _Tail:
-    """The last `lastUpdated` of a chat, as written (`value`), when one was
-    found; `complete` when the whole chat was read looking for it."""
+    """The last `lastUpdated` of a chat as written, when `found`; `complete`
+    when the whole chat was read looking for it."""
 
     found: bool
     value: object = None
@@ -76,11 +70,10 @@ class _Tail:
 
 
 def chat_facts(path: Path, unlisted: Unlisted | None = None) -> Facts:
-    """sessionId (and a workspace field) from a chat's head and its update
-    time from its tail, read without following a link or moving its atime.
-    A chat whose id cannot be read is skipped with a log line, never
-    attributed; one that cannot be opened is added to `unlisted` (whose it
-    is, is unknown)."""
+    """A chat's sessionId and workspace from its head, its update time from
+    its tail, read without following a link or moving its atime. A chat
+    whose id cannot be read is skipped (logged), never attributed; one that
+    cannot be opened is added to `unlisted` (whose it is, is unknown)."""
     if not os.path.lexists(path):
         return Facts()  # removed meanwhile (a watcher's deletion event)
     handle = fsio.open_quietly(path)
@@ -116,16 +109,12 @@ def chat_facts(path: Path, unlisted: Unlisted | None = None) -> Facts:
 
 
 def _workspace(record: dict[str, object]) -> str | None:
-    for name in WORKSPACE_FIELDS:
-        value = record.get(name)
-        if is_workspace(value):
-            return str(value)
-    return None
+    return next((str(v) for f in WORKSPACE_FIELDS if is_workspace(v := record.get(f))), None)
 
 
 def _head_record(fd: int, *, jsonl: bool) -> dict[str, object]:
-    """The chat's first record holding a sessionId (a .json chat's
-    top-level fields), from its first CHAT_HEAD bytes at most."""
+    """The first record holding a sessionId (a .json chat's top-level
+    fields), from its first CHAT_HEAD bytes at most."""
     record: dict[str, object] = {}
     for limit in (CHAT_FIRST_LOOK, CHAT_HEAD):
         head = os.pread(fd, limit, 0)
@@ -136,11 +125,9 @@ def _head_record(fd: int, *, jsonl: bool) -> dict[str, object]:
 
 
 def _last_update(fd: int, size: int) -> _Tail:
-    """The last `lastUpdated` a .jsonl chat sets: in a `{"$set": {...}}`
-    record, or in a first record (which a resume may append again). Lines
-    are read from the end backwards; lines Gemini itself could not parse
-    (a torn last line, garbage) are passed over, as Gemini passes over
-    them. Only the last TAIL_LIMIT bytes are read."""
+    """The last `lastUpdated` a .jsonl chat sets (in a `$set` record, or in
+    a first record, which a resume may append again), read backwards; lines
+    Gemini could not parse either (torn, garbage) are passed over."""
     end, chunk, rest = size, TAIL_CHUNK, b""
     while end > 0 and size - end < TAIL_LIMIT:
         start = max(0, end - chunk, size - TAIL_LIMIT)
@@ -185,15 +172,12 @@ def _line_update(line: bytes) -> object:
 def _update_time(
     head: dict[str, object], tail: _Tail | None, mtime: float
 ) -> tuple[float | None, bool]:
-    """(Gemini's update time of a chat, undated).
+    """(Gemini's update time of a chat, undated); never older than the chat.
 
-    Never older than the chat: a lastUpdated that cannot be read makes it
-    undated. When the tail was too long to find the last lastUpdated in,
-    the chat's mtime stands for it, but only when it is not older than the
-    head's lastUpdated: each line Gemini writes sets the mtime by the clock
-    that stamps lastUpdated, so such an mtime is at least every time in the
-    lines not read. An mtime older than what was read has been set back
-    (or comes from another clock) and says nothing of them: undated."""
+    A lastUpdated that cannot be read makes it undated. When the tail was
+    too long to find it in, the mtime stands for it, but only when not older
+    than the head's lastUpdated (each line written sets both by one clock);
+    an older mtime was set back and says nothing: undated."""
     raw_head = head.get("lastUpdated")
     first = parse_agent_time(raw_head) if raw_head is not None else None
     if tail is None:  # a .json chat: its top-level lastUpdated is the last
@@ -211,9 +195,8 @@ def _update_time(
 
 
 def _first_record(head: bytes, *, whole: bool, jsonl: bool) -> dict[str, object]:
-    """The chat's metadata: for .jsonl, the first complete line holding a
-    sessionId; for .json, the top-level fields decoded before the head ends
-    (a large chat is cut inside `messages`, after its metadata)."""
+    """For .jsonl, the first whole line holding a sessionId; for .json, the
+    top-level fields decoded before the head ends (cut inside `messages`)."""
     text = head.decode("utf-8", errors="replace")
     if jsonl:
         lines = text.split("\n")
@@ -232,7 +215,7 @@ def _first_record(head: bytes, *, whole: bool, jsonl: bool) -> dict[str, object]
 
 def _top_level_fields(text: str) -> dict[str, object]:
     """The members of a JSON object decoded in order until the text ends or
-    stops being well formed (a truncated head yields what came before)."""
+    stops being well formed."""
     decoder = json.JSONDecoder()
     fields: dict[str, object] = {}
     pos = _skip(text, 0)
@@ -265,9 +248,8 @@ def _skip(text: str, pos: int) -> int:
 
 
 def described(path: str) -> Described:
-    """A chat's first prompt (its first user message that is not the
-    `<session_context>` Gemini writes as one) and its startTime: JSONL
-    (0.61) or one JSON object."""
+    """A chat's first prompt (its first user message but Gemini's
+    `<session_context>`) and its startTime."""
     if path.endswith(".json"):
         chat = heads.read_json_head(path)
         records = chat.get("messages") if isinstance(chat, dict) else None

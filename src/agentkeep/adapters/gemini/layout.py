@@ -1,5 +1,16 @@
 """What in a Gemini project temp dir (`tmp/<project>/`) names a session,
-and which session a path there belongs to (the list in gemini/__init__.py)."""
+and which session a path there belongs to. Per session:
+- `chats/session-<time>-<id[:8]>.json` or `.jsonl`: the chat, naming
+  `sessionId` in its first record (primary; a resume can leave more than
+  one); `<chat>.unreadable-<ms>` and `<chat>.tmp-<pid>` are Gemini's copies;
+- `chats/<id>/`: its subagents' chats (a subagent's own log, tool outputs
+  and dir belong to its parent);
+- `logs/session-<id>.jsonl`, `tool-outputs/session-<id>/`,
+  `degraded-blobs/session-<id>/` and the per-session dir `<id>/`.
+Shared, never attributed: `history/<project>/`, `logs.json`,
+`shell_history`, `checkpoints/`, `memory/`, `.project_root`, `tmp/bin/`,
+`tmp/background-processes/`, `projects.json`.
+"""
 
 from __future__ import annotations
 

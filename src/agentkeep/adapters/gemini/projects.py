@@ -1,9 +1,6 @@
-"""Which workspace a Gemini project temp dir is for, and the project hash.
-
-Gemini CLI named a project's temp dir `tmp/<sha256 of the workspace's
-path>/` before 0.2x, and still writes that hash into every chat
-(`projectHash`); Qwen Code, its fork, keeps the same `tmp/<hash>/` for each
-workspace. Both name it by `project_hash`.
+"""Which workspace a Gemini project temp dir is for, and the project hash
+(the sha256 of the workspace's path: older Gemini's dir name, every chat's
+`projectHash`, and Qwen Code's `tmp/<hash>/`).
 """
 
 from __future__ import annotations
@@ -47,6 +44,7 @@ class Workspaces:
     by_hash: dict[str, str] = field(default_factory=dict)
 
     def of(self, project: str, hashed: str | None = None) -> str | None:
+        """The workspace of a project dir's name, or of a chat's projectHash."""
         return (
             self.by_name.get(project)
             or self.by_hash.get(project)
@@ -55,9 +53,8 @@ class Workspaces:
 
 
 def workspaces(root: Path) -> Workspaces:
-    """What `projects.json` says (nothing, when it is missing, a link, too
-    big or malformed: the workspace is then only unknown; logged unless
-    it is missing)."""
+    """What `projects.json` says (nothing when it is missing, a link, too big
+    or malformed: the workspace is then unknown)."""
     path = root / PROJECTS_FILE
     value = fsio.read_small_json(path, PROJECTS_LIMIT)
     projects = value.get("projects") if isinstance(value, dict) else None
