@@ -10,7 +10,6 @@ several workspaces (merged), so which it holds cannot be told.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import urllib.parse
@@ -240,13 +239,11 @@ def _names_session(chat: Path, sid: str) -> bool:
     undated. A missing, unreadable or malformed head names nothing (the id
     comes from the directory, which is how grok finds it)."""
     line = (fsio.read_head(chat, CHAT_HEAD) or b"").split(b"\n", 1)[0]
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
+    if (record := heads.json_object(line)) is None:
         if line.strip():
             log.info("malformed first record in chat history", path=str(chat))
         return True
-    named = record.get("session_id") if isinstance(record, dict) else None
+    named = record.get("session_id")
     if named is None or named == sid:
         return True
     log.info("chat history names another session", path=str(chat), names=str(named)[:200])

@@ -31,12 +31,17 @@ def head_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
 def records_in(data: bytes) -> Iterator[dict[str, Any]]:
     """The JSON objects of the whole lines of a head (not a line HEAD cut)."""
     for line in data.split(b"\n")[: -1 if len(data) >= HEAD else None]:
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(record, dict):
+        if (record := json_object(line)) is not None:
             yield record
+
+
+def json_object(text: bytes | str) -> dict[str, Any] | None:
+    """The JSON object `text` holds; None when it is not JSON or no object."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def read_json_head(path: str | os.PathLike[str]) -> Any:

@@ -14,7 +14,6 @@ doubt, live).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterator
@@ -227,8 +226,8 @@ def _parent(path: str | None, sid: str) -> str | None:
         return None
     parent = _file_id(os.path.basename(path))
     if parent is None:
-        record = _first_record(path)
-        parent = canonical(record.get("id")) if isinstance(record, dict) else None
+        record = heads.json_object((read_head(path, HEADER_LIMIT) or b"").split(b"\n", 1)[0])
+        parent = canonical(record.get("id")) if record else None
     return parent if parent != sid else None
 
 
@@ -244,8 +243,8 @@ def _header(path: str, sid: str) -> _Header:
     list such a file, and it may be anything."""
     if (data := read_head(path, HEADER_LIMIT)) is None:
         return _Header()
-    record = _first_record(path, data)
-    if not isinstance(record, dict) or record.get("type") != "session":
+    record = heads.json_object(data.split(b"\n", 1)[0])
+    if record is None or record.get("type") != "session":
         log.info("malformed session header", path=path)
         return _Header(undated=True)
     if canonical(record.get("id")) != sid:
@@ -256,15 +255,6 @@ def _header(path: str, sid: str) -> _Header:
         cwd=cwd if isinstance(cwd, str) and os.path.isabs(cwd) else None,
         parent_path=parent if isinstance(parent, str) and os.path.isabs(parent) else None,
     )
-
-
-def _first_record(path: str, data: bytes | None = None) -> object:
-    """The JSON value of a file's first line; None when it is none."""
-    data = read_head(path, HEADER_LIMIT) if data is None else data
-    try:
-        return json.loads(data.split(b"\n", 1)[0]) if data else None
-    except (ValueError, RecursionError):
-        return None
 
 
 def _logs_in(path: str) -> set[str] | None:

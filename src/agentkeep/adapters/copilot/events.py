@@ -82,12 +82,10 @@ def _first_event(line: bytes, sid: str, path: Path) -> Events:
     session.start of this session."""
     if not line.strip():
         return Events()
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
+    if (record := heads.json_object(line)) is None:
         log.info("malformed first event; the session is undated", path=str(path))
         return Events(undated=True)
-    data = record.get("data") if isinstance(record, dict) else None
+    data = record.get("data")
     if not isinstance(data, dict) or record.get("type") != "session.start":
         log.info("first event is no session.start; the session is undated", path=str(path))
         return Events(undated=True)
@@ -105,11 +103,8 @@ def _first_event(line: bytes, sid: str, path: Path) -> Events:
 def _fork_parent(line: bytes, sid: str) -> str | None:
     """The parent this session's own fork event names; None for any other
     line (one copied from an ancestor names another child)."""
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    data = record.get("data") if isinstance(record, dict) else None
+    record = heads.json_object(line) or {}
+    data = record.get("data")
     if record.get("type") != "session.info" or not isinstance(data, dict):
         return None
     message = data.get("message")

@@ -153,11 +153,7 @@ def _line_update(line: bytes) -> object:
     """The lastUpdated one line of a chat sets, or _NONE."""
     if b'"lastUpdated"' not in line:
         return _NONE  # most message lines: not decoded at all
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
-        return _NONE
-    if not isinstance(record, dict):
+    if (record := heads.json_object(line)) is None:
         return _NONE
     update = record.get("$set")
     if isinstance(update, dict) and "lastUpdated" in update:
@@ -202,14 +198,8 @@ def _first_record(head: bytes, *, whole: bool, jsonl: bool) -> dict[str, object]
         lines = text.split("\n")
         if not whole:
             lines.pop()  # cut by our limit, not by Gemini
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            if isinstance(record, dict) and "sessionId" in record:
-                return record
-        return {}
+        records = (heads.json_object(line) for line in lines)
+        return next((r for r in records if r is not None and "sessionId" in r), {})
     return _top_level_fields(text)
 
 

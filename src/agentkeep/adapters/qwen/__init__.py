@@ -61,18 +61,18 @@ class _Item:
 
 @dataclass
 class _Pass:
-    """What one pass over Qwen's directories found, by session id (only
-    those in `only` when it is given)."""
+    """What one pass over Qwen's directories found, by session id."""
 
     only: frozenset[str] | None
     found: dict[str, dict[str, _Item]] = field(default_factory=lambda: defaultdict(dict))
-    # The project tmp dirs seen (by the sha256 of a workspace) and the tool
-    # outputs in each, listed when a session of the workspace asks.
+    # The project tmp dirs (by a workspace's sha256) and their tool outputs,
+    # listed when a session of the workspace asks.
     tmp_dirs: dict[str, Path] = field(default_factory=dict)
     outputs: dict[str, set[str]] = field(default_factory=dict)
     shared: list[Path] = field(default_factory=list)
 
     def add(self, sid: str | None, path: str, kind: str, root: Root, linked: bool) -> None:
+        """One entry of session `sid` (None: of none)."""
         if sid is not None and (self.only is None or sid in self.only):
             self.found[sid].setdefault(path, _Item(path, kind, root, linked))
 
@@ -93,7 +93,6 @@ class QwenAdapter(Adapter):
     id_in_name = UUID
     canonical_id = staticmethod(canonical)
 
-    # -- where ----------------------------------------------------------
     @cached_property
     def home_dir(self) -> Path:
         return dir_var(self.env, "QWEN_HOME") or self.env.home / ".qwen"
@@ -121,7 +120,7 @@ class QwenAdapter(Adapter):
         dirs.append(runtime / "tmp" / WRITER_LOCKS)
         # A project's tmp dir is not watched: the outputs there are named
         # only by a transcript, whose change is the session's news.
-        for key in _dirs(projects):
+        for key in (Path(e.path) for e in entries(projects) if e.dir and not e.link):
             dirs += [key, key / "chats", key / "chats" / "archive", key / "subagents"]
         return [d for d in dict.fromkeys(dirs) if d.is_dir()]
 
@@ -153,8 +152,8 @@ class QwenAdapter(Adapter):
         )
 
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
-        """Command lines naming the id, registry records and writer locks
-        naming the session whose process is alive and not a reused pid."""
+        """Command lines naming the id; registry records and writer locks of
+        a live process (not a reused pid)."""
         holders = procs.naming(session.id)
         for artifact in session.artifacts:
             if artifact.kind == REGISTRY:
@@ -203,9 +202,8 @@ class QwenAdapter(Adapter):
                 found.add(sid, entry.path, REGISTRY, home, linked)
 
     def _find_tmp(self, found: _Pass, runtime: Root) -> None:
-        """The project tmp dirs (named by a sha256 of the workspace): each
-        one's background shells by session, and its place for the outputs
-        only transcripts name."""
+        """The project tmp dirs (by the workspace's sha256): their background
+        shells, and where the outputs only transcripts name lie."""
         for project in entries(self.runtime_dir / "tmp"):
             if not (project.dir and PROJECT_HASH.fullmatch(project.name)):
                 continue
@@ -240,9 +238,8 @@ class QwenAdapter(Adapter):
         )
 
     def _outputs(self, found: _Pass, workspace: str, items: list[_Item]) -> list[_Item]:
-        """The truncated tool outputs in the workspace's tmp dir that the
-        session's transcripts (its subagents' too) name: read whole, and
-        only when that dir holds any."""
+        """The tool outputs in the workspace's tmp dir that the session's
+        transcripts (its subagents' too) name: read only when it holds any."""
         digest = project_hash(workspace)
         project = found.tmp_dirs.get(digest)
         if project is None:
@@ -270,18 +267,13 @@ class QwenAdapter(Adapter):
         ]
 
     def _residual(self, found: _Pass) -> dict[str, list[str]]:
-        """The shared files that name each session found: reported, never
-        removed, never its activity."""
+        """The shared files that name each session found (residual)."""
         named: dict[str, list[str]] = defaultdict(list)
         wanted = found.only if found.only is not None else found.found.keys()
         for path in found.shared:
             for sid in sorted(reading.ids_in(path) & wanted):
                 named[sid].append(str(path))
         return named
-
-
-def _dirs(directory: Path) -> list[Path]:
-    return [Path(e.path) for e in entries(directory) if e.dir and not e.link]
 
 
 ADAPTER = QwenAdapter
