@@ -124,8 +124,7 @@ def _list_shared(root: Path, listing: Listing) -> None:
     logs = [Path(e.path) for e in entries(root / "logs") if e.name.endswith(".log")]
     state = [Path(e.path) for e in entries(root / "sidebar-sessions-state")]
     for path in [*logs, *state, *(root / name for name in _SHARED_FILES)]:
-        named = ID.findall(_read_bounded(path).decode("utf-8", "replace"))
-        if named:
+        if named := ID.findall(_read_bounded(path).decode("utf-8", "replace")):
             listing.shared[str(path)] = frozenset(named)
 
 
@@ -191,7 +190,7 @@ def _in_place(
 ) -> tuple[list[Artifact], Events | None]:
     """Its dir and operation lock in one place, and its events (None: none there)."""
     root, directory = str(place.root), place.state / sid
-    artifacts: list[Artifact] = []
+    artifacts: list[Artifact | None] = []
     events = None
     if directory.is_dir():
         listed = directory_artifacts(
@@ -202,26 +201,22 @@ def _in_place(
             events = read_events(directory / EVENTS, sid)
     elif os.path.lexists(directory):
         log.info("skipped: not a session directory", path=str(directory))
-    lock = disk.artifact(
-        place.state / OPLOCKS / f"{sid}.lock", KIND_OPLOCK, root, linked=place.linked, seen=seen
-    )
-    if lock is not None:
-        artifacts.append(lock)
-    return artifacts, events
+    lock = place.state / OPLOCKS / f"{sid}.lock"
+    artifacts.append(disk.artifact(lock, KIND_OPLOCK, root, linked=place.linked, seen=seen))
+    return [a for a in artifacts if a is not None], events
 
 
 def _outputs(
     named: frozenset[str], pids: set[int], listing: Listing, seen: set[tuple[int, int]]
 ) -> list[Artifact]:
     """The tool outputs its events name, or its `inuse.<pid>` processes wrote."""
-    found = []
-    for pid, files in listing.outputs.items():
-        for path, root, linked in files:
-            if pid in pids or os.path.basename(path) in named:
-                item = disk.artifact(path, KIND_TOOL_OUTPUT, root, linked=linked, seen=seen)
-                if item is not None:
-                    found.append(item)
-    return found
+    measured = (
+        disk.artifact(path, KIND_TOOL_OUTPUT, root, linked=linked, seen=seen)
+        for pid, files in listing.outputs.items()
+        for path, root, linked in files
+        if pid in pids or os.path.basename(path) in named
+    )
+    return [a for a in measured if a is not None]
 
 
 def _inuse_kind(artifact: Artifact) -> Artifact:
@@ -234,10 +229,6 @@ def _inuse_kind(artifact: Artifact) -> Artifact:
 
 def inuse_pids(artifacts: Iterable[Artifact]) -> set[int]:
     """The pids of the session's `inuse.<pid>` locks and holds."""
-    pids = set()
-    for artifact in artifacts:
-        if artifact.kind in (KIND_INUSE_LOCK, KIND_INUSE_HOLD):
-            match = _INUSE.fullmatch(os.path.basename(artifact.path))
-            if match is not None:
-                pids.add(int(match[1]))
-    return pids
+    kinds = (KIND_INUSE_LOCK, KIND_INUSE_HOLD)
+    inuse = (_INUSE.fullmatch(os.path.basename(a.path)) for a in artifacts if a.kind in kinds)
+    return {int(match[1]) for match in inuse if match is not None}
