@@ -291,6 +291,11 @@ def listing_again_is_cheaper(changes: int, sessions: int) -> bool:
 NAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
+def name_id(raw: str) -> str | None:
+    """`raw` when it is a NAME_ID, else None."""
+    return raw if isinstance(raw, str) and NAME_ID.fullmatch(raw) else None
+
+
 def valid_name(name: str) -> bool:
     """A single path component that cannot walk anywhere."""
     return bool(name) and name not in (".", "..") and "/" not in name and "\0" not in name

@@ -23,11 +23,11 @@ import structlog
 from agentkeep import disk, fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.base import (
-    NAME_ID,
     Adapter,
     Known,
     Root,
     each_session,
+    name_id,
     session_of,
     valid_name,
 )
@@ -40,28 +40,25 @@ from agentkeep.adapters.dirs import (
     unlisted_error,
     unreadable,
 )
-from agentkeep.model import Artifact, Described, Session
+from agentkeep.model import Described, Session
 
 log = structlog.get_logger("agentkeep.adapters.grok")
 
-ID = NAME_ID
 CHAT = "chat_history.jsonl"
 KINDS = {CHAT: "chat-history"}
 # Only the first record is read, to check the id it names.
 CHAT_HEAD = 64 * 1024
 # Percent-encoding leaves only these characters in a workspace dir's name.
 _ENCODED = re.compile(r"[A-Za-z0-9%._~!$&'()*+,;=:@-]+")
-
-
-def _canonical(raw: str) -> str | None:
-    return raw if isinstance(raw, str) and ID.fullmatch(raw) else None
+# A session's dirs: (decoded workspace, directory) of each workspace it is in.
+_Places = list[tuple[str | None, Path]]
 
 
 class GrokAdapter(Adapter):
     """grok's sessions."""
 
     name = "grok"
-    canonical_id = staticmethod(_canonical)
+    canonical_id = staticmethod(name_id)
 
     @cached_property
     def root(self) -> Path:
@@ -84,41 +81,33 @@ class GrokAdapter(Adapter):
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
-        """Each session dir of every workspace, merged by id."""
-        if names is not None:
-            yield from each_session(names, self._load)
-            return
-        problem = root_problem(self.env, self.root)
-        found: dict[str, list[tuple[str | None, Path]]] = defaultdict(list)
-        unlisted = Unlisted()
-        for workspace, entry in self._workspace_dirs():
-            for item in entries(entry, unlisted):
-                if (sid := _canonical(item.name)) is None:
+        """Each session dir of every workspace (those of `names`), merged by id."""
+        places: dict[str, _Places] = defaultdict(list)
+        unlisted = Unlisted()  # workspace dirs that may hold any session: all unsafe
+        for workspace, directory in self._workspace_dirs():
+            if names is not None:
+                for name in names:
+                    if _present(directory, name, unlisted):
+                        places[name].append((workspace, directory / name))
+                continue
+            for item in entries(directory, unlisted):
+                if (sid := name_id(item.name)) is None:
                     log.info("skipped: not a grok session id", path=item.path)
-                    continue
-                found[sid].append((workspace, Path(item.path)))
-        memory = self._memory()
-        yield from each_session(
-            found,
-            lambda sid: self._session(sid, found[sid], problem, memory.get(sid, []), unlisted),
+                else:
+                    places[sid].append((workspace, Path(item.path)))
+        memory = self._memory(names)
+        problem = root_problem(self.env, self.root)
+        return each_session(
+            places,
+            lambda sid: self._session(sid, places[sid], problem, memory.get(sid, []), unlisted),
         )
-
-    def _load(self, sid: str) -> Session | None:
-        unlisted = Unlisted()
-        places = [
-            (workspace, entry / sid)
-            for workspace, entry in self._workspace_dirs()
-            if _present(entry, sid, unlisted)
-        ]
-        memory = self._memory(sid).get(sid, [])
-        return self._session(sid, places, root_problem(self.env, self.root), memory, unlisted)
 
     def session_for_path(self, path: str) -> str | None:
         """The id of the session dir `path` lies in."""
         parts = parts_below(path, self.sessions_dir)
         if not parts or len(parts) < 2 or not valid_name(parts[0]):
             return None
-        return _canonical(parts[1])
+        return name_id(parts[1])
 
     def describe(self, session: Session) -> Described:
         """Its first prompt: the chat history's first user record."""
@@ -139,18 +128,11 @@ class GrokAdapter(Adapter):
                 log.info("skipped: not a workspace directory", path=entry.path)
 
     def _session(
-        self,
-        sid: str,
-        places: list[tuple[str | None, Path]],
-        problem: str | None,
-        memory: list[str],
-        unlisted: Unlisted,
+        self, sid: str, places: _Places, problem: str | None, memory: list[str], unlisted: Unlisted
     ) -> Session | None:
-        """`unlisted`: the workspace dirs that could not be listed (they may
-        hold any session: every one is kept unsafe)."""
         sessions_linked = disk.is_link(self.sessions_dir)
         seen: set[tuple[int, int]] = set()
-        artifacts: list[Artifact] = []
+        artifacts = []
         workspace: str | None = None
         undated = False
         own = Unlisted()
@@ -184,22 +166,21 @@ class GrokAdapter(Adapter):
             unreadable=unreadable(artifacts, [*unlisted, *own]),
         )
 
-    def _memory(self, only: str | None = None) -> dict[str, list[str]]:
+    def _memory(self, only: frozenset[str] | None) -> dict[str, list[str]]:
         """Memory observations by the session they name: `<id>__*.md` in each
         workspace's `_inbox`. An id may hold `__` itself, so every prefix
-        ending before a `__` is a candidate (they are only ever reported)."""
+        before a `__` is a candidate (they are only ever reported)."""
         named: dict[str, list[str]] = defaultdict(list)
         for workspace in entries(self.root / "memory-v2" / "workspaces"):
             if not workspace.dir or workspace.link:
                 continue
-            inbox = Path(workspace.path) / "observations" / "_inbox"
-            for note in entries(inbox):
+            for note in entries(Path(workspace.path) / "observations" / "_inbox"):
                 if note.dir or not note.name.endswith(".md"):
                     continue
-                stem = note.name[: -len(".md")]
+                stem = note.name.removesuffix(".md")
                 for cut in (m.start() for m in re.finditer("__", stem)):
-                    sid = _canonical(stem[:cut])
-                    if sid is not None and (only is None or sid == only):
+                    sid = name_id(stem[:cut])
+                    if sid is not None and (only is None or sid in only):
                         named[sid].append(note.path)
         return named
 

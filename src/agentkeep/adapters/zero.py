@@ -18,7 +18,7 @@ import structlog
 
 from agentkeep import fsio
 from agentkeep.adapters import heads
-from agentkeep.adapters.base import NAME_ID, Adapter, Known, Root, each_session, session_of
+from agentkeep.adapters.base import Adapter, Known, Root, each_session, name_id, session_of
 from agentkeep.adapters.dirs import (
     Unlisted,
     directory_artifacts,
@@ -32,7 +32,6 @@ from agentkeep.model import Described, Session
 
 log = structlog.get_logger("agentkeep.adapters.zero")
 
-ID = NAME_ID
 METADATA = "metadata.json"
 LEASE = "lease.lock"
 KINDS = {
@@ -57,15 +56,11 @@ class _Metadata:
     undated: bool = False
 
 
-def _canonical(raw: str) -> str | None:
-    return raw if isinstance(raw, str) and ID.fullmatch(raw) else None
-
-
 class ZeroAdapter(Adapter):
     """zero's sessions."""
 
     name = "zero"
-    canonical_id = staticmethod(_canonical)
+    canonical_id = staticmethod(name_id)
 
     @cached_property
     def root(self) -> Path:
@@ -90,11 +85,11 @@ class ZeroAdapter(Adapter):
     def session_for_path(self, path: str) -> str | None:
         """The id of the session dir `path` lies in."""
         parts = parts_below(path, self.root)
-        return _canonical(parts[0]) if parts else None
+        return name_id(parts[0]) if parts else None
 
     def lock_files(self, session: Session) -> list[Path]:
         """zero's own `lease.lock`."""
-        sid = _canonical(session.id)
+        sid = name_id(session.id)
         return [self.root / sid / LEASE] if sid is not None else []
 
     def describe(self, session: Session) -> Described:
@@ -109,7 +104,7 @@ class ZeroAdapter(Adapter):
 
     def _ids(self) -> Iterator[str]:
         for entry in entries(self.root):
-            if (sid := _canonical(entry.name)) is None:
+            if (sid := name_id(entry.name)) is None:
                 log.info("skipped: not a zero session id", path=entry.path)
             else:
                 yield sid
@@ -179,7 +174,7 @@ def _parent(record: dict[str, object], sid: str, path: Path) -> str | None:
     raw = record.get("parentSessionId")
     if raw in (None, ""):
         return None
-    if not isinstance(raw, str) or not ID.fullmatch(raw) or raw == sid:
+    if not isinstance(raw, str) or name_id(raw) is None or raw == sid:
         log.info("ignored an invalid parentSessionId", path=str(path), value=str(raw)[:200])
         return None
     return raw

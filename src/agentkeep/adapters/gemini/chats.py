@@ -17,7 +17,7 @@ import structlog
 
 from agentkeep import fsio
 from agentkeep.adapters import heads
-from agentkeep.adapters.base import NAME_ID
+from agentkeep.adapters.base import name_id
 from agentkeep.adapters.dirs import Unlisted
 from agentkeep.adapters.gemini.projects import is_workspace
 from agentkeep.adapters.times import parse_agent_time
@@ -43,9 +43,8 @@ WORKSPACE_FIELDS = ("projectRoot", "cwd")
 def canonical_id(raw: str) -> str | None:
     """A name id; a UUID lowercased (case-folding file systems and older
     writers may spell it in capitals)."""
-    if not isinstance(raw, str) or not NAME_ID.fullmatch(raw):
-        return None
-    return raw.lower() if UUID.fullmatch(raw) else raw
+    sid = name_id(raw)
+    return sid.lower() if sid is not None and UUID.fullmatch(sid) else sid
 
 
 @dataclass
