@@ -38,14 +38,10 @@ __all__ = ["ADAPTER", "CHAT_HEAD", "TAIL_LIMIT", "GeminiAdapter"]
 
 
 @dataclass
-class _Found:
-    """One session's share of one project, before it becomes a Session."""
+class _Found(Facts):
+    """One session's share of one project (its chats' facts merged)."""
 
     artifacts: list[Artifact] = field(default_factory=list)
-    updated: float | None = None
-    undated: bool = False
-    workspace: str | None = None
-    project_hash: str | None = None
     # What of its project could not be listed or read.
     unlisted: list[str] = field(default_factory=list)
 
@@ -108,8 +104,7 @@ class GeminiAdapter(Adapter):
         return [Path(e.path) for e in entries(self.tmp) if e.dir and e.name not in NOT_PROJECTS]
 
     def _collect(self, only: frozenset[str] | None) -> dict[str, list[_Found]]:
-        """Every session's artifacts by id (only those in `only` when it is
-        given), measured."""
+        """Every session's shares by id (only those in `only` when given)."""
         problem = root_problem(self.env, self.root)
         linked_tmp = disk.is_link(self.tmp)
         known = workspaces(self.root)

@@ -32,20 +32,6 @@ CHAT_COPY = re.compile(r"session-.+\.jsonl\.(?:unreadable|tmp)-[0-9]+")
 LOG_FILE = re.compile(r"session-(?P<id>.+)\.jsonl")
 PER_SESSION_DIR = re.compile(r"session-(?P<id>.+)")
 SUBAGENT_CHAT = re.compile(r"(?P<id>.+)\.jsonl?")
-# Directories of a project's temp dir that are Gemini's own, never a session's.
-SHARED_DIRS = frozenset(
-    {
-        "chats",
-        "logs",
-        "tool-outputs",
-        "degraded-blobs",
-        "checkpoints",
-        "memory",
-        "plans",
-        "tasks",
-        "tracker",
-    }
-)
 # Directories of tmp/ that are Gemini's own, not a project's.
 NOT_PROJECTS = frozenset({"bin", "background-processes"})
 # Project areas holding one entry per session, each named by the session's id.
@@ -53,6 +39,10 @@ AREAS = (
     ("logs", LOG_FILE, "log"),
     ("tool-outputs", PER_SESSION_DIR, "tool-outputs"),
     ("degraded-blobs", PER_SESSION_DIR, "degraded-blobs"),
+)
+# Directories of a project's temp dir that are Gemini's own, never a session's.
+SHARED_DIRS = frozenset(
+    {"chats", "checkpoints", "memory", "plans", "tasks", "tracker", *(a for a, _, _ in AREAS)}
 )
 
 CHAT = "chat"
