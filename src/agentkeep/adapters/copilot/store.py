@@ -83,16 +83,11 @@ def _read_sessions(
 def _session_tables(conn: sqlite3.Connection) -> list[str]:
     """The tables holding sessions' rows, `sessions` last (the others refer
     to it); never an FTS5 shadow table (its rows go with its virtual table)."""
-    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-    names = [n for n in names if isinstance(n, str) and _TABLE_NAME.fullmatch(n)]
-    virtual = {
-        r[0]
-        for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL%'"
-        )
-    }
+    tables = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+    # SQLite keeps the statement's leading keywords upper case.
+    virtual = {name for name, sql in tables if str(sql).startswith("CREATE VIRTUAL")}
     found = []
-    for name in sorted(names):
+    for name in sorted(n for n, _ in tables if isinstance(n, str) and _TABLE_NAME.fullmatch(n)):
         if any(name == v + suffix for v in virtual for suffix in _SHADOW):
             continue
         cols = sqlite.columns(conn, name)
@@ -122,8 +117,4 @@ def remove_rows(sid: str, ours: list[Artifact], uid: int, remover: Remover) -> N
     # Rows keyed by the session first, its `sessions` row last, database by database.
     dbs = list(dict.fromkeys(rows.db_of(a) for a in ours))
     ordered = sorted(ours, key=lambda a: (dbs.index(rows.db_of(a)), rows.table_of(a) == SESSIONS))
-    rows.delete(sid, ordered, _keys, remover)
-
-
-def _keys(table: str) -> tuple[str, ...]:
-    return ("id",) if table == SESSIONS else (SESSION_ID,)
+    rows.delete(sid, ordered, lambda t: ("id",) if t == SESSIONS else (SESSION_ID,), remover)
