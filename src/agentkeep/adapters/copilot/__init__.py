@@ -115,15 +115,9 @@ class CopilotAdapter(Adapter):
         sid = canonical_id(session.id)
         if sid is None:
             return []
-        found = [
-            place.state / OPLOCKS / f"{sid}.lock"
-            for place in self._places()
-            if not place.linked and os.path.lexists(place.state / OPLOCKS / f"{sid}.lock")
-        ]
-        found += [
-            Path(a.path) for a in session.artifacts if a.kind == KIND_INUSE_HOLD and not a.linked
-        ]
-        return found
+        locks = [p.state / OPLOCKS / f"{sid}.lock" for p in self._places() if not p.linked]
+        holds = [a.path for a in session.artifacts if a.kind == KIND_INUSE_HOLD and not a.linked]
+        return [lock for lock in locks if os.path.lexists(lock)] + [Path(h) for h in holds]
 
     def describe(self, session: Session) -> Described:
         """Its name else its first prompt, and its start (events.described)."""
