@@ -177,16 +177,10 @@ class PiAdapter(Adapter):
     def _session(self, sid: str, found: _Pass) -> Session | None:
         seen: set[tuple[int, int]] = set()
         artifacts = []
-        header = _Header()
+        header, foreign = _Header(), found.foreign
         for path, linked in sorted(found.files[sid]):
             artifact = disk.artifact(
-                path,
-                SESSION,
-                self.root,
-                primary=True,
-                linked=linked,
-                seen=seen,
-                foreign=found.foreign,
+                path, SESSION, self.root, primary=True, linked=linked, seen=seen, foreign=foreign
             )
             if artifact is None:
                 continue
