@@ -28,9 +28,8 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class Root:
-    """A directory an agent keeps sessions under. `problem` says why it must
-    not be trusted (another user can write to it, or a link on the way to it
-    is not the user's); artifacts under such a root are never removed."""
+    """A directory an agent keeps sessions under; nothing is removed under one
+    with a `problem` (another user can write to it, or to a link on the way)."""
 
     path: Path
     kind: str
@@ -43,14 +42,10 @@ class Root:
 
 
 class Known:
-    """What the caller knows already, handed to sessions() so that listing
-    some sessions costs less; it lives as long as the caller's piece of work.
-
-    - `mtimes`, `paths`: the index's view when it last matched the disk. A
-      directory whose mtime still holds gained and lost no entry since, so
-      it need not be listed again. Never for a prune: its check under the
-      lease lists the disk.
-    - memo(): what an adapter keeps from one listing to the next meanwhile."""
+    """What the caller knows already, so that listing some sessions costs
+    less, for one piece of work: the index's view (a directory whose mtime
+    still holds gained and lost no entry since: not listed again; never for
+    a prune, whose check under the lease lists the disk), and memo()."""
 
     def __init__(self, mtimes: Mapping[str, int | None] | None = None) -> None:
         self._mtimes = mtimes or {}
@@ -96,8 +91,8 @@ class Remover(Protocol):
         """Report something that still names the session and is not ours."""
 
     def gone(self, session_id: str) -> bool:
-        """Whether this run removed (a dry run: would have removed) another
-        session of the agent: a child removed before its parent is gone."""
+        """Whether this run removed (or, dry, would have) another session of
+        the agent: a child removed before its parent is gone."""
 
     def keep_rows(self, rows: TableRows) -> None:
         """Save rows about to be removed into the trash entry, for restore
@@ -115,8 +110,7 @@ class Split(Protocol):
     """An agent's scan in parts (Adapter.split)."""
 
     def expected(self) -> int:
-        """A cheap count of the sessions the scan will find, made before
-        anything is listed (whether to spread the scan; the progress total)."""
+        """A cheap count of the sessions the scan will find, before listing."""
         ...
 
     def parts(self) -> Iterator[ScanPart]:
@@ -171,9 +165,8 @@ class Adapter(ABC):
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
-        """Every session on the disk (`names` None), or those of the
-        canonical ids `names`, each with every artifact, listed from the
-        disk, never from the index; half-removed ones too, to be finished.
+        """Every session (or those of canonical ids `names`) with every
+        artifact, from the disk, never the index; half-removed ones too.
         Malformed entries are skipped with a log line, never raised."""
 
     @abstractmethod
@@ -181,9 +174,8 @@ class Adapter(ABC):
         """The session a path (as a watcher reports it) belongs to."""
 
     def names_leftovers(self, paths: list[str]) -> set[str]:
-        """Which of `paths` (runtime leftovers of a kind this agent's
-        sessions name, leftovers.KINDS) a session still names: those stay.
-        By default every one."""
+        """Which of `paths` (runtime leftovers, leftovers.KINDS) a session
+        still names: those stay. By default every one."""
         return set(paths)
 
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
@@ -196,8 +188,7 @@ class Adapter(ABC):
         return []
 
     def describe(self, session: Session) -> Described:
-        """Its title or first prompt and its start, from a bounded head of
-        its files (adapters.heads), for the record of what went. Never raises."""
+        """Its title or first prompt and its start (adapters.heads). Never raises."""
         return Described()
 
     def remove(self, session: Session, remover: Remover) -> None:
@@ -208,8 +199,7 @@ class Adapter(ABC):
             remover.residual(path)
 
     def split(self) -> Split | None:
-        """The scan in parts that child processes run (children/scan.py);
-        None: one part."""
+        """The scan in parts that child processes run; None: one part."""
         return None
 
     def may_hold(self, evidence: Sequence[Artifact], procs: ProcessTable) -> bool:
@@ -258,8 +248,7 @@ def load(adapter: Adapter, sid: str) -> Session | None:
 
 
 def expected_sessions(adapter: Adapter) -> int | None:
-    """split()'s cheap count of the sessions a scan will find; None for an
-    agent that scans as one part."""
+    """split()'s cheap count of the sessions a scan will find, or None."""
     split = adapter.split()
     return split.expected() if split is not None else None
 
@@ -270,9 +259,8 @@ def sessions_named(adapter: Adapter, paths: Iterable[str]) -> set[str]:
 
 
 def unlisted(adapter: Adapter) -> dict[str, str]:
-    """The agent's roots and watched directories that cannot be listed now
-    (path -> why): a change has the agent scanned again (a permission
-    change moves no mtime and no watch sees it)."""
+    """The agent's roots and watched dirs that cannot be listed now (path ->
+    why): a change rescans it (no mtime or watch sees a permission change)."""
     return fsio.unlisted([*(r.path for r in adapter.roots()), *adapter.watch_dirs()])
 
 

@@ -24,10 +24,9 @@ def root_problem(env: Env, path: Path) -> str | None:
 
 
 class Unlisted(dict[str, str]):
-    """The directories a listing could not list (path -> why), and places
-    it could not read to tell whose an entry is. Every session that could
-    have an entry there is kept `unsafe` (invariant 2: a check that cannot
-    be made counts as in use). A missing directory holds nothing: not one."""
+    """The places a listing could not list or read (path -> why; a missing
+    one holds nothing: not one). Every session that could have an entry there
+    is kept `unsafe` (invariant 2: a check that cannot be made counts)."""
 
     def add(self, path: str | os.PathLike[str], exc: OSError) -> None:
         """Record `path` as unlisted (once, logged)."""

@@ -29,7 +29,7 @@ from agentkeep.processes import ProcessTable
 log = structlog.get_logger("agentkeep.adapters.sqlite")
 
 # How long a read waits for a writer's lock before the database counts as
-# unreadable for this scan (its sessions are then undated, i.e. kept).
+# unreadable (its sessions undated: kept).
 READ_TIMEOUT_S = 2.0
 WRITE_TIMEOUT_S = 5.0
 _SIDE_FILES = ("", "-wal", "-shm")
@@ -192,10 +192,8 @@ def _key_columns(conn: sqlite3.Connection, table: str) -> list[str]:
 
 
 def _write_back(conn: sqlite3.Connection, saved: TableRows, *, act: bool) -> list[str]:
-    """Check (with `act`, insert) the saved rows of one table; the conflicts
-    (a table or column gone, a row with the same key that differs). A row
-    there already, the same in every column, is skipped (a removal that
-    stopped half way left it)."""
+    """Check (with `act`, insert) one table's saved rows; the conflicts. A row
+    there already, the same in every column, is skipped (a half removal)."""
     present = columns(conn, saved.table)
     missing = [c for c in saved.columns if c not in present]
     if missing:
