@@ -84,7 +84,6 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.adapters.pi",
             "agentkeep.adapters.qwen",
             "agentkeep.adapters.qwen.layout",
-            "agentkeep.adapters.qwen.reading",
             "agentkeep.adapters.rows",
             "agentkeep.adapters.sqlite",
             "agentkeep.adapters.stores",

@@ -27,7 +27,7 @@ from agentkeep.adapters.claude.registry import registry_holders, registry_id
 from agentkeep.adapters.claude.transcripts import lineage
 from agentkeep.adapters.dirs import dir_var, entries, parts_below
 from agentkeep.adapters.gemini.projects import PROJECT_HASH, project_hash
-from agentkeep.adapters.qwen import reading
+from agentkeep.adapters.qwen import layout
 from agentkeep.adapters.qwen.layout import (
     AREAS,
     REGISTRY,
@@ -148,7 +148,7 @@ class QwenAdapter(Adapter):
         and its first record's time, from the heads of its chats."""
         chats = (a.path for a in session.artifacts if a.kind == TRANSCRIPT and not a.linked)
         return next(
-            (d for path in chats if (d := reading.described(path)) != Described()), Described()
+            (d for path in chats if (d := layout.described(path)) != Described()), Described()
         )
 
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
@@ -159,7 +159,7 @@ class QwenAdapter(Adapter):
             if artifact.kind == REGISTRY:
                 holders += registry_holders(artifact.path, session.id, procs, REGISTRY_FILE)
             elif artifact.kind == WRITER_LOCK and artifact.path.endswith(".lock"):
-                holders += reading.lock_holders(artifact.path, session.id, procs)
+                holders += layout.lock_holders(artifact.path, session.id, procs)
         return holders
 
     def _find(self, only: frozenset[str] | None) -> _Pass:
@@ -254,11 +254,11 @@ class QwenAdapter(Adapter):
         named: set[str] = set()
         for item in items:
             if item.kind == TRANSCRIPT:
-                named |= reading.outputs_named(Path(item.path))
+                named |= layout.outputs_named(Path(item.path))
             elif item.kind == SUBAGENTS and not item.linked:
                 for entry in entries(item.path):
                     if entry.name.endswith(".jsonl"):
-                        named |= reading.outputs_named(Path(entry.path))
+                        named |= layout.outputs_named(Path(entry.path))
         _, runtime = self._roots()
         linked = is_linked(runtime, project)
         return [
@@ -271,7 +271,7 @@ class QwenAdapter(Adapter):
         named: dict[str, list[str]] = defaultdict(list)
         wanted = found.only if found.only is not None else found.found.keys()
         for path in found.shared:
-            for sid in sorted(reading.ids_in(path) & wanted):
+            for sid in sorted(layout.ids_in(path) & wanted):
                 named[sid].append(str(path))
         return named
 
