@@ -73,7 +73,6 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.adapters.gemini",
             "agentkeep.adapters.gemini.chats",
             "agentkeep.adapters.gemini.layout",
-            "agentkeep.adapters.gemini.projects",
             "agentkeep.adapters.grok",
             "agentkeep.adapters.heads",
             "agentkeep.adapters.opencode",

@@ -29,9 +29,10 @@ from agentkeep.adapters.gemini.chats import (
     Facts,
     canonical_id,
     described,
+    project_root,
+    workspaces,
 )
 from agentkeep.adapters.gemini.layout import AREAS, CHAT, NOT_PROJECTS, layout, path_id
-from agentkeep.adapters.gemini.projects import project_root, workspaces
 from agentkeep.model import Artifact, Described, Session
 
 __all__ = ["ADAPTER", "CHAT_HEAD", "TAIL_LIMIT", "GeminiAdapter"]

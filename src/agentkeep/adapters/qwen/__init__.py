@@ -26,7 +26,7 @@ from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import registry_holders, registry_id
 from agentkeep.adapters.claude.transcripts import lineage
 from agentkeep.adapters.dirs import dir_var, entries, parts_below
-from agentkeep.adapters.gemini.projects import PROJECT_HASH, project_hash
+from agentkeep.adapters.gemini.chats import PROJECT_HASH, project_hash
 from agentkeep.adapters.qwen import layout
 from agentkeep.adapters.qwen.layout import (
     AREAS,
