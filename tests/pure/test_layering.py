@@ -68,7 +68,6 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.adapters.copilot",
             "agentkeep.adapters.copilot.events",
             "agentkeep.adapters.copilot.listing",
-            "agentkeep.adapters.copilot.store",
             "agentkeep.adapters.dirs",
             "agentkeep.adapters.gemini",
             "agentkeep.adapters.gemini.chats",

@@ -27,7 +27,7 @@ from pathlib import Path
 from agentkeep import disk
 from agentkeep.adapters import rows, sqlite
 from agentkeep.adapters.base import Adapter, Known, Remover, Root, each_session, remove_files
-from agentkeep.adapters.copilot import listing, store
+from agentkeep.adapters.copilot import listing
 from agentkeep.adapters.copilot.events import ID, canonical_id, described
 from agentkeep.adapters.copilot.listing import KIND_INUSE_HOLD, KIND_INUSE_LOCK, OPLOCKS, Place
 from agentkeep.adapters.dirs import parts_below, root_problem
@@ -141,7 +141,7 @@ class CopilotAdapter(Adapter):
             if rows.is_row(artifact) and artifact.linked:
                 remover.residual(artifact.path)
         if ours := rows.ours(session.artifacts):
-            store.remove_rows(session.id, ours, self.env.uid, remover)
+            listing.remove_rows(session.id, ours, self.env.uid, remover)
         for path in session.residual:
             remover.residual(path)
 
@@ -160,7 +160,7 @@ class CopilotAdapter(Adapter):
         """Each real session-store.db once, and whether it lies behind a link."""
         found = []
         for root in (self.home, self.legacy):
-            db = root / store.STORE
+            db = root / listing.STORE
             if sqlite.is_database_file(db):
                 found.append((db, root_problem(self.env, root) is not None or disk.is_link(db)))
         return listing.once(found, lambda s: s)

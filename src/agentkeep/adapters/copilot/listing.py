@@ -1,5 +1,9 @@
 """One look at what Copilot's sessions share (rows, tool outputs, shared
-files), and the Session each id makes of it and of its dirs."""
+files), and the Session each id makes of it and of its dirs.
+
+A session's rows in `session-store.db` are `sessions` by `id` and every
+table with a `session_id` column (read from the schema, so a later
+Copilot's too), deleted only while no process has the database open."""
 
 from __future__ import annotations
 
@@ -14,8 +18,8 @@ from typing import TypeVar
 import structlog
 
 from agentkeep import disk, fsio
-from agentkeep.adapters.base import session_of
-from agentkeep.adapters.copilot import store
+from agentkeep.adapters import rows, sqlite
+from agentkeep.adapters.base import Remover, session_of
 from agentkeep.adapters.copilot.events import (
     EVENTS,
     ID,
@@ -26,6 +30,7 @@ from agentkeep.adapters.copilot.events import (
     read_events,
 )
 from agentkeep.adapters.dirs import directory_artifacts, entries, root_problem
+from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact, Session
 from agentkeep.paths import Env
 
@@ -49,6 +54,12 @@ KIND_OPLOCK, KIND_TOOL_OUTPUT = "operation-lock", "tool-output"
 _INUSE = re.compile(r"inuse\.(\d{1,10})\.(lock|hold)")
 _SHARED_LIMIT = 32 << 20
 _SHARED_FILES = ("open-sessions-state.json", "command-history-state.json", "config.json")
+STORE = "session-store.db"
+SESSIONS, SESSION_ID = "sessions", "session_id"
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The FTS5 shadow tables (`<table>_content` holds the session id as `c1`):
+# they go with their virtual table, never on their own.
+_SHADOW = ("_data", "_idx", "_content", "_docsize", "_config")
 
 
 @dataclass(frozen=True)
@@ -64,7 +75,7 @@ class Place:
 class Listing:
     """What the sessions listed together share."""
 
-    rows: dict[str, store.Rows] = field(default_factory=dict)
+    rows: dict[str, Rows] = field(default_factory=dict)
     # A database could not be read: a newer time or a row may hide there.
     incomplete: bool = False
     # Tool outputs in the tmp dirs: (path, root, linked) by the writer's pid.
@@ -89,7 +100,7 @@ def look(
     listing = Listing()
     for db, linked in stores:
         try:
-            store.read_rows(db, linked, only, listing.rows)
+            _read_rows(db, linked, only, listing.rows)
         except sqlite3.Error as exc:
             log.warning(
                 "session-store.db unreadable; copilot sessions undated", db=str(db), error=str(exc)
@@ -166,21 +177,21 @@ def session(agent: str, sid: str, places: list[Place], listing: Listing) -> Sess
         artifacts += found
         read += [events_read] if events_read is not None else []
     events = read[0] if read else Events()
-    rows = listing.rows.get(sid, store.Rows())
+    own = listing.rows.get(sid, Rows())
     artifacts += _outputs(events.outputs, inuse_pids(artifacts), listing, seen)
     file_times = [a.mtime for a in artifacts if a.mtime is not None]
-    own_time = rows.updated if rows.updated is not None else max(file_times, default=None)
-    artifacts += store.row_artifacts(rows, own_time)
+    own_time = own.updated if own.updated is not None else max(file_times, default=None)
+    artifacts += _row_artifacts(own, own_time)
     if not artifacts:
         return None
     return session_of(
         agent,
         sid,
         artifacts,
-        workspace=events.cwd or rows.cwd,
+        workspace=events.cwd or own.cwd,
         parent=events.parent,
-        updated=rows.updated,
-        undated=events.undated or rows.undated or listing.incomplete,
+        updated=own.updated,
+        undated=events.undated or own.undated or listing.incomplete,
         residual=sorted(path for path, named in listing.shared.items() if sid in named),
     )
 
@@ -232,3 +243,95 @@ def inuse_pids(artifacts: Iterable[Artifact]) -> set[int]:
     kinds = (KIND_INUSE_LOCK, KIND_INUSE_HOLD)
     inuse = (_INUSE.fullmatch(os.path.basename(a.path)) for a in artifacts if a.kind in kinds)
     return {int(match[1]) for match in inuse if match is not None}
+
+
+@dataclass
+class Rows:
+    """A session's rows (database, table, linked) and its `sessions` row's facts."""
+
+    tables: list[tuple[Path, str, bool]] = field(default_factory=list)
+    updated: float | None = None
+    cwd: str | None = None
+    undated: bool = False
+
+
+def _read_rows(db: Path, linked: bool, only: frozenset[str] | None, found: dict[str, Rows]) -> None:
+    """Every table of `db` keyed by session, in one read transaction."""
+    with sqlite.reading(db) as conn:
+        conn.execute("BEGIN")
+        for table in _session_tables(conn):
+            if table == SESSIONS:
+                _read_sessions(conn, db, linked, only, found)
+                continue
+            sql = f'SELECT DISTINCT {SESSION_ID} FROM "{table}"'
+            for (sid,) in conn.execute(*sqlite.among(sql, SESSION_ID, only)):
+                if isinstance(sid, str) and ID.fullmatch(sid):
+                    found.setdefault(sid, Rows()).tables.append((db, table, linked))
+
+
+def _read_sessions(
+    conn: sqlite3.Connection,
+    db: Path,
+    linked: bool,
+    only: frozenset[str] | None,
+    found: dict[str, Rows],
+) -> None:
+    cols = sqlite.columns(conn, SESSIONS)
+    wanted = [c for c in ("updated_at", "cwd") if c in cols]
+    sql = f"SELECT {', '.join(['id', *wanted])} FROM {SESSIONS}"
+    for row in conn.execute(*sqlite.among(sql, "id", only)):
+        record = dict(zip(["id", *wanted], row, strict=True))
+        sid = record["id"]
+        if not isinstance(sid, str) or not ID.fullmatch(sid):
+            log.info("sessions row id is not a session id; skipped", db=str(db), id=repr(sid)[:80])
+            continue
+        own = found.setdefault(sid, Rows())
+        own.tables.append((db, SESSIONS, linked))
+        updated = sqlite.column_time(record.get("updated_at"))
+        if updated is None:
+            own.undated = True
+        elif own.updated is None or updated > own.updated:
+            own.updated = updated
+        cwd = record.get("cwd")
+        if isinstance(cwd, str) and os.path.isabs(cwd) and own.cwd is None:
+            own.cwd = cwd
+
+
+def _session_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables holding sessions' rows, `sessions` last (the others refer
+    to it); never an FTS5 shadow table (its rows go with its virtual table)."""
+    tables = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+    # SQLite keeps the statement's leading keywords upper case.
+    virtual = {name for name, sql in tables if str(sql).startswith("CREATE VIRTUAL")}
+    found = []
+    for name in sorted(n for n, _ in tables if isinstance(n, str) and _TABLE_NAME.fullmatch(n)):
+        if any(name == v + suffix for v in virtual for suffix in _SHADOW):
+            continue
+        cols = sqlite.columns(conn, name)
+        if (name == SESSIONS and "id" in cols) or SESSION_ID in cols:
+            found.append(name)
+    return sorted(found, key=lambda n: n == SESSIONS)
+
+
+def _row_artifacts(found: Rows, own_time: float | None) -> list[Artifact]:
+    """One artifact per table: `sessions` dated by its row, others by `own_time`."""
+    return [
+        rows.row(db, table, found.updated if table == SESSIONS else own_time, False, linked)
+        for db, table, linked in found.tables
+    ]
+
+
+def remove_rows(sid: str, ours: list[Artifact], uid: int, remover: Remover) -> None:
+    """Delete the rows only while no process has their database open (every
+    running Copilot does); else they stay, reported, for a later run."""
+    try:
+        rows.ensure_alone(ours, uid)
+    except RemovalError as exc:
+        log.info("rows left until the database is free", id=sid, reason=str(exc))
+        for artifact in ours:
+            remover.residual(artifact.path)
+        return
+    # Rows keyed by the session first, its `sessions` row last, database by database.
+    dbs = list(dict.fromkeys(rows.db_of(a) for a in ours))
+    ordered = sorted(ours, key=lambda a: (dbs.index(rows.db_of(a)), rows.table_of(a) == SESSIONS))
+    rows.delete(sid, ordered, lambda t: ("id",) if t == SESSIONS else (SESSION_ID,), remover)
