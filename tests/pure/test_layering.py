@@ -71,7 +71,6 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.adapters.dirs",
             "agentkeep.adapters.gemini",
             "agentkeep.adapters.gemini.chats",
-            "agentkeep.adapters.gemini.layout",
             "agentkeep.adapters.grok",
             "agentkeep.adapters.heads",
             "agentkeep.adapters.opencode",
