@@ -55,14 +55,9 @@ class StoreAdapter(Adapter):
 
     def canonical_id(self, raw: str) -> str | None:
         """`a/b` for depth 2: exactly `depth` plain components."""
-        if not isinstance(raw, str):
-            return None
-        parts = raw.split("/")
-        if len(parts) != self.depth:
-            return None
-        if not all(valid_name(p) and utf8_name(p) for p in parts):
-            return None
-        return raw
+        parts = raw.split("/") if isinstance(raw, str) else []
+        ok = len(parts) == self.depth and all(valid_name(p) and utf8_name(p) for p in parts)
+        return raw if ok else None
 
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
@@ -100,14 +95,11 @@ class StoreAdapter(Adapter):
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         """Processes naming the id as a token (a depth-1 id), or naming the
         session's directory or a path inside it on their command line."""
-        holders = procs.naming(session.id)
-        directory = self.root / session.id
-        for proc in procs.procs.values():
-            if any(_names_path(arg, directory) for arg in proc.cmdline):
-                holders.append(
-                    Holder(proc.pid, HolderKind.PROCESS, "command line names the store dir")
-                )
-        return holders
+        directory, why = self.root / session.id, "command line names the store dir"
+        naming = [
+            p for p in procs.procs.values() if any(_names_path(a, directory) for a in p.cmdline)
+        ]
+        return procs.naming(session.id) + [Holder(p.pid, HolderKind.PROCESS, why) for p in naming]
 
     def _children(self, parts: tuple[str, ...]) -> list[Entry]:
         return [e for e in entries(self.root.joinpath(*parts)) if valid_name(e.name)]
@@ -126,14 +118,12 @@ class StoreAdapter(Adapter):
             return None
         # A linked session directory is measured as the link alone (never
         # followed) and marked linked, so the session is kept unsafe (invariant 6).
-        through_link = disk.is_link(path)
-        if through_link:
+        if through_link := disk.is_link(path):
             log.info(
                 "store session is a link: kept, never removed", store=self.name, path=str(path)
             )
-        artifact = disk.artifact(
-            path, STORE_DIR, self.root, primary=True, linked=problem is not None or through_link
-        )
+        linked = problem is not None or through_link
+        artifact = disk.artifact(path, STORE_DIR, self.root, primary=True, linked=linked)
         if artifact is None:
             return None
         return session_of(self.name, sid, [artifact], unreadable=unreadable([artifact]))
@@ -142,7 +132,5 @@ class StoreAdapter(Adapter):
 def _names_path(arg: str, directory: Path) -> bool:
     """An argument (or the value of `--opt=value`) that is the directory or a
     path inside it."""
-    candidates = [arg]
-    if "=" in arg:
-        candidates.append(arg.split("=", 1)[1])
+    candidates = [arg, arg.split("=", 1)[1]] if "=" in arg else [arg]
     return any(os.path.isabs(c) and parts_below(c, directory) is not None for c in candidates)
