@@ -89,11 +89,8 @@ def is_linked(root: Root, directory: Path) -> bool:
 
 def chat_name(name: str) -> tuple[str | None, str]:
     """(id, kind) of a name in a chats dir; no id for the rest."""
-    for suffix, kind in CHAT_SUFFIXES:
-        sid = _named(suffix)(name)
-        if sid is not None:
-            return sid, kind
-    return None, ""
+    found = ((sid, kind) for suffix, kind in CHAT_SUFFIXES if (sid := _named(suffix)(name)))
+    return next(found, (None, ""))
 
 
 def path_id(home: list[str], runtime: list[str]) -> str | None:
