@@ -118,7 +118,7 @@ def chat_facts(path: Path, unlisted: Unlisted | None = None) -> Facts:
 
 
 def _workspace(record: dict[str, object]) -> str | None:
-    return next((str(v) for f in WORKSPACE_FIELDS if is_workspace(v := record.get(f))), None)
+    return next((str(v) for f in WORKSPACE_FIELDS if _is_workspace(v := record.get(f))), None)
 
 
 def _head_record(fd: int, *, jsonl: bool) -> dict[str, object]:
@@ -272,13 +272,13 @@ def project_hash(workspace: str) -> str:
     return hashlib.sha256(workspace.encode()).hexdigest()
 
 
-def is_workspace(value: object) -> bool:
+def _is_workspace(value: object) -> bool:
     """Whether `value` can be a workspace: an absolute path, no NUL in it."""
     return isinstance(value, str) and os.path.isabs(value) and "\0" not in value
 
 
 @dataclass(frozen=True)
-class Workspaces:
+class _Workspaces:
     """`projects.json`: each workspace by its project's name and by the
     sha256 of its path (the legacy dir name, and every chat's projectHash)."""
 
@@ -294,7 +294,7 @@ class Workspaces:
         )
 
 
-def workspaces(root: Path) -> Workspaces:
+def workspaces(root: Path) -> _Workspaces:
     """What `projects.json` says (nothing when it is missing, a link, too big
     or malformed: the workspace is then unknown)."""
     path = root / PROJECTS_FILE
@@ -303,10 +303,10 @@ def workspaces(root: Path) -> Workspaces:
     if not isinstance(projects, dict):
         if os.path.lexists(path):
             log.info("projects.json is not readable", path=str(path))
-        return Workspaces()
-    found = Workspaces()
+        return _Workspaces()
+    found = _Workspaces()
     for workspace, name in projects.items():
-        if not (isinstance(name, str) and is_workspace(workspace)):
+        if not (isinstance(name, str) and _is_workspace(workspace)):
             continue
         found.by_name.setdefault(name, workspace)
         found.by_hash[project_hash(workspace)] = workspace
@@ -320,4 +320,4 @@ def project_root(project: Path) -> str | None:
     except (OSError, UnicodeDecodeError):
         return None  # missing, a link, too big, unreadable or not text
     text = text.strip()
-    return text if is_workspace(text) and "\n" not in text else None
+    return text if _is_workspace(text) and "\n" not in text else None
