@@ -135,16 +135,12 @@ def _list_shared(root: Path, listing: Listing) -> None:
     logs = [Path(e.path) for e in entries(root / "logs") if e.name.endswith(".log")]
     state = [Path(e.path) for e in entries(root / "sidebar-sessions-state")]
     for path in [*logs, *state, *(root / name for name in _SHARED_FILES)]:
-        if named := ID.findall(_read_bounded(path).decode("utf-8", "replace")):
+        try:  # none when missing, a link, or too big to be Copilot's state
+            data = fsio.read_regular(path, limit=_SHARED_LIMIT)
+        except OSError:
+            continue
+        if named := ID.findall(data.decode("utf-8", "replace")):
             listing.shared[str(path)] = frozenset(named)
-
-
-def _read_bounded(path: Path) -> bytes:
-    """A shared file's bytes (none when missing, a link, or too big)."""
-    try:
-        return fsio.read_regular(path, limit=_SHARED_LIMIT)
-    except OSError:
-        return b""
 
 
 def ids(places: list[Place], listing: Listing) -> set[str]:
@@ -181,7 +177,11 @@ def session(agent: str, sid: str, places: list[Place], listing: Listing) -> Sess
     artifacts += _outputs(events.outputs, inuse_pids(artifacts), listing, seen)
     file_times = [a.mtime for a in artifacts if a.mtime is not None]
     own_time = own.updated if own.updated is not None else max(file_times, default=None)
-    artifacts += _row_artifacts(own, own_time)
+    # `sessions` dated by its own row, every other table by the session's time.
+    artifacts += [
+        rows.row(db, table, own.updated if table == SESSIONS else own_time, False, linked)
+        for db, table, linked in own.tables
+    ]
     if not artifacts:
         return None
     return session_of(
@@ -311,14 +311,6 @@ def _session_tables(conn: sqlite3.Connection) -> list[str]:
         if (name == SESSIONS and "id" in cols) or SESSION_ID in cols:
             found.append(name)
     return sorted(found, key=lambda n: n == SESSIONS)
-
-
-def _row_artifacts(found: Rows, own_time: float | None) -> list[Artifact]:
-    """One artifact per table: `sessions` dated by its row, others by `own_time`."""
-    return [
-        rows.row(db, table, found.updated if table == SESSIONS else own_time, False, linked)
-        for db, table, linked in found.tables
-    ]
 
 
 def remove_rows(sid: str, ours: list[Artifact], uid: int, remover: Remover) -> None:

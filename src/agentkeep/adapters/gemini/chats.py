@@ -106,19 +106,13 @@ def chat_facts(path: Path, unlisted: Unlisted | None = None) -> Facts:
         log.info("skipped a chat without a valid sessionId", path=str(path), value=str(raw)[:200])
         return Facts()
     hashed = record.get("projectHash")
-    facts = Facts(
-        sid=sid,
-        workspace=_workspace(record),
-        project_hash=hashed if isinstance(hashed, str) else None,
-    )
+    fields = (record.get(f) for f in WORKSPACE_FIELDS)
+    workspace = next((str(v) for v in fields if _is_workspace(v)), None)
+    facts = Facts(sid, None, False, workspace, hashed if isinstance(hashed, str) else None)
     facts.updated, facts.undated = _update_time(record, tail, st.st_mtime)
     if facts.undated:
         log.info("unreadable lastUpdated: the session is undated", path=str(path))
     return facts
-
-
-def _workspace(record: dict[str, object]) -> str | None:
-    return next((str(v) for f in WORKSPACE_FIELDS if _is_workspace(v := record.get(f))), None)
 
 
 def _head_record(fd: int, *, jsonl: bool) -> dict[str, object]:
