@@ -117,10 +117,18 @@ class PiAdapter(Adapter):
         """Its name (the last `session_info` record, as `pi --resume` shows
         it; an empty name clears it) or its first prompt, and the header's
         time, from the head of its file."""
-        for artifact in session.artifacts:
-            if artifact.kind == SESSION and not artifact.linked:
-                return _described(artifact.path)
-        return Described()
+        path = next((a.path for a in session.artifacts if a.kind == SESSION and not a.linked), "")
+        records = list(heads.head_records(path)) if path else []
+        header = records[0] if records and records[0].get("type") == "session" else {}
+        name: str | None = None
+        prompt: str | None = None
+        for record in records:
+            if record.get("type") == "session_info":
+                name = heads.cut(record.get("name"))
+            message = record.get("message")
+            if prompt is None and isinstance(message, dict) and message.get("role") == "user":
+                prompt = heads.cut(heads.text_of(message.get("content")))
+        return Described(name or prompt, parse_agent_time(header.get("timestamp")))
 
     def names_leftovers(self, paths: list[str]) -> set[str]:
         """The bash logs among `paths` that a session file names, by name (a
@@ -268,8 +276,9 @@ def _is_pi(cmdline: tuple[str, ...]) -> bool:
     """pi's process: its title `pi` (arguments hidden: empty strings
     follow it), or pi's command as started (`pi ...`, `node .../pi ...`,
     `node .../pi-coding-agent/dist/cli.js ...`)."""
-    heads = [os.path.basename(arg) for arg in cmdline[:2]]
-    return "pi" in heads or any(arg.endswith(PI_CLI) for arg in cmdline[:3])
+    return "pi" in (os.path.basename(arg) for arg in cmdline[:2]) or any(
+        arg.endswith(PI_CLI) for arg in cmdline[:3]
+    )
 
 
 def _uses(
@@ -291,20 +300,6 @@ def _uses(
     if any(pid == proc.pid for path in files for pid, _ in procs.holding_open(path)):
         return "a pi process has the session open"
     return None
-
-
-def _described(path: str) -> Described:
-    records = list(heads.head_records(path))
-    header = records[0] if records and records[0].get("type") == "session" else {}
-    name: str | None = None
-    prompt: str | None = None
-    for record in records:
-        if record.get("type") == "session_info":
-            name = heads.cut(record.get("name"))
-        message = record.get("message")
-        if prompt is None and isinstance(message, dict) and message.get("role") == "user":
-            prompt = heads.cut(heads.text_of(message.get("content")))
-    return Described(name or prompt, parse_agent_time(header.get("timestamp")))
 
 
 ADAPTER = PiAdapter
