@@ -28,21 +28,6 @@ from agentkeep.adapters.claude.transcripts import lineage
 from agentkeep.adapters.dirs import dir_var, entries, parts_below
 from agentkeep.adapters.gemini.chats import PROJECT_HASH, project_hash
 from agentkeep.adapters.qwen import layout
-from agentkeep.adapters.qwen.layout import (
-    AREAS,
-    REGISTRY,
-    REGISTRY_FILE,
-    SHARED_PROJECT,
-    SHARED_TMP,
-    SUBAGENTS,
-    TOOL_OUTPUT,
-    TRANSCRIPT,
-    WRITER_LOCK,
-    WRITER_LOCKS,
-    chat_name,
-    is_linked,
-    path_id,
-)
 from agentkeep.model import Described, Holder, Session
 from agentkeep.processes import ProcessTable
 
@@ -80,7 +65,7 @@ class _Pass:
         self, root: Root, directory: Path, kind: str, name_id: Callable[[str], str | None]
     ) -> None:
         """Each entry of `directory` whose name is a session's."""
-        linked = is_linked(root, directory)
+        linked = layout.is_linked(root, directory)
         for entry in entries(directory):
             self.add(name_id(entry.name), entry.path, kind, root, linked)
 
@@ -89,7 +74,7 @@ class QwenAdapter(Adapter):
     """Qwen Code's sessions."""
 
     name = "qwen"
-    evidence_kinds = frozenset({REGISTRY, WRITER_LOCK})
+    evidence_kinds = frozenset({layout.REGISTRY, layout.WRITER_LOCK})
     id_in_name = UUID
     canonical_id = staticmethod(canonical)
 
@@ -117,7 +102,7 @@ class QwenAdapter(Adapter):
         projects = runtime / "projects"
         dirs = [home, runtime, projects, runtime / "debug", runtime / "tmp"]
         dirs += [home / "file-history", home / "plans", home / "sessions"]
-        dirs.append(runtime / "tmp" / WRITER_LOCKS)
+        dirs.append(runtime / "tmp" / layout.WRITER_LOCKS)
         # A project's tmp dir is not watched: the outputs there are named
         # only by a transcript, whose change is the session's news.
         for key in (Path(e.path) for e in entries(projects) if e.dir and not e.link):
@@ -138,15 +123,15 @@ class QwenAdapter(Adapter):
         """The session a path's name, or a registry file, names."""
         runtime = parts_below(path, self.runtime_dir) or []
         home = parts_below(path, self.home_dir) or []
-        if len(home) == 2 and home[0] == "sessions" and REGISTRY_FILE.fullmatch(home[1]):
+        if len(home) == 2 and home[0] == "sessions" and layout.REGISTRY_FILE.fullmatch(home[1]):
             return registry_id(read_json(str(self.home_dir / "sessions" / home[1])))
-        return path_id(home, runtime)
+        return layout.path_id(home, runtime)
 
     def describe(self, session: Session) -> Described:
         """Its title (the last `custom_title` record, a rename or Qwen's own
         title) or its first prompt (as typed: `systemPayload.displayText`),
         and its first record's time, from the heads of its chats."""
-        chats = (a.path for a in session.artifacts if a.kind == TRANSCRIPT and not a.linked)
+        chats = (a.path for a in session.artifacts if a.kind == layout.TRANSCRIPT and not a.linked)
         return next(
             (d for path in chats if (d := layout.described(path)) != Described()), Described()
         )
@@ -156,9 +141,9 @@ class QwenAdapter(Adapter):
         a live process (not a reused pid)."""
         holders = procs.naming(session.id)
         for artifact in session.artifacts:
-            if artifact.kind == REGISTRY:
-                holders += registry_holders(artifact.path, session.id, procs, REGISTRY_FILE)
-            elif artifact.kind == WRITER_LOCK and artifact.path.endswith(".lock"):
+            if artifact.kind == layout.REGISTRY:
+                holders += registry_holders(artifact.path, session.id, procs, layout.REGISTRY_FILE)
+            elif artifact.kind == layout.WRITER_LOCK and artifact.path.endswith(".lock"):
                 holders += layout.lock_holders(artifact.path, session.id, procs)
         return holders
 
@@ -166,7 +151,7 @@ class QwenAdapter(Adapter):
         found = _Pass(only)
         home, runtime = self._roots()
         self._find_projects(found, runtime)
-        for in_home, area, kind, name_id, _ in AREAS:
+        for in_home, area, kind, name_id, _ in layout.AREAS:
             root = home if in_home else runtime
             found.add_all(root, root.path.joinpath(*area), kind, name_id)
         self._find_registry(found, home)
@@ -181,25 +166,25 @@ class QwenAdapter(Adapter):
                 continue
             chats = Path(key.path) / "chats"
             for directory in (chats, chats / "archive"):
-                linked = is_linked(runtime, directory)
+                linked = layout.is_linked(runtime, directory)
                 for entry in entries(directory):
-                    sid, kind = chat_name(entry.name)
+                    sid, kind = layout.chat_name(entry.name)
                     if sid is not None and (not entry.dir or entry.link):
                         found.add(sid, entry.path, kind, runtime, linked)
                     elif entry.name != "archive":
                         log.info("skipped: not a qwen session file", path=entry.path)
-            found.add_all(runtime, Path(key.path) / "subagents", SUBAGENTS, canonical)
-            found.shared += [Path(key.path) / name for name in SHARED_PROJECT]
+            found.add_all(runtime, Path(key.path) / "subagents", layout.SUBAGENTS, canonical)
+            found.shared += [Path(key.path) / name for name in layout.SHARED_PROJECT]
 
     def _find_registry(self, found: _Pass, home: Root) -> None:
         directory = self.home_dir / "sessions"
-        linked = is_linked(home, directory)
+        linked = layout.is_linked(home, directory)
         for entry in entries(directory):
-            if REGISTRY_FILE.fullmatch(entry.name) and not entry.dir:
+            if layout.REGISTRY_FILE.fullmatch(entry.name) and not entry.dir:
                 sid = registry_id(read_json(entry.path))
                 if sid is None:
                     log.info("registry file names no session", path=entry.path)
-                found.add(sid, entry.path, REGISTRY, home, linked)
+                found.add(sid, entry.path, layout.REGISTRY, home, linked)
 
     def _find_tmp(self, found: _Pass, runtime: Root) -> None:
         """The project tmp dirs (by the workspace's sha256): their background
@@ -209,12 +194,14 @@ class QwenAdapter(Adapter):
                 continue
             found.tmp_dirs[project.name] = Path(project.path)
             shells = Path(project.path) / "background-shells"
-            found.add_all(runtime, shells, TOOL_OUTPUT, canonical)
-            found.shared += [Path(project.path) / name for name in SHARED_TMP]
+            found.add_all(runtime, shells, layout.TOOL_OUTPUT, canonical)
+            found.shared += [Path(project.path) / name for name in layout.SHARED_TMP]
 
     def _session(self, sid: str, found: _Pass, residual: list[str]) -> Session | None:
-        items = sorted(found.found[sid].values(), key=lambda i: (i.kind != TRANSCRIPT, i.path))
-        transcripts = [i.path for i in items if i.kind == TRANSCRIPT]
+        items = sorted(
+            found.found[sid].values(), key=lambda i: (i.kind != layout.TRANSCRIPT, i.path)
+        )
+        transcripts = [i.path for i in items if i.kind == layout.TRANSCRIPT]
         workspace, parent = lineage(sid, transcripts)
         if workspace is not None:
             items += self._outputs(found, workspace, items)
@@ -224,7 +211,7 @@ class QwenAdapter(Adapter):
                 i.path,
                 i.kind,
                 i.root.path,
-                primary=i.kind == TRANSCRIPT,
+                primary=i.kind == layout.TRANSCRIPT,
                 linked=i.linked,
                 seen=seen,
                 foreign=i.root.problem is not None,
@@ -253,16 +240,16 @@ class QwenAdapter(Adapter):
             return []
         named: set[str] = set()
         for item in items:
-            if item.kind == TRANSCRIPT:
+            if item.kind == layout.TRANSCRIPT:
                 named |= layout.outputs_named(Path(item.path))
-            elif item.kind == SUBAGENTS and not item.linked:
+            elif item.kind == layout.SUBAGENTS and not item.linked:
                 for entry in entries(item.path):
                     if entry.name.endswith(".jsonl"):
                         named |= layout.outputs_named(Path(entry.path))
         _, runtime = self._roots()
-        linked = is_linked(runtime, project)
+        linked = layout.is_linked(runtime, project)
         return [
-            _Item(str(project / name), TOOL_OUTPUT, runtime, linked)
+            _Item(str(project / name), layout.TOOL_OUTPUT, runtime, linked)
             for name in sorted(named & present)
         ]
 
