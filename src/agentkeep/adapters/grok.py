@@ -21,7 +21,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk, fsio
-from agentkeep.adapters import heads
+from agentkeep.adapters import dirs, heads
 from agentkeep.adapters.base import (
     Adapter,
     Known,
@@ -30,15 +30,6 @@ from agentkeep.adapters.base import (
     name_id,
     session_of,
     valid_name,
-)
-from agentkeep.adapters.dirs import (
-    Unlisted,
-    directory_artifacts,
-    entries,
-    parts_below,
-    root_problem,
-    unlisted_error,
-    unreadable,
 )
 from agentkeep.model import Described, Session
 
@@ -75,7 +66,7 @@ class GrokAdapter(Adapter):
         """sessions/ and each workspace dir in it."""
         if not os.path.isdir(self.sessions_dir):
             return []
-        workspaces = [Path(e.path) for e in entries(self.sessions_dir) if e.dir and not e.link]
+        workspaces = [Path(e.path) for e in dirs.entries(self.sessions_dir) if e.dir and not e.link]
         return [self.sessions_dir, *workspaces]
 
     def sessions(
@@ -83,20 +74,20 @@ class GrokAdapter(Adapter):
     ) -> Iterator[Session]:
         """Each session dir of every workspace (those of `names`), merged by id."""
         places: dict[str, _Places] = defaultdict(list)
-        unlisted = Unlisted()  # workspace dirs that may hold any session: all unsafe
+        unlisted = dirs.Unlisted()  # workspace dirs that may hold any session: all unsafe
         for workspace, directory in self._workspace_dirs():
             if names is not None:
                 for name in names:
                     if _present(directory, name, unlisted):
                         places[name].append((workspace, directory / name))
                 continue
-            for item in entries(directory, unlisted):
+            for item in dirs.entries(directory, unlisted):
                 if (sid := name_id(item.name)) is None:
                     log.info("skipped: not a grok session id", path=item.path)
                 else:
                     places[sid].append((workspace, Path(item.path)))
         memory = self._memory(names)
-        problem = root_problem(self.env, self.root)
+        problem = dirs.root_problem(self.env, self.root)
         return each_session(
             places,
             lambda sid: self._session(sid, places[sid], problem, memory.get(sid, []), unlisted),
@@ -104,7 +95,7 @@ class GrokAdapter(Adapter):
 
     def session_for_path(self, path: str) -> str | None:
         """The id of the session dir `path` lies in."""
-        parts = parts_below(path, self.sessions_dir)
+        parts = dirs.parts_below(path, self.sessions_dir)
         if not parts or len(parts) < 2 or not valid_name(parts[0]):
             return None
         return name_id(parts[1])
@@ -121,21 +112,26 @@ class GrokAdapter(Adapter):
     def _workspace_dirs(self) -> Iterator[tuple[str | None, Path]]:
         """(decoded workspace, directory) for every workspace dir. A linked
         one is listed through, so its sessions are reported as linked."""
-        for entry in entries(self.sessions_dir):
+        for entry in dirs.entries(self.sessions_dir):
             if entry.dir:
                 yield _decode(entry.name), Path(entry.path)
             else:
                 log.info("skipped: not a workspace directory", path=entry.path)
 
     def _session(
-        self, sid: str, places: _Places, problem: str | None, memory: list[str], unlisted: Unlisted
+        self,
+        sid: str,
+        places: _Places,
+        problem: str | None,
+        memory: list[str],
+        unlisted: dirs.Unlisted,
     ) -> Session | None:
         sessions_linked = disk.is_link(self.sessions_dir)
         seen: set[tuple[int, int]] = set()
         artifacts = []
         workspace: str | None = None
         undated = False
-        own = Unlisted()
+        own = dirs.Unlisted()
         for decoded, directory in places:
             if not os.path.isdir(directory):
                 log.info("skipped: not a session directory", path=str(directory))
@@ -143,7 +139,7 @@ class GrokAdapter(Adapter):
             # Invariant 6: through a linked sessions/ or workspace dir, or on a
             # root others can write to, nothing is removed.
             linked = problem is not None or sessions_linked or disk.is_link(directory.parent)
-            artifacts += directory_artifacts(
+            artifacts += dirs.directory_artifacts(
                 str(directory),
                 str(self.root),
                 primary=CHAT,
@@ -163,7 +159,7 @@ class GrokAdapter(Adapter):
             workspace=workspace,
             undated=undated,
             residual=memory,
-            unreadable=unreadable(artifacts, [*unlisted, *own]),
+            unreadable=dirs.unreadable(artifacts, [*unlisted, *own]),
         )
 
     def _memory(self, only: frozenset[str] | None) -> dict[str, list[str]]:
@@ -171,10 +167,10 @@ class GrokAdapter(Adapter):
         workspace's `_inbox`. An id may hold `__` itself, so every prefix
         before a `__` is a candidate (they are only ever reported)."""
         named: dict[str, list[str]] = defaultdict(list)
-        for workspace in entries(self.root / "memory-v2" / "workspaces"):
+        for workspace in dirs.entries(self.root / "memory-v2" / "workspaces"):
             if not workspace.dir or workspace.link:
                 continue
-            for note in entries(Path(workspace.path) / "observations" / "_inbox"):
+            for note in dirs.entries(Path(workspace.path) / "observations" / "_inbox"):
                 if note.dir or not note.name.endswith(".md"):
                     continue
                 stem = note.name.removesuffix(".md")
@@ -185,13 +181,13 @@ class GrokAdapter(Adapter):
         return named
 
 
-def _present(directory: Path, sid: str, unlisted: Unlisted) -> bool:
+def _present(directory: Path, sid: str, unlisted: dirs.Unlisted) -> bool:
     """Whether `directory` has an entry `sid`; a directory that cannot be
     looked into is added to `unlisted`."""
     try:
         os.lstat(directory / sid)
     except OSError as exc:
-        if unlisted_error(exc):
+        if dirs.unlisted_error(exc):
             unlisted.add(directory, exc)
         return False
     return True

@@ -17,16 +17,8 @@ from pathlib import Path
 import structlog
 
 from agentkeep import fsio
-from agentkeep.adapters import heads
+from agentkeep.adapters import dirs, heads
 from agentkeep.adapters.base import Adapter, Known, Root, each_session, name_id, session_of
-from agentkeep.adapters.dirs import (
-    Unlisted,
-    directory_artifacts,
-    entries,
-    parts_below,
-    root_problem,
-    unreadable,
-)
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Described, Session
 
@@ -77,14 +69,14 @@ class ZeroAdapter(Adapter):
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
         """Every `<root>/<id>/`, or those of `names`."""
-        problem = root_problem(self.env, self.root)
+        problem = dirs.root_problem(self.env, self.root)
         if names is None:
             names = frozenset(self._ids())
         return each_session(names, lambda sid: self._session(sid, problem))
 
     def session_for_path(self, path: str) -> str | None:
         """The id of the session dir `path` lies in."""
-        parts = parts_below(path, self.root)
+        parts = dirs.parts_below(path, self.root)
         return name_id(parts[0]) if parts else None
 
     def lock_files(self, session: Session) -> list[Path]:
@@ -103,7 +95,7 @@ class ZeroAdapter(Adapter):
         return Described()
 
     def _ids(self) -> Iterator[str]:
-        for entry in entries(self.root):
+        for entry in dirs.entries(self.root):
             if (sid := name_id(entry.name)) is None:
                 log.info("skipped: not a zero session id", path=entry.path)
             else:
@@ -118,8 +110,8 @@ class ZeroAdapter(Adapter):
             if os.path.lexists(directory):
                 log.info("skipped: not a session directory", path=str(directory))
             return None
-        unlisted = Unlisted()
-        artifacts = directory_artifacts(
+        unlisted = dirs.Unlisted()
+        artifacts = dirs.directory_artifacts(
             str(directory),
             str(self.root),
             primary=METADATA,
@@ -139,7 +131,7 @@ class ZeroAdapter(Adapter):
             parent=meta.parent,
             updated=meta.updated,
             undated=meta.undated,
-            unreadable=unreadable(artifacts, unlisted),
+            unreadable=dirs.unreadable(artifacts, unlisted),
         )
 
 
