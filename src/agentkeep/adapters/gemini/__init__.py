@@ -35,17 +35,8 @@ import structlog
 from agentkeep import disk
 from agentkeep.adapters.base import Adapter, Known, Root, each_session, session_of
 from agentkeep.adapters.dirs import Unlisted, entries, parts_below, root_problem, unreadable
-from agentkeep.adapters.gemini.chats import (
-    CHAT_HEAD,
-    TAIL_LIMIT,
-    UUID,
-    Facts,
-    canonical_id,
-    chat_facts,
-    described,
-    project_root,
-    workspaces,
-)
+from agentkeep.adapters.gemini import chats
+from agentkeep.adapters.gemini.chats import CHAT_HEAD, TAIL_LIMIT
 from agentkeep.model import Artifact, Described, Session
 
 __all__ = ["ADAPTER", "CHAT_HEAD", "TAIL_LIMIT", "GeminiAdapter"]
@@ -85,11 +76,11 @@ class _Item:
     sid: str
     path: str
     kind: str
-    facts: Facts | None = None
+    facts: chats.Facts | None = None
 
 
 @dataclass
-class _Found(Facts):
+class _Found(chats.Facts):
     """One session's share of one project (its chats' facts merged)."""
 
     artifacts: list[Artifact] = field(default_factory=list)
@@ -103,8 +94,8 @@ class GeminiAdapter(Adapter):
     name = "gemini"
     # Gemini's own ids are UUIDs; a --session-id may be any name, which
     # cannot be told apart inside other names.
-    id_in_name = UUID
-    canonical_id = staticmethod(canonical_id)
+    id_in_name = chats.UUID
+    canonical_id = staticmethod(chats.canonical_id)
 
     @cached_property
     def root(self) -> Path:
@@ -147,7 +138,7 @@ class GeminiAdapter(Adapter):
         """Its first prompt and its startTime, from its chat."""
         for artifact in session.artifacts:
             if artifact.kind == CHAT and artifact.primary and not artifact.linked:
-                return described(artifact.path)
+                return chats.described(artifact.path)
         return Described()
 
     def _projects(self) -> list[Path]:
@@ -158,7 +149,7 @@ class GeminiAdapter(Adapter):
         """Every session's shares by id (only those in `only` when given)."""
         problem = root_problem(self.env, self.root)
         linked_tmp = disk.is_link(self.tmp)
-        known = workspaces(self.root)
+        known = chats.workspaces(self.root)
         merged: dict[str, list[_Found]] = defaultdict(list)
         for project in self._projects():
             unlisted = Unlisted()
@@ -180,7 +171,7 @@ class GeminiAdapter(Adapter):
                     found[item.sid].artifacts.append(measured)
                 if item.facts is not None:
                     _merge(found[item.sid], item.facts)
-            workspace = project_root(project)
+            workspace = chats.project_root(project)
             for sid, share in found.items():
                 share.workspace = (
                     workspace or known.of(project.name, share.project_hash) or share.workspace
@@ -212,18 +203,18 @@ def _layout(project: Path, unlisted: Unlisted | None = None) -> list[_Item]:
     for area, pattern, kind in AREAS:
         for entry in entries(project / area, unlisted):
             match = pattern.fullmatch(entry.name)
-            sid = canonical_id(match["id"]) if match else None
+            sid = chats.canonical_id(match["id"]) if match else None
             if sid is not None:
                 items.append(_Item(owners.get(sid, sid), entry.path, kind))
     known = {i.sid for i in items} | set(owners)
     for entry in entries(project, unlisted):
-        sid = canonical_id(entry.name)
+        sid = chats.canonical_id(entry.name)
         if not entry.dir or entry.name in SHARED_DIRS or sid is None:
             continue
         # Only a dir that a session of this project names, or one named by a
         # UUID (what Gemini's ids are), is a session's: a shared dir a newer
         # Gemini adds must never be taken for one.
-        if sid in known or UUID.fullmatch(sid):
+        if sid in known or chats.UUID.fullmatch(sid):
             items.append(_Item(owners.get(sid, sid), entry.path, SESSION_DIR))
         else:
             log.info("skipped a dir that no session names", path=entry.path)
@@ -239,13 +230,13 @@ def _path_id(tmp: Path, path: str) -> str | None:
     first, rest = parts[1], parts[2:]
     if first == "chats":
         if len(rest) == 1 and (CHAT_FILE.fullmatch(rest[0]) or CHAT_COPY.fullmatch(rest[0])):
-            return chat_facts(project / "chats" / rest[0]).sid
-        return canonical_id(rest[0]) if rest else None  # chats/<id>/: subagents
+            return chats.chat_facts(project / "chats" / rest[0]).sid
+        return chats.canonical_id(rest[0]) if rest else None  # chats/<id>/: subagents
     named = _named(first, rest)
     if named is None:
         return None
     owners = _subagent_owners(project)
-    if _area(first) or named in owners or UUID.fullmatch(named):
+    if _area(first) or named in owners or chats.UUID.fullmatch(named):
         return owners.get(named, named)
     # Any other dir is a session's only when the project names it.
     target = str(project / first)
@@ -257,17 +248,17 @@ def _chats(project: Path, unlisted: Unlisted | None) -> list[_Item]:
     items: list[_Item] = []
     for entry in entries(project / "chats", unlisted):
         if entry.dir:
-            sid = canonical_id(entry.name)
+            sid = chats.canonical_id(entry.name)
             if sid is not None:
                 items.append(_Item(sid, entry.path, SUBAGENTS))
         elif CHAT_FILE.fullmatch(entry.name):
-            facts = chat_facts(Path(entry.path), unlisted)
+            facts = chats.chat_facts(Path(entry.path), unlisted)
             if facts.sid is not None:
                 items.append(_Item(facts.sid, entry.path, CHAT, facts))
         elif CHAT_COPY.fullmatch(entry.name):
             # A copy is the session's, but not what Gemini lists it by, and
             # its times are the chat's from before the rewrite.
-            sid = chat_facts(Path(entry.path), unlisted).sid
+            sid = chats.chat_facts(Path(entry.path), unlisted).sid
             if sid is not None:
                 items.append(_Item(sid, entry.path, CHAT_COPY_KIND))
     return items
@@ -278,20 +269,20 @@ def _named(first: str, rest: list[str]) -> str | None:
     pattern = _area(first)
     if pattern is not None:
         match = pattern.fullmatch(rest[0]) if rest else None
-        return canonical_id(match["id"]) if match else None
-    return None if first in SHARED_DIRS else canonical_id(first)
+        return chats.canonical_id(match["id"]) if match else None
+    return None if first in SHARED_DIRS else chats.canonical_id(first)
 
 
 def _subagent_owners(project: Path, unlisted: Unlisted | None = None) -> dict[str, str]:
     """Subagent id -> parent session id, from `chats/<parent>/<sub>.jsonl`."""
     owners: dict[str, str] = {}
     for parent in entries(project / "chats", unlisted):
-        pid = canonical_id(parent.name) if parent.dir else None
+        pid = chats.canonical_id(parent.name) if parent.dir else None
         if pid is None:
             continue
         for chat in entries(parent.path, unlisted):
             match = SUBAGENT_CHAT.fullmatch(chat.name)
-            sub = canonical_id(match["id"]) if match and not chat.dir else None
+            sub = chats.canonical_id(match["id"]) if match and not chat.dir else None
             if sub is not None and sub != pid:
                 owners[sub] = pid
     return owners
@@ -302,7 +293,7 @@ def _area(name: str) -> re.Pattern[str] | None:
     return next((pattern for area, pattern, _ in AREAS if area == name), None)
 
 
-def _merge(found: _Found, facts: Facts) -> None:
+def _merge(found: _Found, facts: chats.Facts) -> None:
     if facts.updated is not None:
         found.updated = max(found.updated or facts.updated, facts.updated)
     found.undated = found.undated or facts.undated
