@@ -58,8 +58,7 @@ def _by_database(
     grouped: dict[Path, list[sqlite.Deletion]] = {}
     for artifact in rows:
         table = table_of(artifact)
-        deletions = grouped.setdefault(db_of(artifact), [])
-        deletions += [(table, key, sid) for key in keys(table)]
+        grouped.setdefault(db_of(artifact), []).extend((table, key, sid) for key in keys(table))
     return grouped
 
 

@@ -150,15 +150,13 @@ def ids(places: list[Place], listing: Listing) -> set[str]:
         for entry in entries(place.state):
             if entry.name == OPLOCKS:
                 continue
-            sid = canonical_id(entry.name)
-            if sid is None or not entry.dir:
+            if (sid := canonical_id(entry.name)) is None or not entry.dir:
                 log.info("skipped: not a copilot session dir", path=entry.path)
-                continue
-            found.add(sid)
-        for entry in entries(place.state / OPLOCKS):
-            sid = canonical_id(entry.name.removesuffix(".lock"))
-            if sid is not None and entry.name.endswith(".lock"):
+            else:
                 found.add(sid)
+        names = [e.name for e in entries(place.state / OPLOCKS)]
+        locks = (n.removesuffix(".lock") for n in names if n.endswith(".lock"))
+        found |= {sid for name in locks if (sid := canonical_id(name))}
     return found
 
 
