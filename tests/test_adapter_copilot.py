@@ -234,6 +234,17 @@ def test_a_fork_names_its_parent_in_its_own_fork_event_only(
     assert sessions[second.id].parent == parent.id
 
 
+def test_a_line_naming_a_fork_that_is_no_json_object_makes_no_link(
+    adapter: CopilotAdapter, tree: CopilotTree
+) -> None:
+    made = tree.session(when=time.time() - 40 * DAY)
+    assert made.events is not None
+    with made.events.open("a") as f:
+        f.write(json.dumps(f'Forked from "x" ({new_id()}) as "y" ({made.id}).') + "\n")
+    session = scan(adapter)[made.id]
+    assert session.parent is None and not session.undated
+
+
 # -- the legacy dir ----------------------------------------------------------------
 
 

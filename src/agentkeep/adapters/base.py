@@ -1,23 +1,5 @@
-"""The adapter interface: what agentkeep must know of each agent.
-
-An adapter reads one agent's layout (docs/adding-an-agent.md says how to
-write one). Every adapter gives:
-
-    name                      the agent, as users name it (`claude`)
-    roots()                   the directories it keeps sessions under
-    watch_dirs()              the directories whose entries name sessions
-    databases()               its SQLite databases whose rows may name sessions
-    canonical_id(raw)         a session id in its one spelling, or None
-    sessions(names, known)    every session on the disk, or those of `names`
-    session_for_path(path)    the session a path belongs to, or None
-    holders(session, procs)   evidence that a process has a session open
-    lock_files(session)       its own lock files the pruner holds too
-    remove(session, remover)  removal, the record it is listed by first
-
-and optional hooks, each with a default right for most agents: split()
-(the scan in parts, for a big home), evidence_kinds and may_hold() (`ls`'s
-survey of who holds what), id_in_name (looking again after a removal) and
-listed_dirs() (the directories a listing reads).
+"""The adapter interface: what agentkeep must know of each agent (one
+module per agent; docs/adding-an-agent.md says how to write one).
 
 Adapters only read; removal goes through the `Remover` they are handed,
 which owns link safety, the trash and dry runs. They treat every file as
@@ -33,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from agentkeep import disk, fsio, rootsafety
 from agentkeep.adapters.sqlite import TableRows
@@ -46,9 +28,8 @@ _T = TypeVar("_T")
 
 @dataclass(frozen=True)
 class Root:
-    """A directory an agent keeps sessions under. `problem` says why it must
-    not be trusted (another user can write to it, or a link on the way to it
-    is not the user's); artifacts under such a root are never removed."""
+    """A directory an agent keeps sessions under; nothing is removed under one
+    with a `problem` (another user can write to it, or to a link on the way)."""
 
     path: Path
     kind: str
@@ -56,23 +37,15 @@ class Root:
 
     @classmethod
     def check(cls, path: Path, kind: str, uid: int) -> Root:
+        """The root at `path`, with its problem when it exists."""
         return cls(path, kind, rootsafety.root_problem(path, uid) if path.exists() else None)
 
 
 class Known:
-    """What the caller knows already, handed to sessions() so that listing
-    some sessions costs less; it lives as long as the caller's piece of
-    work (a prune, a re-list), so nothing of it stays in the daemon.
-
-    - `mtimes`, `paths`: the index's view when it was last brought up to
-      date with the disk as a whole (Index.dir_signatures, the sessions'
-      artifact paths). A directory whose mtime still holds gained and lost
-      no entry since (what reconcile relies on too), so the sessions'
-      entries in it are those known, and it need not be listed again.
-      Never for a prune: its check under the lease lists the disk.
-    - memo(): what an adapter keeps from one listing to the next meanwhile
-      (Claude's listings of the directories its sessions share, each
-      reused while the directory's ctime holds)."""
+    """What the caller knows already, so that listing some sessions costs
+    less, for one piece of work: the index's view (a directory whose mtime
+    still holds gained and lost no entry since: not listed again; never for
+    a prune, whose check under the lease lists the disk), and memo()."""
 
     def __init__(self, mtimes: Mapping[str, int | None] | None = None) -> None:
         self._mtimes = mtimes or {}
@@ -106,30 +79,25 @@ class Remover(Protocol):
     dry_run: bool
 
     def remove_path(self, artifact: Artifact) -> None:
-        """Remove (or move to the trash) one file-system artifact, link-safely,
-        relative to its root's descriptor. Raises RemovalError."""
+        """Remove (or trash) one artifact, link-safely. Raises RemovalError."""
 
     def removed_at_once(self, what: str, *, kept: bool = False) -> None:
-        """Record that `what` (database rows, an agent command's work) was
-        removed outside the trash: the trash entry becomes partial, unless
-        `what` is `<db>#<table>` whose rows were kept first (keep_rows), or
-        `kept` says that all it took is in the trash already (an agent's
-        command run after its rows were kept and its files moved)."""
+        """Record that `what` (rows, an agent command's work) was removed
+        outside the trash: the trash entry becomes partial, unless `what` is
+        `<db>#<table>` whose rows were kept first (keep_rows), or `kept` says
+        all it took is in the trash already."""
 
     def residual(self, path: str) -> None:
         """Report something that still names the session and is not ours."""
 
     def gone(self, session_id: str) -> bool:
-        """Whether this run removed another session of the agent (a dry run:
-        would have removed it), which the disk may still show in a dry run:
-        a child removed before its parent is gone for the parent's removal."""
+        """Whether this run removed (or, dry, would have) another session of
+        the agent: a child removed before its parent is gone."""
 
     def keep_rows(self, rows: TableRows) -> None:
-        """Rows about to be removed with the session (by agentkeep or by the
-        agent's own command): saved into its trash entry, so that restore
-        can write them back. Nothing in a dry run or without a trash.
-        Raises RemovalError when they cannot be saved: the caller must then
-        remove nothing of them."""
+        """Save rows about to be removed into the trash entry, for restore
+        (nothing in a dry run or without a trash). Raises RemovalError when
+        they cannot be saved: the caller must then remove none of them."""
 
 
 class ScanPart(Protocol):
@@ -142,9 +110,7 @@ class Split(Protocol):
     """An agent's scan in parts (Adapter.split)."""
 
     def expected(self) -> int:
-        """A cheap count of the sessions the scan will find, made before
-        anything is listed: whether the scan is spread over children, and
-        the progress bar's total."""
+        """A cheap count of the sessions the scan will find, before listing."""
         ...
 
     def parts(self) -> Iterator[ScanPart]:
@@ -154,8 +120,7 @@ class Split(Protocol):
 
 @dataclass(frozen=True)
 class WholeScan:
-    """An agent's whole scan as one part (the adapter travels with it: an
-    adapter is its Env and paths derived from it)."""
+    """An agent's whole scan as one part (the adapter travels with it)."""
 
     adapter: Adapter
 
@@ -165,15 +130,19 @@ class WholeScan:
 
 class Adapter(ABC):
     """One agent. Instances are cheap and keep nothing from one call to the
-    next: paths derived from `env` at most (cached_property; a config reload
-    builds new adapters)."""
+    next but paths derived from `env` (a config reload builds new ones)."""
 
     name: ClassVar[str]
+    # The artifact kinds holders() reads beyond the id: `ls` surveys many
+    # sessions with only these loaded from the index (prune/evidence.py).
+    evidence_kinds: ClassVar[frozenset[str]] = frozenset()
+    # Finds the agent's session ids inside file names, for looking again
+    # after a removal (lookagain.py); None where ids are not distinct enough.
+    id_in_name: ClassVar[re.Pattern[str] | None] = None
 
     def __init__(self, env: Env) -> None:
         self.env = env
 
-    # -- where ----------------------------------------------------------
     @abstractmethod
     def roots(self) -> list[Root]:
         """Every root this agent reads, whether or not it exists yet."""
@@ -183,11 +152,10 @@ class Adapter(ABC):
         """The directories whose entries name sessions (watched, not whole trees)."""
 
     def databases(self) -> list[Path]:
-        """The agent's SQLite databases whose rows may name sessions: after a
-        removal every table of them is looked at again for the id."""
+        """Its SQLite databases whose rows may name sessions (looked at
+        again for the id after a removal)."""
         return []
 
-    # -- what -----------------------------------------------------------
     @abstractmethod
     def canonical_id(self, raw: str) -> str | None:
         """The canonical form of a session id, or None when `raw` is not one.
@@ -197,27 +165,22 @@ class Adapter(ABC):
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
-        """Every session on the disk (`names` None: a scan), or those of the
-        canonical ids `names` that are on the disk, each with every artifact,
-        listed from the disk, never from the index. What a removal stopped
-        half way left is listed too, so that it can be finished. Malformed
-        entries are skipped with a log line, never raised."""
+        """Every session (or those of canonical ids `names`) with every
+        artifact, from the disk, never the index; half-removed ones too.
+        Malformed entries are skipped with a log line, never raised."""
 
     @abstractmethod
     def session_for_path(self, path: str) -> str | None:
         """The session a path (as a watcher reports it) belongs to."""
 
     def names_leftovers(self, paths: list[str]) -> set[str]:
-        """Which of `paths`, runtime leftovers in the tmp dirs of a kind
-        this agent's sessions name (leftovers.KINDS, `named_by`), a session
-        still names: those stay. By default every one: an agent whose
-        adapter does not look for them keeps them all."""
+        """Which of `paths` (runtime leftovers, leftovers.KINDS) a session
+        still names: those stay. By default every one."""
         return set(paths)
 
-    # -- in use ---------------------------------------------------------
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
-        """Evidence that a process has the session open. The default: any of
-        the user's processes whose command line holds the id as a token."""
+        """Evidence that a process has the session open; by default a
+        command line holding the id as a token."""
         return procs.naming(session.id)
 
     def lock_files(self, session: Session) -> list[Path]:
@@ -225,49 +188,24 @@ class Adapter(ABC):
         return []
 
     def describe(self, session: Session) -> Described:
-        """Its title or first prompt, and when it began, as the agent's own
-        files say, read from a bounded head of them (adapters.heads) when
-        it is removed: for the record of what went. Never raises; the
-        default knows neither."""
+        """Its title or first prompt and its start (adapters.heads). Never raises."""
         return Described()
 
-    # -- removal --------------------------------------------------------
     def remove(self, session: Session, remover: Remover) -> None:
-        """Remove the session: the record the agent lists it by first, so a
-        removal that stops half way never leaves something that looks like a
-        session (invariant 5), then everything else. Linked artifacts are
-        reported, never removed (invariant 6)."""
+        """Remove the session: the record the agent lists it by first
+        (invariant 5); linked artifacts are reported, never removed (6)."""
         remove_files(session.artifacts, remover)
         for path in session.residual:
             remover.residual(path)
 
-    # -- optional hooks -------------------------------------------------
     def split(self) -> Split | None:
-        """The scan in parts that child processes run: a big home's scan is
-        spread over the CPUs (children/scan.py). None: one part."""
+        """The scan in parts that child processes run; None: one part."""
         return None
 
-    # The artifact kinds holders() reads beyond the id: `ls` surveys many
-    # sessions with only these loaded from the index (prune/evidence.py).
-    evidence_kinds: ClassVar[frozenset[str]] = frozenset()
-
     def may_hold(self, evidence: Sequence[Artifact], procs: ProcessTable) -> bool:
-        """Whether holders() may find a session in use through `evidence`,
-        its artifacts of `evidence_kinds`: the survey looks one by one only
-        at those that may be (Codex: a rollout some process has open)."""
+        """Whether holders() may find a session in use through `evidence`
+        (its artifacts of `evidence_kinds`): the survey looks only at those."""
         return True
-
-    # Finds the agent's session ids inside file names, for looking again
-    # after a removal (lookagain.py); None where ids are not distinct enough.
-    id_in_name: ClassVar[re.Pattern[str] | None] = None
-
-    def listed_dirs(self) -> list[Path]:
-        """The directories a listing of every session reads, which unlisted()
-        checks: the watched ones, and any it reads without watching."""
-        return self.watch_dirs()
-
-
-# -- what callers use, through the interface --------------------------------
 
 
 def remove_files(artifacts: Iterable[Artifact], remover: Remover) -> None:
@@ -280,13 +218,17 @@ def remove_files(artifacts: Iterable[Artifact], remover: Remover) -> None:
             remover.remove_path(artifact)
 
 
+def session_of(agent: str, sid: str, artifacts: list[Artifact], **fields: Any) -> Session:
+    """The Session of `artifacts` (and Session `fields`): the primary records
+    first (invariant 5), its bytes their sum."""
+    artifacts.sort(key=lambda a: not a.primary)
+    size = sum(a.bytes for a in artifacts)
+    return Session(agent=agent, id=sid, artifacts=artifacts, bytes=size, **fields)
+
+
 def each_session(ids: Iterable[str], make: Callable[[str], Session | None]) -> Iterator[Session]:
-    """make(sid) of each id in sorted order, but for those that made none
-    (nothing of them was found)."""
-    for sid in sorted(ids):
-        session = make(sid)
-        if session is not None:
-            yield session
+    """make(sid) of each id in sorted order, but for those that made none."""
+    return (s for sid in sorted(ids) if (s := make(sid)) is not None)
 
 
 def listed(
@@ -306,40 +248,40 @@ def load(adapter: Adapter, sid: str) -> Session | None:
 
 
 def expected_sessions(adapter: Adapter) -> int | None:
-    """split()'s cheap count of the sessions a scan will find; None for an
-    agent that scans as one part (the index's count stands in)."""
+    """split()'s cheap count of the sessions a scan will find, or None."""
     split = adapter.split()
     return split.expected() if split is not None else None
 
 
 def sessions_named(adapter: Adapter, paths: Iterable[str]) -> set[str]:
-    """The sessions these paths (new entries in a watched directory, or
-    changed files) belong to."""
+    """The sessions these paths (new entries, changed files) belong to."""
     return {sid for path in paths if (sid := adapter.session_for_path(path))}
 
 
 def unlisted(adapter: Adapter) -> dict[str, str]:
-    """The agent's roots and listed directories that cannot be listed now
-    (path -> why), each below the first that cannot. A scan and every
-    reconcile record them; a change has the agent scanned again (a
-    permission change moves no mtime and no watch sees it)."""
-    return fsio.unlisted([*(r.path for r in adapter.roots()), *adapter.listed_dirs()])
+    """The agent's roots and watched dirs that cannot be listed now (path ->
+    why): a change rescans it (no mtime or watch sees a permission change)."""
+    return fsio.unlisted([*(r.path for r in adapter.roots()), *adapter.watch_dirs()])
 
 
-# Changes (new entries, changed artifacts) an agent's listing is brought up
-# to date by looking up on their own, at least; past this many, or a quarter
-# of the agent's sessions, listing the whole agent again costs less.
+# Past this many changes, or a quarter of the agent's sessions, listing the
+# whole agent again costs less than looking each change up.
 LOOKUPS_ALONE = 256
 
 
 def listing_again_is_cheaper(changes: int, sessions: int) -> bool:
+    """Whether listing the whole agent again costs less than `changes` lookups."""
     return changes > max(LOOKUPS_ALONE, sessions // 4)
 
 
-# The ids of zero, grok, gemini and opencode (and a store's path components
-# are checked by valid_name): a letter or digit, then up to 127 more of
-# letters, digits, `_` and `-`. No `/`, `.` or `..` can ever pass.
+# The ids of zero, grok, gemini and opencode: a letter or digit, then up to
+# 127 letters, digits, `_` and `-`. No `/`, `.` or `..` can ever pass.
 NAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+
+
+def name_id(raw: str) -> str | None:
+    """`raw` when it is a NAME_ID, else None."""
+    return raw if isinstance(raw, str) and NAME_ID.fullmatch(raw) else None
 
 
 def valid_name(name: str) -> bool:

@@ -1,7 +1,4 @@
-"""Listing an agent's directories for its adapter: entries without moving
-atimes, a session directory entry by entry, paths below a root, and what
-could not be listed.
-"""
+"""Listing an agent's directories for its adapter, and what could not be listed."""
 
 from __future__ import annotations
 
@@ -27,14 +24,12 @@ def root_problem(env: Env, path: Path) -> str | None:
 
 
 class Unlisted(dict[str, str]):
-    """The directories a listing could not list (path -> why), and places
-    it could not read to tell whose an entry is. What lies there is
-    unknown, so every session that could have an entry there is kept
-    `unsafe` with them named (invariant 2: a check that cannot be made
-    counts as in use), never dated or removed from the part that could be
-    read. A missing directory is not one of them: it holds nothing."""
+    """The places a listing could not list or read (path -> why; a missing
+    one holds nothing: not one). Every session that could have an entry there
+    is kept `unsafe` (invariant 2: a check that cannot be made counts)."""
 
     def add(self, path: str | os.PathLike[str], exc: OSError) -> None:
+        """Record `path` as unlisted (once, logged)."""
         path = os.fspath(path)
         if path not in self:
             log.info("cannot list directory", path=path, error=str(exc))
@@ -47,16 +42,13 @@ class Unlisted(dict[str, str]):
 
 
 def unlisted_error(exc: OSError) -> bool:
-    """Whether a listing's error hides what is there: anything but the
-    directory being absent (or a file)."""
+    """Whether a listing's error hides what is there (not absent, not a file)."""
     return not isinstance(exc, (FileNotFoundError, NotADirectoryError))
 
 
 def unreadable(artifacts: Iterable[Artifact], unlisted: Iterable[str] = ()) -> list[str]:
-    """A session's Session.unreadable: the places that could not be listed
-    where it could have entries (`unlisted`), and the first directory that
-    cannot be listed in each of its directory artifacts whose tree could
-    not all be read (mtime None), sorted."""
+    """A session's Session.unreadable: `unlisted`, and the first directory
+    that cannot be listed in each of its directory artifacts not all read."""
     found = (fsio.first_unlisted(a.path) for a in artifacts if a.is_dir and a.mtime is None)
     return sorted({*unlisted, *(path for path in found if path is not None)})
 
@@ -65,12 +57,9 @@ def unreadable(artifacts: Iterable[Artifact], unlisted: Iterable[str] = ()) -> l
 
 
 def entries(directory: str | os.PathLike[str], unlisted: Unlisted | None = None) -> list[Entry]:
-    """The entries of `directory`, sorted by name (fsio.entries: a link
-    at `directory` itself is listed through, so what lies behind it can be
-    reported as linked; a link's `dir` is where it leads). A missing
-    directory has none; one that cannot be listed has none, and is added to
-    `unlisted`. A name that is not UTF-8 comes as the OS gives it (lone
-    surrogates), and travels so through the index and the reports."""
+    """The entries of `directory`, sorted by name; a link at `directory` is
+    listed through, so what lies behind it is reported as linked. Empty when
+    missing, or when it cannot be listed (then added to `unlisted`)."""
     try:
         return fsio.entries(directory, resolve_links=True, sort=True)
     except OSError as exc:
@@ -88,6 +77,9 @@ def utf8_name(name: str) -> bool:
     return True
 
 
+_CONTAINER = "session-dir"
+
+
 def directory_artifacts(
     directory: str,
     root: str,
@@ -96,21 +88,14 @@ def directory_artifacts(
     kinds: Mapping[str, str],
     linked: bool,
     seen: set[tuple[int, int]],
-    container: str = "session-dir",
     unlisted: Unlisted | None = None,
 ) -> list[Artifact]:
-    """A session directory, entry by entry: the entry named `primary` (the
-    record the agent lists the session by) first, every other entry next, and
-    the directory itself last, as the container of whatever was not listed.
-
-    Listing entries rather than measuring the whole tree keeps the primary's
-    bytes from being counted twice while it is still removed before the rest
-    (invariant 5). Entries reached through a link at `directory` are linked
-    (never removed); the link itself is the container, removed as the link
-    alone. A name that is not UTF-8 cannot be stored, so it is measured into
-    the container, which takes it along. Empty when `directory` is gone. A
-    directory that cannot be listed is added to `unlisted`.
-    """
+    """A session directory, entry by entry: `primary` (the record the agent
+    lists it by) first (invariant 5), the rest next, and the directory itself
+    last, as the container of what was not listed. Entries reached through a
+    link at `directory` are linked (never removed); the link is the
+    container, removed as the link alone. A name that is not UTF-8 cannot be
+    stored: it is measured into the container. Empty when it is gone."""
     unlisted = Unlisted() if unlisted is None else unlisted
     try:
         st = os.lstat(directory)
@@ -118,7 +103,7 @@ def directory_artifacts(
         return []
     except OSError as exc:
         unlisted.add(directory, exc)
-        return [Artifact(directory, container, 0, None, root, linked=linked, is_dir=True)]
+        return [Artifact(directory, _CONTAINER, 0, None, root, linked=linked, is_dir=True)]
     through = linked or stat.S_ISLNK(st.st_mode)
     found: list[Artifact] = []
     leftover, newest, complete = 0, st.st_mtime, True
@@ -146,26 +131,15 @@ def directory_artifacts(
             newest = max(newest, tree.mtime or newest)
             complete = complete and tree.complete
     found.sort(key=lambda a: not a.primary)
-    found.append(
-        Artifact(
-            path=directory,
-            kind=container,
-            bytes=leftover,
-            mtime=newest if complete else None,
-            root=root,
-            linked=linked,
-            is_dir=True,
-            disk_bytes=leftover_disk,
-        )
-    )
-    return found
+    mtime = newest if complete else None
+    container = Artifact(directory, _CONTAINER, leftover, mtime, root, False, linked, True)
+    return [*found, container._replace(disk_bytes=leftover_disk)]
 
 
 def parts_below(path: str | os.PathLike[str], root: str | os.PathLike[str]) -> list[str] | None:
-    """The components of `path` below `root`, compared component by component
-    (never as strings: a root /x/ab does not contain /x/abc/...); [] for root
-    itself. None when `path` is not absolute, not below `root`, or holds a
-    `..` component (which could walk anywhere)."""
+    """The components of `path` below `root`, compared as components (a root
+    /x/ab does not contain /x/abc); [] for root itself. None when `path` is
+    not absolute, not below `root`, or holds a `..` (could walk anywhere)."""
     text = os.fspath(path)
     if not os.path.isabs(text) or "\0" in text:
         return None

@@ -1,20 +1,15 @@
 """grok: one directory per session under `~/.grok/sessions/<workspace>/`.
 
-`<workspace>` is the real workspace path percent-encoded (decoding it is
-exact); `<id>/chat_history.jsonl` is what grok lists the session by and names
-`session_id`. Memory observations
-`~/.grok/memory-v2/workspaces/*/observations/_inbox/<id>__*.md` are the
-user's memory: they name a session but are never its artifacts; they are
-reported as residual and never removed (FIELD-NOTES.md "grok").
-
-A workspace dir that cannot be listed keeps every session unsafe: a session
-is only known by its dir, and the same id may have one in several
-workspaces (the adapter merges them), so which it holds cannot be told.
+`<workspace>` is the workspace path percent-encoded; `<id>/chat_history.jsonl`
+is what grok lists the session by. Memory observations
+(`memory-v2/workspaces/*/observations/_inbox/<id>__*.md`) are the user's:
+residual, never removed (FIELD-NOTES.md "grok"). A workspace dir that
+cannot be listed keeps every session unsafe: an id may have a dir in
+several workspaces (merged), so which it holds cannot be told.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import urllib.parse
@@ -26,32 +21,35 @@ from pathlib import Path
 import structlog
 
 from agentkeep import agents, disk, fsio
-from agentkeep.adapters import heads
-from agentkeep.adapters.base import NAME_ID, Adapter, Known, Root, each_session, valid_name
-from agentkeep.adapters.dirs import (
-    Unlisted,
-    directory_artifacts,
-    entries,
-    parts_below,
-    root_problem,
-    unlisted_error,
-    unreadable,
+from agentkeep.adapters import dirs, heads
+from agentkeep.adapters.base import (
+    Adapter,
+    Known,
+    Root,
+    each_session,
+    name_id,
+    session_of,
+    valid_name,
 )
-from agentkeep.model import Artifact, Described, Session
+from agentkeep.model import Described, Session
 
 log = structlog.get_logger("agentkeep.adapters.grok")
 
-ID = NAME_ID
 CHAT = "chat_history.jsonl"
 KINDS = {CHAT: "chat-history"}
 # Only the first record is read, to check the id it names.
 CHAT_HEAD = 64 * 1024
 # Percent-encoding leaves only these characters in a workspace dir's name.
 _ENCODED = re.compile(r"[A-Za-z0-9%._~!$&'()*+,;=:@-]+")
+# A session's dirs: (decoded workspace, directory) of each workspace it is in.
+_Places = list[tuple[str | None, Path]]
 
 
 class GrokAdapter(Adapter):
+    """grok's sessions."""
+
     name = "grok"
+    canonical_id = staticmethod(name_id)
 
     @cached_property
     def root(self) -> Path:
@@ -61,64 +59,47 @@ class GrokAdapter(Adapter):
     def sessions_dir(self) -> Path:
         return self.root / "sessions"
 
-    @cached_property
-    def memory_dir(self) -> Path:
-        return self.root / "memory-v2" / "workspaces"
-
     def roots(self) -> list[Root]:
         return [Root.check(self.root, "config", self.env.uid)]
 
     def watch_dirs(self) -> list[Path]:
+        """sessions/ and each workspace dir in it."""
         if not os.path.isdir(self.sessions_dir):
             return []
-        workspaces = [Path(e.path) for e in entries(self.sessions_dir) if e.dir and not e.link]
+        workspaces = [Path(e.path) for e in dirs.entries(self.sessions_dir) if e.dir and not e.link]
         return [self.sessions_dir, *workspaces]
-
-    def canonical_id(self, raw: str) -> str | None:
-        return raw if isinstance(raw, str) and ID.fullmatch(raw) else None
 
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
-        if names is not None:
-            for name in sorted(names):
-                session = self._load(name)
-                if session is not None:
-                    yield session
-            return
-        problem = root_problem(self.env, self.root)
-        found: dict[str, list[tuple[str | None, Path]]] = defaultdict(list)
-        unlisted = Unlisted()
-        for workspace, entry in self._workspace_dirs():
-            for item in entries(entry, unlisted):
-                sid = self.canonical_id(item.name)
-                if sid is None:
+        """Each session dir of every workspace (those of `names`), merged by id."""
+        places: dict[str, _Places] = defaultdict(list)
+        unlisted = dirs.Unlisted()  # workspace dirs that may hold any session: all unsafe
+        for workspace, directory in self._workspace_dirs():
+            if names is not None:
+                for name in names:
+                    if _present(directory, name, unlisted):
+                        places[name].append((workspace, directory / name))
+                continue
+            for item in dirs.entries(directory, unlisted):
+                if (sid := name_id(item.name)) is None:
                     log.info("skipped: not a grok session id", path=item.path)
-                    continue
-                found[sid].append((workspace, Path(item.path)))
-        memory = self._memory()
-        yield from each_session(
-            found,
-            lambda sid: self._session(sid, found[sid], problem, memory.get(sid, []), unlisted),
+                else:
+                    places[sid].append((workspace, Path(item.path)))
+        memory = self._memory(names)
+        problem = dirs.root_problem(self.env, self.root)
+        return each_session(
+            places,
+            lambda sid: self._session(sid, places[sid], problem, memory.get(sid, []), unlisted),
         )
 
-    def _load(self, sid: str) -> Session | None:
-        unlisted = Unlisted()
-        places = [
-            (workspace, entry / sid)
-            for workspace, entry in self._workspace_dirs()
-            if _present(entry, sid, unlisted)
-        ]
-        memory = self._memory(sid).get(sid, [])
-        return self._session(sid, places, root_problem(self.env, self.root), memory, unlisted)
-
     def session_for_path(self, path: str) -> str | None:
-        parts = parts_below(path, self.sessions_dir)
+        """The id of the session dir `path` lies in."""
+        parts = dirs.parts_below(path, self.sessions_dir)
         if not parts or len(parts) < 2 or not valid_name(parts[0]):
             return None
-        return self.canonical_id(parts[1])
+        return name_id(parts[1])
 
-    # -- reading ----------------------------------------------------------
     def describe(self, session: Session) -> Described:
         """Its first prompt: the chat history's first user record."""
         for artifact in session.artifacts:
@@ -131,7 +112,7 @@ class GrokAdapter(Adapter):
     def _workspace_dirs(self) -> Iterator[tuple[str | None, Path]]:
         """(decoded workspace, directory) for every workspace dir. A linked
         one is listed through, so its sessions are reported as linked."""
-        for entry in entries(self.sessions_dir):
+        for entry in dirs.entries(self.sessions_dir):
             if entry.dir:
                 yield _decode(entry.name), Path(entry.path)
             else:
@@ -140,19 +121,17 @@ class GrokAdapter(Adapter):
     def _session(
         self,
         sid: str,
-        places: list[tuple[str | None, Path]],
+        places: _Places,
         problem: str | None,
         memory: list[str],
-        unlisted: Unlisted,
+        unlisted: dirs.Unlisted,
     ) -> Session | None:
-        """`unlisted`: the workspace dirs that could not be listed (they may
-        hold any session: every one is kept unsafe for them)."""
         sessions_linked = disk.is_link(self.sessions_dir)
         seen: set[tuple[int, int]] = set()
-        artifacts: list[Artifact] = []
+        artifacts = []
         workspace: str | None = None
         undated = False
-        own = Unlisted()
+        own = dirs.Unlisted()
         for decoded, directory in places:
             if not os.path.isdir(directory):
                 log.info("skipped: not a session directory", path=str(directory))
@@ -160,7 +139,7 @@ class GrokAdapter(Adapter):
             # Invariant 6: through a linked sessions/ or workspace dir, or on a
             # root others can write to, nothing is removed.
             linked = problem is not None or sessions_linked or disk.is_link(directory.parent)
-            artifacts += directory_artifacts(
+            artifacts += dirs.directory_artifacts(
                 str(directory),
                 str(self.root),
                 primary=CHAT,
@@ -173,46 +152,42 @@ class GrokAdapter(Adapter):
             undated = undated or not _names_session(directory / CHAT, sid)
         if not artifacts:
             return None
-        # Primary records first across workspaces too (invariant 5).
-        artifacts.sort(key=lambda a: not a.primary)
-        return Session(
-            agent=self.name,
-            id=sid,
+        return session_of(
+            self.name,
+            sid,
+            artifacts,
             workspace=workspace,
-            artifacts=artifacts,
             undated=undated,
-            bytes=sum(a.bytes for a in artifacts),
             residual=memory,
-            unreadable=unreadable(artifacts, [*unlisted, *own]),
+            unreadable=dirs.unreadable(artifacts, [*unlisted, *own]),
         )
 
-    def _memory(self, only: str | None = None) -> dict[str, list[str]]:
+    def _memory(self, only: frozenset[str] | None) -> dict[str, list[str]]:
         """Memory observations by the session they name: `<id>__*.md` in each
         workspace's `_inbox`. An id may hold `__` itself, so every prefix
-        ending before a `__` is a candidate (they are only ever reported)."""
+        before a `__` is a candidate (they are only ever reported)."""
         named: dict[str, list[str]] = defaultdict(list)
-        for workspace in entries(self.memory_dir):
+        for workspace in dirs.entries(self.root / "memory-v2" / "workspaces"):
             if not workspace.dir or workspace.link:
                 continue
-            inbox = Path(workspace.path) / "observations" / "_inbox"
-            for note in entries(inbox):
+            for note in dirs.entries(Path(workspace.path) / "observations" / "_inbox"):
                 if note.dir or not note.name.endswith(".md"):
                     continue
-                stem = note.name[: -len(".md")]
+                stem = note.name.removesuffix(".md")
                 for cut in (m.start() for m in re.finditer("__", stem)):
-                    sid = self.canonical_id(stem[:cut])
-                    if sid is not None and (only is None or sid == only):
+                    sid = name_id(stem[:cut])
+                    if sid is not None and (only is None or sid in only):
                         named[sid].append(note.path)
         return named
 
 
-def _present(directory: Path, sid: str, unlisted: Unlisted) -> bool:
+def _present(directory: Path, sid: str, unlisted: dirs.Unlisted) -> bool:
     """Whether `directory` has an entry `sid`; a directory that cannot be
     looked into is added to `unlisted`."""
     try:
         os.lstat(directory / sid)
     except OSError as exc:
-        if unlisted_error(exc):
+        if dirs.unlisted_error(exc):
             unlisted.add(directory, exc)
         return False
     return True
@@ -241,13 +216,11 @@ def _names_session(chat: Path, sid: str) -> bool:
     undated. A missing, unreadable or malformed head names nothing (the id
     comes from the directory, which is how grok finds it)."""
     line = (fsio.read_head(chat, CHAT_HEAD) or b"").split(b"\n", 1)[0]
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
+    if (record := heads.json_object(line)) is None:
         if line.strip():
             log.info("malformed first record in chat history", path=str(chat))
         return True
-    named = record.get("session_id") if isinstance(record, dict) else None
+    named = record.get("session_id")
     if named is None or named == sid:
         return True
     log.info("chat history names another session", path=str(chat), names=str(named)[:200])

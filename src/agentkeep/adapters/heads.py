@@ -1,8 +1,6 @@
-"""The head of an agent's file, read without changing it (fsio.read_head):
-a bounded number of bytes. What a person recognises a session by (its title,
-or its first prompt) and when it began are read from there
-(Adapter.describe), at the moment it is removed.
-"""
+"""The bounded head of an agent's file, read without changing it: what a
+session is recognised by (title or first prompt) and when it began
+(Adapter.describe)."""
 
 from __future__ import annotations
 
@@ -31,15 +29,19 @@ def head_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
 
 
 def records_in(data: bytes) -> Iterator[dict[str, Any]]:
-    """The JSON objects of the whole lines of a head (a line HEAD cut is
-    not one)."""
+    """The JSON objects of the whole lines of a head (not a line HEAD cut)."""
     for line in data.split(b"\n")[: -1 if len(data) >= HEAD else None]:
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(record, dict):
+        if (record := json_object(line)) is not None:
             yield record
+
+
+def json_object(text: bytes | str) -> dict[str, Any] | None:
+    """The JSON object `text` holds; None when it is not JSON or no object."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def read_json_head(path: str | os.PathLike[str]) -> Any:
@@ -90,8 +92,4 @@ def row_of(
 
 def first_title(*candidates: object) -> str | None:
     """The first of `candidates` that is some text, cut()."""
-    for candidate in candidates:
-        title = cut(candidate)
-        if title is not None:
-            return title
-    return None
+    return next((title for c in candidates if (title := cut(c)) is not None), None)

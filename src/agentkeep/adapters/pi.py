@@ -1,28 +1,19 @@
-"""pi: one file per session under `$PI_CODING_AGENT_SESSION_DIR`, else
-`$PI_CODING_AGENT_DIR/sessions`, else `~/.pi/agent/sessions`.
+"""pi: one file per session, `<root>/--<cwd, / as ->--/<time>_<id>.jsonl`
+(or flat in a named session dir): the primary record, whose header line
+`{"type": "session", "id", "cwd", "parentSession"}` names a fork's parent
+by its file's path (FIELD-NOTES.md "pi"). Ids are UUIDv7, only ever matched
+whole. Big bash output goes to `pi-bash-<hex>.log` in the tmp dir, named
+only in the transcript (a fork's copied records name the parent's).
 
-The file (FIELD-NOTES.md "pi") is `<root>/--<cwd, / as ->--/<ISO time>_<id>.jsonl`,
-or `<root>/<ISO time>_<id>.jsonl` when a session dir is named (pi then
-keeps every workspace's sessions in it, flat). It is the session, what
-`pi --resume` lists (primary); its first line is the header `{"type":
-"session", "id", "cwd", "parentSession"}`, where a fork names its parent
-by the absolute path of the parent's file. Ids are UUIDv7: sessions made
-minutes apart share their first 8+ hex digits, so an id is only ever
-matched whole. Big bash output goes to `pi-bash-<hex>.log` in the tmp dir
-pi ran with, named only in the transcript (records a fork copied from its
-parent name the parent's logs, which stay the parent's).
-
-In use: pi writes nothing while it runs, and sets its process title to
-`pi`, which hides its arguments. So a pi process holds a session whose
-id its command line still names, whose file it has open, whose workspace
-is its cwd, or that was written since it started; one whose cwd cannot be
-read holds them all, and so does one when the session's workspace is
-unknown (when in doubt, live).
+In use: pi writes nothing while it runs and its title `pi` hides its
+arguments. A pi process holds a session its command line names, whose
+file it has open, whose workspace is its cwd, or that was written since it
+started; when its cwd or the workspace is unknown, every one (when in
+doubt, live).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterator
@@ -35,7 +26,7 @@ import structlog
 
 from agentkeep import agents, disk, fsio
 from agentkeep.adapters import heads
-from agentkeep.adapters.base import Adapter, Known, Root, each_session, unlisted
+from agentkeep.adapters.base import Adapter, Known, Root, each_session, session_of, unlisted
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.registry import START_SLACK_S
 from agentkeep.adapters.dirs import entries, parts_below, root_problem
@@ -78,8 +69,11 @@ class _Pass:
 
 
 class PiAdapter(Adapter):
+    """pi's sessions."""
+
     name = "pi"
     id_in_name = UUID
+    canonical_id = staticmethod(canonical)
 
     # -- where ----------------------------------------------------------
     @cached_property
@@ -96,21 +90,20 @@ class PiAdapter(Adapter):
         return [Root.check(self.root, "sessions", self.env.uid)]
 
     def watch_dirs(self) -> list[Path]:
+        """The root and each workspace dir in it."""
         if not self.root.is_dir():
             return []
         return [self.root, *(Path(e.path) for e in entries(self.root) if e.dir and not e.link)]
 
-    # -- what -----------------------------------------------------------
-    def canonical_id(self, raw: str) -> str | None:
-        return canonical(raw)
-
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
+        """Every session file (or those of `names`) with its bash logs."""
         found = self._find(names)
         yield from each_session(found.files, lambda sid: self._session(sid, found))
 
     def session_for_path(self, path: str) -> str | None:
+        """The id a session file's name holds."""
         parts = parts_below(path, self.root)
         if not parts or len(parts) > 2:
             return None
@@ -120,19 +113,23 @@ class PiAdapter(Adapter):
         """Its name (the last `session_info` record, as `pi --resume` shows
         it; an empty name clears it) or its first prompt, and the header's
         time, from the head of its file."""
-        for artifact in session.artifacts:
-            if artifact.kind == SESSION and not artifact.linked:
-                return _described(artifact.path)
-        return Described()
-
-    # -- in use ---------------------------------------------------------
+        path = next((a.path for a in session.artifacts if a.kind == SESSION and not a.linked), "")
+        records = list(heads.head_records(path)) if path else []
+        header = records[0] if records and records[0].get("type") == "session" else {}
+        name: str | None = None
+        prompt: str | None = None
+        for record in records:
+            if record.get("type") == "session_info":
+                name = heads.cut(record.get("name"))
+            message = record.get("message")
+            if prompt is None and isinstance(message, dict) and message.get("role") == "user":
+                prompt = heads.cut(heads.text_of(message.get("content")))
+        return Described(name or prompt, parse_agent_time(header.get("timestamp")))
 
     def names_leftovers(self, paths: list[str]) -> set[str]:
-        """The bash logs among `paths` (leftovers.KINDS `pi-bash-log`) that a
-        session file names, by name: pi writes the absolute path, and a tmp
-        dir has more than one spelling. Every one when the sessions cannot
-        all be read (a place that cannot be listed, a file that cannot be
-        opened): whose they are cannot be told, so none goes."""
+        """The bash logs among `paths` that a session file names, by name (a
+        tmp dir has more than one spelling). Every one when the sessions
+        cannot all be read: whose they are cannot be told, so none goes."""
         if unlisted(self):
             return set(paths)
         named: set[str] = set()
@@ -144,8 +141,8 @@ class PiAdapter(Adapter):
                 named |= logs
         return {path for path in paths if os.path.basename(path) in named}
 
-    # -- in use ---------------------------------------------------------
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
+        """A command line naming the id, or a pi process that may use it (_uses)."""
         holders = procs.naming(session.id)
         files = [a.path for a in session.artifacts if a.kind == SESSION]
         written = session.last_activity()
@@ -156,7 +153,6 @@ class PiAdapter(Adapter):
                     holders.append(Holder(proc.pid, HolderKind.PROCESS, why))
         return holders
 
-    # -- finding ----------------------------------------------------------
     def _find(self, only: frozenset[str] | None) -> _Pass:
         linked = root_problem(self.env, self.root) is not None
         found = _Pass(only, foreign=linked)
@@ -182,20 +178,13 @@ class PiAdapter(Adapter):
         elif found.only is None or sid in found.only:
             found.files.setdefault(sid, []).append((path, linked))
 
-    # -- a session --------------------------------------------------------
     def _session(self, sid: str, found: _Pass) -> Session | None:
         seen: set[tuple[int, int]] = set()
         artifacts = []
-        header = _Header()
+        header, foreign = _Header(), found.foreign
         for path, linked in sorted(found.files[sid]):
             artifact = disk.artifact(
-                path,
-                SESSION,
-                self.root,
-                primary=True,
-                linked=linked,
-                seen=seen,
-                foreign=found.foreign,
+                path, SESSION, self.root, primary=True, linked=linked, seen=seen, foreign=foreign
             )
             if artifact is None:
                 continue
@@ -204,45 +193,40 @@ class PiAdapter(Adapter):
                 header = _header(path, sid)
         if not artifacts:
             return None
-        for log_path, root in self._logs(found, [a.path for a in artifacts], header):
+        for log_path, root in _logs(found, [a.path for a in artifacts], header):
             foreign = root.problem is not None
             artifact = disk.artifact(
                 log_path, BASH_LOG, root.path, linked=foreign, seen=seen, foreign=foreign
             )
             if artifact is not None:
                 artifacts.append(artifact)
-        return Session(
-            agent=self.name,
-            id=sid,
-            workspace=header.cwd,
-            parent=self._parent(header.parent_path, sid),
-            artifacts=artifacts,
-            undated=header.undated,
-            bytes=sum(a.bytes for a in artifacts),
+        parent = _parent(header.parent_path, sid)
+        return session_of(
+            self.name, sid, artifacts, workspace=header.cwd, parent=parent, undated=header.undated
         )
 
-    def _logs(self, found: _Pass, files: list[str], header: _Header) -> list[tuple[Path, Root]]:
-        """The bash logs in the tmp dirs that the session's own records
-        name; a fork's records copied from its parent name the parent's."""
-        if not found.logs:
-            return []
-        named: set[str] = set()
-        for path in files:
-            named |= _logs_named(path)
-        if named and header.parent_path is not None:
-            named -= _logs_named(header.parent_path)
-        return [found.logs[name] for name in sorted(named) if name in found.logs]
 
-    def _parent(self, path: str | None, sid: str) -> str | None:
-        """The parent's id: from the name of the file `parentSession` names,
-        else from that file's header."""
-        if path is None:
-            return None
-        parent = _file_id(os.path.basename(path))
-        if parent is None:
-            data = read_head(path, HEADER_LIMIT)
-            parent = _header_id(data.split(b"\n", 1)[0]) if data else None
-        return parent if parent != sid else None
+def _logs(found: _Pass, files: list[str], header: _Header) -> list[tuple[Path, Root]]:
+    """The bash logs in the tmp dirs that the session's own records name; a
+    fork's records copied from its parent name the parent's."""
+    if not found.logs:
+        return []
+    named = set().union(*(_logs_in(path) or set() for path in files))
+    if named and header.parent_path is not None:
+        named -= _logs_in(header.parent_path) or set()
+    return [found.logs[name] for name in sorted(named) if name in found.logs]
+
+
+def _parent(path: str | None, sid: str) -> str | None:
+    """The parent's id: from the name of the file `parentSession` names,
+    else from that file's header."""
+    if path is None:
+        return None
+    parent = _file_id(os.path.basename(path))
+    if parent is None:
+        record = heads.json_object((read_head(path, HEADER_LIMIT) or b"").split(b"\n", 1)[0])
+        parent = canonical(record.get("id")) if record else None
+    return parent if parent != sid else None
 
 
 def _file_id(name: str) -> str | None:
@@ -255,14 +239,10 @@ def _header(path: str, sid: str) -> _Header:
     says nothing; a first line that is not a header naming `sid` makes the
     session undated (kept until a person purges it): pi itself does not
     list such a file, and it may be anything."""
-    data = read_head(path, HEADER_LIMIT)
-    if data is None:
+    if (data := read_head(path, HEADER_LIMIT)) is None:
         return _Header()
-    try:
-        record = json.loads(data.split(b"\n", 1)[0])
-    except (ValueError, RecursionError):
-        record = None
-    if not isinstance(record, dict) or record.get("type") != "session":
+    record = heads.json_object(data.split(b"\n", 1)[0])
+    if record is None or record.get("type") != "session":
         log.info("malformed session header", path=path)
         return _Header(undated=True)
     if canonical(record.get("id")) != sid:
@@ -273,18 +253,6 @@ def _header(path: str, sid: str) -> _Header:
         cwd=cwd if isinstance(cwd, str) and os.path.isabs(cwd) else None,
         parent_path=parent if isinstance(parent, str) and os.path.isabs(parent) else None,
     )
-
-
-def _header_id(line: bytes) -> str | None:
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    return canonical(record.get("id")) if isinstance(record, dict) else None
-
-
-def _logs_named(path: str) -> set[str]:
-    return _logs_in(path) or set()
 
 
 def _logs_in(path: str) -> set[str] | None:
@@ -304,8 +272,9 @@ def _is_pi(cmdline: tuple[str, ...]) -> bool:
     """pi's process: its title `pi` (arguments hidden: empty strings
     follow it), or pi's command as started (`pi ...`, `node .../pi ...`,
     `node .../pi-coding-agent/dist/cli.js ...`)."""
-    heads = [os.path.basename(arg) for arg in cmdline[:2]]
-    return "pi" in heads or any(arg.endswith(PI_CLI) for arg in cmdline[:3])
+    return "pi" in (os.path.basename(arg) for arg in cmdline[:2]) or any(
+        arg.endswith(PI_CLI) for arg in cmdline[:3]
+    )
 
 
 def _uses(
@@ -327,20 +296,6 @@ def _uses(
     if any(pid == proc.pid for path in files for pid, _ in procs.holding_open(path)):
         return "a pi process has the session open"
     return None
-
-
-def _described(path: str) -> Described:
-    records = list(heads.head_records(path))
-    header = records[0] if records and records[0].get("type") == "session" else {}
-    name: str | None = None
-    prompt: str | None = None
-    for record in records:
-        if record.get("type") == "session_info":
-            name = heads.cut(record.get("name"))
-        message = record.get("message")
-        if prompt is None and isinstance(message, dict) and message.get("role") == "user":
-            prompt = heads.cut(heads.text_of(message.get("content")))
-    return Described(name or prompt, parse_agent_time(header.get("timestamp")))
 
 
 ADAPTER = PiAdapter

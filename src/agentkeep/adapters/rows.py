@@ -1,11 +1,6 @@
-"""A session's database rows as artifacts: `<db>#<table>`, one per table
-holding rows of it, and how they are kept in the trash and deleted.
-
-A row artifact has no root (nothing on the file system is removed for it)
-and no bytes; its mtime is the time the agent recorded for the session (a
-row has none of its own: see prune.recovery). Each agent says which columns
-of a table name a session (`Keys`); agentkeep only ever deletes the rows
-whose such column is the session's id.
+"""A session's database rows as artifacts (`<db>#<table>`, one per table,
+no root, no bytes, dated by the agent's time for the session), kept in the
+trash and deleted: only rows whose key column (`Keys`) is the session's id.
 """
 
 from __future__ import annotations
@@ -26,18 +21,22 @@ Keys = Callable[[str], Sequence[str]]
 
 
 def row(db: Path | str, table: str, mtime: float | None, primary: bool, linked: bool) -> Artifact:
+    """The artifact of a session's rows in `table`."""
     return Artifact(f"{db}#{table}", KIND, 0, mtime, None, primary, linked)
 
 
 def is_row(artifact: Artifact) -> bool:
+    """Whether `artifact` stands for rows."""
     return artifact.kind == KIND
 
 
 def db_of(artifact: Artifact) -> Path:
+    """The database of a row artifact."""
     return Path(artifact.path.rpartition("#")[0])
 
 
 def table_of(artifact: Artifact) -> str:
+    """The table of a row artifact."""
     return artifact.path.rpartition("#")[2]
 
 
@@ -47,10 +46,9 @@ def ours(artifacts: Iterable[Artifact]) -> list[Artifact]:
 
 
 def ensure_alone(rows: Iterable[Artifact], uid: int) -> None:
-    """RemovalError when another process has a database of `rows` open (see
-    sqlite.ensure_alone): checked before anything of the session changes."""
-    databases = {db_of(a) for a in rows}
-    if databases:
+    """RemovalError when another process has a database of `rows` open
+    (sqlite.ensure_alone): checked before anything of the session changes."""
+    if databases := {db_of(a) for a in rows}:
         sqlite.ensure_alone(databases, ProcessTable.snapshot(uid))
 
 
@@ -60,15 +58,14 @@ def _by_database(
     grouped: dict[Path, list[sqlite.Deletion]] = {}
     for artifact in rows:
         table = table_of(artifact)
-        deletions = grouped.setdefault(db_of(artifact), [])
-        deletions += [(table, key, sid) for key in keys(table)]
+        grouped.setdefault(db_of(artifact), []).extend((table, key, sid) for key in keys(table))
     return grouped
 
 
 def keep(sid: str, rows: Sequence[Artifact], keys: Keys, remover: Remover) -> None:
-    """Hand the rows an agent's own command is about to delete to the trash,
-    read as they are now (nothing in a dry run). RemovalError when they
-    cannot be read or kept: the command must not run then."""
+    """Hand the rows an agent's own command is about to delete to the trash
+    (not in a dry run). RemovalError when they cannot be read or kept: the
+    command must not run then."""
     if remover.dry_run:
         return
     for db, deletions in _by_database(sid, rows, keys).items():

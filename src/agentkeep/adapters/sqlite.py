@@ -1,12 +1,10 @@
 """Agents' SQLite databases: read without changing them, write only when alone.
 
 Scans open a database read-only (`mode=ro`, `query_only`), which never
-creates the database and never writes it; SQLite may create the `-wal` and
-`-shm` files beside it, the one exception the contract allows. The only
-writes agentkeep ever makes are deleting one session's rows (putting them
-back on restore), and giving the free pages that leaves back (compaction),
-each only after checking that no other process has the database open (an
-agent writing it at the same time could resurrect or corrupt what we delete).
+creates nor writes it (SQLite may create `-wal` and `-shm`, the exception the
+contract allows). agentkeep only deletes one session's rows (and puts them
+back on restore) and compacts, each only while no other process has the
+database open (an agent writing it meanwhile could resurrect or corrupt it).
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from agentkeep.processes import ProcessTable
 log = structlog.get_logger("agentkeep.adapters.sqlite")
 
 # How long a read waits for a writer's lock before the database counts as
-# unreadable for this scan (its sessions are then undated, i.e. kept).
+# unreadable (its sessions undated: kept).
 READ_TIMEOUT_S = 2.0
 WRITE_TIMEOUT_S = 5.0
 _SIDE_FILES = ("", "-wal", "-shm")
@@ -66,8 +64,7 @@ def reading(path: str | os.PathLike[str]) -> Iterator[sqlite3.Connection]:
 
 
 def writing(path: str | os.PathLike[str]) -> sqlite3.Connection:
-    """A read-write connection in autocommit mode (the caller begins its
-    own transactions); never creates the database."""
+    """A read-write connection in autocommit mode; never creates the database."""
     return sqlite3.connect(
         _uri(path, "rw"), uri=True, timeout=WRITE_TIMEOUT_S, isolation_level=None
     )
@@ -75,28 +72,21 @@ def writing(path: str | os.PathLike[str]) -> sqlite3.Connection:
 
 def among(sql: str, column: str, ids: Iterable[str] | None) -> tuple[str, tuple[str, ...]]:
     """`sql` (a SELECT without WHERE) and its parameters, kept to the rows
-    whose `column` is one of `ids` when they are given: the ids go as one
-    JSON array, however many there are."""
+    whose `column` is one of `ids` when given (as one JSON array)."""
     if ids is None:
         return sql, ()
     return f"{sql} WHERE {column} IN (SELECT value FROM json_each(?))", (json.dumps(sorted(ids)),)
 
 
 def columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    """The columns of `table`; empty when the table does not exist (agents
-    add tables over versions: a missing one is normal, never an error).
-    `table` is always one of the adapters' own constants."""
+    """The columns of `table` (one of the adapters' own names); empty when
+    it does not exist (agents add tables over versions: normal)."""
     return {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
 
 
 def column_time(value: object) -> float | None:
-    """A time column as POSIX seconds, or None when it cannot be read.
-
-    SQLite hands back whatever the agent stored: a number (seconds or
-    milliseconds, told apart by magnitude), text holding such a number, or
-    RFC 3339 text; times.parse_agent_time decides each. NULL and anything it
-    cannot read give None, which the caller treats as undated (kept).
-    """
+    """A time column (a number, text holding one, or RFC 3339 text) as
+    POSIX seconds; None (undated: kept) when it cannot be read."""
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
     if isinstance(value, str):
@@ -109,12 +99,8 @@ def column_time(value: object) -> float | None:
 
 def ensure_alone(databases: Iterable[Path], procs: ProcessTable) -> None:
     """Raise RemovalError when another process has one of `databases` (or its
-    -wal/-shm) open, or when that cannot be checked.
-
-    Callers check every database a removal will write before removing
-    anything, so a refused removal leaves the session whole. agentkeep's
-    own process is not in the table, so its read connections do not count.
-    """
+    -wal/-shm) open, or when that cannot be checked. Callers check before
+    removing anything, so a refused removal leaves the session whole."""
     if procs.failed:
         raise RemovalError(procs.failed)
     for db in databases:
@@ -126,13 +112,37 @@ def ensure_alone(databases: Iterable[Path], procs: ProcessTable) -> None:
 
 @dataclass(frozen=True)
 class TableRows:
-    """Some rows of one table, as they were: what the trash keeps of a
-    session's rows. `columns` name the values of each row, in order."""
+    """Some rows of one table as they were (what the trash keeps); `columns`
+    name the values of each row, in order."""
 
     db: str
     table: str
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
+
+
+@contextmanager
+def _transaction(db: Path, begin: str) -> Iterator[sqlite3.Connection]:
+    """A write connection inside `begin`, which the caller ends; rolled back
+    when anything raises, a sqlite3.Error raised as RemovalError."""
+    try:
+        conn = writing(db)
+    except sqlite3.Error as exc:
+        raise RemovalError(f"{db}: {exc}") from exc
+    try:
+        conn.execute(begin)
+        yield conn
+    except (sqlite3.Error, RemovalError) as exc:
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # closing the connection rolls back what is left
+        if isinstance(exc, RemovalError):
+            raise
+        raise RemovalError(f"{db}: {exc}") from exc
+    finally:
+        conn.close()
 
 
 # (table, key column, value): the rows of `table` whose `column` is `value`.
@@ -148,10 +158,8 @@ def _select(conn: sqlite3.Connection, db: Path, deletion: Deletion) -> TableRows
 
 
 def read_rows(db: Path, deletions: Sequence[Deletion]) -> list[TableRows]:
-    """The rows `deletions` name, read without changing the database (for
-    rows an agent's own command is about to delete). Tables and columns
-    missing in this version have none. Raises RemovalError when the database
-    cannot be read."""
+    """The rows `deletions` name, read-only (tables and columns missing in
+    this version have none). Raises RemovalError when it cannot be read."""
     try:
         with reading(db) as conn:
             return [_select(conn, db, d) for d in deletions if d[1] in columns(conn, d[0])]
@@ -160,55 +168,32 @@ def read_rows(db: Path, deletions: Sequence[Deletion]) -> list[TableRows]:
 
 
 def delete_rows(db: Path, deletions: Sequence[Deletion], keep: Keep | None = None) -> None:
-    """Delete rows in one transaction, in the order given: each deletion is
-    (table, key column, value). Table and column names are the adapters' own
-    constants; a table or column missing in this version has no rows. `keep`
-    is handed each table's rows, inside the transaction, before they are
-    deleted (the trash saves them); when it raises, nothing is deleted.
-    Raises RemovalError and changes nothing when any step fails."""
-    try:
-        conn = writing(db)
-    except sqlite3.Error as exc:
-        raise RemovalError(f"{db}: {exc}") from exc
-    try:
-        conn.execute("BEGIN IMMEDIATE")
+    """Delete rows in one transaction, in the order given (a table or column
+    missing in this version has none). `keep` is handed each table's rows
+    before they are deleted (the trash saves them); when it raises, nothing
+    is deleted. Raises RemovalError and changes nothing when any step fails."""
+    with _transaction(db, "BEGIN IMMEDIATE") as conn:
         for deletion in deletions:
             table, column, value = deletion
             if column not in columns(conn, table):
                 continue
-            if keep is not None:
-                rows = _select(conn, db, deletion)
-                if rows.rows:
-                    keep(rows)
+            if keep is not None and (rows := _select(conn, db, deletion)).rows:
+                keep(rows)
             conn.execute(f'DELETE FROM "{table}" WHERE "{column}" = ?', (value,))
         conn.execute("COMMIT")
-    except (sqlite3.Error, RemovalError) as exc:
-        if conn.in_transaction:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass  # closing the connection rolls back what is left
-        if isinstance(exc, RemovalError):
-            raise
-        raise RemovalError(f"{db}: {exc}") from exc
-    finally:
-        conn.close()
     log.info("rows deleted", db=os.fspath(db), tables=[d[0] for d in deletions])
 
 
 def _key_columns(conn: sqlite3.Connection, table: str) -> list[str]:
-    """The table's primary key columns, in key order; every column when it
-    has none (then a row that is there already is the same row)."""
+    """The table's primary key columns in order; every column when it has none."""
     info = list(conn.execute(f'PRAGMA table_info("{table}")'))
     keyed = sorted((row[5], row[1]) for row in info if row[5])
     return [name for _, name in keyed] or [row[1] for row in info]
 
 
 def _write_back(conn: sqlite3.Connection, saved: TableRows, *, act: bool) -> list[str]:
-    """Check (and with `act`, insert) the saved rows of one table; the
-    conflicts (a table or column gone, a row with the same key that differs).
-    A row that is already there, the same in every saved column, is skipped:
-    a removal that stopped half way left it."""
+    """Check (with `act`, insert) one table's saved rows; the conflicts. A row
+    there already, the same in every column, is skipped (a half removal)."""
     present = columns(conn, saved.table)
     missing = [c for c in saved.columns if c not in present]
     if missing:
@@ -234,33 +219,16 @@ def _write_back(conn: sqlite3.Connection, saved: TableRows, *, act: bool) -> lis
 
 
 def write_back(db: Path, saved: Sequence[TableRows], *, act: bool) -> list[str]:
-    """Put rows a removal took back into `db`, all in one transaction: with
-    `act` False only check. Returns the conflicts (a row with the same key
-    that differs, a table or column gone): with any, nothing is written.
+    """Put rows a removal took back into `db` in one transaction (with `act`
+    False only check). Returns the conflicts: with any, nothing is written.
     Raises RemovalError when the database cannot be opened or written."""
     if not is_database_file(db):
         return [f"{db}: the database is gone (nothing to put its rows back into)"]
-    try:
-        conn = writing(db)
-    except sqlite3.Error as exc:
-        raise RemovalError(f"{db}: {exc}") from exc
-    try:
-        conn.execute("BEGIN IMMEDIATE" if act else "BEGIN")
-        conflicts: list[str] = []
-        for rows in saved:
-            conflicts += _write_back(conn, rows, act=act)
+    with _transaction(db, "BEGIN IMMEDIATE" if act else "BEGIN") as conn:
+        conflicts = [c for rows in saved for c in _write_back(conn, rows, act=act)]
         if conflicts or not act:
             conn.execute("ROLLBACK")
             return conflicts
         conn.execute("COMMIT")
-    except sqlite3.Error as exc:
-        if conn.in_transaction:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass  # closing the connection rolls back what is left
-        raise RemovalError(f"{db}: {exc}") from exc
-    finally:
-        conn.close()
     log.info("rows put back", db=os.fspath(db), tables=sorted({r.table for r in saved}))
     return []

@@ -1,13 +1,10 @@
 """Stores named in the user's config (`[[stores]]`): one directory, one session.
 
-Every directory exactly `depth` levels below a store's root is one session;
-its id is its path relative to that root ('/'-separated), its activity the
-newest mtime in its tree, and the whole directory is its one artifact. A store
-reaches only its own root: ids are relative to it, and a path belongs to it
-only when it lies below that root component by component (a store at /x/ab
-never claims /x/abc/...). No link is followed: a linked directory above the
-session level is skipped, a linked session directory is reported (its
-artifact is linked, so the session is kept `unsafe` and never removed).
+Every directory exactly `depth` below a store's root is one session, its id
+its '/'-separated path below the root, the whole directory its one artifact.
+A store reaches only below its own root. No link is followed: a linked
+directory above the session level is skipped, a linked session directory is
+linked (kept `unsafe`, never removed).
 """
 
 from __future__ import annotations
@@ -15,13 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
 
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Known, Root, each_session, valid_name
+from agentkeep.adapters.base import Adapter, Known, Root, each_session, session_of, valid_name
 from agentkeep.adapters.dirs import entries, parts_below, root_problem, unreadable, utf8_name
+from agentkeep.config import StoreConfig
 from agentkeep.fsio import Entry
 from agentkeep.model import Holder, HolderKind, Session
 from agentkeep.paths import Env
@@ -32,23 +29,10 @@ log = structlog.get_logger("agentkeep.adapters.stores")
 STORE_DIR = "store-dir"
 
 
-class StoreSpec(Protocol):
-    """What a configured store gives (config.StoreConfig has these fields)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def root(self) -> Path: ...
-
-    @property
-    def depth(self) -> int: ...
-
-
 class StoreAdapter(Adapter):
     """One configured store; `name` is the store's name, per instance."""
 
-    def __init__(self, env: Env, store: StoreSpec) -> None:
+    def __init__(self, env: Env, store: StoreConfig) -> None:
         super().__init__(env)
         self.name = store.name  # type: ignore[misc]  # per store, not per class
         self.root = Path(store.root)
@@ -71,18 +55,14 @@ class StoreAdapter(Adapter):
 
     def canonical_id(self, raw: str) -> str | None:
         """`a/b` for depth 2: exactly `depth` plain components."""
-        if not isinstance(raw, str):
-            return None
-        parts = raw.split("/")
-        if len(parts) != self.depth:
-            return None
-        if not all(valid_name(p) and utf8_name(p) for p in parts):
-            return None
-        return raw
+        parts = raw.split("/") if isinstance(raw, str) else []
+        ok = len(parts) == self.depth and all(valid_name(p) and utf8_name(p) for p in parts)
+        return raw if ok else None
 
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
+        """Every directory `depth` below the root, or those of `names`."""
         if names is not None:
             yield from each_session(names, self._load)
             return
@@ -92,11 +72,8 @@ class StoreAdapter(Adapter):
             level = [parts + (e.name,) for parts in level for e in self._subdirs(parts)]
         for parts in level:
             for entry in self._children(parts):
-                if not entry.dir:
-                    continue
-                session = self._session("/".join(parts + (entry.name,)), problem)
-                if session is not None:
-                    yield session
+                if entry.dir and (s := self._session("/".join((*parts, entry.name)), problem)):
+                    yield s
 
     def _load(self, sid: str) -> Session | None:
         # No link on the way down: a linked level above the session is not
@@ -109,6 +86,7 @@ class StoreAdapter(Adapter):
         return self._session(sid, root_problem(self.env, self.root))
 
     def session_for_path(self, path: str) -> str | None:
+        """The store dir `path` lies in."""
         parts = parts_below(path, self.root)
         if parts is None or len(parts) < self.depth:
             return None
@@ -117,60 +95,42 @@ class StoreAdapter(Adapter):
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         """Processes naming the id as a token (a depth-1 id), or naming the
         session's directory or a path inside it on their command line."""
-        holders = procs.naming(session.id)
-        directory = self.root / session.id
-        for proc in procs.procs.values():
-            if any(_names_path(arg, directory) for arg in proc.cmdline):
-                holders.append(
-                    Holder(proc.pid, HolderKind.PROCESS, "command line names the store dir")
-                )
-        return holders
+        directory, why = self.root / session.id, "command line names the store dir"
+        naming = [
+            p for p in procs.procs.values() if any(_names_path(a, directory) for a in p.cmdline)
+        ]
+        return procs.naming(session.id) + [Holder(p.pid, HolderKind.PROCESS, why) for p in naming]
 
-    # -- reading ----------------------------------------------------------
     def _children(self, parts: tuple[str, ...]) -> list[Entry]:
         return [e for e in entries(self.root.joinpath(*parts)) if valid_name(e.name)]
 
     def _subdirs(self, parts: tuple[str, ...]) -> list[Entry]:
-        subdirs = []
-        for entry in self._children(parts):
+        children = self._children(parts)
+        for entry in children:
             if entry.link:
                 log.info("skipped a linked directory in a store", store=self.name, path=entry.path)
-            elif entry.dir:
-                subdirs.append(entry)
-        return subdirs
+        return [e for e in children if e.dir and not e.link]
 
     def _session(self, sid: str, problem: str | None) -> Session | None:
-        """The store dir `sid`; one that cannot all be listed keeps it
-        unsafe. A level above that cannot be listed shows none of its
-        sessions (base.unlisted names it): nothing of them is known."""
+        """The store dir `sid`; one that cannot all be listed keeps it unsafe."""
         path = self.root / sid
         if not os.path.isdir(path):
             return None
         # A linked session directory is measured as the link alone (never
         # followed) and marked linked, so the session is kept unsafe (invariant 6).
-        through_link = disk.is_link(path)
-        if through_link:
+        if through_link := disk.is_link(path):
             log.info(
                 "store session is a link: kept, never removed", store=self.name, path=str(path)
             )
-        artifact = disk.artifact(
-            path, STORE_DIR, self.root, primary=True, linked=problem is not None or through_link
-        )
+        linked = problem is not None or through_link
+        artifact = disk.artifact(path, STORE_DIR, self.root, primary=True, linked=linked)
         if artifact is None:
             return None
-        return Session(
-            agent=self.name,
-            id=sid,
-            artifacts=[artifact],
-            bytes=artifact.bytes,
-            unreadable=unreadable([artifact]),
-        )
+        return session_of(self.name, sid, [artifact], unreadable=unreadable([artifact]))
 
 
 def _names_path(arg: str, directory: Path) -> bool:
     """An argument (or the value of `--opt=value`) that is the directory or a
     path inside it."""
-    candidates = [arg]
-    if "=" in arg:
-        candidates.append(arg.split("=", 1)[1])
+    candidates = [arg, arg.split("=", 1)[1]] if "=" in arg else [arg]
     return any(os.path.isabs(c) and parts_below(c, directory) is not None for c in candidates)

@@ -15,22 +15,18 @@ def parse_agent_time(value: object) -> float | None:
     offset: a local time without one is ambiguous) or a number since the epoch
     in s, ms, us or ns. None when it cannot be read (a bool, NaN, zero or
     less, no offset, anything else): the caller treats that as undated."""
-    if isinstance(value, bool):
-        return None
     if isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.strip().upper())
         except ValueError:
             return None
         return parsed.timestamp() if parsed.tzinfo is not None else None
-    if isinstance(value, int | float):
-        try:
-            number = float(value)
-        except OverflowError:
-            return None
-        if not math.isfinite(number) or number <= 0:
-            return None
-        for limit, scale in _EPOCH_SCALES:
-            if number < limit:
-                return number / scale
-    return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    if not math.isfinite(number) or number <= 0:
+        return None
+    return next(number / scale for limit, scale in _EPOCH_SCALES if number < limit)

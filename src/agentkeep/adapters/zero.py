@@ -2,9 +2,8 @@
 
 `<root>/<id>/` holds `metadata.json` (what zero lists sessions by:
 `sessionId`, `parentSessionId`, `updatedAt`), `events.jsonl`, checkpoints,
-`session.lock` and `lease.lock`. zero holds `lease.lock` with a shared flock
-while a process has the session open and its own pruner takes it
-exclusively; agentkeep honours the same lock (FIELD-NOTES.md "zero").
+`session.lock` and `lease.lock`, which zero flocks shared while a process
+has the session open: agentkeep honours it (FIELD-NOTES.md "zero").
 """
 
 from __future__ import annotations
@@ -18,22 +17,13 @@ from pathlib import Path
 import structlog
 
 from agentkeep import agents, fsio
-from agentkeep.adapters import heads
-from agentkeep.adapters.base import NAME_ID, Adapter, Known, Root
-from agentkeep.adapters.dirs import (
-    Unlisted,
-    directory_artifacts,
-    entries,
-    parts_below,
-    root_problem,
-    unreadable,
-)
+from agentkeep.adapters import dirs, heads
+from agentkeep.adapters.base import Adapter, Known, Root, each_session, name_id, session_of
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Described, Session
 
 log = structlog.get_logger("agentkeep.adapters.zero")
 
-ID = NAME_ID
 METADATA = "metadata.json"
 LEASE = "lease.lock"
 KINDS = {
@@ -59,7 +49,10 @@ class _Metadata:
 
 
 class ZeroAdapter(Adapter):
+    """zero's sessions."""
+
     name = "zero"
+    canonical_id = staticmethod(name_id)
 
     @cached_property
     def root(self) -> Path:
@@ -69,39 +62,28 @@ class ZeroAdapter(Adapter):
         return [Root.check(self.root, "sessions", self.env.uid)]
 
     def watch_dirs(self) -> list[Path]:
+        """The root, whose entries are the sessions."""
         return [self.root] if os.path.isdir(self.root) else []
-
-    def canonical_id(self, raw: str) -> str | None:
-        return raw if isinstance(raw, str) and ID.fullmatch(raw) else None
 
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
-        problem = root_problem(self.env, self.root)
-        if names is not None:
-            ids: list[str] = sorted(names)
-        else:
-            ids = []
-            for entry in entries(self.root):
-                sid = self.canonical_id(entry.name)
-                if sid is None:
-                    log.info("skipped: not a zero session id", path=entry.path)
-                else:
-                    ids.append(sid)
-        for sid in ids:
-            session = self._session(sid, problem)
-            if session is not None:
-                yield session
+        """Every `<root>/<id>/`, or those of `names`."""
+        problem = dirs.root_problem(self.env, self.root)
+        if names is None:
+            names = frozenset(self._ids())
+        return each_session(names, lambda sid: self._session(sid, problem))
 
     def session_for_path(self, path: str) -> str | None:
-        parts = parts_below(path, self.root)
-        return self.canonical_id(parts[0]) if parts else None
+        """The id of the session dir `path` lies in."""
+        parts = dirs.parts_below(path, self.root)
+        return name_id(parts[0]) if parts else None
 
     def lock_files(self, session: Session) -> list[Path]:
-        sid = self.canonical_id(session.id)
+        """zero's own `lease.lock`."""
+        sid = name_id(session.id)
         return [self.root / sid / LEASE] if sid is not None else []
 
-    # -- reading ----------------------------------------------------------
     def describe(self, session: Session) -> Described:
         """Its title and creation time, where metadata.json has them."""
         for artifact in session.artifacts:
@@ -112,79 +94,79 @@ class ZeroAdapter(Adapter):
                     return Described(title, parse_agent_time(meta.get("createdAt")))
         return Described()
 
+    def _ids(self) -> Iterator[str]:
+        for entry in dirs.entries(self.root):
+            if (sid := name_id(entry.name)) is None:
+                log.info("skipped: not a zero session id", path=entry.path)
+            else:
+                yield sid
+
     def _session(self, sid: str, problem: str | None) -> Session | None:
         """The session in `<root>/<sid>/`; a directory of it that cannot be
-        listed keeps it unsafe. A root that cannot be listed shows none
-        (base.unlisted names it): nothing of them is known."""
+        listed keeps it unsafe. Invariant 6: what lies behind a link (or on a
+        root others can write to) is never removed."""
         directory = self.root / sid
         if not os.path.isdir(directory):  # follows a link: a linked session dir is reported
             if os.path.lexists(directory):
                 log.info("skipped: not a session directory", path=str(directory))
             return None
-        # Invariant 6: what lies behind a link (or on a root others can
-        # write to) is never removed; a linked metadata.json makes it unsafe.
-        seen: set[tuple[int, int]] = set()
-        unlisted = Unlisted()
-        artifacts = directory_artifacts(
+        unlisted = dirs.Unlisted()
+        artifacts = dirs.directory_artifacts(
             str(directory),
             str(self.root),
             primary=METADATA,
             kinds=KINDS,
             linked=problem is not None,
-            seen=seen,
+            seen=set(),
             unlisted=unlisted,
         )
         if not artifacts:
             return None
-        meta = self._metadata(sid, directory / METADATA)
-        return Session(
-            agent=self.name,
-            id=sid,
+        meta = _metadata(sid, directory / METADATA)
+        return session_of(
+            self.name,
+            sid,
+            artifacts,
             workspace=meta.workspace,
             parent=meta.parent,
-            artifacts=artifacts,
             updated=meta.updated,
             undated=meta.undated,
-            bytes=sum(a.bytes for a in artifacts),
-            unreadable=unreadable(artifacts, unlisted),
+            unreadable=dirs.unreadable(artifacts, unlisted),
         )
 
-    def _metadata(self, sid: str, path: Path) -> _Metadata:
-        """What metadata.json says. Absent (a half-removed session) says
-        nothing; present but unreadable, malformed or naming another session
-        makes the session undated: a time we cannot read never makes it idle."""
-        if not os.path.lexists(path):
-            return _Metadata()
-        try:
-            record = fsio.load_json(path, METADATA_LIMIT)
-        except OSError as exc:
-            log.info("metadata unreadable", path=str(path), error=str(exc))
-            return _Metadata(undated=True)
-        except ValueError:
-            record = None
-        if not isinstance(record, dict):
-            log.info("malformed metadata", path=str(path))
-            return _Metadata(undated=True)
-        named = record.get("sessionId")
-        if named is not None and named != sid:
-            log.info("metadata names another session", path=str(path), names=str(named)[:200])
-            return _Metadata(undated=True)
-        updated, undated = None, False
-        if record.get("updatedAt") is not None:
-            updated = parse_agent_time(record["updatedAt"])
-            if updated is None:
-                log.info(
-                    "unreadable updatedAt", path=str(path), value=str(record["updatedAt"])[:64]
-                )
-                undated = True
-        return _Metadata(_parent(record, sid, path), updated, _workspace(record), undated)
+
+def _metadata(sid: str, path: Path) -> _Metadata:
+    """What metadata.json says. Absent (a half-removed session) says nothing;
+    unreadable, malformed or naming another session makes the session
+    undated: a time we cannot read never makes it idle."""
+    if not os.path.lexists(path):
+        return _Metadata()
+    try:
+        record = fsio.load_json(path, METADATA_LIMIT)
+    except OSError as exc:
+        log.info("metadata unreadable", path=str(path), error=str(exc))
+        return _Metadata(undated=True)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict):
+        log.info("malformed metadata", path=str(path))
+        return _Metadata(undated=True)
+    named = record.get("sessionId")
+    if named is not None and named != sid:
+        log.info("metadata names another session", path=str(path), names=str(named)[:200])
+        return _Metadata(undated=True)
+    updated, raw = None, record.get("updatedAt")
+    if raw is not None and (updated := parse_agent_time(raw)) is None:
+        log.info("unreadable updatedAt", path=str(path), value=str(raw)[:64])
+    undated = raw is not None and updated is None
+    return _Metadata(_parent(record, sid, path), updated, _workspace(record), undated)
 
 
 def _parent(record: dict[str, object], sid: str, path: Path) -> str | None:
     raw = record.get("parentSessionId")
     if raw in (None, ""):
         return None
-    if not isinstance(raw, str) or not ID.fullmatch(raw) or raw == sid:
+    if not isinstance(raw, str) or name_id(raw) is None or raw == sid:
         log.info("ignored an invalid parentSessionId", path=str(path), value=str(raw)[:200])
         return None
     return raw

@@ -1,51 +1,19 @@
-"""GitHub Copilot CLI: a directory per session under `<home>/session-state/`,
-its rows in the shared `<home>/session-store.db`, and its big tool outputs
-in the tmp dirs (FIELD-NOTES "GitHub Copilot CLI").
+"""GitHub Copilot CLI (FIELD-NOTES.md "GitHub Copilot CLI"): per session,
+`<home>/session-state/<id>/` (its `events.jsonl` is what Copilot lists and
+resumes by: primary), the operation lock
+`session-state/.session-operation-locks/<id>.lock`, its rows in the shared
+`session-store.db` (rows alone are a session too: Copilot's own delete
+leaves them), and tool outputs in the tmp dirs that its events name or a
+process of its `inuse.<pid>` locks wrote.
 
-`<home>` is $COPILOT_HOME, else ~/.copilot; older installs kept
-`session-state` and `session-store.db` in `$XDG_STATE_HOME/.copilot`, and
-1.0.102 moves them home and leaves links at the old paths. Both are read; a
-directory or database reached both ways is read once, through the path that
-is no link, and nothing is ever removed through a link.
+`<home>` is $COPILOT_HOME, else ~/.copilot; older installs kept the same
+under `$XDG_STATE_HOME/.copilot`, which 1.0.102 moves home, leaving links.
+Both are read; what is reached both ways is read once, through the path
+that is no link, and nothing is ever removed through a link.
 
-Per session `<id>` (a UUID, in the case the caller gave `--session-id`):
-- `session-state/<id>/`: `events.jsonl` is what Copilot lists and resumes a
-  session by (without it the session is neither listed nor resumable, with
-  only it both are): the primary record, removed first. `workspace.yaml`,
-  `checkpoints/`, `files/`, `session.db` and the rest go with the directory.
-- `session-state/.session-operation-locks/<id>.lock`: Copilot flocks it for
-  each operation on the session and waits 30 s for it, so the pruner holds
-  it too (lock_files), with every `inuse.<pid>.hold` of the session.
-- its rows in every table of `session-store.db` with a `session_id` column
-  (`search_index`, FTS5, among them) and `sessions` by `id`. Copilot's own
-  `/session delete` leaves them all: rows alone are a session too, so that
-  they are found and removed.
-- `<ms>-copilot-tool-output-<pid>-<uuid>.txt` directly in a tmp dir: named
-  in `events.jsonl`, or written by the process of one of the session's
-  `inuse.<pid>` locks (Copilot deletes them when it exits; after a crash the
-  events naming them are often never written, and the stale lock is the link
-  left). The tmp dirs are not roots: nothing there names a session by its
-  name, so they are neither watched nor walked.
-
-In use: `inuse.<pid>.lock` and `.hold` in the session dir of a live pid (a
-stale pair of a dead one stays until Copilot resumes the session), or a
-command line naming the id (`--resume=<id>`, `--session-id <id>`).
-
-Lineage: `/fork` copies the parent's events into the child, and writes into
-each a `session.info` event of `infoType: "fork"`: the child's own says
-`Forked from "<name>" (<parent>) as "<name>" (<child>).` Copies of a fork
-event name another child, never this session last: only the one ending with
-the session's own id makes the link.
-
-Shared, never removed, and residual where they name a removed session:
-`logs/*.log` (Copilot keeps 50 process logs of the last 7 days at most),
-`sidebar-sessions-state/`, `open-sessions-state.json`,
-`command-history-state.json` and `config.json`. Copilot's own package
-(`~/.cache/copilot/pkg`, `<home>/pkg`) is never read.
-
-Each concern has its module: events (a session's own files), store (its
-rows), listing (one look at what sessions share, and the Session each id
-makes). This class wires them.
+In use: `inuse.<pid>.lock` of a live pid, or a command line naming the id.
+Lineage: the child's own fork event names its parent. Shared files (logs,
+sidebar and open-sessions state, config) are residual where they name it.
 """
 
 from __future__ import annotations
@@ -59,7 +27,7 @@ from pathlib import Path
 from agentkeep import agents, disk
 from agentkeep.adapters import rows, sqlite
 from agentkeep.adapters.base import Adapter, Known, Remover, Root, each_session, remove_files
-from agentkeep.adapters.copilot import listing, store
+from agentkeep.adapters.copilot import listing
 from agentkeep.adapters.copilot.events import ID, canonical_id, described
 from agentkeep.adapters.copilot.listing import KIND_INUSE_HOLD, KIND_INUSE_LOCK, OPLOCKS, Place
 from agentkeep.adapters.dirs import parts_below, root_problem
@@ -73,9 +41,12 @@ STATE = "session-state"
 
 
 class CopilotAdapter(Adapter):
+    """Copilot CLI's sessions."""
+
     name = "copilot"
     evidence_kinds = frozenset({KIND_INUSE_LOCK, KIND_INUSE_HOLD})
     id_in_name = ID
+    canonical_id = staticmethod(canonical_id)
 
     @cached_property
     def home(self) -> Path:
@@ -92,40 +63,36 @@ class CopilotAdapter(Adapter):
         ]
 
     def watch_dirs(self) -> list[Path]:
-        dirs = []
-        for place in self._places():
-            dirs.append(place.state)
-            if (place.state / OPLOCKS).is_dir():
-                dirs.append(place.state / OPLOCKS)
-        return dirs
-
-    def canonical_id(self, raw: str) -> str | None:
-        return canonical_id(raw)
+        """Each `session-state` and its operation locks."""
+        dirs = [d for p in self._places() for d in (p.state, p.state / OPLOCKS)]
+        return [d for d in dirs if d.name != OPLOCKS or d.is_dir()]
 
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
+        """One look at what sessions share, then each id's dirs."""
         places = self._places()
         found = listing.look(self.env, self._stores(), [self.home, self.legacy], names)
         ids = set(names) if names is not None else listing.ids(places, found)
         yield from each_session(ids, lambda sid: listing.session(self.name, sid, places, found))
 
     def session_for_path(self, path: str) -> str | None:
+        """The session dir or operation lock `path` is in or is."""
         for place in self._places():
             parts = parts_below(path, place.state)
             if not parts:
                 continue
             if parts[0] == OPLOCKS:
                 if len(parts) == 2 and parts[1].endswith(".lock"):
-                    return self.canonical_id(parts[1].removesuffix(".lock"))
+                    return canonical_id(parts[1].removesuffix(".lock"))
                 return None
-            return self.canonical_id(parts[0])
+            return canonical_id(parts[0])
         return None
 
     def databases(self) -> list[Path]:
+        """Each real session-store.db."""
         return [path for path, _ in self._stores()]
 
-    # -- in use ---------------------------------------------------------
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         """A command line naming the id, or an `inuse.<pid>` lock of a pid
         that is alive (a reused pid keeps the session: never guess toward
@@ -138,21 +105,14 @@ class CopilotAdapter(Adapter):
 
     def lock_files(self, session: Session) -> list[Path]:
         """The operation lock Copilot flocks for every operation on the
-        session, and the `.hold` each process using it keeps flocked: held,
-        the session is in use. Only those that exist are named (the pruner
-        would make a missing one, in Copilot's directory)."""
-        sid = self.canonical_id(session.id)
+        session, and each process's flocked `.hold`. Only those that exist
+        (the pruner would make a missing one, in Copilot's directory)."""
+        sid = canonical_id(session.id)
         if sid is None:
             return []
-        found = [
-            place.state / OPLOCKS / f"{sid}.lock"
-            for place in self._places()
-            if not place.linked and os.path.lexists(place.state / OPLOCKS / f"{sid}.lock")
-        ]
-        found += [
-            Path(a.path) for a in session.artifacts if a.kind == KIND_INUSE_HOLD and not a.linked
-        ]
-        return found
+        locks = [p.state / OPLOCKS / f"{sid}.lock" for p in self._places() if not p.linked]
+        holds = [a.path for a in session.artifacts if a.kind == KIND_INUSE_HOLD and not a.linked]
+        return [lock for lock in locks if os.path.lexists(lock)] + [Path(h) for h in holds]
 
     def describe(self, session: Session) -> Described:
         """Its name else its first prompt, and its start (events.described)."""
@@ -160,11 +120,9 @@ class CopilotAdapter(Adapter):
             {os.path.basename(a.path): a.path for a in session.artifacts if not a.linked}
         )
 
-    # -- removal --------------------------------------------------------
     def remove(self, session: Session, remover: Remover) -> None:
-        """The files first, events.jsonl ahead of them (invariant 5), then
-        the rows (store.remove_rows: only while no Copilot has the database
-        open; else they stay, reported, for a later run)."""
+        """The files, events.jsonl first (invariant 5), then the rows (only
+        while no Copilot has the database open; else reported, for later)."""
         # Checked before any change: a database that cannot be read may hold
         # the session's rows, and looking again could not see them either.
         for db, _ in self._stores():
@@ -178,16 +136,13 @@ class CopilotAdapter(Adapter):
             if rows.is_row(artifact) and artifact.linked:
                 remover.residual(artifact.path)
         if ours := rows.ours(session.artifacts):
-            store.remove_rows(session.id, ours, self.env.uid, remover)
+            listing.remove_rows(session.id, ours, self.env.uid, remover)
         for path in session.residual:
             remover.residual(path)
 
-    # -- where ----------------------------------------------------------
     def _places(self) -> list[Place]:
-        """Each real `session-state` dir once: through the path that is no
-        link when there is one (the link 1.0.102 leaves at the legacy path
-        names the same dir). One only reached through a link is read, its
-        sessions never removed."""
+        """Each real `session-state` dir once, through the path that is no
+        link when there is one; one only reached through a link is linked."""
         found = []
         for root in (self.home, self.legacy):
             state = root / STATE
@@ -200,7 +155,7 @@ class CopilotAdapter(Adapter):
         """Each real session-store.db once, and whether it lies behind a link."""
         found = []
         for root in (self.home, self.legacy):
-            db = root / store.STORE
+            db = root / listing.STORE
             if sqlite.is_database_file(db):
                 found.append((db, root_problem(self.env, root) is not None or disk.is_link(db)))
         return listing.once(found, lambda s: s)

@@ -1,6 +1,5 @@
-"""Reading a Copilot session's own files: its id, what its `events.jsonl`
-says (workspace, start, the parent its own fork event names, the tool
-outputs it names) and its name in `workspace.yaml`."""
+"""What a Copilot session's own files say: its `events.jsonl` (workspace,
+start, parent, tool outputs named) and its name in `workspace.yaml`."""
 
 from __future__ import annotations
 
@@ -35,7 +34,7 @@ _PIECE, _OVERLAP = 1 << 20, 256
 
 
 def canonical_id(raw: str) -> str | None:
-    # Copilot keeps the case `--session-id` was given in: the name is the id.
+    """The id as it is (Copilot keeps the case `--session-id` was given in)."""
     return raw if isinstance(raw, str) and ID.fullmatch(raw) else None
 
 
@@ -53,10 +52,8 @@ class Events:
 
 
 def read_events(path: Path, sid: str) -> Events:
-    """The session's workspace, the parent its own fork event names and the
-    tool outputs named anywhere in it, read in pieces (a transcript can be
-    tens of MB). A first event that is not the session.start of this
-    session makes it undated; a cut or malformed later line is skipped."""
+    """What events.jsonl says, read in pieces (it can be tens of MB). A first
+    event that is not this session's session.start makes it undated."""
     handle = fsio.open_quietly(path)
     if handle is None:
         return Events()
@@ -81,16 +78,14 @@ def read_events(path: Path, sid: str) -> Events:
 
 
 def _first_event(line: bytes, sid: str, path: Path) -> Events:
-    """The workspace and start the first event gives; undated when it is
-    not the session.start of this session."""
+    """The first event's workspace and start; undated when it is not the
+    session.start of this session."""
     if not line.strip():
         return Events()
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
+    if (record := heads.json_object(line)) is None:
         log.info("malformed first event; the session is undated", path=str(path))
         return Events(undated=True)
-    data = record.get("data") if isinstance(record, dict) else None
+    data = record.get("data")
     if not isinstance(data, dict) or record.get("type") != "session.start":
         log.info("first event is no session.start; the session is undated", path=str(path))
         return Events(undated=True)
@@ -106,13 +101,10 @@ def _first_event(line: bytes, sid: str, path: Path) -> Events:
 
 
 def _fork_parent(line: bytes, sid: str) -> str | None:
-    """The parent a fork event of this session's own names; None for any
-    other line (a fork event copied from an ancestor names another child)."""
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    data = record.get("data") if isinstance(record, dict) else None
+    """The parent this session's own fork event names; None for any other
+    line (one copied from an ancestor names another child)."""
+    record = heads.json_object(line) or {}
+    data = record.get("data")
     if record.get("type") != "session.info" or not isinstance(data, dict):
         return None
     message = data.get("message")
@@ -125,8 +117,7 @@ def _fork_parent(line: bytes, sid: str) -> str | None:
 
 
 def described(by_name: dict[str, str]) -> Described:
-    """Its name (workspace.yaml's `name`, Copilot's own or the user's) else
-    its first prompt (the first `user.message` event), and its
+    """Its name (workspace.yaml's) else its first prompt, and its
     session.start's time, from the heads of those files (by file name)."""
     name = _yaml_name(by_name[WORKSPACE]) if WORKSPACE in by_name else None
     if EVENTS not in by_name:
@@ -143,8 +134,7 @@ def described(by_name: dict[str, str]) -> Described:
 
 
 def _yaml_name(path: str) -> str | None:
-    """workspace.yaml's top-level `name`, a plain or quoted scalar on its
-    own line (a block scalar, or anything else, is no name)."""
+    """workspace.yaml's top-level `name`: a plain or quoted scalar only."""
     for line in (heads.read_head(path, heads.HEAD) or b"").decode("utf-8", "replace").splitlines():
         if not line.startswith("name:"):
             continue

@@ -1,6 +1,9 @@
-"""One look at what Copilot's sessions share (the store's rows, the tool
-outputs in the tmp dirs, the shared files), and the Session each id makes
-of it and of its dirs in each `session-state`."""
+"""One look at what Copilot's sessions share (rows, tool outputs, shared
+files), and the Session each id makes of it and of its dirs.
+
+A session's rows in `session-store.db` are `sessions` by `id` and every
+table with a `session_id` column (read from the schema, so a later
+Copilot's too), deleted only while no process has the database open."""
 
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ from typing import TypeVar
 import structlog
 
 from agentkeep import disk, fsio
-from agentkeep.adapters.copilot import store
+from agentkeep.adapters import rows, sqlite
+from agentkeep.adapters.base import Remover, session_of
 from agentkeep.adapters.copilot.events import (
     EVENTS,
     ID,
@@ -26,6 +30,7 @@ from agentkeep.adapters.copilot.events import (
     read_events,
 )
 from agentkeep.adapters.dirs import directory_artifacts, entries, root_problem
+from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact, Session
 from agentkeep.paths import Env
 
@@ -49,6 +54,12 @@ KIND_OPLOCK, KIND_TOOL_OUTPUT = "operation-lock", "tool-output"
 _INUSE = re.compile(r"inuse\.(\d{1,10})\.(lock|hold)")
 _SHARED_LIMIT = 32 << 20
 _SHARED_FILES = ("open-sessions-state.json", "command-history-state.json", "config.json")
+STORE = "session-store.db"
+SESSIONS, SESSION_ID = "sessions", "session_id"
+_TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The FTS5 shadow tables (`<table>_content` holds the session id as `c1`):
+# they go with their virtual table, never on their own.
+_SHADOW = ("_data", "_idx", "_content", "_docsize", "_config")
 
 
 @dataclass(frozen=True)
@@ -62,9 +73,9 @@ class Place:
 
 @dataclass
 class Listing:
-    """One look at everything shared by the sessions listed together."""
+    """What the sessions listed together share."""
 
-    rows: dict[str, store.Rows] = field(default_factory=dict)
+    rows: dict[str, Rows] = field(default_factory=dict)
     # A database could not be read: a newer time or a row may hide there.
     incomplete: bool = False
     # Tool outputs in the tmp dirs: (path, root, linked) by the writer's pid.
@@ -74,8 +85,7 @@ class Listing:
 
 
 def once(items: list[_T], key: Callable[[_T], tuple[Path, bool]]) -> list[_T]:
-    """Each real path once: the first of those not behind a link, else the
-    first (in the order given: home before legacy)."""
+    """Each real path once: the first not behind a link, else the first."""
     chosen: dict[str, _T] = {}
     for item in sorted(items, key=lambda i: key(i)[1]):
         chosen.setdefault(os.path.realpath(key(item)[0]), item)
@@ -85,12 +95,12 @@ def once(items: list[_T], key: Callable[[_T], tuple[Path, bool]]) -> list[_T]:
 def look(
     env: Env, stores: list[tuple[Path, bool]], roots: list[Path], only: frozenset[str] | None
 ) -> Listing:
-    """The rows of every store, the tool outputs of every tmp dir and the
-    ids the shared files of every root name."""
+    """The rows of every store, the tool outputs in the tmp dirs and the ids
+    the shared files name."""
     listing = Listing()
     for db, linked in stores:
         try:
-            store.read_rows(db, linked, only, listing.rows)
+            _read_rows(db, linked, only, listing.rows)
         except sqlite3.Error as exc:
             log.warning(
                 "session-store.db unreadable; copilot sessions undated", db=str(db), error=str(exc)
@@ -121,23 +131,16 @@ def _list_outputs(env: Env, listing: Listing) -> None:
 
 
 def _list_shared(root: Path, listing: Listing) -> None:
-    """What the shared files name: read whole at each look, as they are
-    small and few (Copilot itself deletes process logs past 50 or a week)."""
+    """What the shared files name: read whole, as they are small and few."""
     logs = [Path(e.path) for e in entries(root / "logs") if e.name.endswith(".log")]
     state = [Path(e.path) for e in entries(root / "sidebar-sessions-state")]
     for path in [*logs, *state, *(root / name for name in _SHARED_FILES)]:
-        named = ID.findall(_read_bounded(path).decode("utf-8", "replace"))
-        if named:
+        try:  # none when missing, a link, or too big to be Copilot's state
+            data = fsio.read_regular(path, limit=_SHARED_LIMIT)
+        except OSError:
+            continue
+        if named := ID.findall(data.decode("utf-8", "replace")):
             listing.shared[str(path)] = frozenset(named)
-
-
-def _read_bounded(path: Path) -> bytes:
-    """A shared file's bytes (none when missing, a link, or too big to be a
-    file of Copilot's state)."""
-    try:
-        return fsio.read_regular(path, limit=_SHARED_LIMIT)
-    except OSError:
-        return b""
 
 
 def ids(places: list[Place], listing: Listing) -> set[str]:
@@ -147,21 +150,19 @@ def ids(places: list[Place], listing: Listing) -> set[str]:
         for entry in entries(place.state):
             if entry.name == OPLOCKS:
                 continue
-            sid = canonical_id(entry.name)
-            if sid is None or not entry.dir:
+            if (sid := canonical_id(entry.name)) is None or not entry.dir:
                 log.info("skipped: not a copilot session dir", path=entry.path)
-                continue
-            found.add(sid)
-        for entry in entries(place.state / OPLOCKS):
-            sid = canonical_id(entry.name.removesuffix(".lock"))
-            if sid is not None and entry.name.endswith(".lock"):
+            else:
                 found.add(sid)
+        names = [e.name for e in entries(place.state / OPLOCKS)]
+        locks = (n.removesuffix(".lock") for n in names if n.endswith(".lock"))
+        found |= {sid for name in locks if (sid := canonical_id(name))}
     return found
 
 
 def session(agent: str, sid: str, places: list[Place], listing: Listing) -> Session | None:
-    """The session `sid` makes of its dirs, its rows and the outputs its
-    events or its processes name (None: nothing of it is left)."""
+    """The session `sid` makes of its dirs, rows and tool outputs (None:
+    nothing of it is left)."""
     seen: set[tuple[int, int]] = set()
     artifacts: list[Artifact] = []
     read: list[Events] = []
@@ -170,24 +171,25 @@ def session(agent: str, sid: str, places: list[Place], listing: Listing) -> Sess
         artifacts += found
         read += [events_read] if events_read is not None else []
     events = read[0] if read else Events()
-    rows = listing.rows.get(sid, store.Rows())
+    own = listing.rows.get(sid, Rows())
     artifacts += _outputs(events.outputs, inuse_pids(artifacts), listing, seen)
     file_times = [a.mtime for a in artifacts if a.mtime is not None]
-    own_time = rows.updated if rows.updated is not None else max(file_times, default=None)
-    artifacts += store.row_artifacts(rows, own_time)
+    own_time = own.updated if own.updated is not None else max(file_times, default=None)
+    # `sessions` dated by its own row, every other table by the session's time.
+    artifacts += [
+        rows.row(db, table, own.updated if table == SESSIONS else own_time, False, linked)
+        for db, table, linked in own.tables
+    ]
     if not artifacts:
         return None
-    # Primary records first across places too (invariant 5).
-    artifacts.sort(key=lambda a: not a.primary)
-    return Session(
-        agent=agent,
-        id=sid,
-        workspace=events.cwd or rows.cwd,
+    return session_of(
+        agent,
+        sid,
+        artifacts,
+        workspace=events.cwd or own.cwd,
         parent=events.parent,
-        artifacts=artifacts,
-        updated=rows.updated,
-        undated=events.undated or rows.undated or listing.incomplete,
-        bytes=sum(a.bytes for a in artifacts),
+        updated=own.updated,
+        undated=events.undated or own.undated or listing.incomplete,
         residual=sorted(path for path, named in listing.shared.items() if sid in named),
     )
 
@@ -195,10 +197,9 @@ def session(agent: str, sid: str, places: list[Place], listing: Listing) -> Sess
 def _in_place(
     sid: str, place: Place, seen: set[tuple[int, int]]
 ) -> tuple[list[Artifact], Events | None]:
-    """The session's dir and operation lock in one place, and what its
-    events say (None: no events.jsonl there)."""
+    """Its dir and operation lock in one place, and its events (None: none there)."""
     root, directory = str(place.root), place.state / sid
-    artifacts: list[Artifact] = []
+    artifacts: list[Artifact | None] = []
     events = None
     if directory.is_dir():
         listed = directory_artifacts(
@@ -209,30 +210,26 @@ def _in_place(
             events = read_events(directory / EVENTS, sid)
     elif os.path.lexists(directory):
         log.info("skipped: not a session directory", path=str(directory))
-    lock = disk.artifact(
-        place.state / OPLOCKS / f"{sid}.lock", KIND_OPLOCK, root, linked=place.linked, seen=seen
-    )
-    if lock is not None:
-        artifacts.append(lock)
-    return artifacts, events
+    lock = place.state / OPLOCKS / f"{sid}.lock"
+    artifacts.append(disk.artifact(lock, KIND_OPLOCK, root, linked=place.linked, seen=seen))
+    return [a for a in artifacts if a is not None], events
 
 
 def _outputs(
     named: frozenset[str], pids: set[int], listing: Listing, seen: set[tuple[int, int]]
 ) -> list[Artifact]:
-    """The tool outputs its events name, and those written by a process
-    that had the session open (one of its `inuse.<pid>` locks)."""
-    found = []
-    for pid, files in listing.outputs.items():
-        for path, root, linked in files:
-            if pid in pids or os.path.basename(path) in named:
-                item = disk.artifact(path, KIND_TOOL_OUTPUT, root, linked=linked, seen=seen)
-                if item is not None:
-                    found.append(item)
-    return found
+    """The tool outputs its events name, or its `inuse.<pid>` processes wrote."""
+    measured = (
+        disk.artifact(path, KIND_TOOL_OUTPUT, root, linked=linked, seen=seen)
+        for pid, files in listing.outputs.items()
+        for path, root, linked in files
+        if pid in pids or os.path.basename(path) in named
+    )
+    return [a for a in measured if a is not None]
 
 
 def _inuse_kind(artifact: Artifact) -> Artifact:
+    """An `inuse.<pid>` lock or hold by its kind."""
     match = _INUSE.fullmatch(os.path.basename(artifact.path))
     if match is None:
         return artifact
@@ -241,10 +238,90 @@ def _inuse_kind(artifact: Artifact) -> Artifact:
 
 def inuse_pids(artifacts: Iterable[Artifact]) -> set[int]:
     """The pids of the session's `inuse.<pid>` locks and holds."""
-    pids = set()
-    for artifact in artifacts:
-        if artifact.kind in (KIND_INUSE_LOCK, KIND_INUSE_HOLD):
-            match = _INUSE.fullmatch(os.path.basename(artifact.path))
-            if match is not None:
-                pids.add(int(match[1]))
-    return pids
+    kinds = (KIND_INUSE_LOCK, KIND_INUSE_HOLD)
+    inuse = (_INUSE.fullmatch(os.path.basename(a.path)) for a in artifacts if a.kind in kinds)
+    return {int(match[1]) for match in inuse if match is not None}
+
+
+@dataclass
+class Rows:
+    """A session's rows (database, table, linked) and its `sessions` row's facts."""
+
+    tables: list[tuple[Path, str, bool]] = field(default_factory=list)
+    updated: float | None = None
+    cwd: str | None = None
+    undated: bool = False
+
+
+def _read_rows(db: Path, linked: bool, only: frozenset[str] | None, found: dict[str, Rows]) -> None:
+    """Every table of `db` keyed by session, in one read transaction."""
+    with sqlite.reading(db) as conn:
+        conn.execute("BEGIN")
+        for table in _session_tables(conn):
+            if table == SESSIONS:
+                _read_sessions(conn, db, linked, only, found)
+                continue
+            sql = f'SELECT DISTINCT {SESSION_ID} FROM "{table}"'
+            for (sid,) in conn.execute(*sqlite.among(sql, SESSION_ID, only)):
+                if isinstance(sid, str) and ID.fullmatch(sid):
+                    found.setdefault(sid, Rows()).tables.append((db, table, linked))
+
+
+def _read_sessions(
+    conn: sqlite3.Connection,
+    db: Path,
+    linked: bool,
+    only: frozenset[str] | None,
+    found: dict[str, Rows],
+) -> None:
+    cols = sqlite.columns(conn, SESSIONS)
+    wanted = [c for c in ("updated_at", "cwd") if c in cols]
+    sql = f"SELECT {', '.join(['id', *wanted])} FROM {SESSIONS}"
+    for row in conn.execute(*sqlite.among(sql, "id", only)):
+        record = dict(zip(["id", *wanted], row, strict=True))
+        sid = record["id"]
+        if not isinstance(sid, str) or not ID.fullmatch(sid):
+            log.info("sessions row id is not a session id; skipped", db=str(db), id=repr(sid)[:80])
+            continue
+        own = found.setdefault(sid, Rows())
+        own.tables.append((db, SESSIONS, linked))
+        updated = sqlite.column_time(record.get("updated_at"))
+        if updated is None:
+            own.undated = True
+        elif own.updated is None or updated > own.updated:
+            own.updated = updated
+        cwd = record.get("cwd")
+        if isinstance(cwd, str) and os.path.isabs(cwd) and own.cwd is None:
+            own.cwd = cwd
+
+
+def _session_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables holding sessions' rows, `sessions` last (the others refer
+    to it); never an FTS5 shadow table (its rows go with its virtual table)."""
+    tables = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+    # SQLite keeps the statement's leading keywords upper case.
+    virtual = {name for name, sql in tables if str(sql).startswith("CREATE VIRTUAL")}
+    found = []
+    for name in sorted(n for n, _ in tables if isinstance(n, str) and _TABLE_NAME.fullmatch(n)):
+        if any(name == v + suffix for v in virtual for suffix in _SHADOW):
+            continue
+        cols = sqlite.columns(conn, name)
+        if (name == SESSIONS and "id" in cols) or SESSION_ID in cols:
+            found.append(name)
+    return sorted(found, key=lambda n: n == SESSIONS)
+
+
+def remove_rows(sid: str, ours: list[Artifact], uid: int, remover: Remover) -> None:
+    """Delete the rows only while no process has their database open (every
+    running Copilot does); else they stay, reported, for a later run."""
+    try:
+        rows.ensure_alone(ours, uid)
+    except RemovalError as exc:
+        log.info("rows left until the database is free", id=sid, reason=str(exc))
+        for artifact in ours:
+            remover.residual(artifact.path)
+        return
+    # Rows keyed by the session first, its `sessions` row last, database by database.
+    dbs = list(dict.fromkeys(rows.db_of(a) for a in ours))
+    ordered = sorted(ours, key=lambda a: (dbs.index(rows.db_of(a)), rows.table_of(a) == SESSIONS))
+    rows.delete(sid, ordered, lambda t: ("id",) if t == SESSIONS else (SESSION_ID,), remover)

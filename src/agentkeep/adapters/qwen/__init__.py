@@ -1,33 +1,12 @@
-"""Qwen Code: sessions under `$QWEN_RUNTIME_DIR` and `$QWEN_HOME`.
+"""Qwen Code: sessions under `$QWEN_HOME` and `$QWEN_RUNTIME_DIR`
+(FIELD-NOTES.md "Qwen Code"; qwen.layout lists what names a session).
 
-Two roots (FIELD-NOTES.md "Qwen Code"): the home, `$QWEN_HOME` or
-`~/.qwen`, and the runtime dir, `$QWEN_RUNTIME_DIR` or the home. Per
-session id (a UUID), as Qwen Code 0.24 writes and deletes them:
-- `<runtime>/projects/<key>/chats/<id>.jsonl`: the transcript, what
-  `qwen --resume` lists (primary); `chats/archive/<id>.jsonl` once archived.
-  Beside it `<id>.runtime.json`, `<id>.worktree.json`, `<id>.pr.json`,
-  `<id>.ledger.jsonl`. `<key>` is the cwd with every character but
-  `[A-Za-z0-9]` turned to `-`: lossy (`/a.b` and `/a-b` share it), so the
-  workspace is the records' `cwd`, never the key.
-- `<runtime>/projects/<key>/subagents/<id>/`: the session's subagents;
-- `<home>/file-history/<id>/`, `<home>/plans/<id>.md`,
-  `<runtime>/debug/<id>.txt`, `<runtime>/tmp/session-writer-locks/<id>.lock*`;
-- `<runtime>/tmp/<sha256(cwd)>/background-shells/<id>/`, and the truncated
-  tool outputs `<tool>_<12 hex>.output` there, which only the transcript
-  names (records a fork copied from its parent are the parent's): the
-  project temp dir Gemini CLI named by the same hash (gemini.projects);
-- `<home>/sessions/<pid>.json` (or `<pid>-<hex>.json`), the registry of live
-  sessions, naming the session.
-Shared, never removed: `usage_record.jsonl`, `usage/`, `tmp/<hash>/logs.json`
-and `scheduled_tasks.lock`, `projects/<key>/meta.json`, `extract-cursor.json`
-and `memory/`: reported as residual where they name a session.
-
-In use: a command line naming the id (`--resume <id>`, `--session-id <id>`:
-a headless run registers nothing), a registry record or a writer lock whose
-process is alive and not a reused pid.
-
-Each concern has its module: layout (where each thing lies and which
-session its name is), reading (what a file says). This class wires them.
+The transcript `<runtime>/projects/<key>/chats/<id>.jsonl` is primary; the
+workspace is its records' `cwd`, never the lossy `<key>`. Tool outputs in
+`<runtime>/tmp/<sha256(cwd)>/` are a session's only as its transcript names
+them (a fork's copied records name the parent's). Shared files that name a
+session are residual, never removed. In use: a command line naming the id,
+or a registry record or writer lock of a live process (not a reused pid).
 """
 
 from __future__ import annotations
@@ -41,29 +20,14 @@ from pathlib import Path
 import structlog
 
 from agentkeep import agents, disk
-from agentkeep.adapters.base import Adapter, Known, Root, each_session
+from agentkeep.adapters.base import Adapter, Known, Root, each_session, session_of
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import registry_holders, registry_id
 from agentkeep.adapters.claude.transcripts import lineage
 from agentkeep.adapters.dirs import entries, parts_below
-from agentkeep.adapters.gemini.projects import PROJECT_HASH, project_hash
-from agentkeep.adapters.qwen import reading
-from agentkeep.adapters.qwen.layout import (
-    AREAS,
-    REGISTRY,
-    REGISTRY_FILE,
-    SHARED_PROJECT,
-    SHARED_TMP,
-    SUBAGENTS,
-    TOOL_OUTPUT,
-    TRANSCRIPT,
-    WRITER_LOCK,
-    WRITER_LOCKS,
-    chat_name,
-    is_linked,
-    path_id,
-)
+from agentkeep.adapters.gemini.chats import PROJECT_HASH, project_hash
+from agentkeep.adapters.qwen import layout
 from agentkeep.model import Described, Holder, Session
 from agentkeep.processes import ProcessTable
 
@@ -82,18 +46,18 @@ class _Item:
 
 @dataclass
 class _Pass:
-    """What one pass over Qwen's directories found, by session id (only
-    those in `only` when it is given)."""
+    """What one pass over Qwen's directories found, by session id."""
 
     only: frozenset[str] | None
     found: dict[str, dict[str, _Item]] = field(default_factory=lambda: defaultdict(dict))
-    # The project tmp dirs seen (by the sha256 of a workspace) and the tool
-    # outputs in each, listed when a session of the workspace asks.
+    # The project tmp dirs (by a workspace's sha256) and their tool outputs,
+    # listed when a session of the workspace asks.
     tmp_dirs: dict[str, Path] = field(default_factory=dict)
     outputs: dict[str, set[str]] = field(default_factory=dict)
     shared: list[Path] = field(default_factory=list)
 
     def add(self, sid: str | None, path: str, kind: str, root: Root, linked: bool) -> None:
+        """One entry of session `sid` (None: of none)."""
         if sid is not None and (self.only is None or sid in self.only):
             self.found[sid].setdefault(path, _Item(path, kind, root, linked))
 
@@ -101,17 +65,19 @@ class _Pass:
         self, root: Root, directory: Path, kind: str, name_id: Callable[[str], str | None]
     ) -> None:
         """Each entry of `directory` whose name is a session's."""
-        linked = is_linked(root, directory)
+        linked = layout.is_linked(root, directory)
         for entry in entries(directory):
             self.add(name_id(entry.name), entry.path, kind, root, linked)
 
 
 class QwenAdapter(Adapter):
-    name = "qwen"
-    evidence_kinds = frozenset({REGISTRY, WRITER_LOCK})
-    id_in_name = UUID
+    """Qwen Code's sessions."""
 
-    # -- where ----------------------------------------------------------
+    name = "qwen"
+    evidence_kinds = frozenset({layout.REGISTRY, layout.WRITER_LOCK})
+    id_in_name = UUID
+    canonical_id = staticmethod(canonical)
+
     @cached_property
     def home_dir(self) -> Path:
         return agents.roots(self.name, self.env)[0]
@@ -131,24 +97,22 @@ class QwenAdapter(Adapter):
         return [home] if home is runtime else [home, runtime]
 
     def watch_dirs(self) -> list[Path]:
+        """The dirs of the areas and of each project key."""
         home, runtime = self.home_dir, self.runtime_dir
         projects = runtime / "projects"
         dirs = [home, runtime, projects, runtime / "debug", runtime / "tmp"]
         dirs += [home / "file-history", home / "plans", home / "sessions"]
-        dirs.append(runtime / "tmp" / WRITER_LOCKS)
+        dirs.append(runtime / "tmp" / layout.WRITER_LOCKS)
         # A project's tmp dir is not watched: the outputs there are named
         # only by a transcript, whose change is the session's news.
-        for key in _dirs(projects):
+        for key in (Path(e.path) for e in entries(projects) if e.dir and not e.link):
             dirs += [key, key / "chats", key / "chats" / "archive", key / "subagents"]
         return [d for d in dict.fromkeys(dirs) if d.is_dir()]
-
-    # -- what -----------------------------------------------------------
-    def canonical_id(self, raw: str) -> str | None:
-        return canonical(raw)
 
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
+        """One pass over Qwen's directories for all of them."""
         found = self._find(names)
         residual = self._residual(found)
         yield from each_session(
@@ -156,41 +120,38 @@ class QwenAdapter(Adapter):
         )
 
     def session_for_path(self, path: str) -> str | None:
+        """The session a path's name, or a registry file, names."""
         runtime = parts_below(path, self.runtime_dir) or []
         home = parts_below(path, self.home_dir) or []
-        if len(home) == 2 and home[0] == "sessions" and REGISTRY_FILE.fullmatch(home[1]):
+        if len(home) == 2 and home[0] == "sessions" and layout.REGISTRY_FILE.fullmatch(home[1]):
             return registry_id(read_json(str(self.home_dir / "sessions" / home[1])))
-        return path_id(home, runtime)
+        return layout.path_id(home, runtime)
 
-    # -- in use ---------------------------------------------------------
     def describe(self, session: Session) -> Described:
         """Its title (the last `custom_title` record, a rename or Qwen's own
         title) or its first prompt (as typed: `systemPayload.displayText`),
         and its first record's time, from the heads of its chats."""
-        for artifact in session.artifacts:
-            if artifact.kind == TRANSCRIPT and not artifact.linked:
-                described = reading.described(artifact.path)
-                if described != Described():
-                    return described
-        return Described()
+        chats = (a.path for a in session.artifacts if a.kind == layout.TRANSCRIPT and not a.linked)
+        return next(
+            (d for path in chats if (d := layout.described(path)) != Described()), Described()
+        )
 
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
-        """Command lines naming the id, registry records and writer locks
-        naming the session whose process is alive and not a reused pid."""
+        """Command lines naming the id; registry records and writer locks of
+        a live process (not a reused pid)."""
         holders = procs.naming(session.id)
         for artifact in session.artifacts:
-            if artifact.kind == REGISTRY:
-                holders += registry_holders(artifact.path, session.id, procs, REGISTRY_FILE)
-            elif artifact.kind == WRITER_LOCK and artifact.path.endswith(".lock"):
-                holders += reading.lock_holders(artifact.path, session.id, procs)
+            if artifact.kind == layout.REGISTRY:
+                holders += registry_holders(artifact.path, session.id, procs, layout.REGISTRY_FILE)
+            elif artifact.kind == layout.WRITER_LOCK and artifact.path.endswith(".lock"):
+                holders += layout.lock_holders(artifact.path, session.id, procs)
         return holders
 
-    # -- finding ----------------------------------------------------------
     def _find(self, only: frozenset[str] | None) -> _Pass:
         found = _Pass(only)
         home, runtime = self._roots()
         self._find_projects(found, runtime)
-        for in_home, area, kind, name_id, _ in AREAS:
+        for in_home, area, kind, name_id, _ in layout.AREAS:
             root = home if in_home else runtime
             found.add_all(root, root.path.joinpath(*area), kind, name_id)
         self._find_registry(found, home)
@@ -205,76 +166,67 @@ class QwenAdapter(Adapter):
                 continue
             chats = Path(key.path) / "chats"
             for directory in (chats, chats / "archive"):
-                linked = is_linked(runtime, directory)
+                linked = layout.is_linked(runtime, directory)
                 for entry in entries(directory):
-                    sid, kind = chat_name(entry.name)
+                    sid, kind = layout.chat_name(entry.name)
                     if sid is not None and (not entry.dir or entry.link):
                         found.add(sid, entry.path, kind, runtime, linked)
                     elif entry.name != "archive":
                         log.info("skipped: not a qwen session file", path=entry.path)
-            found.add_all(runtime, Path(key.path) / "subagents", SUBAGENTS, canonical)
-            found.shared += [Path(key.path) / name for name in SHARED_PROJECT]
+            found.add_all(runtime, Path(key.path) / "subagents", layout.SUBAGENTS, canonical)
+            found.shared += [Path(key.path) / name for name in layout.SHARED_PROJECT]
 
     def _find_registry(self, found: _Pass, home: Root) -> None:
         directory = self.home_dir / "sessions"
-        linked = is_linked(home, directory)
+        linked = layout.is_linked(home, directory)
         for entry in entries(directory):
-            if REGISTRY_FILE.fullmatch(entry.name) and not entry.dir:
+            if layout.REGISTRY_FILE.fullmatch(entry.name) and not entry.dir:
                 sid = registry_id(read_json(entry.path))
                 if sid is None:
                     log.info("registry file names no session", path=entry.path)
-                found.add(sid, entry.path, REGISTRY, home, linked)
+                found.add(sid, entry.path, layout.REGISTRY, home, linked)
 
     def _find_tmp(self, found: _Pass, runtime: Root) -> None:
-        """The project tmp dirs (named by a sha256 of the workspace): each
-        one's background shells by session, and its place for the outputs
-        only transcripts name."""
+        """The project tmp dirs (by the workspace's sha256): their background
+        shells, and where the outputs only transcripts name lie."""
         for project in entries(self.runtime_dir / "tmp"):
             if not (project.dir and PROJECT_HASH.fullmatch(project.name)):
                 continue
             found.tmp_dirs[project.name] = Path(project.path)
             shells = Path(project.path) / "background-shells"
-            found.add_all(runtime, shells, TOOL_OUTPUT, canonical)
-            found.shared += [Path(project.path) / name for name in SHARED_TMP]
+            found.add_all(runtime, shells, layout.TOOL_OUTPUT, canonical)
+            found.shared += [Path(project.path) / name for name in layout.SHARED_TMP]
 
-    # -- a session --------------------------------------------------------
     def _session(self, sid: str, found: _Pass, residual: list[str]) -> Session | None:
-        items = sorted(found.found[sid].values(), key=lambda i: (i.kind != TRANSCRIPT, i.path))
-        transcripts = [i.path for i in items if i.kind == TRANSCRIPT]
+        items = sorted(
+            found.found[sid].values(), key=lambda i: (i.kind != layout.TRANSCRIPT, i.path)
+        )
+        transcripts = [i.path for i in items if i.kind == layout.TRANSCRIPT]
         workspace, parent = lineage(sid, transcripts)
         if workspace is not None:
             items += self._outputs(found, workspace, items)
         seen: set[tuple[int, int]] = set()
-        artifacts = []
-        for item in items:
-            foreign = item.root.problem is not None
-            artifact = disk.artifact(
-                item.path,
-                item.kind,
-                item.root.path,
-                primary=item.kind == TRANSCRIPT,
-                linked=item.linked,
+        measured = (
+            disk.artifact(
+                i.path,
+                i.kind,
+                i.root.path,
+                primary=i.kind == layout.TRANSCRIPT,
+                linked=i.linked,
                 seen=seen,
-                foreign=foreign,
+                foreign=i.root.problem is not None,
             )
-            if artifact is not None:
-                artifacts.append(artifact)
-        if not artifacts:
+            for i in items
+        )
+        if not (artifacts := [a for a in measured if a is not None]):
             return None
-        return Session(
-            agent=self.name,
-            id=sid,
-            workspace=workspace,
-            parent=parent,
-            artifacts=artifacts,
-            bytes=sum(a.bytes for a in artifacts),
-            residual=residual,
+        return session_of(
+            self.name, sid, artifacts, workspace=workspace, parent=parent, residual=residual
         )
 
     def _outputs(self, found: _Pass, workspace: str, items: list[_Item]) -> list[_Item]:
-        """The truncated tool outputs in the workspace's tmp dir that the
-        session's transcripts (its subagents' too) name: read whole, and
-        only when that dir holds any."""
+        """The tool outputs in the workspace's tmp dir that the session's
+        transcripts (its subagents' too) name: read only when it holds any."""
         digest = project_hash(workspace)
         project = found.tmp_dirs.get(digest)
         if project is None:
@@ -284,37 +236,31 @@ class QwenAdapter(Adapter):
             found.outputs[digest] = {
                 e.name for e in listed if e.name.endswith(".output") and not e.dir
             }
-        present = found.outputs[digest]
-        if not present:
+        if not (present := found.outputs[digest]):
             return []
         named: set[str] = set()
         for item in items:
-            if item.kind == TRANSCRIPT:
-                named |= reading.outputs_named(Path(item.path))
-            elif item.kind == SUBAGENTS and not item.linked:
+            if item.kind == layout.TRANSCRIPT:
+                named |= layout.outputs_named(Path(item.path))
+            elif item.kind == layout.SUBAGENTS and not item.linked:
                 for entry in entries(item.path):
                     if entry.name.endswith(".jsonl"):
-                        named |= reading.outputs_named(Path(entry.path))
+                        named |= layout.outputs_named(Path(entry.path))
         _, runtime = self._roots()
-        linked = is_linked(runtime, project)
+        linked = layout.is_linked(runtime, project)
         return [
-            _Item(str(project / name), TOOL_OUTPUT, runtime, linked)
+            _Item(str(project / name), layout.TOOL_OUTPUT, runtime, linked)
             for name in sorted(named & present)
         ]
 
     def _residual(self, found: _Pass) -> dict[str, list[str]]:
-        """The shared files that name each session found: reported, never
-        removed, never its activity."""
+        """The shared files that name each session found (residual)."""
         named: dict[str, list[str]] = defaultdict(list)
         wanted = found.only if found.only is not None else found.found.keys()
         for path in found.shared:
-            for sid in sorted(reading.ids_in(path) & wanted):
+            for sid in sorted(layout.ids_in(path) & wanted):
                 named[sid].append(str(path))
         return named
-
-
-def _dirs(directory: Path) -> list[Path]:
-    return [Path(e.path) for e in entries(directory) if e.dir and not e.link]
 
 
 ADAPTER = QwenAdapter
