@@ -7,7 +7,7 @@ atimes, and only a transcript's head is read.
 
 The modules: roots (where), artifacts (what an id names), ids, listing and
 reading, listings (the cache of shared directories), registry (the live
-sessions), finding, grouping and measuring (a scan), transcripts.
+sessions), finding and grouping (a scan), transcripts.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from agentkeep.adapters.claude.artifacts import (
     project_path_id,
 )
 from agentkeep.adapters.claude.finding import find
+from agentkeep.adapters.claude.grouping import Measuring, measure
 from agentkeep.adapters.claude.ids import AGENT, UUID, canonical
 from agentkeep.adapters.claude.listing import list_entries, listable
 from agentkeep.adapters.claude.listings import Listings
-from agentkeep.adapters.claude.measuring import Measuring, measure
 from agentkeep.adapters.claude.registry import registry_holders
 from agentkeep.adapters.claude.roots import Layout, Paths, below
 from agentkeep.adapters.claude.transcripts import TRANSCRIPT_HEAD, described
