@@ -1,14 +1,9 @@
 """Every place a session id names, and the kind of artifact each is:
-`projects/<key>/` (the transcript, its directory, remote tip, recordings),
-the config areas (file-history, session-env, tasks, uploads, todos, debug,
-usage-data), `jobs/<id[:8]>/` when its state.json names the id, the
-registry, and the tmp trees. Only a name that positively carries the id is
-the session's: everything else there (memory/, shell snapshots, settings,
-plugins/) is shared and never touched. A shared file may name a session in
-its content (history.jsonl; 2.1.332's `plugins/store/<plugin>.json` names
-the latest session, and the next session rewrites it): it is still no
-session's, and looking again after a removal, which reads names and rows,
-does not list it as residual."""
+`projects/<key>/` entries, the config areas, `jobs/<id[:8]>/` when its
+state.json names the id, the registry, and the tmp trees. Only a name that
+positively carries the id is the session's: everything else there is
+shared and never touched, even a file whose content names a session
+(history.jsonl, 2.1.332's `plugins/store/<plugin>.json`)."""
 
 from __future__ import annotations
 
@@ -75,9 +70,11 @@ class Area:
 
     @property
     def parts(self) -> tuple[str, ...]:
+        """The path's components."""
         return tuple(self.path.split("/"))
 
     def probe(self, spellings: list[str] | None) -> list[str] | None:
+        """The names to probe for `spellings` of ids; None: list the area."""
         if spellings is None or self.suffix is None:
             return None
         return [s + self.suffix for s in spellings]
@@ -88,9 +85,8 @@ def _area(path: str, kind: str, suffix: str) -> Area:
 
 
 # What Claude writes per session under its config root (FIELD-NOTES.md):
-# 2.x writes tasks/<id>/ where older versions wrote todos/; uploads/<id>/
-# holds a session's attachments; usage-data/ is /insights' cache of each
-# session's analysis. Each is what Claude's own sweep treats as per-session.
+# 2.x writes tasks/<id>/ where older versions wrote todos/; usage-data/ is
+# /insights' cache. Each is what Claude's own sweep treats as per-session.
 AREAS: tuple[Area, ...] = (
     _area("file-history", FILE_HISTORY, ""),
     _area("session-env", SESSION_ENV, ""),
@@ -122,6 +118,7 @@ def project_entry(name: str) -> tuple[str, str] | None:
 
 
 def project_id(name: str) -> str | None:
+    """The id of project_entry()."""
     entry = project_entry(name)
     return entry[0] if entry is not None else None
 
