@@ -8,7 +8,6 @@ shared and never touched, even a file whose content names a session
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from agentkeep.adapters.base import valid_name
@@ -42,36 +41,30 @@ _RECORDING = re.compile(r"(?P<id>[0-9a-fA-F-]{36})-[0-9]{1,20}\.cast")
 _REMOTE_TIP_SUFFIX = ".ccr-tip.json"
 
 
-def _named(suffix: str) -> Callable[[str], str | None]:
-    """The id of a name that is `<id><suffix>`."""
-
-    def identify(name: str) -> str | None:
-        return canonical(name[: len(name) - len(suffix)]) if name.endswith(suffix) else None
-
-    return identify
-
-
-def _todo_id(name: str) -> str | None:
-    match = _TODO.fullmatch(name)
-    return canonical(match["id"]) if match else None
-
-
 @dataclass(frozen=True)
 class Area:
     """A directory of the config root whose entries are named by session:
     `<area>/<id><suffix>` (a directory when `suffix` is empty, and then
     everything below it is the session's too), or, when `suffix` is None,
-    names `identify` reads the id from (listed, not probed)."""
+    `<id>-agent-<...>.json` (todos: listed, not probed)."""
 
     path: str
     kind: str
-    identify: Callable[[str], str | None]
     suffix: str | None
 
     @property
     def parts(self) -> tuple[str, ...]:
         """The path's components."""
         return tuple(self.path.split("/"))
+
+    def identify(self, name: str) -> str | None:
+        """The session id an entry's name carries, or None."""
+        if self.suffix is None:
+            match = _TODO.fullmatch(name)
+            return canonical(match["id"]) if match else None
+        return (
+            canonical(name[: len(name) - len(self.suffix)]) if name.endswith(self.suffix) else None
+        )
 
     def probe(self, spellings: list[str] | None) -> list[str] | None:
         """The names to probe for `spellings` of ids; None: list the area."""
@@ -80,22 +73,18 @@ class Area:
         return [s + self.suffix for s in spellings]
 
 
-def _area(path: str, kind: str, suffix: str) -> Area:
-    return Area(path, kind, _named(suffix), suffix)
-
-
 # What Claude writes per session under its config root (FIELD-NOTES.md):
 # 2.x writes tasks/<id>/ where older versions wrote todos/; usage-data/ is
 # /insights' cache. Each is what Claude's own sweep treats as per-session.
 AREAS: tuple[Area, ...] = (
-    _area("file-history", FILE_HISTORY, ""),
-    _area("session-env", SESSION_ENV, ""),
-    _area("tasks", TASKS, ""),
-    _area("uploads", UPLOADS, ""),
-    Area("todos", TODOS, _todo_id, None),
-    _area("debug", DEBUG_LOG, ".txt"),
-    _area("usage-data/session-meta", USAGE_DATA, ".json"),
-    _area("usage-data/facets", USAGE_DATA, ".json"),
+    Area("file-history", FILE_HISTORY, ""),
+    Area("session-env", SESSION_ENV, ""),
+    Area("tasks", TASKS, ""),
+    Area("uploads", UPLOADS, ""),
+    Area("todos", TODOS, None),
+    Area("debug", DEBUG_LOG, ".txt"),
+    Area("usage-data/session-meta", USAGE_DATA, ".json"),
+    Area("usage-data/facets", USAGE_DATA, ".json"),
 )
 
 WATCHED_AREAS = (*(a.path for a in AREAS), "jobs", "sessions")

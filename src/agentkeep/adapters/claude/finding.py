@@ -31,10 +31,7 @@ from agentkeep.adapters.claude.listing import linked_below, list_entries, listab
 from agentkeep.adapters.claude.listings import Listings
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import (
-    REGISTRY_KEY_NAME,
-    REGISTRY_NAME,
     alive_pids,
-    registry_id,
 )
 from agentkeep.adapters.claude.roots import Layout
 from agentkeep.fsio import Entry
@@ -172,33 +169,14 @@ def _find_jobs(listings: Listings, layout: Layout, found: Grouped) -> None:
 
 
 def _find_registry(listings: Listings, layout: Layout, found: Grouped) -> None:
-    if found.only is not None:
-        _find_registered(listings, layout, found, found.only)
-        return
-    by_pid: dict[str, str] = {}
-    keys: list[tuple[Entry, bool, str]] = []
-    for entry, linked in _config_entries(listings, layout, "sessions", found):
-        if match := REGISTRY_NAME.fullmatch(entry.name):
-            sid = registry_id(read_json(entry.path))
-            if sid is not None:
-                by_pid[match["pid"]] = sid
-                found.add(sid, entry.path, REGISTRY, layout.config, linked)
-        elif match := REGISTRY_KEY_NAME.fullmatch(entry.name):
-            keys.append((entry, linked, match["pid"]))
-    for entry, linked, pid in keys:
-        found.add(by_pid.get(pid), entry.path, REGISTRY_KEY, layout.config, linked)
-
-
-def _find_registered(
-    listings: Listings, layout: Layout, found: Grouped, sids: frozenset[str]
-) -> None:
-    """The registry files naming the sessions, from the cached registry."""
+    """The registry files naming the sessions (every one for a scan), and
+    their key files, from the registry as `listings` keeps it."""
     directory = layout.config.path / "sessions"
     registry = listings.registry(str(directory), alive_pids(), found.unlisted)
     if registry is None:
         return
     linked = bool(layout.config.problem) or disk.is_link(directory)
-    for sid in sids:
+    for sid in registry.pids_of if found.only is None else found.only:
         for pid in sorted(registry.pids_of.get(sid, ())):
             found.add(sid, registry.files[pid].path, REGISTRY, layout.config, linked)
             for key in registry.keys.get(pid, []):
