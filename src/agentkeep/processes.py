@@ -86,15 +86,13 @@ def _wrappers() -> set[int]:
 
 
 def _runs(cmdline: list[str], args: list[str]) -> bool:
-    """Whether `cmdline` runs agentkeep (as is_agentkeep tells it) with
+    """Whether `cmdline` runs agentkeep (_agentkeep_args) with
     `args`: as its own words, or inside one of them (`sh -c '...'`)."""
     words = [w for arg in cmdline for w in _shell_words(arg)]
-    for line in (cmdline, words):
-        for start in range(len(line)):
-            theirs = _agentkeep_args(line[start:])
-            if theirs is not None and theirs[: len(args)] == args:
-                return True
-    return False
+    heads = (line[start:] for line in (cmdline, words) for start in range(len(line)))
+    return any(
+        (theirs := _agentkeep_args(h)) is not None and theirs[: len(args)] == args for h in heads
+    )
 
 
 def _shell_words(text: str) -> list[str]:
@@ -118,11 +116,6 @@ def _agentkeep_args(cmdline: list[str] | tuple[str, ...]) -> list[str] | None:
         if cmdline[i] == "-m" and cmdline[i + 1] == "agentkeep":
             return list(cmdline[i + 2 :])
     return None
-
-
-def is_agentkeep(cmdline: tuple[str, ...] | list[str]) -> bool:
-    """True for agentkeep's own processes (the CLI, the daemon)."""
-    return _agentkeep_args(cmdline) is not None
 
 
 @dataclass
@@ -199,7 +192,7 @@ class ProcessTable:
             self.unreadable.append(pid)
             return
         cmdline = tuple(cmdline or ())
-        if not is_agentkeep(cmdline):
+        if _agentkeep_args(cmdline) is None:  # agentkeep's own name what they are asked about
             self.add(Proc(pid, float(created or 0.0), cmdline))
 
     def add(self, proc: Proc) -> None:

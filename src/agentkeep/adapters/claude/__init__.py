@@ -108,8 +108,7 @@ class ClaudeAdapter(Adapter):
         shared directories, their listings kept in `known`'s memo for the
         next pass of the same piece of work."""
         if names is None:
-            for part in _Split(self).parts():
-                yield from part()
+            yield from (session for part in _Split(self).parts() for session in part())
             return
         listings = known.memo(Listings) if known is not None else Listings()
         found = find(listings, self._layout(), names, known)
@@ -145,11 +144,9 @@ class ClaudeAdapter(Adapter):
         naming the session whose process is alive and not a reused pid. The
         registry is evidence of use, never of disuse (/clear and --continue
         leave it naming the wrong id)."""
+        registry = [a.path for a in session.artifacts if a.kind == REGISTRY]
         holders = procs.naming(session.id, session.id.upper())
-        for artifact in session.artifacts:
-            if artifact.kind == REGISTRY:
-                holders += registry_holders(artifact.path, session.id, procs)
-        return holders
+        return holders + [h for p in registry for h in registry_holders(p, session.id, procs)]
 
     def split(self) -> Split:
         """_Split."""
@@ -165,19 +162,13 @@ class _Split:
 
     def expected(self) -> int:
         """The transcripts in the key dirs, counted by name alone."""
-        count = 0
-        for key in list_entries(str(self.adapter._paths.projects), None):
-            if not listable(key):
-                continue
-            # One that cannot be listed counts none: the scan logs it.
-            count += sum(name.endswith(".jsonl") for name in fsio.entry_names(key.path))
-        return count
+        keys = filter(listable, list_entries(str(self.adapter._paths.projects), None))
+        # One that cannot be listed counts none: the scan logs it.
+        return sum(n.endswith(".jsonl") for key in keys for n in fsio.entry_names(key.path))
 
     def parts(self) -> Iterator[ScanPart]:
         """Measurings of SCAN_PART sessions each."""
-        found = find(Listings(), self.adapter._layout(), None)
-        for part in found.parts(SCAN_PART):
-            yield Measuring(part)
+        return map(Measuring, find(Listings(), self.adapter._layout(), None).parts(SCAN_PART))
 
 
 ADAPTER = ClaudeAdapter

@@ -42,7 +42,7 @@ _REMOTE_TIP_SUFFIX = ".ccr-tip.json"
 
 
 @dataclass(frozen=True)
-class Area:
+class _Area:
     """A directory of the config root whose entries are named by session:
     `<area>/<id><suffix>` (a directory when `suffix` is empty, and then
     everything below it is the session's too), or, when `suffix` is None,
@@ -76,15 +76,15 @@ class Area:
 # What Claude writes per session under its config root (FIELD-NOTES.md):
 # 2.x writes tasks/<id>/ where older versions wrote todos/; usage-data/ is
 # /insights' cache. Each is what Claude's own sweep treats as per-session.
-AREAS: tuple[Area, ...] = (
-    Area("file-history", FILE_HISTORY, ""),
-    Area("session-env", SESSION_ENV, ""),
-    Area("tasks", TASKS, ""),
-    Area("uploads", UPLOADS, ""),
-    Area("todos", TODOS, None),
-    Area("debug", DEBUG_LOG, ".txt"),
-    Area("usage-data/session-meta", USAGE_DATA, ".json"),
-    Area("usage-data/facets", USAGE_DATA, ".json"),
+AREAS: tuple[_Area, ...] = (
+    _Area("file-history", FILE_HISTORY, ""),
+    _Area("session-env", SESSION_ENV, ""),
+    _Area("tasks", TASKS, ""),
+    _Area("uploads", UPLOADS, ""),
+    _Area("todos", TODOS, None),
+    _Area("debug", DEBUG_LOG, ".txt"),
+    _Area("usage-data/session-meta", USAGE_DATA, ".json"),
+    _Area("usage-data/facets", USAGE_DATA, ".json"),
 )
 
 WATCHED_AREAS = (*(a.path for a in AREAS), "jobs", "sessions")

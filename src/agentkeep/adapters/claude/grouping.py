@@ -3,7 +3,7 @@ held (past SPOOL_AT items, spooled to disk) until every directory has been
 looked in, then handed over session by session in the order of the ids, and
 measured into Sessions (in a worker process for a big home). A directory
 that could not be listed reaches the sessions that could have an entry
-there (Reach): they are then kept unsafe."""
+there (_Reach): they are then kept unsafe."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ Item = tuple[str, str, str, bool, bool, bool]
 FoundSession = tuple[str, list[Item], str | None, tuple[str, ...]]
 
 
-class Reach:
+class _Reach:
     """Which sessions a directory that cannot be listed may hold entries
     of. A project's key dir (`projects/<key>/`, `<tmp>/<key>/`): the
     sessions found in that project's dirs, and those whose project cannot
@@ -125,7 +125,7 @@ class Grouped:
         self.layout, self.only, self.known = layout, only, known
         # What could not be listed; whom it reaches is told once all is found.
         self.unlisted = Unlisted()
-        self._reach: Reach | None = None
+        self._reach: _Reach | None = None
         self.found: dict[str, dict[str, Item]] = defaultdict(dict)
         self.job_parents: dict[str, str] = {}
         self._held = 0
@@ -176,7 +176,7 @@ class Grouped:
 
     def _found(self, sid: str, items: list[Item]) -> FoundSession:
         if self._reach is None:
-            self._reach = Reach(self.layout, self.unlisted)
+            self._reach = _Reach(self.layout, self.unlisted)
         return sid, items, self.job_parents.get(sid), self._reach.of(sid, items)
 
     def parts(self, size: int) -> Iterator[list[FoundSession]]:
@@ -216,7 +216,7 @@ def measure(
 ) -> Session | None:
     """What was found of a session, measured (its transcripts first, each
     inode counted once); None when all of it vanished meanwhile. `unlisted`:
-    the places that could not be listed where it could have entries (Reach)."""
+    the places that could not be listed where it could have entries (_Reach)."""
     seen: set[tuple[int, int]] = set()
     items = sorted(found, key=lambda f: (not f[4], f[0]))
     made = (

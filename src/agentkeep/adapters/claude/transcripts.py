@@ -26,7 +26,7 @@ def lineage(sid: str, transcripts: list[str]) -> tuple[str | None, str | None]:
         data = read_head(path, TRANSCRIPT_HEAD)
         if data is None:
             continue
-        cwd, fork = transcript_facts(sid, data)
+        cwd, fork = _transcript_facts(sid, data)
         workspace = workspace or cwd
         parent = parent or fork
         if workspace and parent:
@@ -34,7 +34,7 @@ def lineage(sid: str, transcripts: list[str]) -> tuple[str | None, str | None]:
     return workspace, parent
 
 
-def transcript_facts(sid: str, data: bytes) -> tuple[str | None, str | None]:
+def _transcript_facts(sid: str, data: bytes) -> tuple[str | None, str | None]:
     """(cwd, forkedFrom.sessionId) from a transcript's head. Malformed lines
     are skipped, and so is the line the read limit cut (a cut JSON object
     never parses); a forkedFrom naming the session itself is ignored."""
