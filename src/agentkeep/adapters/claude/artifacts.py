@@ -95,15 +95,15 @@ def project_entry(name: str) -> tuple[str, str] | None:
     `<id>.jsonl`, its directory `<id>/`, the remote session's tip
     `<id>.ccr-tip.json`, a recording `<id>-<ms>.cast`. None for the rest
     (memory/ and anything else there is shared)."""
-    for suffix, kind in ((".jsonl", TRANSCRIPT), (_REMOTE_TIP_SUFFIX, REMOTE_TIP)):
-        if name.endswith(suffix):
-            sid = canonical(name[: -len(suffix)])
-            return (sid, kind) if sid is not None else None
-    if match := _RECORDING.fullmatch(name):
-        sid = canonical(match["id"])
-        return (sid, RECORDING) if sid is not None else None
-    sid = canonical(name)
-    return (sid, SESSION_DIR) if sid is not None else None
+    if name.endswith(".jsonl"):
+        sid, kind = canonical(name.removesuffix(".jsonl")), TRANSCRIPT
+    elif name.endswith(_REMOTE_TIP_SUFFIX):
+        sid, kind = canonical(name.removesuffix(_REMOTE_TIP_SUFFIX)), REMOTE_TIP
+    elif match := _RECORDING.fullmatch(name):
+        sid, kind = canonical(match["id"]), RECORDING
+    else:
+        sid, kind = canonical(name), SESSION_DIR
+    return (sid, kind) if sid is not None else None
 
 
 def project_id(name: str) -> str | None:
