@@ -9,11 +9,10 @@ so a refused removal leaves the session whole.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
@@ -38,8 +37,7 @@ def remove(session: Session, remover: Remover, env: Env, data_dir: Path, relist:
     if session.unsafe:
         raise RemovalError(session.unsafe)
     db = data_dir / DB
-    with _reading(db):
-        pass
+    _children(db, session.id)  # the database can be read
     finish = functools.partial(_finish, db=db, uid=env.uid)
     binary = owndelete.binary(env, "opencode")
     # A dry run calls no binary: it assumes an installed opencode shares
@@ -115,17 +113,20 @@ def _remove_outputs(db: Path, sid: str, outputs: list[Artifact], remover: Remove
             remove_files([artifact], remover)
 
 
-@contextlib.contextmanager
-def _reading(db: Path) -> Iterator[sqlite3.Connection | None]:
-    """The database read before anything changes (None when there is none).
-    One that cannot be read (RemovalError) may hold this session's rows:
-    removing the files alone would leave a session opencode still lists."""
+def _children(db: Path, sid: str) -> list[str]:
+    """The session's child sessions, read before anything changes. A
+    database that cannot be read (RemovalError) may hold this session's
+    rows: removing the files alone would leave a session opencode lists."""
     if not os.path.lexists(db):
-        yield None
-        return
+        return []
     try:
         with sqlite.reading(db) as conn:
-            yield conn
+            return [
+                str(child)
+                for table in listing.LISTING_TABLES
+                if "parent_id" in sqlite.columns(conn, table)
+                for (child,) in conn.execute(f"SELECT id FROM {table} WHERE parent_id = ?", (sid,))
+            ]
     except sqlite3.Error as exc:
         raise RemovalError(f"cannot read {db}: {exc}") from exc
 
@@ -153,14 +154,7 @@ def _ensure_childless(db: Path, sid: str, remover: Remover) -> None:
     pruner removes children first, so a child here is one made since the
     session was listed: it must not go unlisted and unkept. (A dry run's
     children, which it would have removed first, are gone.)"""
-    with _reading(db) as conn:
-        children = [
-            str(child)
-            for table in listing.LISTING_TABLES
-            if conn is not None and "parent_id" in sqlite.columns(conn, table)
-            for (child,) in conn.execute(f"SELECT id FROM {table} WHERE parent_id = ?", (sid,))
-        ]
-    children = [c for c in children if not remover.gone(c)]
+    children = [c for c in _children(db, sid) if not remover.gone(c)]
     if children:
         raise RemovalError(
             f"has child sessions {', '.join(sorted(set(children)))}, which "
