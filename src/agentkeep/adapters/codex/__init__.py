@@ -22,7 +22,7 @@ from agentkeep.adapters.codex.rollouts import (
     real_dirs,
     rollout_head,
 )
-from agentkeep.adapters.dirs import root_problem
+from agentkeep.adapters.dirs import parts_below, root_problem
 from agentkeep.model import Artifact, Described, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
 
@@ -89,10 +89,7 @@ class CodexAdapter(Adapter):
 
     def session_for_path(self, path: str) -> str | None:
         """A rollout's id, or a TUI reference's."""
-        try:
-            parts = Path(path).relative_to(self.root).parts
-        except ValueError:
-            return None
+        parts = parts_below(path, self.root) or []
         if len(parts) >= 2 and parts[0] in ("sessions", "archived_sessions"):
             return id_from_name(parts[-1])
         if len(parts) == 2 and parts[0] == listing.TUI_REFS:
