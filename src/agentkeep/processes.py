@@ -192,11 +192,11 @@ class ProcessTable:
             self.unreadable.append(pid)
             return
         cmdline = tuple(cmdline or ())
-        if _agentkeep_args(cmdline) is None:  # agentkeep's own name what they are asked about
+        if _agentkeep_args(cmdline) is None:  # agentkeep's own: they name what they are asked about
             self.add(Proc(pid, float(created or 0.0), cmdline))
 
     def add(self, proc: Proc) -> None:
-        """Take `proc` in, its command line's tokens too (a wrapper's name nothing)."""
+        """Take `proc` in, and its command line's tokens unless it is a wrapper."""
         self.procs[proc.pid] = proc
         if proc.pid in self.wrappers:
             return

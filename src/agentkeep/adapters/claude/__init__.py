@@ -149,7 +149,7 @@ class ClaudeAdapter(Adapter):
         return holders + [h for p in registry for h in registry_holders(p, session.id, procs)]
 
     def split(self) -> Split:
-        """_Split."""
+        """One listing, measured SCAN_PART sessions at a time."""
         return _Split(self)
 
 
