@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import psutil
 
@@ -29,8 +29,9 @@ _UNREADABLE = object()
 _ATTRS = ["uids", "cmdline", "create_time", "status"]
 
 
-@dataclass(frozen=True)
-class Proc:
+class Proc(NamedTuple):
+    """One of the user's processes, as read once."""
+
     pid: int
     create_time: float
     cmdline: tuple[str, ...]
@@ -62,13 +63,10 @@ def asked_by(pid: int | None) -> Iterator[None]:
 
 
 def _wrappers() -> set[int]:
-    """The asking process's ancestors that run it (`timeout 60 agentkeep
-    purge claude <id>`, `sh -c 'agentkeep show ...'`, a cron or ssh command
-    line): they name the session only because they ask about it. An
-    ancestor that does not run this very command (a `claude --resume <id>`
-    whose hook asks, even one given `--add-dir ~/src/agentkeep` or run by an
-    interpreter in a folder named agentkeep) still names it: it is using
-    the session."""
+    """The asking process's ancestors that run this very command (`timeout
+    60 agentkeep purge claude <id>`, `sh -c 'agentkeep show ...'`): they
+    name the session only because they ask about it. Any other ancestor (a
+    `claude --resume <id>` whose hook asks) is using the session."""
     pid = _asking.get()
     try:
         asking = psutil.Process(os.getpid() if pid is None else pid)
@@ -88,15 +86,13 @@ def _wrappers() -> set[int]:
 
 
 def _runs(cmdline: list[str], args: list[str]) -> bool:
-    """Whether `cmdline` runs agentkeep (as is_agentkeep tells it) with
+    """Whether `cmdline` runs agentkeep (_agentkeep_args) with
     `args`: as its own words, or inside one of them (`sh -c '...'`)."""
     words = [w for arg in cmdline for w in _shell_words(arg)]
-    for line in (cmdline, words):
-        for start in range(len(line)):
-            theirs = _agentkeep_args(line[start:])
-            if theirs is not None and theirs[: len(args)] == args:
-                return True
-    return False
+    heads = (line[start:] for line in (cmdline, words) for start in range(len(line)))
+    return any(
+        (theirs := _agentkeep_args(h)) is not None and theirs[: len(args)] == args for h in heads
+    )
 
 
 def _shell_words(text: str) -> list[str]:
@@ -122,11 +118,6 @@ def _agentkeep_args(cmdline: list[str] | tuple[str, ...]) -> list[str] | None:
     return None
 
 
-def is_agentkeep(cmdline: tuple[str, ...] | list[str]) -> bool:
-    """True for agentkeep's own processes (the CLI, the daemon)."""
-    return _agentkeep_args(cmdline) is not None
-
-
 @dataclass
 class ProcessTable:
     """The user's processes at one moment, with a token index of command lines."""
@@ -146,6 +137,7 @@ class ProcessTable:
 
     @classmethod
     def snapshot(cls, uid: int | None = None) -> ProcessTable:
+        """The user's processes now."""
         table = cls(uid=os.getuid() if uid is None else uid, wrappers=frozenset(_wrappers()))
         try:
             it = psutil.process_iter(_ATTRS, ad_value=_UNREADABLE)
@@ -154,10 +146,8 @@ class ProcessTable:
         except (psutil.Error, OSError) as exc:  # the process table itself could not be read
             table.failed = f"cannot read the process table: {exc}"
         finally:
-            # psutil keeps a Process, with what was read of it, for every
-            # process of the machine until its next process_iter: in the
-            # daemon, memory held between requests in the machine's
-            # processes. The table keeps what it needs.
+            # psutil keeps every Process it read until its next
+            # process_iter: in the daemon, memory held between requests.
             psutil.process_iter.cache_clear()
         return table
 
@@ -190,14 +180,10 @@ class ProcessTable:
     def _take(self, pid: int, info: dict[str, Any]) -> None:
         self._seen.add(pid)
         uids = info.get("uids")
-        if uids is _UNREADABLE or uids is None:
-            return
-        if uids.real != self.uid or pid == os.getpid():
+        if uids is _UNREADABLE or uids is None or uids.real != self.uid or pid == os.getpid():
             return
         if info.get("status") == psutil.STATUS_ZOMBIE:
-            # A zombie has exited: it holds no file open and uses no
-            # session; its unreadable command line proves nothing.
-            return
+            return  # it has exited: it holds nothing, and its command line proves nothing
         cmdline = info.get("cmdline")
         created = info.get("create_time")
         if cmdline is _UNREADABLE or created is _UNREADABLE:
@@ -206,10 +192,11 @@ class ProcessTable:
             self.unreadable.append(pid)
             return
         cmdline = tuple(cmdline or ())
-        if not is_agentkeep(cmdline):
+        if _agentkeep_args(cmdline) is None:  # agentkeep's own: they name what they are asked about
             self.add(Proc(pid, float(created or 0.0), cmdline))
 
     def add(self, proc: Proc) -> None:
+        """Take `proc` in, and its command line's tokens unless it is a wrapper."""
         self.procs[proc.pid] = proc
         if proc.pid in self.wrappers:
             return
@@ -221,12 +208,9 @@ class ProcessTable:
     def naming(self, *tokens: str) -> list[Holder]:
         """Processes whose command line holds one of `tokens` as a whole token
         (case-insensitively), plus every process that could not be read."""
-        pids: set[int] = set()
-        for token in tokens:
-            pids |= self._tokens.get(token.lower(), set())
+        pids = set().union(*(self._tokens.get(token.lower(), ()) for token in tokens))
         holders = [
-            Holder(pid, HolderKind.PROCESS, "command line names the session")
-            for pid in sorted(pids)
+            Holder(p, HolderKind.PROCESS, "command line names the session") for p in sorted(pids)
         ]
         return holders + self.doubtful()
 
@@ -246,18 +230,14 @@ class ProcessTable:
         return holders
 
     def alive(self, pid: int) -> Proc | None:
+        """The process `pid`, when it is the user's and alive."""
         return self.procs.get(pid)
 
     def holding_open(self, path: str) -> list[tuple[int, str]]:
-        """(pid, mode) of the user's processes that have `path` open.
-
-        Listing open files is expensive, so it is done once per snapshot and
-        only when an adapter asks. A process whose open files cannot be
-        listed (made undumpable, as ssh-agent and gpg-agent make themselves)
-        holds nothing here: counted as holding every file, it would keep
-        every such session for as long as it runs. The agents' own processes
-        can be listed (Codex 0.169's, run as another user, were).
-        """
+        """(pid, mode) of the user's processes that have `path` open, listed
+        once per snapshot, when an adapter first asks. A process whose open
+        files cannot be listed (undumpable, as ssh-agent makes itself) holds
+        nothing here: else it would keep every such session while it runs."""
         if self._open_files is None:
             self._open_files = defaultdict(list)
             for pid in list(self.procs):
@@ -268,10 +248,9 @@ class ProcessTable:
                     continue
             self._open_names = {os.path.basename(p) for p in self._open_files}
         keys = {path}
-        # realpath() keeps the last component of a path unless that is a link
-        # (or "", ".", ".."): when no open file has that name, the realpath
-        # cannot be open either, and its syscall per component is saved
-        # (listing thousands of sessions asks this once for each).
+        # realpath() keeps the last component unless it is a link (or "",
+        # ".", ".."): when no open file has that name, the realpath is not
+        # open either, and its syscall per component is saved.
         name = os.path.basename(path)
         if name in self._open_names or name in ("", ".", "..") or os.path.islink(path):
             keys.add(os.path.realpath(path))

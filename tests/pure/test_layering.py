@@ -56,7 +56,6 @@ LAYERS: list[tuple[str, set[str]]] = [
             "agentkeep.adapters.claude.ids",
             "agentkeep.adapters.claude.listing",
             "agentkeep.adapters.claude.listings",
-            "agentkeep.adapters.claude.measuring",
             "agentkeep.adapters.claude.reading",
             "agentkeep.adapters.claude.registry",
             "agentkeep.adapters.claude.roots",

@@ -1,23 +1,20 @@
-"""An agent's own delete command, run for one session: the steps Codex's
-`codex delete --force` and opencode's `session delete` share.
+"""An agent's own delete command, run for one session (`codex delete
+--force`, `opencode session delete`): preferred where installed, since the
+agent knows its layout best, but not transactional and without a trash.
+Once the adapter has made every check (nothing has changed yet):
 
-An agent knows its own layout best, so its command is preferred where it is
-installed; but it is not transactional, keeps nothing and knows no trash.
-So, once the adapter has made every check (nothing has changed yet):
-
-1. The rows it will take are read and kept in the trash first: killed
-   after it ran, nothing it took is lost. Rows only some versions of it
-   take (`may_take`) are read first and those it took kept once it has run:
-   kept first, those it left would be kept twice (step 6 keeps them too).
-2. The files that go before it (`first`) go: those it would unlink without
-   a trash, and those only the rows it takes point at (nothing would
-   connect them to the session afterwards).
+1. The rows it takes are kept in the trash first: killed after it ran,
+   nothing it took is lost. Rows only some versions take (`may_take`) are
+   read first and those it took kept once it ran (kept first, those it
+   left would be kept twice by step 6).
+2. The files that go before it (`first`) go: those it would unlink, and
+   those only the rows it takes connect to the session.
 3. It runs (a dry run reports it and runs nothing).
-4. The session is listed again from the disk: what it did is what is gone.
-5. It is reported; when it failed and the session is still listed by the
-   record the agent lists it by, the removal fails (RemovalError).
-6. What it left is finished by the adapter's own removal, except rows of
-   the tables it takes: those it left are its own, reported residual.
+4. The session is listed again: what it did is what is gone, reported.
+5. When it failed and the record the agent lists the session by is still
+   there, the removal fails (RemovalError).
+6. What it left is finished by the adapter's own removal, but rows of the
+   tables it takes: those it left are its own, reported residual.
 """
 
 from __future__ import annotations
@@ -29,7 +26,6 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import structlog
 
@@ -88,38 +84,44 @@ class OwnDelete:
 
     argv: list[str]
     name: str  # in messages: `codex delete`
-    shown: str  # in the report: `codex delete --force <id>`
-    # The tables whose rows it deletes, and the columns naming the session.
-    takes: Callable[[str], bool]
-    keys: rows.Keys
-    # The table of the record the agent lists the session by.
-    listed_by: str
+    takes: Callable[[str], bool]  # the tables whose rows it deletes
+    keys: rows.Keys  # their columns naming the session
+    listed_by: str  # the table of the record the agent lists the session by
     first: Callable[[Artifact], bool]
     # True: what it took is reported table by table (`<db>#<table>`); False:
-    # as `shown`, since it edits files agentkeep does not list (Codex's
-    # session_index.jsonl).
+    # as the command, since it edits files agentkeep does not list.
     names_rows: bool
     timeout: float
-    # The tables whose rows only some versions of it delete (step 1): those
-    # it leaves are the adapter's to finish.
+    # The tables whose rows only some versions of it delete (step 1).
     may_take: Callable[[str], bool] = lambda table: False
 
+    @property
+    def shown(self) -> str:
+        """The command as reported: `codex delete --force <id>`."""
+        return " ".join([self.name.split()[0], *self.argv[1:]])
 
-class Finish(Protocol):
-    def __call__(self, session: Session, remover: Remover, theirs: Callable[[str], bool]) -> None:
-        """The adapter's removal without the command, leaving the rows of
-        `theirs` tables (residual, but in a dry run: it did not run)."""
 
-
+# The adapter's removal without the command, leaving the rows of the tables
+# `theirs` (its third argument) names: report_left() reports those.
+Finish = Callable[[Session, Remover, Callable[[str], bool]], None]
 # The session listed again from the disk; None when nothing of it is left.
 Relist = Callable[[], Session | None]
+
+
+def report_left(session: Session, remover: Remover, theirs: Callable[[str], bool]) -> None:
+    """Report as residual its rows behind a link, those of `theirs` tables
+    the command left (none in a dry run: it did not run), and its residual."""
+    for a in session.artifacts:
+        if rows.is_row(a) and (a.linked or (theirs(rows.table_of(a)) and not remover.dry_run)):
+            remover.residual(a.path)
+    for path in session.residual:
+        remover.residual(path)
 
 
 def remove_with(
     command: OwnDelete, session: Session, remover: Remover, env: Env, relist: Relist, finish: Finish
 ) -> None:
-    """The steps of the module's docstring; `relist` lists the session again
-    from the disk, `finish` is the adapter's own removal."""
+    """The steps of the module's docstring."""
     taken = [a for a in rows.ours(session.artifacts) if command.takes(rows.table_of(a))]
     rows.keep(session.id, taken, command.keys, remover)
     finish(_part(session, command.first, residual=False), remover, lambda table: True)

@@ -1,26 +1,13 @@
 """Claude Code: sessions under its config root (transcripts always in
-`<config>/projects`) and its tmp roots.
+`<config>/projects`) and its tmp roots (FIELD-NOTES.md "Claude Code"). Only a
+name that carries the session's id is its artifact; everything else there is
+shared. A scan lists each directory once and groups what it finds by id;
+listing a few sessions probes their names. Listings and reads never move
+atimes, and only a transcript's head is read.
 
-Layout (FIELD-NOTES.md "Claude Code"): per session id, `projects/<key>/<id>.jsonl`
-(the transcript, what `claude --resume` lists: primary), `projects/<key>/<id>/`
-(subagents, tool results), `projects/<key>/<id>.ccr-tip.json`,
-`projects/<key>/<id>-<ms>.cast`, `file-history/<id>/`, `session-env/<id>/`,
-`tasks/<id>/` (2.x) or `todos/<id>-agent-*.json` (older), `uploads/<id>/`,
-`debug/<id>.txt`, `usage-data/{session-meta,facets}/<id>.json`, `jobs/<id[:8]>/`
-(when its state.json names the id), the registry `sessions/<pid>.json` naming
-the id with its `sessions/<pid>.<hex>.key`, and `<tmp>/claude-<uid>/<key>/<id>/`.
-Everything else there is shared.
-
-A scan lists each directory once and groups what it finds by id; listing a
-few sessions again probes their paths directly. Listings and reads go through descriptors opened
-without moving atimes, and only the head of a transcript is ever read. A link
-is followed only where a key dir, an area or a job dir is itself a link, to
-report what lies behind it (following a link moves the link's own atime).
-
-Each concern has its module: roots (where), artifacts (what an id names),
-ids, listing and reading (how, without moving atimes), listings (the
-cache of shared directories), registry (the live sessions), finding,
-grouping and measuring (a scan), transcripts (a transcript's head). This class wires them.
+The modules: roots (where), artifacts (what an id names), ids, listing and
+reading, listings (the cache of shared directories), registry (the live
+sessions), finding and grouping (a scan), transcripts.
 """
 
 from __future__ import annotations
@@ -35,77 +22,38 @@ from agentkeep import fsio
 from agentkeep.adapters.base import Adapter, Known, Root, ScanPart, Split, each_session
 from agentkeep.adapters.claude import roots as claude_roots
 from agentkeep.adapters.claude.artifacts import (
-    DEBUG_LOG,
-    FILE_HISTORY,
-    JOB,
-    RECORDING,
     REGISTRY,
-    REGISTRY_KEY,
-    REMOTE_TIP,
-    SESSION_DIR,
-    SESSION_ENV,
-    TASKS,
-    TMP,
-    TODOS,
     TRANSCRIPT,
-    UPLOADS,
-    USAGE_DATA,
     WATCHED_AREAS,
     config_path_id,
     project_path_id,
 )
 from agentkeep.adapters.claude.finding import find
+from agentkeep.adapters.claude.grouping import Measuring, measure
 from agentkeep.adapters.claude.ids import AGENT, UUID, canonical
 from agentkeep.adapters.claude.listing import list_entries, listable
 from agentkeep.adapters.claude.listings import Listings
-from agentkeep.adapters.claude.measuring import Measuring, measure
-from agentkeep.adapters.claude.reading import SMALL_JSON
-from agentkeep.adapters.claude.registry import START_SLACK_S, registry_holders
+from agentkeep.adapters.claude.registry import registry_holders
 from agentkeep.adapters.claude.roots import Layout, Paths, below
 from agentkeep.adapters.claude.transcripts import TRANSCRIPT_HEAD, described
 from agentkeep.adapters.dirs import root_problem
 from agentkeep.model import Described, Holder, Session
 from agentkeep.processes import ProcessTable
 
-__all__ = [
-    "ADAPTER",
-    "DEBUG_LOG",
-    "FILE_HISTORY",
-    "JOB",
-    "RECORDING",
-    "REGISTRY",
-    "REGISTRY_KEY",
-    "REMOTE_TIP",
-    "SCAN_PART",
-    "SESSION_DIR",
-    "SESSION_ENV",
-    "SMALL_JSON",
-    "START_SLACK_S",
-    "TASKS",
-    "TMP",
-    "TODOS",
-    "TRANSCRIPT",
-    "TRANSCRIPT_HEAD",
-    "UPLOADS",
-    "USAGE_DATA",
-    "ClaudeAdapter",
-    "canonical",
-]
+__all__ = ["ADAPTER", "SCAN_PART", "TRANSCRIPT_HEAD", "ClaudeAdapter"]
 
-# Sessions per scan part: enough that a part's hand-over to a child
-# process is small beside its measuring, few enough to share out evenly;
-# and what a spread scan holds at once is the parts handed out ahead
-# (children.scan.IN_FLIGHT per child): at 1,000 a part, a scan of 10,000 held
-# nearly all it found (41 MB traced; 14 MB at 250, as fast).
-# Read here, by split(), at every scan (tests set it on this module).
+# Sessions per scan part: its hand-over to a child is small beside its
+# measuring, and a spread scan holds only the parts handed out ahead. Read
+# by split() at every scan (tests set it on this module).
 SCAN_PART = 250
 
 
 class ClaudeAdapter(Adapter):
+    """Claude Code's sessions."""
+
     name = AGENT
     evidence_kinds = frozenset({REGISTRY})
-    # A canonical UUID in either spelling, wherever it stands in a name (a
-    # name that carries the id is worth reporting). Claude has no databases.
+    # A UUID in either spelling, wherever it stands in a name.
     id_in_name = UUID
 
     # -- where ----------------------------------------------------------
@@ -126,7 +74,8 @@ class ClaudeAdapter(Adapter):
         return [layout.config, layout.projects, *layout.tmp]
 
     def watch_dirs(self) -> list[Path]:
-        # os.path.isdir: Path.is_dir raises below a directory we may not search.
+        """The named dirs that exist (os.path.isdir: Path.is_dir raises
+        below a directory we may not search)."""
         return [d for d in self._named_dirs() if os.path.isdir(d)]
 
     def listed_dirs(self) -> list[Path]:
@@ -149,28 +98,27 @@ class ClaudeAdapter(Adapter):
 
     # -- what -----------------------------------------------------------
     def canonical_id(self, raw: str) -> str | None:
+        """ids.canonical."""
         return canonical(raw)
 
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
         """A scan in parts (split()); some sessions in one pass over the
-        shared directories for all of them (listing each on its own cost a
-        look at every key dir per session), their listings kept in `known`'s
-        memo for the next pass of the same piece of work."""
+        shared directories, their listings kept in `known`'s memo for the
+        next pass of the same piece of work."""
         if names is None:
-            for part in _Split(self).parts():
-                yield from part()
+            yield from (session for part in _Split(self).parts() for session in part())
             return
         listings = known.memo(Listings) if known is not None else Listings()
         found = find(listings, self._layout(), names, known)
         yield from each_session(names, lambda sid: measure(*found.take(sid)))
 
     def session_for_path(self, path: str) -> str | None:
+        """Below each root as given first (as watched paths are), then
+        resolved (a syscall per component)."""
         layout = self._layout(check=False)
         path = os.path.abspath(path)
-        # Each root as given first: the paths of the watched directories
-        # are; resolving a root costs a syscall per component.
         for resolve in (False, True):
             parts = below(path, layout.projects.path, resolve)
             if parts is not None:
@@ -185,6 +133,7 @@ class ClaudeAdapter(Adapter):
         return None
 
     def describe(self, session: Session) -> Described:
+        """transcripts.described of its own transcripts."""
         return described(
             [a.path for a in session.artifacts if a.kind == TRANSCRIPT and not a.linked]
         )
@@ -195,14 +144,12 @@ class ClaudeAdapter(Adapter):
         naming the session whose process is alive and not a reused pid. The
         registry is evidence of use, never of disuse (/clear and --continue
         leave it naming the wrong id)."""
+        registry = [a.path for a in session.artifacts if a.kind == REGISTRY]
         holders = procs.naming(session.id, session.id.upper())
-        for artifact in session.artifacts:
-            if artifact.kind == REGISTRY:
-                holders += registry_holders(artifact.path, session.id, procs)
-        return holders
+        return holders + [h for p in registry for h in registry_holders(p, session.id, procs)]
 
-    # -- hooks ------------------------------------------------------------
     def split(self) -> Split:
+        """One listing, measured SCAN_PART sessions at a time."""
         return _Split(self)
 
 
@@ -215,18 +162,13 @@ class _Split:
 
     def expected(self) -> int:
         """The transcripts in the key dirs, counted by name alone."""
-        count = 0
-        for key in list_entries(str(self.adapter._paths.projects), None):
-            if not listable(key):
-                continue
-            # One that cannot be listed counts none: the scan logs it.
-            count += sum(name.endswith(".jsonl") for name in fsio.entry_names(key.path))
-        return count
+        keys = filter(listable, list_entries(str(self.adapter._paths.projects), None))
+        # One that cannot be listed counts none: the scan logs it.
+        return sum(n.endswith(".jsonl") for key in keys for n in fsio.entry_names(key.path))
 
     def parts(self) -> Iterator[ScanPart]:
-        found = find(Listings(), self.adapter._layout(), None)
-        for part in found.parts(SCAN_PART):
-            yield Measuring(part)
+        """Measurings of SCAN_PART sessions each."""
+        return map(Measuring, find(Listings(), self.adapter._layout(), None).parts(SCAN_PART))
 
 
 ADAPTER = ClaudeAdapter

@@ -1,19 +1,13 @@
 """Every place a session id names, and the kind of artifact each is:
-`projects/<key>/` (the transcript, its directory, remote tip, recordings),
-the config areas (file-history, session-env, tasks, uploads, todos, debug,
-usage-data), `jobs/<id[:8]>/` when its state.json names the id, the
-registry, and the tmp trees. Only a name that positively carries the id is
-the session's: everything else there (memory/, shell snapshots, settings,
-plugins/) is shared and never touched. A shared file may name a session in
-its content (history.jsonl; 2.1.332's `plugins/store/<plugin>.json` names
-the latest session, and the next session rewrites it): it is still no
-session's, and looking again after a removal, which reads names and rows,
-does not list it as residual."""
+`projects/<key>/` entries, the config areas, `jobs/<id[:8]>/` when its
+state.json names the id, the registry, and the tmp trees. Only a name that
+positively carries the id is the session's: everything else there is
+shared and never touched, even a file whose content names a session
+(history.jsonl, 2.1.332's `plugins/store/<plugin>.json`)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from agentkeep.adapters.base import valid_name
@@ -47,59 +41,50 @@ _RECORDING = re.compile(r"(?P<id>[0-9a-fA-F-]{36})-[0-9]{1,20}\.cast")
 _REMOTE_TIP_SUFFIX = ".ccr-tip.json"
 
 
-def _named(suffix: str) -> Callable[[str], str | None]:
-    """The id of a name that is `<id><suffix>`."""
-
-    def identify(name: str) -> str | None:
-        return canonical(name[: len(name) - len(suffix)]) if name.endswith(suffix) else None
-
-    return identify
-
-
-def _todo_id(name: str) -> str | None:
-    match = _TODO.fullmatch(name)
-    return canonical(match["id"]) if match else None
-
-
 @dataclass(frozen=True)
-class Area:
+class _Area:
     """A directory of the config root whose entries are named by session:
     `<area>/<id><suffix>` (a directory when `suffix` is empty, and then
     everything below it is the session's too), or, when `suffix` is None,
-    names `identify` reads the id from (listed, not probed)."""
+    `<id>-agent-<...>.json` (todos: listed, not probed)."""
 
     path: str
     kind: str
-    identify: Callable[[str], str | None]
     suffix: str | None
 
     @property
     def parts(self) -> tuple[str, ...]:
+        """The path's components."""
         return tuple(self.path.split("/"))
 
+    def identify(self, name: str) -> str | None:
+        """The session id an entry's name carries, or None."""
+        if self.suffix is None:
+            match = _TODO.fullmatch(name)
+            return canonical(match["id"]) if match else None
+        return (
+            canonical(name[: len(name) - len(self.suffix)]) if name.endswith(self.suffix) else None
+        )
+
     def probe(self, spellings: list[str] | None) -> list[str] | None:
+        """The names to probe for `spellings` of ids; None: list the area."""
         if spellings is None or self.suffix is None:
             return None
         return [s + self.suffix for s in spellings]
 
 
-def _area(path: str, kind: str, suffix: str) -> Area:
-    return Area(path, kind, _named(suffix), suffix)
-
-
 # What Claude writes per session under its config root (FIELD-NOTES.md):
-# 2.x writes tasks/<id>/ where older versions wrote todos/; uploads/<id>/
-# holds a session's attachments; usage-data/ is /insights' cache of each
-# session's analysis. Each is what Claude's own sweep treats as per-session.
-AREAS: tuple[Area, ...] = (
-    _area("file-history", FILE_HISTORY, ""),
-    _area("session-env", SESSION_ENV, ""),
-    _area("tasks", TASKS, ""),
-    _area("uploads", UPLOADS, ""),
-    Area("todos", TODOS, _todo_id, None),
-    _area("debug", DEBUG_LOG, ".txt"),
-    _area("usage-data/session-meta", USAGE_DATA, ".json"),
-    _area("usage-data/facets", USAGE_DATA, ".json"),
+# 2.x writes tasks/<id>/ where older versions wrote todos/; usage-data/ is
+# /insights' cache. Each is what Claude's own sweep treats as per-session.
+AREAS: tuple[_Area, ...] = (
+    _Area("file-history", FILE_HISTORY, ""),
+    _Area("session-env", SESSION_ENV, ""),
+    _Area("tasks", TASKS, ""),
+    _Area("uploads", UPLOADS, ""),
+    _Area("todos", TODOS, None),
+    _Area("debug", DEBUG_LOG, ".txt"),
+    _Area("usage-data/session-meta", USAGE_DATA, ".json"),
+    _Area("usage-data/facets", USAGE_DATA, ".json"),
 )
 
 WATCHED_AREAS = (*(a.path for a in AREAS), "jobs", "sessions")
@@ -110,18 +95,19 @@ def project_entry(name: str) -> tuple[str, str] | None:
     `<id>.jsonl`, its directory `<id>/`, the remote session's tip
     `<id>.ccr-tip.json`, a recording `<id>-<ms>.cast`. None for the rest
     (memory/ and anything else there is shared)."""
-    for suffix, kind in ((".jsonl", TRANSCRIPT), (_REMOTE_TIP_SUFFIX, REMOTE_TIP)):
-        if name.endswith(suffix):
-            sid = canonical(name[: -len(suffix)])
-            return (sid, kind) if sid is not None else None
-    if match := _RECORDING.fullmatch(name):
-        sid = canonical(match["id"])
-        return (sid, RECORDING) if sid is not None else None
-    sid = canonical(name)
-    return (sid, SESSION_DIR) if sid is not None else None
+    if name.endswith(".jsonl"):
+        sid, kind = canonical(name.removesuffix(".jsonl")), TRANSCRIPT
+    elif name.endswith(_REMOTE_TIP_SUFFIX):
+        sid, kind = canonical(name.removesuffix(_REMOTE_TIP_SUFFIX)), REMOTE_TIP
+    elif match := _RECORDING.fullmatch(name):
+        sid, kind = canonical(match["id"]), RECORDING
+    else:
+        sid, kind = canonical(name), SESSION_DIR
+    return (sid, kind) if sid is not None else None
 
 
 def project_id(name: str) -> str | None:
+    """The id of project_entry()."""
     entry = project_entry(name)
     return entry[0] if entry is not None else None
 

@@ -1,9 +1,8 @@
 """One pass over every shared directory, handing what it finds by session id
-to a Grouped (grouping): each directory is listed once for a scan (or, for
-some sessions, from the cached listings or by probing their names). Nothing
-is measured or read here beyond jobs' state.json and registry records, which
-decide whose an entry is. A directory that cannot be listed is noted as
-unlisted, and reaches every session that could have an entry there."""
+to a Grouped: each directory is listed once for a scan (for some sessions:
+from the cached listings, or by probing their names). Nothing is read here
+but jobs' state.json and registry records, which decide whose an entry is.
+"""
 
 from __future__ import annotations
 
@@ -32,15 +31,11 @@ from agentkeep.adapters.claude.listing import linked_below, list_entries, listab
 from agentkeep.adapters.claude.listings import Listings
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import (
-    REGISTRY_KEY_NAME,
-    REGISTRY_NAME,
     alive_pids,
-    registry_id,
 )
 from agentkeep.adapters.claude.roots import Layout
 from agentkeep.fsio import Entry
 
-# One logger for the whole adapter, named as it always was.
 log = structlog.get_logger("agentkeep.adapters.claude")
 
 
@@ -61,10 +56,8 @@ def find(
 def _find_projects(listings: Listings, layout: Layout, found: Grouped) -> None:
     root = layout.projects
     base_linked = bool(root.problem) or disk.is_link(root.path)
-    for key in _entries(listings, str(root.path), found):
-        # A linked key is listed only to report what is behind it.
-        if not listable(key):
-            continue
+    # A linked key is listed only to report what is behind it.
+    for key in filter(listable, _entries(listings, str(root.path), found)):
         linked = base_linked or key.link
         for entry in _entries(listings, key.path, found, project_id):
             named = project_entry(entry.name)
@@ -81,11 +74,10 @@ def _entries(
     identify: Callable[[str], str | None] | None = None,
 ) -> list[Entry]:
     """A directory's entries: all of them, freshly listed, for a scan; for
-    some sessions (`found.only`), those whose names `identify` as one of
-    them (all when no `identify`): the known ones where the directory has
-    not changed since they were known, else filtered by name as they are
-    read for a few sessions (`_few`), else from a listing reused while the
-    directory's mtime holds."""
+    some sessions (`found.only`), those `identify` names as theirs (all
+    without `identify`): the known ones where the directory has not changed
+    since, else filtered by name as read for a few (`_few`), else from a
+    listing reused while the directory's mtime holds."""
     only, unlisted = found.only, found.unlisted
     if only is None:
         return list_entries(directory, None, unlisted=unlisted)
@@ -102,14 +94,10 @@ def _entries(
 
 
 # Listing this many sessions again, or fewer (an event's, a `show`'s),
-# probes their names in each config area, and filters the other shared
-# directories by name as they are read, keeping nothing: a listing kept
-# for them held the names of every session of the agent's in the daemon
-# (at 50,000 sessions, 48 MB after one event). More (a prune's batch) look
-# them up in the directory's listing, kept while its mtime holds (and
-# forgotten after the prune): a probe per spelling per area per session,
-# or a pass over every directory per batch, cost more than the rest of a
-# prune's check.
+# probes their names in each config area and filters the other shared
+# directories by name as read, keeping nothing (a kept listing would hold
+# every session's names in the daemon). More (a prune's batch) look them up
+# in listings kept while each directory's mtime holds.
 PROBE_AT_MOST = 8
 
 
@@ -119,9 +107,8 @@ def _few(only: frozenset[str] | None) -> TypeGuard[frozenset[str]]:
 
 def _named_by(only: frozenset[str]) -> Callable[[str], bool]:
     """Whether a name may be one of `only`'s entries: every per-session name
-    Claude writes begins with the id (a canonical id is 36 characters,
-    lowercase; the name may spell it uppercase). What it keeps is then
-    identified in full."""
+    Claude writes begins with the id (36 characters, in either case). What
+    it keeps is then identified in full."""
     return lambda name: name[:36].lower() in only
 
 
@@ -131,9 +118,8 @@ def _find_config(listings: Listings, layout: Layout, found: Grouped) -> None:
     # the link alone; only an area that is itself a link makes its
     # entries linked (reached through a link: never removed).
     for area in AREAS:
-        listed = _config_entries(
-            listings, layout, area.path, found, area.probe(spellings), area.identify
-        )
+        probe = area.probe(spellings)
+        listed = _config_entries(listings, layout, area.path, found, probe, area.identify)
         for entry, linked in listed:
             found.add(area.identify(entry.name), entry.path, area.kind, layout.config, linked)
 
@@ -155,13 +141,11 @@ def _config_entries(
         listing = list_entries(directory, probe, unlisted=found.unlisted)
     else:
         listing = _entries(listings, directory, found, identify)
-    for entry in listing:
-        yield entry, linked
+    return ((entry, linked) for entry in listing)
 
 
 def _find_jobs(listings: Listings, layout: Layout, found: Grouped) -> None:
-    spellings = None if found.only is None else spellings_of(found.only)
-    probe = None if spellings is None else [s[:8] for s in spellings]
+    probe = None if found.only is None else [s[:8] for s in spellings_of(found.only)]
     for entry, linked in _config_entries(listings, layout, "jobs", found, probe):
         if not (entry.dir or entry.link) or not JOB_NAME.fullmatch(entry.name):
             continue
@@ -185,33 +169,14 @@ def _find_jobs(listings: Listings, layout: Layout, found: Grouped) -> None:
 
 
 def _find_registry(listings: Listings, layout: Layout, found: Grouped) -> None:
-    if found.only is not None:
-        _find_registered(listings, layout, found, found.only)
-        return
-    by_pid: dict[str, str] = {}
-    keys: list[tuple[Entry, bool, str]] = []
-    for entry, linked in _config_entries(listings, layout, "sessions", found):
-        if match := REGISTRY_NAME.fullmatch(entry.name):
-            sid = registry_id(read_json(entry.path))
-            if sid is not None:
-                by_pid[match["pid"]] = sid
-                found.add(sid, entry.path, REGISTRY, layout.config, linked)
-        elif match := REGISTRY_KEY_NAME.fullmatch(entry.name):
-            keys.append((entry, linked, match["pid"]))
-    for entry, linked, pid in keys:
-        found.add(by_pid.get(pid), entry.path, REGISTRY_KEY, layout.config, linked)
-
-
-def _find_registered(
-    listings: Listings, layout: Layout, found: Grouped, sids: frozenset[str]
-) -> None:
-    """The registry files naming the sessions, from the cached registry."""
+    """The registry files naming the sessions (every one for a scan), and
+    their key files, from the registry as `listings` keeps it."""
     directory = layout.config.path / "sessions"
     registry = listings.registry(str(directory), alive_pids(), found.unlisted)
     if registry is None:
         return
     linked = bool(layout.config.problem) or disk.is_link(directory)
-    for sid in sids:
+    for sid in registry.pids_of if found.only is None else found.only:
         for pid in sorted(registry.pids_of.get(sid, ())):
             found.add(sid, registry.files[pid].path, REGISTRY, layout.config, linked)
             for key in registry.keys.get(pid, []):
@@ -220,9 +185,7 @@ def _find_registered(
 
 def _find_tmp(listings: Listings, layout: Layout, found: Grouped) -> None:
     for root in layout.tmp:
-        for key in _entries(listings, str(root.path), found):
-            if not listable(key):
-                continue
+        for key in filter(listable, _entries(listings, str(root.path), found)):
             for entry in _entries(listings, key.path, found, canonical):
                 linked = bool(root.problem) or key.link
                 found.add(canonical(entry.name), entry.path, TMP, root, linked)

@@ -1,8 +1,9 @@
 """What one pass over the shared directories finds, grouped by session id,
 held (past SPOOL_AT items, spooled to disk) until every directory has been
-looked in, then handed over session by session in the order of the ids. A
-directory that could not be listed reaches the sessions that could have an
-entry there (Reach): they are then kept unsafe."""
+looked in, then handed over session by session in the order of the ids, and
+measured into Sessions (in a worker process for a big home). A directory
+that could not be listed reaches the sessions that could have an entry
+there (_Reach): they are then kept unsafe."""
 
 from __future__ import annotations
 
@@ -10,37 +11,37 @@ import os
 import sys
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import structlog
 
+from agentkeep import disk
 from agentkeep.adapters.base import Known, Root
+from agentkeep.adapters.claude.ids import AGENT
 from agentkeep.adapters.claude.roots import Layout
-from agentkeep.adapters.dirs import Unlisted
+from agentkeep.adapters.claude.transcripts import lineage
+from agentkeep.adapters.dirs import Unlisted, unreadable
+from agentkeep.model import Session
 from agentkeep.spool import Spool
 
-# One logger for the whole adapter, named as it always was.
 log = structlog.get_logger("agentkeep.adapters.claude")
 
 # One artifact found by name, before it is measured: (path, kind, root,
-# linked, primary, foreign). A tuple: a big scan finds some 300,000 and pickles them
-# over to worker processes, and a tuple is built and pickled several times
-# faster than a dataclass.
+# linked, primary, foreign). A tuple: a big scan pickles hundreds of
+# thousands to worker processes, and a tuple is built and pickled faster.
 Item = tuple[str, str, str, bool, bool, bool]
 # One session found: (id, its items, the parent its job names, the places
 # that could not be listed where it could have entries).
 FoundSession = tuple[str, list[Item], str | None, tuple[str, ...]]
 
 
-class Reach:
+class _Reach:
     """Which sessions a directory that cannot be listed may hold entries
     of. A project's key dir (`projects/<key>/`, `<tmp>/<key>/`): the
     sessions found in that project's dirs, and those whose project cannot
-    be told (no transcript was found: it may be the one that cannot be
-    seen); a session whose transcript lies in another project's readable
-    dir is that project's (Claude keeps a session in the project it
-    started in). A job dir whose state.json cannot be read: the sessions
-    whose ids begin with its name. Anything else (projects/ itself, a
-    config area, jobs/, sessions/, a tmp root): every session."""
+    be told (no transcript found: it may be the one not seen). A job dir
+    whose state.json cannot be read: the sessions whose ids begin with its
+    name. Anything else: every session."""
 
     def __init__(self, layout: Layout, unlisted: Unlisted) -> None:
         tmp = [str(root.path) for root in layout.tmp]
@@ -70,9 +71,8 @@ class Reach:
 
 
 # A scan holds what it found of every session until it has looked in every
-# directory: a session's files lie in many. Past SPOOL_AT items (some 300
-# bytes each) they wait on disk instead (_Spool), read back a sixteenth at
-# a time: held, a scan of 50,000 sessions' items were some 100 MB of its peak.
+# directory: past SPOOL_AT items (some 300 bytes each) they wait on disk,
+# read back a sixteenth at a time.
 SPOOL_AT = 20_000
 # Items written to the spool at a time.
 _FLUSH = 2_000
@@ -104,9 +104,11 @@ class _Spool:
         return left
 
     def read(self, first: str) -> Iterator[tuple[str, Item]]:
+        """The items of the sessions whose ids begin with `first`."""
         return iter(self.spools.get(first, ()))
 
     def close(self) -> None:
+        """Drop every spool."""
         for spool in self.spools.values():
             spool.close()
         self.spools = {}
@@ -120,12 +122,10 @@ class Grouped:
     def __init__(
         self, layout: Layout, only: frozenset[str] | None, known: Known | None = None
     ) -> None:
-        self.layout = layout
-        self.only = only
-        self.known = known
+        self.layout, self.only, self.known = layout, only, known
         # What could not be listed; whom it reaches is told once all is found.
         self.unlisted = Unlisted()
-        self._reach: Reach | None = None
+        self._reach: _Reach | None = None
         self.found: dict[str, dict[str, Item]] = defaultdict(dict)
         self.job_parents: dict[str, str] = {}
         self._held = 0
@@ -176,7 +176,7 @@ class Grouped:
 
     def _found(self, sid: str, items: list[Item]) -> FoundSession:
         if self._reach is None:
-            self._reach = Reach(self.layout, self.unlisted)
+            self._reach = _Reach(self.layout, self.unlisted)
         return sid, items, self.job_parents.get(sid), self._reach.of(sid, items)
 
     def parts(self, size: int) -> Iterator[list[FoundSession]]:
@@ -209,3 +209,40 @@ class Grouped:
         finally:
             spool.close()
             self._spool = None
+
+
+def measure(
+    sid: str, found: list[Item], job_parent: str | None, unlisted: tuple[str, ...]
+) -> Session | None:
+    """What was found of a session, measured (its transcripts first, each
+    inode counted once); None when all of it vanished meanwhile. `unlisted`:
+    the places that could not be listed where it could have entries (_Reach)."""
+    seen: set[tuple[int, int]] = set()
+    items = sorted(found, key=lambda f: (not f[4], f[0]))
+    made = (
+        disk.artifact(path, kind, root, primary=primary, linked=linked, seen=seen, foreign=foreign)
+        for path, kind, root, linked, primary, foreign in items
+    )
+    artifacts = [a for a in made if a is not None]
+    if not artifacts:
+        return None
+    workspace, parent = lineage(sid, [item[0] for item in items if item[4]])
+    return Session(
+        agent=AGENT,
+        id=sid,
+        workspace=workspace,
+        parent=parent or job_parent,
+        artifacts=artifacts,
+        bytes=sum(a.bytes for a in artifacts),
+        unreadable=unreadable(artifacts, unlisted),
+    )
+
+
+@dataclass(frozen=True)
+class Measuring:
+    """A scan part: sessions one listing found, measured where it runs."""
+
+    found: list[FoundSession]
+
+    def __call__(self) -> Iterator[Session]:
+        return (s for what in self.found if (s := measure(*what)) is not None)

@@ -12,10 +12,8 @@ UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-
 
 
 def canonical(raw: object) -> str | None:
-    """A canonical Claude session id (a lowercased 8-4-4-4-12 hex UUID) or
-    None. Interned: each of a session's files names it, and the listings of
-    the directories they share held a copy of the id for each (3 MB of a
-    prune of 5,000 sessions)."""
+    """A canonical Claude session id or None. Interned: each of a session's
+    files names it, and a listing would hold a copy for each."""
     if isinstance(raw, str) and UUID.fullmatch(raw):
         return sys.intern(raw.lower())
     return None

@@ -1,7 +1,5 @@
 """Listing a directory Claude writes to: one entry per name, telling a link
-from a directory without following the link (following it moves the link's
-atime). A link is followed only where the listed directory itself is one,
-to report what lies behind it."""
+from a directory without following it (that moves the link's atime)."""
 
 from __future__ import annotations
 
@@ -21,11 +19,9 @@ def list_entries(
     keep: Callable[[str], bool] | None = None,
     unlisted: Unlisted | None = None,
 ) -> list[Entry]:
-    """The entries of `directory` (fsio.entries: a link's `dir` is never
-    told), or only those named in `probe`, or only those whose names `keep`
-    keeps (filtered as they are read, so a big directory costs no more
-    memory than what is kept). One that cannot be listed (or probed) has
-    none, and is added to `unlisted`."""
+    """The entries of `directory` (fsio.entries), or only those named in
+    `probe`, or those whose names `keep` keeps (filtered as read). One that
+    cannot be listed (or probed) has none, and is added to `unlisted`."""
     if probe is not None:
         found = (entry_at(directory, name, unlisted) for name in dict.fromkeys(probe))
         return [e for e in found if e]
@@ -41,10 +37,9 @@ LINK, DIR = 1, 2
 
 
 def flags_by_name(directory: str, unlisted: Unlisted | None = None) -> dict[str, int] | None:
-    """list_entries(directory, None) as {name: LINK/DIR flags}, without an
-    Entry for each (a directory of 10,000 listed again whenever it changed
-    cost a prune's re-check a third of its time); None when it cannot be
-    listed (added to `unlisted`), {} when it is missing."""
+    """list_entries(directory, None) as {name: LINK/DIR flags}, cheaper than
+    an Entry each; None when it cannot be listed (added to `unlisted`), {}
+    when it is missing."""
     try:
         return {
             name: (LINK if link else 0) | (DIR if is_dir else 0)

@@ -1,10 +1,7 @@
 """Listings of the directories many sessions share, reused while each
 directory's ctime holds, and the registry records read from them, re-read
-whenever a record's file changed. A directory read for some sessions' own
-entries keeps its names alone, told apart again by name when it changes;
-any change, agentkeep's own removals too, has a listing read again. A
-directory that cannot be listed is never kept as listed: it is added to the
-caller's Unlisted every time."""
+whenever a record's file changed. A directory that cannot be listed is never
+kept as listed: it is added to the caller's Unlisted every time."""
 
 from __future__ import annotations
 
@@ -32,19 +29,16 @@ from agentkeep.fsio import Entry
 
 
 class Listings:
-    """Listings of the directories many sessions share (the project and tmp
-    key dirs, the config areas, sessions/ named by pid),
-    and the registry records read from them. Without this, listing a few
-    sessions again costs a pass over every session's files, and a prune of N
-    sessions costs N of them. A listing is reused while its directory's ctime is the
-    same (a new or removed file changes it, and so does a chmod, which may
-    make it unlistable or listable again); a record is re-read whenever
-    its file's (mtime, size, inode) changed (a /clear or /resume inside a
-    running claude rewrites it in place)."""
+    """Listings of the directories many sessions share (the key dirs, the
+    config areas, sessions/), so that listing some sessions again costs no
+    pass over every session's files. A listing is reused while its
+    directory's ctime holds (an entry made or removed, or a chmod, moves
+    it); a record is re-read when its file's (mtime, size, inode) changed
+    (a /clear or /resume inside a running claude rewrites it in place)."""
 
     def __init__(self) -> None:
         # directory -> (ctime, {name: LINK/DIR flags}); an Entry is made
-        # when asked for (at 50,000 sessions, kept ones cost ~35 MB).
+        # only when asked for (kept, they cost much memory).
         self._dirs: dict[str, tuple[int, dict[str, int]]] = {}
         self._records: dict[str, tuple[tuple[int, int, int], object]] = {}
         self._named: dict[str, _Named] = {}
@@ -75,10 +69,8 @@ class Listings:
                     unlisted.add(directory, exc)
                 return []
             if named is None:
-                named = _Named(ctime, now, _by_id(now, identify), identify)
-                self._named[directory] = named
-            else:
-                named.relist(now, ctime)
+                named = self._named[directory] = _Named(identify)
+            named.relist(now, ctime)
         # Most of a batch's sessions have no entry in most key dirs: the
         # ids are matched as sets, not looked up one by one in each.
         by_id = named.by_id
@@ -90,6 +82,7 @@ class Listings:
         return [e for e in found if e is not None]
 
     def entries(self, directory: str, unlisted: Unlisted) -> list[Entry]:
+        """Every entry of `directory`, from its kept listing."""
         listed = self._listing(directory, unlisted)
         if listed is None:
             return []
@@ -136,11 +129,10 @@ class Listings:
     def registry(
         self, directory: str, alive: set[int] | None, unlisted: Unlisted
     ) -> Registry | None:
-        """`sessions/` as a Registry, kept while its ctime holds. Only a
-        live process rewrites its record in place: those records (every
-        record when `alive` is None: cannot tell who is alive) are looked at
-        again on every call, the rest only when the directory changes. So a
-        re-check costs the live processes' files, not every file there."""
+        """`sessions/` as a Registry, kept while its ctime holds. Only a live
+        process rewrites its record in place: those records (every one when
+        `alive` is None: cannot tell) are looked at again on every call, the
+        rest only when the directory changes."""
         listed = self._listing(directory, unlisted)
         if listed is None:
             self._registries.pop(directory, None)
@@ -168,27 +160,21 @@ class Listings:
 
 
 class _Named:
-    """A directory's names, by the session each names (for named()): no
-    flags kept, since what named() returns is looked at as it is returned.
-    When the directory's ctime moves, it is listed again by name alone, and
-    only the names new or gone since are identified: both halves of a big
-    prune remove from the directories every session shares, so each batch
-    of one finds them all changed by the other, and identifying (or merely
-    telling apart) every name of each again cost its re-check a third of
-    its time."""
+    """A directory's names, by the session each names (for named(), which
+    looks at each entry it returns). When the ctime moves, it is listed
+    again by name alone, and only the names new or gone are identified (a
+    prune's batches each find the shared directories changed)."""
 
     __slots__ = ("by_id", "ctime", "identify", "names")
 
-    def __init__(
-        self,
-        ctime: int,
-        names: set[str],
-        by_id: dict[str, str | list[str]],
-        identify: Callable[[str], str | None],
-    ) -> None:
-        self.ctime, self.names, self.by_id, self.identify = ctime, names, by_id, identify
+    def __init__(self, identify: Callable[[str], str | None]) -> None:
+        self.ctime, self.identify = 0, identify
+        self.names: set[str] = set()
+        # Its one name, or a list of them (most have one: a list costs memory).
+        self.by_id: dict[str, str | list[str]] = {}
 
     def relist(self, now: set[str], ctime: int) -> None:
+        """Take the names `now` listed at `ctime` in."""
         gone, new = self.names - now, now - self.names
         for name in gone:
             self._forget(name)
@@ -197,45 +183,25 @@ class _Named:
             name = sys.intern(name)
             self.names.add(name)
             if (sid := self.identify(name)) is not None:
-                _add(self.by_id, sid, name)
+                self._add(sid, name)
         self.ctime = ctime
 
     def _forget(self, name: str) -> None:
         sid = self.identify(name)
         found = self.by_id.get(sid) if sid is not None else None
-        if found is None or sid is None:
+        if sid is None or found is None:
             return
-        if isinstance(found, str):
-            if found == name:
-                del self.by_id[sid]
-            return
-        if name in found:
+        if found == name or found == [name]:
+            del self.by_id[sid]
+        elif isinstance(found, list) and name in found:
             found.remove(name)
-            if not found:
-                del self.by_id[sid]
 
-
-def _by_id(
-    names: Iterable[str], identify: Callable[[str], str | None]
-) -> dict[str, str | list[str]]:
-    """The names that identify a session, by its id: its one name, or a
-    list of them (most sessions have one file in a shared directory, and a
-    list for each cost a prune of 10,000 sessions some 6 MB)."""
-    by_id: dict[str, str | list[str]] = {}
-    for name in names:
-        if (sid := identify(name)) is not None:
-            _add(by_id, sid, name)
-    return by_id
-
-
-def _add(by_id: dict[str, str | list[str]], sid: str, name: str) -> None:
-    have = by_id.setdefault(sid, name)
-    if have is name:
-        return
-    if isinstance(have, str):
-        by_id[sid] = [have, name]
-    else:
-        have.append(name)
+    def _add(self, sid: str, name: str) -> None:
+        have = self.by_id.setdefault(sid, name)
+        if isinstance(have, list):
+            have.append(name)
+        elif have is not name:
+            self.by_id[sid] = [have, name]
 
 
 def _names(found: str | list[str] | None) -> Sequence[str]:

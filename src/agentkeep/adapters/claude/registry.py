@@ -1,12 +1,8 @@
 """The live-session registry: `sessions/<pid>.json` naming a session, with
 its `sessions/<pid>.<hex>.key` files. A record is evidence of use, never of
-disuse, and only a record whose process is alive and not a reused pid (its
-recorded start matches the real process's) holds its session; whatever
-cannot be told counts as in use.
-
-Qwen Code keeps a registry of the same shape (`sessions/<pid>.json` or
-`<pid>-<hex>.json`, `procStart` as `<boot id>:<start ticks>`) and other
-records of a process's hold on a session: both read their records here."""
+disuse: only one whose process is alive and not a reused pid (its recorded
+start matches) holds its session; what cannot be told counts as in use.
+Qwen Code's records of the same shape are read here too."""
 
 from __future__ import annotations
 
@@ -34,9 +30,8 @@ REGISTRY_KEY_NAME = re.compile(r"(?P<pid>[0-9]{1,10})\.[0-9a-fA-F]+\.key")
 
 @dataclass
 class Registry:
-    """`sessions/` read into who names whom, as of the directory's ctime:
-    each pid's `<pid>.json`, its `<pid>.<digest>.key` files, the session its
-    record names, and the reverse of that."""
+    """`sessions/` as of its ctime: each pid's `<pid>.json` and `.key`
+    files, the session its record names, and the reverse."""
 
     ctime: int
     files: dict[str, Entry]
@@ -45,6 +40,7 @@ class Registry:
     pids_of: dict[str, set[str]]
 
     def name(self, pid: str, sid: str | None) -> None:
+        """`pid`'s record now names `sid`."""
         old = self.sid_of.get(pid)
         if old is not None and old != sid:
             self.pids_of[old].discard(pid)
@@ -54,6 +50,7 @@ class Registry:
 
 
 def registry_id(record: object) -> str | None:
+    """The session a record names."""
     return canonical(record.get("sessionId")) if isinstance(record, dict) else None
 
 
@@ -79,9 +76,8 @@ def registry_holders(
         record = {}
     elif registry_id(record) not in (None, sid):
         return []
-    pids: set[int] = set()
-    if named := names.fullmatch(os.path.basename(path)):
-        pids.add(int(named["pid"]))
+    named = names.fullmatch(os.path.basename(path))
+    pids = {int(named["pid"])} if named else set()
     return record_holders(f"sessions/{os.path.basename(path)}", record, pids, procs)
 
 
@@ -118,9 +114,7 @@ def _started_seconds(value: object) -> float | None:
         seconds = value / 1000
     except OverflowError:
         return None
-    if not math.isfinite(seconds) or seconds <= 0:
-        return None
-    return seconds
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
 def _boot_id() -> str | None:
@@ -145,13 +139,9 @@ def _proc_start_ticks(pid: int) -> str | None:
 
 
 def _same_process(record: dict[str, object], proc: Proc) -> bool | None:
-    """Whether the registry file was written by the live process with its
-    pid: True, False (a reused pid), None (cannot tell: counts as in use).
-
-    procStart can only confirm: its format is not promised, and reading it
-    wrongly must not make a live session look stale, so a mismatch falls
-    through to startedAt, which alone can call a registry file stale.
-    """
+    """Whether the live process with its pid wrote the record: True, False
+    (a reused pid), None (cannot tell: in use). procStart, whose format is
+    not promised, can only confirm; startedAt alone can call a record stale."""
     proc_start = record.get("procStart")
     if isinstance(proc_start, str | int) and not isinstance(proc_start, bool):
         actual = _proc_start_ticks(proc.pid)

@@ -12,11 +12,8 @@ from agentkeep.adapters.heads import cut, head_records, read_head, text_of
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Described
 
-# How much of a transcript is read for `cwd` and `forkedFrom`. Claude writes
-# both on the first message records (a fork's copied records carry
-# `forkedFrom`), so the head suffices; a fork record that first appears later
-# than this is not seen, and the session then has no parent. Reading whole
-# transcripts (hundreds of MB) on every scan is not an option.
+# How much of a transcript is read: Claude writes `cwd` and `forkedFrom` on
+# the first message records (a fork's copied ones too).
 TRANSCRIPT_HEAD = 64 * 1024
 
 
@@ -29,7 +26,7 @@ def lineage(sid: str, transcripts: list[str]) -> tuple[str | None, str | None]:
         data = read_head(path, TRANSCRIPT_HEAD)
         if data is None:
             continue
-        cwd, fork = transcript_facts(sid, data)
+        cwd, fork = _transcript_facts(sid, data)
         workspace = workspace or cwd
         parent = parent or fork
         if workspace and parent:
@@ -37,15 +34,14 @@ def lineage(sid: str, transcripts: list[str]) -> tuple[str | None, str | None]:
     return workspace, parent
 
 
-def transcript_facts(sid: str, data: bytes) -> tuple[str | None, str | None]:
+def _transcript_facts(sid: str, data: bytes) -> tuple[str | None, str | None]:
     """(cwd, forkedFrom.sessionId) from a transcript's head. Malformed lines
     are skipped, and so is the line the read limit cut (a cut JSON object
     never parses); a forkedFrom naming the session itself is ignored."""
-    lines = data.split(b"\n")
     cwd: str | None = None
     fork: str | None = None
     want_fork = b'"forkedFrom"' in data
-    for line in lines:
+    for line in data.split(b"\n"):
         if not ((cwd is None and b'"cwd"' in line) or (want_fork and b'"forkedFrom"' in line)):
             continue
         try:

@@ -1,11 +1,7 @@
 """Codex CLI: rollouts, the `threads` rows Codex lists sessions by, and the
 rest of what names a session under `$CODEX_HOME` (FIELD-NOTES "Codex CLI").
-
-A session is any id that a rollout, a `threads` row, other rows or a TUI
-reference names. Each concern has its module: rollouts (their names and
-first line), listing (one look at the root and its databases, and the
-Session each id makes), removal (directly, or through `codex delete`).
-This class wires them.
+A session is any id a rollout, a row or a TUI reference names. The modules:
+rollouts, listing (one look at the root and its databases), removal.
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ from agentkeep.adapters.codex.rollouts import (
     real_dirs,
     rollout_head,
 )
-from agentkeep.adapters.dirs import root_problem
+from agentkeep.adapters.dirs import parts_below, root_problem
 from agentkeep.model import Artifact, Described, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
 
@@ -39,12 +35,15 @@ _TITLES = ("name", "title", "first_user_message")
 
 
 class CodexAdapter(Adapter):
+    """Codex CLI's sessions."""
+
     name = "codex"
     evidence_kinds = frozenset(KINDS)
     id_in_name = UUID
 
     @cached_property
     def root(self) -> Path:
+        """$CODEX_HOME, else ~/.codex (agents.roots)."""
         return agents.roots(self.name, self.env)[0]
 
     # -- where ----------------------------------------------------------
@@ -52,6 +51,7 @@ class CodexAdapter(Adapter):
         return [Root.check(self.root, self.name, self.env.uid)]
 
     def watch_dirs(self) -> list[Path]:
+        """The root, the rollout dirs and every date dir."""
         root = self.root
         dirs = [root, root / "sessions", root / "archived_sessions"]
         for year in real_dirs(root / "sessions"):
@@ -62,16 +62,17 @@ class CodexAdapter(Adapter):
         return dirs
 
     def listed_dirs(self) -> list[Path]:
+        """The watched dirs and the TUI references."""
         return [*self.watch_dirs(), self.root / listing.TUI_REFS]
 
     def databases(self) -> list[Path]:
+        """Every `<name>_<n>.sqlite` in the root."""
         return listing.databases(self.root)
 
     # -- what -----------------------------------------------------------
     def canonical_id(self, raw: str) -> str | None:
-        if not isinstance(raw, str):
-            return None
-        lowered = raw.lower()
+        """A UUID, lowercased."""
+        lowered = raw.lower() if isinstance(raw, str) else ""
         return lowered if UUID.fullmatch(lowered) else None
 
     def sessions(
@@ -84,10 +85,8 @@ class CodexAdapter(Adapter):
         yield from each_session(scanned, lambda sid: listing.session(sid, found))
 
     def session_for_path(self, path: str) -> str | None:
-        try:
-            parts = Path(path).relative_to(self.root).parts
-        except ValueError:
-            return None
+        """A rollout's id, or a TUI reference's."""
+        parts = parts_below(path, self.root) or []
         if len(parts) >= 2 and parts[0] in ("sessions", "archived_sessions"):
             return id_from_name(parts[-1])
         if len(parts) == 2 and parts[0] == listing.TUI_REFS:
@@ -97,21 +96,20 @@ class CodexAdapter(Adapter):
     # -- in use ---------------------------------------------------------
     def holders(self, session: Session, procs: ProcessTable) -> list[Holder]:
         """A command line naming the id, or a process with a rollout open."""
-        found = list(procs.naming(session.id))
-        for path, pid in open_rollouts(session.artifacts, procs):
-            found.append(Holder(pid, HolderKind.PROCESS, f"has {os.path.basename(path)} open"))
+        found = procs.naming(session.id) + [
+            Holder(pid, HolderKind.PROCESS, f"has {os.path.basename(path)} open")
+            for path, pid in open_rollouts(session.artifacts, procs)
+        ]
         return list(dict.fromkeys(found))
 
     def may_hold(self, evidence: Sequence[Artifact], procs: ProcessTable) -> bool:
-        # A rollout is evidence only while a process has it open.
+        """A rollout is evidence only while a process has it open."""
         return next(open_rollouts(evidence, procs), None) is not None
 
     # -- removal --------------------------------------------------------
     def describe(self, session: Session) -> Described:
-        """Its thread's name or title (the `threads` row; older versions
-        kept the name in session_index.jsonl, which is not read), else its
-        first prompt (the rollout's first `user_message` event), and its
-        session_meta's time."""
+        """Its thread's name or title (the `threads` row), else its first
+        prompt (the rollout's first `user_message`), and its session_meta's time."""
         title: str | None = None
         for artifact in session.artifacts:
             if rows.is_row(artifact) and rows.table_of(artifact) == listing.THREADS:
@@ -125,6 +123,7 @@ class CodexAdapter(Adapter):
         return Described(title or prompt, started)
 
     def remove(self, session: Session, remover: Remover) -> None:
+        """removal.remove."""
         removal.remove(session, remover, self.env, self.root, self.sessions)
 
 

@@ -1,13 +1,10 @@
 """One look at everything under `$CODEX_HOME` that names a session, and the
-Session each id makes of it.
-
-Codex keeps a database per concern in the root, `<name>_<n>.sqlite` (state,
-thread_history, goals, queue, memories, logs in 0.169), and adds tables and
-databases between versions: every table of them with a `thread_id` (or
+Session each id makes of it. Codex adds tables and databases
+(`<name>_<n>.sqlite`) between versions: every table with a `thread_id` (or
 `session_id`) column is read from the schema, never from a list of names,
-so the rows a newer Codex writes are the session's too (`<db>#<table>`
-artifacts). A TUI reference, rows alone, are what a removal stopped half
-way leaves: they are listed, so that it can be finished.
+so the rows a newer Codex writes are the session's too (`<db>#<table>`).
+A TUI reference or rows alone, what a removal stopped half way leaves, are
+listed, so that it can be finished.
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeGuard
 
 import structlog
 
@@ -56,6 +54,10 @@ def keys(table: str) -> tuple[str, ...]:
     return _KEYS
 
 
+def _is_id(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and UUID.fullmatch(value) is not None
+
+
 @dataclass(frozen=True)
 class _Thread:
     db: Path
@@ -70,35 +72,39 @@ class _Found:
 
     files: list[File] = field(default_factory=list)
     threads: list[_Thread] = field(default_factory=list)
-    # (database, table) of every other table holding rows of the session.
-    rows: list[tuple[Path, str]] = field(default_factory=list)
+    rows: list[tuple[Path, str]] = field(default_factory=list)  # (db, table) of its other rows
     spawned_by: str | None = None
     in_index: bool = False
 
 
 @dataclass
 class Listing:
+    """What one look at the root found, by session id."""
+
     root: Path
     linked_root: bool
     found: dict[str, _Found] = field(default_factory=dict)
     # A state database could not be read: a newer update time of any
     # session may hide there.
     incomplete: bool = False
-    # The root, a rollout dir or tui-thread-reference-capabilities/ could
-    # not be listed: any session may have a rollout or a database there
-    # (which of them a date dir holds cannot be told), so all are unsafe.
+    # What could not be listed may hold any session's rollout or database:
+    # all are unsafe.
     unlisted: Unlisted = field(default_factory=Unlisted)
 
+    def of(self, sid: str) -> _Found:
+        """What was found of `sid` so far (added when nothing was)."""
+        return self.found.setdefault(sid, _Found())
+
     def in_a_scan(self, sid: str) -> bool:
-        """Rows alone (what a removal stopped half way left, or rows `codex
-        delete` left, reported residual when it ran) are no session Codex
-        lists, nor one a scan shows; listed by name they are, so that a
-        journal can finish a removal."""
+        """Rows alone (what a removal stopped half way or `codex delete`
+        left) are no session a scan shows; listed by name they are, so that
+        a journal can finish a removal."""
         found = self.found[sid]
         return bool(found.files or found.threads)
 
 
 def databases(root: Path, unlisted: Unlisted | None = None) -> list[Path]:
+    """Codex's databases in the root."""
     return [
         Path(e.path) for e in entries(root, unlisted) if _DATABASE.fullmatch(e.name) and not e.dir
     ]
@@ -109,24 +115,22 @@ def list_root(root: Path, only: frozenset[str] | None, linked_root: bool) -> Lis
     `only` when it is given)."""
     listing = Listing(root, linked_root)
     for sid, file in rollout_files(root, only, linked_root, listing.unlisted):
-        listing.found.setdefault(sid, _Found()).files.append(file)
+        listing.of(sid).files.append(file)
     for db in databases(root, listing.unlisted):
         try:
             _read_database(db, only, listing)
         except sqlite3.Error as exc:
-            if STATE_DB.fullmatch(db.name):
-                log.warning(
-                    "state database unreadable; codex sessions undated", db=str(db), error=str(exc)
-                )
-                listing.incomplete = True
-            else:
-                log.warning(
-                    "codex database unreadable; its rows not attributed", db=str(db), error=str(exc)
-                )
+            state = STATE_DB.fullmatch(db.name) is not None
+            listing.incomplete |= state
+            what = "state database unreadable; codex sessions undated"
+            log.warning(
+                what if state else "codex database unreadable; its rows not attributed",
+                db=str(db),
+                error=str(exc),
+            )
     for entry in entries(root / TUI_REFS, listing.unlisted):
-        if UUID.fullmatch(entry.name) and (only is None or entry.name in only):
-            file = File(Path(entry.path), KIND_TUI_REF, linked_root)
-            listing.found.setdefault(entry.name, _Found()).files.append(file)
+        if _is_id(entry.name) and (only is None or entry.name in only):
+            listing.of(entry.name).files.append(File(Path(entry.path), KIND_TUI_REF, linked_root))
     # session_index.jsonl only ever names: it never makes a session.
     for sid in _index_ids(root, only):
         if sid in listing.found:
@@ -135,30 +139,28 @@ def list_root(root: Path, only: frozenset[str] | None, linked_root: bool) -> Lis
 
 
 def _read_database(db: Path, only: frozenset[str] | None, listing: Listing) -> None:
-    """Every table of `db` that holds sessions' rows, found from its schema:
-    `threads` by `id`, the spawn edges by either thread, any other table by
-    its `thread_id` or `session_id` column. One read transaction, so a
-    table is never seen from two moments."""
+    """Every table of `db` holding sessions' rows, found from its schema, in
+    one read transaction (no table seen from two moments)."""
     with sqlite.reading(db) as conn:
         conn.execute("BEGIN")
         for table in _tables(conn):
             cols = sqlite.columns(conn, table)
             if table == THREADS and "id" in cols:
                 for sid, thread in _threads(conn, db, cols, only):
-                    listing.found.setdefault(sid, _Found()).threads.append(thread)
+                    listing.of(sid).threads.append(thread)
             elif table == SPAWN_EDGES and {SPAWN_PARENT, SPAWN_CHILD} <= cols:
                 for parent, child in edges(conn, only):
                     for sid in (parent, child):
                         if only is None or sid in only:
-                            listing.found.setdefault(sid, _Found()).rows.append((db, table))
+                            listing.of(sid).rows.append((db, table))
                     if only is None or child in only:
                         listing.found[child].spawned_by = parent
             else:
                 for key in (k for k in _KEYS if k in cols):
                     sql = f"SELECT DISTINCT {key} FROM {table}"
                     for (sid,) in conn.execute(*sqlite.among(sql, key, only)):
-                        if isinstance(sid, str) and UUID.fullmatch(sid):
-                            listing.found.setdefault(sid, _Found()).rows.append((db, table))
+                        if _is_id(sid):
+                            listing.of(sid).rows.append((db, table))
 
 
 def _threads(
@@ -168,30 +170,18 @@ def _threads(
     # in thread_spawn_edges instead).
     wanted = [c for c in ("updated_at", "updated_at_ms", "cwd", "parent_thread_id") if c in cols]
     sql = f"SELECT {', '.join(['id', *wanted])} FROM {THREADS}"
-    records = [
-        dict(zip(["id", *wanted], row, strict=True))
-        for row in conn.execute(*sqlite.among(sql, "id", only))
-    ]
     found = []
-    for record in records:
-        sid = record["id"]
-        if not isinstance(sid, str) or not UUID.fullmatch(sid):
+    for row in conn.execute(*sqlite.among(sql, "id", only)):
+        record = dict(zip(["id", *wanted], row, strict=True))
+        sid, cwd, parent = record["id"], record.get("cwd"), record.get("parent_thread_id")
+        if not _is_id(sid):
             log.warning(
                 "threads row id is not a canonical UUID; skipped", db=str(db), id=repr(sid)[:80]
             )
             continue
-        cwd = record.get("cwd")
-        parent = record.get("parent_thread_id")
+        cwd = cwd if isinstance(cwd, str) else None
         found.append(
-            (
-                sid,
-                _Thread(
-                    db,
-                    _thread_time(record),
-                    cwd if isinstance(cwd, str) else None,
-                    parent if isinstance(parent, str) and UUID.fullmatch(parent) else None,
-                ),
-            )
+            (sid, _Thread(db, _thread_time(record), cwd, parent if _is_id(parent) else None))
         )
     return found
 
@@ -215,16 +205,8 @@ def edges(conn: sqlite3.Connection, only: frozenset[str] | None) -> list[tuple[s
     if only is not None:
         among = "IN (SELECT value FROM json_each(?))"
         sql += f" WHERE {SPAWN_PARENT} {among} OR {SPAWN_CHILD} {among}"
-        ids = json.dumps(sorted(only))
-        params = (ids, ids)
-    return [
-        (parent, child)
-        for parent, child in conn.execute(sql, params)
-        if isinstance(parent, str)
-        and isinstance(child, str)
-        and UUID.fullmatch(parent)
-        and UUID.fullmatch(child)
-    ]
+        params = (json.dumps(sorted(only)),) * 2
+    return [(p, c) for p, c in conn.execute(sql, params) if _is_id(p) and _is_id(c)]
 
 
 def _tables(conn: sqlite3.Connection) -> list[str]:
@@ -247,12 +229,9 @@ def _index_ids(root: Path, only: frozenset[str] | None) -> set[str]:
             except ValueError:
                 continue
             sid = record.get("id") if isinstance(record, dict) else None
-            if isinstance(sid, str) and UUID.fullmatch(sid) and (only is None or sid in only):
+            if _is_id(sid) and (only is None or sid in only):
                 ids.add(sid)
     return ids
-
-
-# -- a session ------------------------------------------------------------------
 
 
 def session(sid: str, listing: Listing) -> Session | None:
@@ -268,31 +247,25 @@ def session(sid: str, listing: Listing) -> Session | None:
     meta: Meta | None = None
     for file in sorted(found.files, key=lambda f: str(f.path)):
         is_rollout = file.kind in KINDS
+        root = str(listing.root)
         item = disk.artifact(
-            file.path,
-            file.kind,
-            str(listing.root),
-            primary=is_rollout,
-            linked=file.linked,
-            seen=seen,
+            file.path, file.kind, root, primary=is_rollout, linked=file.linked, seen=seen
         )
         if item is None:
             continue  # gone since it was listed
         artifacts.append(item)
         if meta is None and is_rollout and not file.linked:
             meta = read_meta(file.path, sid)
-    times = [t.updated for t in found.threads if t.updated is not None]
-    updated = max(times) if times else None
+    updated = max((t.updated for t in found.threads if t.updated is not None), default=None)
     file_times = [a.mtime for a in artifacts if a.mtime is not None]
     own_time = updated if updated is not None else max(file_times, default=None)
-    for thread in found.threads:
-        artifacts.append(_row(thread.db, THREADS, thread.updated, True, listing))
-    for db, table in dict.fromkeys(found.rows):
-        artifacts.append(_row(db, table, own_time, False, listing))
+    artifacts += [_row(t.db, THREADS, t.updated, True, listing) for t in found.threads]
+    artifacts += [
+        _row(db, table, own_time, False, listing) for db, table in dict.fromkeys(found.rows)
+    ]
     if not artifacts:
         return None
-    parent = meta.parent if meta else None
-    workspace = meta.cwd if meta else None
+    parent, workspace = (meta.parent, meta.cwd) if meta else (None, None)
     for thread in found.threads:
         parent = parent or (thread.parent if thread.parent != sid else None)
         workspace = workspace or thread.cwd

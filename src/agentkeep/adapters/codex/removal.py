@@ -1,9 +1,8 @@
 """Removing a Codex session: through `codex delete --force` where Codex is
-installed, new enough and still lists the session (it knows its own
-layout; the steps around it are owndelete's), else directly: the `threads`
-row first (invariant 5), the files next, every other row last. Every row
-goes into the trash either way, and every check comes before the first
-change, so a refused removal leaves the session whole.
+installed, new enough and still lists the session (owndelete's steps), else
+directly: the `threads` row first (invariant 5), the files next, every other
+row last. Every row goes into the trash either way, and every check comes
+before the first change, so a refused removal leaves the session whole.
 """
 
 from __future__ import annotations
@@ -24,9 +23,10 @@ from agentkeep.adapters.codex.listing import (
     STATE_DB,
     THREADS,
     databases,
+    edges,
     keys,
 )
-from agentkeep.adapters.codex.rollouts import KINDS, UUID
+from agentkeep.adapters.codex.rollouts import KINDS
 from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact, Session
 from agentkeep.paths import Env
@@ -81,13 +81,7 @@ def finish(session: Session, remover: Remover, theirs: Callable[[str], bool]) ->
     rows.delete(session.id, threads, keys, remover)
     remove_files([a for a in session.artifacts if not rows.is_row(a)], remover)
     rows.delete(session.id, [a for a in mine if a not in threads], keys, remover)
-    for artifact in session.artifacts:
-        # In a dry run `codex delete` has not run: its rows are not left over.
-        left = theirs(rows.table_of(artifact)) and not remover.dry_run
-        if rows.is_row(artifact) and (artifact.linked or left):
-            remover.residual(artifact.path)
-    for path in session.residual:
-        remover.residual(path)
+    owndelete.report_left(session, remover, theirs)
 
 
 def _command(binary: str, sid: str) -> owndelete.OwnDelete:
@@ -96,7 +90,6 @@ def _command(binary: str, sid: str) -> owndelete.OwnDelete:
     return owndelete.OwnDelete(
         argv=[binary, "delete", "--force", sid],
         name="codex delete",
-        shown=f"codex delete --force {sid}",
         takes=lambda table: True,
         keys=keys,
         listed_by=THREADS,
@@ -123,17 +116,14 @@ def _can_delete(env: Env, binary: str) -> bool:
     if run.failure or match is None:
         log.warning("cannot tell the codex version; removing without it", error=run.failure)
         return False
-    version = (int(match[1]), int(match[2]))
-    if version < _DELETE_SINCE:
+    if (int(match[1]), int(match[2])) < _DELETE_SINCE:
         log.info("codex has no delete command; removing without it", version=match[0])
         return False
     return True
 
 
 def _ensure_state_readable(root: Path) -> None:
-    for db in databases(root):
-        if not STATE_DB.fullmatch(db.name):
-            continue
+    for db in (db for db in databases(root) if STATE_DB.fullmatch(db.name)):
         try:
             with sqlite.reading(db):
                 pass
@@ -146,22 +136,18 @@ def _ensure_no_subagents(session: Session, remover: Remover, root: Path, listed:
     still on disk would go unlisted, unjournaled and untrashed. agentkeep
     removes descendants first (invariant 3), so this only refuses what
     changed since the plan (a dry run's removed children are gone)."""
-    children = frozenset(c for c in _spawned_children(root, session.id) if not remover.gone(c))
-    for child in listed(children) if children else ():
-        if any(_listed_by(a) for a in child.artifacts):
-            raise RemovalError(
-                f"subagent thread {child.id} is still present: codex delete would remove it too"
-            )
-
-
-def _spawned_children(root: Path, sid: str) -> frozenset[str]:
     children: set[str] = set()
     for db in databases(root):
         try:
             with sqlite.reading(db) as conn:
                 if {SPAWN_PARENT, SPAWN_CHILD} <= sqlite.columns(conn, SPAWN_EDGES):
-                    sql = f"SELECT {SPAWN_CHILD} FROM {SPAWN_EDGES} WHERE {SPAWN_PARENT} = ?"
-                    children.update(r[0] for r in conn.execute(sql, (sid,)))
+                    edged = edges(conn, frozenset({session.id}))
+                    children.update(c for p, c in edged if p == session.id)
         except sqlite3.Error as exc:
             raise RemovalError(f"cannot read {db}: {exc}") from exc
-    return frozenset(c for c in children if isinstance(c, str) and UUID.fullmatch(c))
+    children = {c for c in children if not remover.gone(c)}
+    for child in listed(frozenset(children)) if children else ():
+        if any(_listed_by(a) for a in child.artifacts):
+            raise RemovalError(
+                f"subagent thread {child.id} is still present: codex delete would remove it too"
+            )

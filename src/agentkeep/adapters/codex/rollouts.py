@@ -85,6 +85,7 @@ def rollout_files(
 
 
 def real_dirs(path: Path) -> list[Path]:
+    """The subdirectories of `path` that are no links."""
     return [Path(e.path) for e in entries(path) if e.dir and not e.link]
 
 
@@ -101,19 +102,16 @@ def _dirs(path: Path, linked: bool, unlisted: Unlisted) -> Iterator[tuple[Path, 
 def _rollouts_in(
     directory: Path, kind: str, only: frozenset[str] | None, linked: bool, unlisted: Unlisted
 ) -> Iterator[tuple[str, File]]:
-    for entry in entries(directory, unlisted):
-        if not entry.name.startswith("rollout-"):
-            continue
+    for entry in (e for e in entries(directory, unlisted) if e.name.startswith("rollout-")):
         sid = id_from_name(entry.name)
         if sid is None:
             log.warning("rollout name without a session id; skipped", path=entry.path)
+        elif only is not None and sid not in only:
             continue
-        if only is not None and sid not in only:
-            continue
-        if entry.dir and not entry.link:
+        elif entry.dir and not entry.link:
             log.warning("a directory named like a rollout; skipped", path=entry.path)
-            continue
-        yield sid, File(Path(entry.path), kind, linked)
+        else:
+            yield sid, File(Path(entry.path), kind, linked)
 
 
 def open_rollouts(artifacts: Iterable[Artifact], procs: ProcessTable) -> Iterator[tuple[str, int]]:
@@ -136,11 +134,8 @@ def read_meta(path: Path, sid: str) -> Meta | None:
     except ValueError:
         log.warning("rollout first line is not JSON; parent and workspace unknown", path=str(path))
         return None
-    payload = (
-        record.get("payload")
-        if isinstance(record, dict) and record.get("type") == "session_meta"
-        else None
-    )
+    meta = isinstance(record, dict) and record.get("type") == "session_meta"
+    payload = record.get("payload") if meta else None
     if not isinstance(payload, dict):
         log.warning("rollout does not start with session_meta", path=str(path))
         return None
@@ -162,8 +157,7 @@ def _meta_parent(payload: dict[str, object], sid: str) -> str | None:
     subagent = source.get("subagent") if isinstance(source, dict) else None
     spawn = subagent.get("thread_spawn") if isinstance(subagent, dict) else None
     candidates = [payload.get("forked_from_id")]
-    if isinstance(spawn, dict):
-        candidates.append(spawn.get("parent_thread_id"))
+    candidates += [spawn.get("parent_thread_id")] if isinstance(spawn, dict) else []
     for candidate in candidates:
         if isinstance(candidate, str) and UUID.fullmatch(candidate) and candidate != sid:
             return candidate
@@ -172,10 +166,15 @@ def _meta_parent(payload: dict[str, object], sid: str) -> str | None:
 
 def _first_line(path: Path) -> bytes | None:
     try:
-        return _reading(path, lambda stream: _read_line(stream, path))
+        data = _reading(path, lambda stream: _head(stream, 0))
     except (OSError, zstandard.ZstdError) as exc:
         log.warning("rollout cannot be read", path=str(path), error=str(exc))
         return None
+    line, newline, _ = data.partition(b"\n")
+    if not newline and len(data) >= _META_LIMIT:
+        log.warning("rollout first line too long; parent and workspace unknown", path=str(path))
+        return None
+    return line
 
 
 def _reading(path: Path, read: Callable[[IO[bytes]], T]) -> T:
@@ -188,27 +187,11 @@ def _reading(path: Path, read: Callable[[IO[bytes]], T]) -> T:
             return read(stream)
 
 
-def _read_line(stream: IO[bytes], path: Path) -> bytes | None:
-    """The first line, read in chunks and never more than _META_LIMIT."""
-    buffer = bytearray()
-    while len(buffer) < _META_LIMIT:
-        chunk = stream.read(_CHUNK)
-        if not chunk:
-            return bytes(buffer)
-        newline = chunk.find(b"\n")
-        if newline >= 0:
-            buffer += chunk[:newline]
-            return bytes(buffer)
-        buffer += chunk
-    log.warning("rollout first line too long; parent and workspace unknown", path=str(path))
-    return None
-
-
 def rollout_head(path: Path) -> tuple[str | None, float | None]:
     """(first prompt, start) from a rollout's head, compressed or not: its
     session_meta line (tens of KiB of instructions) and HEAD bytes more."""
     try:
-        data = _reading(path, _past_first_line)
+        data = _reading(path, lambda stream: _head(stream, heads.HEAD))
     except (OSError, zstandard.ZstdError):
         return None, None
     prompt: str | None = None
@@ -225,15 +208,16 @@ def rollout_head(path: Path) -> tuple[str | None, float | None]:
     return prompt, started
 
 
-def _past_first_line(stream: IO[bytes]) -> bytes:
-    """The first line (at most _META_LIMIT) and up to HEAD bytes after it."""
+def _head(stream: IO[bytes], more: int) -> bytes:
+    """The first line (at most _META_LIMIT) with its newline, and up to
+    `more` bytes after it."""
     data = bytearray()
-    while len(data) < _META_LIMIT + heads.HEAD:
+    while len(data) < _META_LIMIT + more:
         chunk = stream.read(_CHUNK)
         if not chunk:
             break
         data += chunk
         newline = data.find(b"\n")
-        if newline >= 0 and len(data) - newline > heads.HEAD:
-            return bytes(data[: newline + 1 + heads.HEAD])
+        if newline >= 0 and len(data) - newline > more:
+            return bytes(data[: newline + 1 + more])
     return bytes(data)

@@ -1,18 +1,12 @@
-"""opencode: the 1.x JSON storage, the rows of `opencode.db` (the 1.2+
-tables, the 1.18 session tables and the 2.x `session_v2` and events) and the
+"""opencode: the 1.x JSON storage, the rows of `opencode.db` and the
 `tool-output/` files that name a session (FIELD-NOTES "opencode").
 
-A session is any id with a `storage/session/<project>/<id>.json` file or a
-`session` / `session_v2` row (the records opencode lists by), or only with
-what those leave behind when a removal stops half way (message dirs, todo
-and diff files, session-keyed rows), so that it can be finished. Children
-are sessions of their own (linked by `parentID` / `parent_id`); this adapter
-removes exactly one session, and the pruner removes children before parents.
-
-Each concern has its module: storage (the JSON folders, and what names a
-session), listing (opencode.db's tables, one look at the data dir, and the
-Session each id makes), removal (directly, or through `opencode session
-delete`). This class wires them.
+A session is any id with a session file or a `session` / `session_v2` row
+(the records opencode lists by), or only what those leave behind when a
+removal stops half way, so that it can be finished. Children are sessions
+of their own (`parentID` / `parent_id`): this adapter removes one session,
+and the pruner removes children first. The modules: storage (the JSON
+folders), listing (opencode.db and one look at the data dir), removal.
 """
 
 from __future__ import annotations
@@ -35,6 +29,8 @@ __all__ = ["ADAPTER", "OpencodeAdapter"]
 
 
 class OpencodeAdapter(Adapter):
+    """opencode's sessions."""
+
     name = "opencode"
     # Session ids are `ses_` and 26 base62 characters (1.x to 1.18).
     id_in_name = re.compile(r"ses_[0-9A-Za-z]+")
@@ -50,21 +46,25 @@ class OpencodeAdapter(Adapter):
         return [Root.check(self.data_dir, self.name, self.env.uid)]
 
     def databases(self) -> list[Path]:
+        """opencode.db."""
         return [self.data_dir / DB]
 
     def watch_dirs(self) -> list[Path]:
+        """The data dir, the session and message folders, each project's."""
         store = self.data_dir / "storage"
         dirs = [self.data_dir, store / "session", store / "message"]
         dirs.extend(Path(e.path) for e in entries(store / "session") if e.dir and not e.link)
         return dirs
 
     def listed_dirs(self) -> list[Path]:
+        """The watched dirs, the storage folders and the tool outputs."""
         store = self.data_dir / "storage"
         folders = [store, *(store / f for f in storage.FOLDERS)]
         return [*self.watch_dirs(), *folders, self.data_dir / TOOL_OUTPUT]
 
     # -- what -----------------------------------------------------------
     def canonical_id(self, raw: str) -> str | None:
+        """storage.canonical_id."""
         return canonical_id(raw)
 
     def sessions(
@@ -75,16 +75,16 @@ class OpencodeAdapter(Adapter):
         yield from listing.sessions(self.data_dir, names, linked)
 
     def session_for_path(self, path: str) -> str | None:
+        """A session file's, message dir's, todo's or diff's id."""
         parts = parts_below(path, self.data_dir)
         if parts is None or len(parts) < 3 or parts[0] != "storage":
             return None
         kind, rest = parts[1], parts[2:]
-        if kind == "session" and len(rest) == 2 and rest[1].endswith(".json"):
-            return canonical_id(rest[1].removesuffix(".json"))
         if kind == "message":
             return canonical_id(rest[0])
-        if kind in ("todo", "session_diff") and len(rest) == 1 and rest[0].endswith(".json"):
-            return canonical_id(rest[0].removesuffix(".json"))
+        json_file = len(rest) == (2 if kind == "session" else 1) and rest[-1].endswith(".json")
+        if kind in ("session", "todo", "session_diff") and json_file:
+            return canonical_id(rest[-1].removesuffix(".json"))
         return None
 
     # -- in use ---------------------------------------------------------
@@ -92,13 +92,12 @@ class OpencodeAdapter(Adapter):
         """A command line naming the id, or any opencode process with the
         database open, except the per-user service (`opencode serve
         --service`), which holds it for every session whether used or not."""
-        found = list(procs.naming(session.id))
+        found = procs.naming(session.id)
         for suffix in ("", "-wal"):
             for pid, _mode in procs.holding_open(f"{self.data_dir / DB}{suffix}"):
                 proc = procs.alive(pid)
-                if proc is not None and {"serve", "--service"} <= set(proc.cmdline):
-                    continue
-                found.append(Holder(pid, HolderKind.PROCESS, f"has {DB} open"))
+                if proc is None or not {"serve", "--service"} <= set(proc.cmdline):
+                    found.append(Holder(pid, HolderKind.PROCESS, f"has {DB} open"))
         return list(dict.fromkeys(found))
 
     # -- removal --------------------------------------------------------
@@ -121,6 +120,7 @@ class OpencodeAdapter(Adapter):
         return Described()
 
     def remove(self, session: Session, remover: Remover) -> None:
+        """removal.remove."""
         sid = session.id
         removal.remove(session, remover, self.env, self.data_dir, lambda: load(self, sid))
 

@@ -1,14 +1,10 @@
 """One look at everything in opencode's data dir that names a session, and
-the Session each id makes of it; what `opencode.db` holds of sessions (the
-1.2+ tables, the 1.18 session tables, the 2.x `session_v2` and events).
-
-A table of opencode.db with a `session_id` column that this adapter does not
-name (a later opencode's) is read from the schema: its rows go with the
-session they name, though they never make a session on their own. A
-truncated tool output (`tool-output/tool_<id>`, named by the tool call) is
-the session's whose `part` rows point at it, and only while no other
-session's do: a fork copies the parts, and the file stays while either uses
-it.
+the Session each id makes of it. A table of opencode.db with a `session_id`
+column this adapter does not name (a later opencode's) is read from the
+schema: its rows go with the session they name, but never make a session.
+A truncated tool output (`tool-output/tool_<id>`) is the session's whose
+`part` rows point at it, only while no other session's do (a fork copies
+the parts: the file stays while either uses it).
 """
 
 from __future__ import annotations
@@ -28,7 +24,7 @@ from agentkeep.adapters.base import each_session
 from agentkeep.adapters.dirs import Unlisted, unreadable
 from agentkeep.adapters.opencode import storage
 from agentkeep.adapters.opencode.storage import File, Record, canonical_id
-from agentkeep.model import Artifact, Session
+from agentkeep.model import Session
 
 log = structlog.get_logger("agentkeep.adapters.opencode")
 
@@ -53,7 +49,7 @@ _SESSION_KEY = "session_id"
 # Tables that are never a session's, whatever columns a later opencode gives
 # them: accounts, credentials, projects, workspaces, permissions, migrations.
 _SHARED_TABLES = frozenset(
-    {
+    [
         "account",
         "account_state",
         "control_account",
@@ -64,7 +60,7 @@ _SHARED_TABLES = frozenset(
         "project",
         "project_directory",
         "workspace",
-    }
+    ]
 )
 # A table name this adapter will put into SQL (quoted) and into an artifact path.
 _TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
@@ -86,6 +82,7 @@ def keys(table: str) -> tuple[str]:
 
 
 def order(table: str) -> int:
+    """Where rows of `table` go in a removal: the known tables' order, then the rest."""
     return _ORDER.index(table) if table in _KEYS else len(_ORDER)
 
 
@@ -95,13 +92,14 @@ def _session_tables(conn: sqlite3.Connection) -> list[str]:
     with a `session_id` column (a later opencode's), by name. Tables that
     are never a session's are not among them, whatever their columns."""
     names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    found = []
-    for (name,) in names:
-        if not isinstance(name, str) or not _TABLE_NAME.fullmatch(name):
-            continue
-        if name in _SHARED_TABLES or keys(name)[0] not in sqlite.columns(conn, name):
-            continue
-        found.append(name)
+    found = [
+        name
+        for (name,) in names
+        if isinstance(name, str)
+        and _TABLE_NAME.fullmatch(name)
+        and name not in _SHARED_TABLES
+        and keys(name)[0] in sqlite.columns(conn, name)
+    ]
     return sorted(found, key=lambda t: (order(t), t))
 
 
@@ -120,16 +118,12 @@ def tool_output_refs(conn: sqlite3.Connection) -> dict[str, set[str]]:
     if not {"session_id", "data"} <= sqlite.columns(conn, POINTING):
         return {}
     refs: dict[str, set[str]] = {}
-    rows = conn.execute(
-        "SELECT session_id, data FROM part WHERE instr(data, ?) > 0", (storage.TOOL_OUTPUT,)
-    )
-    for sid, data in rows:
-        if isinstance(data, bytes):
-            data = data.decode("utf-8", "replace")
-        if not isinstance(sid, str) or not isinstance(data, str):
-            continue
-        for name in _TOOL_OUTPUT_NAME.findall(data):
-            refs.setdefault(name, set()).add(sid)
+    sql = "SELECT session_id, data FROM part WHERE instr(data, ?) > 0"
+    for sid, data in conn.execute(sql, (storage.TOOL_OUTPUT,)):
+        data = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        if isinstance(sid, str) and isinstance(data, str):
+            for name in _TOOL_OUTPUT_NAME.findall(data):
+                refs.setdefault(name, set()).add(sid)
     return refs
 
 
@@ -143,9 +137,8 @@ def _listing_rows(
     time_col = next((c for c in ("time_updated", "updated_at") if c in cols), None)
     wanted = [c for c in ("parent_id", time_col, "directory") if c is not None and c in cols]
     sql = f"SELECT {', '.join(['id', *wanted])} FROM {table}"
-    rows = conn.execute(*sqlite.among(sql, "id", only))
     found = []
-    for row in rows:
+    for row in conn.execute(*sqlite.among(sql, "id", only)):
         record = dict(zip(["id", *wanted], row, strict=True))
         sid = canonical_id(record["id"])
         if sid is None:
@@ -160,17 +153,20 @@ def _listing_rows(
 
 @dataclass
 class _Found:
+    """Everything one listing found for one id."""
+
     files: list[File] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
     # table -> the row's own update time (listing tables) or None
     rows: dict[str, float | None] = field(default_factory=dict)
     undated: bool = False
-    # Its own dirs that could not be listed (its message dir).
     unlisted: Unlisted = field(default_factory=Unlisted)
 
 
 @dataclass
 class _Listing:
+    """What one look at the data dir found, by session id."""
+
     found: dict[str, _Found] = field(default_factory=dict)
     # opencode.db could not be read: any session may have rows (and a newer
     # update time) there.
@@ -192,7 +188,6 @@ def sessions(data_dir: Path, only: frozenset[str] | None, linked_root: bool) -> 
 
 
 def _list(data_dir: Path, only: frozenset[str] | None, linked_root: bool) -> _Listing:
-    """Everything in the data dir that names a session."""
     listing = _Listing(linked_root=linked_root)
     store = data_dir / "storage"
     outputs_dir = data_dir / storage.TOOL_OUTPUT
@@ -203,8 +198,8 @@ def _list(data_dir: Path, only: frozenset[str] | None, linked_root: bool) -> _Li
     for sid, file, record in storage.session_files(store, linked_root, only, listing.unlisted):
         found = listing.found.setdefault(sid, _Found())
         found.files.append(file)
-        found.undated = found.undated or record is None or record.updated is None
-        found.records.extend([record] if record is not None else [])
+        found.undated |= record is None or record.updated is None
+        found.records += [record] if record is not None else []
     for sid in storage.leftovers(store, only, listing.unlisted):
         listing.found.setdefault(sid, _Found())
     _list_rows(data_dir / storage.DB, only, listing, outputs.may_hold("tool_"))
@@ -214,15 +209,16 @@ def _list(data_dir: Path, only: frozenset[str] | None, linked_root: bool) -> _Li
         owner = next(iter(sids)) if len(sids) == 1 else None
         path = outputs.has(name) if owner in listing.found else None
         if owner is not None and path is not None:
-            file = File(path, storage.KIND_TOOL_OUTPUT, outputs.linked)
-            listing.found[owner].files.append(file)
+            listing.found[owner].files.append(File(path, storage.KIND_TOOL_OUTPUT, outputs.linked))
     base = linked_root or disk.is_link(store)
-    # Whether each storage folder is a link, looked at once per listing
-    # rather than once per session; for a scan, what each holds too.
-    folders: dict[str, storage.Folder] = {}
-    for name in storage.FOLDERS:
-        linked = base or disk.is_link(store / name)
-        folders[name] = storage.Folder(str(store / name), linked, only is None, listing.unlisted)
+    # Whether each storage folder is a link, looked at once per listing;
+    # for a scan, what each holds too.
+    folders = {
+        name: storage.Folder(
+            str(store / name), base or disk.is_link(store / name), only is None, listing.unlisted
+        )
+        for name in storage.FOLDERS
+    }
     for sid, found in listing.found.items():
         found.files.extend(storage.storage_files(sid, folders, found.unlisted))
     return listing
@@ -242,9 +238,8 @@ def _list_rows(db: Path, only: frozenset[str] | None, listing: _Listing, outputs
             ]
             refs = tool_output_refs(conn) if outputs else {}
     except sqlite3.Error as exc:
-        log.warning(
-            "opencode database unreadable; opencode sessions undated", db=str(db), error=str(exc)
-        )
+        what = "opencode database unreadable; opencode sessions undated"
+        log.warning(what, db=str(db), error=str(exc))
         listing.incomplete = True
         return
     listing.tables, listing.outputs = tables, refs
@@ -270,15 +265,12 @@ def _session(sid: str, listing: _Listing, data_dir: Path) -> Session | None:
         return None
     root = str(data_dir)
     seen: set[tuple[int, int]] = set()
-    artifacts: list[Artifact] = []
-    for file in found.files:
-        item = disk.artifact(
-            file.path, file.kind, root, primary=file.primary, linked=file.linked, seen=seen
-        )
-        if item is not None:
-            artifacts.append(item)
-    times = [r.updated for r in found.records if r.updated is not None]
-    updated = max(times) if times else None
+    made = (
+        disk.artifact(f.path, f.kind, root, primary=f.primary, linked=f.linked, seen=seen)
+        for f in found.files
+    )
+    artifacts = [a for a in made if a is not None]
+    updated = max((r.updated for r in found.records if r.updated is not None), default=None)
     # Message, part and event rows carry no time that says more than the
     # session's own: they are as old as the session.
     file_times = [a.mtime for a in artifacts if a.mtime is not None]
@@ -287,8 +279,9 @@ def _session(sid: str, listing: _Listing, data_dir: Path) -> Session | None:
     linked = listing.linked_root or disk.is_link(db)
     for table in sorted(found.rows, key=listing.tables.index):
         primary = table in LISTING_TABLES
-        mtime = found.rows[table] if primary else own_time
-        artifacts.append(rows.row(db, table, mtime, primary, linked))
+        artifacts.append(
+            rows.row(db, table, found.rows[table] if primary else own_time, primary, linked)
+        )
     if not artifacts:
         return None
     return Session(

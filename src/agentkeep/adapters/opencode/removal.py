@@ -1,20 +1,18 @@
 """Removing an opencode session: through `opencode session delete` when
 opencode is installed and uses our data dir (1.18 removes every row; 2.x
-only its own, #50260; the steps around it are owndelete's), then whatever
-rows and files it left; without it, every row (listing rows first), then the
-files. The session's tool outputs go before the part rows that point at them
-either way (opencode's delete leaves them). Every row removed is kept in the
-trash, and every check comes before the first change, so a refused removal
-leaves the session whole.
+only its own, #50260; owndelete's steps), then whatever it left; without
+it, every row (listing rows first), then the files. The session's tool
+outputs go before the part rows that point at them either way. Every row
+removed is kept in the trash, and every check comes before the first change,
+so a refused removal leaves the session whole.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
@@ -35,11 +33,11 @@ _PATHS_TIMEOUT_S = 10.0
 
 
 def remove(session: Session, remover: Remover, env: Env, data_dir: Path, relist: Relist) -> None:
+    """Remove `session` (`relist` lists it again from the disk)."""
     if session.unsafe:
         raise RemovalError(session.unsafe)
     db = data_dir / DB
-    with _reading(db):
-        pass
+    _children(db, session.id)  # the database can be read
     finish = functools.partial(_finish, db=db, uid=env.uid)
     binary = owndelete.binary(env, "opencode")
     # A dry run calls no binary: it assumes an installed opencode shares
@@ -55,7 +53,6 @@ def remove(session: Session, remover: Remover, env: Env, data_dir: Path, relist:
     command = owndelete.OwnDelete(
         argv=[binary, "session", "delete", session.id],
         name="opencode session delete",
-        shown=f"opencode session delete {session.id}",
         takes=lambda table: table in listing.V2_TABLES,
         keys=listing.keys,
         listed_by="session_v2",
@@ -87,15 +84,9 @@ def _finish(
     rows.delete(session.id, [a for a in mine if a not in pointing], listing.keys, remover)
     _remove_outputs(db, session.id, outputs, remover)
     rows.delete(session.id, pointing, listing.keys, remover)
-    files = [a for a in session.artifacts if a.kind != KIND_TOOL_OUTPUT]
-    remove_files([a for a in files if not rows.is_row(a)], remover)
-    for artifact in (a for a in session.artifacts if rows.is_row(a)):
-        # In a dry run opencode has not run: its rows are not left over.
-        left_by_opencode = theirs(rows.table_of(artifact)) and not remover.dry_run
-        if artifact.linked or left_by_opencode:
-            remover.residual(artifact.path)
-    for path in session.residual:
-        remover.residual(path)
+    files = [a for a in session.artifacts if a.kind != KIND_TOOL_OUTPUT and not rows.is_row(a)]
+    remove_files(files, remover)
+    owndelete.report_left(session, remover, theirs)
 
 
 def _remove_outputs(db: Path, sid: str, outputs: list[Artifact], remover: Remover) -> None:
@@ -122,17 +113,20 @@ def _remove_outputs(db: Path, sid: str, outputs: list[Artifact], remover: Remove
             remove_files([artifact], remover)
 
 
-@contextlib.contextmanager
-def _reading(db: Path) -> Iterator[sqlite3.Connection | None]:
-    """The database read before anything changes (None when there is none).
-    One that cannot be read (RemovalError) may hold this session's rows:
-    removing the files alone would leave a session opencode still lists."""
+def _children(db: Path, sid: str) -> list[str]:
+    """The session's child sessions, read before anything changes. A
+    database that cannot be read (RemovalError) may hold this session's
+    rows: removing the files alone would leave a session opencode lists."""
     if not os.path.lexists(db):
-        yield None
-        return
+        return []
     try:
         with sqlite.reading(db) as conn:
-            yield conn
+            return [
+                str(child)
+                for table in listing.LISTING_TABLES
+                if "parent_id" in sqlite.columns(conn, table)
+                for (child,) in conn.execute(f"SELECT id FROM {table} WHERE parent_id = ?", (sid,))
+            ]
     except sqlite3.Error as exc:
         raise RemovalError(f"cannot read {db}: {exc}") from exc
 
@@ -142,10 +136,8 @@ def _same_data_dir(env: Env, binary: str, data_dir: Path) -> bool:
     paths` prints `data <dir>`); another one would delete elsewhere."""
     run = owndelete.run(env, [binary, "debug", "paths"], _PATHS_TIMEOUT_S)
     data = None
-    for line in run.stdout.splitlines():
-        key, _, value = line.strip().partition(" ")
-        if key == "data" and value.strip():
-            data = value.strip()
+    for key, _, value in (line.strip().partition(" ") for line in run.stdout.splitlines()):
+        data = value.strip() if key == "data" and value.strip() else data
     if run.failure or data is None:
         log.warning("cannot tell opencode's data dir; removing without it", error=run.failure)
         return False
@@ -162,14 +154,7 @@ def _ensure_childless(db: Path, sid: str, remover: Remover) -> None:
     pruner removes children first, so a child here is one made since the
     session was listed: it must not go unlisted and unkept. (A dry run's
     children, which it would have removed first, are gone.)"""
-    with _reading(db) as conn:
-        children = [
-            str(child)
-            for table in listing.LISTING_TABLES
-            if conn is not None and "parent_id" in sqlite.columns(conn, table)
-            for (child,) in conn.execute(f"SELECT id FROM {table} WHERE parent_id = ?", (sid,))
-        ]
-    children = [c for c in children if not remover.gone(c)]
+    children = [c for c in _children(db, sid) if not remover.gone(c)]
     if children:
         raise RemovalError(
             f"has child sessions {', '.join(sorted(set(children)))}, which "

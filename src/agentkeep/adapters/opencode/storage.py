@@ -1,11 +1,7 @@
-"""The 1.x JSON storage under `<data>/storage/`: session files
-(`session/<project>/<id>.json`), message dirs, the part dir each message
-names, todo and diff files; and `tool-output/`. What names a session: its
-id, the kinds of its files, what a session file or listing row says of it.
-
-A storage folder that cannot be listed keeps every session unsafe (any of
-them may have files there); a session's own message dir that cannot be
-listed keeps that session unsafe.
+"""The 1.x JSON storage under `<data>/storage/` (session files, message
+dirs, the part dir each message names, todo and diff files) and
+`tool-output/`: what names a session. A storage folder that cannot be listed
+keeps every session unsafe; a session's own message dir, that session.
 """
 
 from __future__ import annotations
@@ -39,6 +35,7 @@ KIND_TOOL_OUTPUT = "tool-output"
 
 
 def canonical_id(raw: object) -> str | None:
+    """`raw` when it is an opencode id."""
     return raw if isinstance(raw, str) and NAME_ID.fullmatch(raw) else None
 
 
@@ -61,6 +58,8 @@ def record(sid: str, updated: float | None, parent: object, directory: object) -
 
 @dataclass(frozen=True)
 class File:
+    """A file naming a session, as listed."""
+
     path: str
     kind: str
     linked: bool
@@ -68,10 +67,9 @@ class File:
 
 
 class Folder:
-    """One of the storage folders that name sessions' files: its path,
-    whether it lies behind a link, and for a scan the names it holds (listed
-    once, rather than a lookup per session and message). One that cannot be
-    listed or looked into is added to `unlisted`."""
+    """A storage folder: its path, whether it lies behind a link, and for a
+    scan the names it holds (listed once, not looked up per session). One
+    that cannot be listed or looked into is added to `unlisted`."""
 
     def __init__(self, path: str, linked: bool, listed: bool, unlisted: Unlisted) -> None:
         self.path = path
@@ -82,9 +80,8 @@ class Folder:
     def has(self, name: str) -> str | None:
         """The path of `name` in this folder when it exists (as anything)."""
         path = f"{self.path}/{name}"
-        known = self._names
-        if known is not None:
-            return path if name in known else None
+        if self._names is not None:
+            return path if name in self._names else None
         try:
             os.lstat(path)
         except OSError as exc:
@@ -96,8 +93,7 @@ class Folder:
     def may_hold(self, prefix: str) -> bool:
         """Whether a name starting with `prefix` may be here (True when the
         folder was not listed, or could not be)."""
-        known = self._names
-        return known is None or any(name.startswith(prefix) for name in known)
+        return self._names is None or any(n.startswith(prefix) for n in self._names)
 
 
 def _names(directory: str, unlisted: Unlisted) -> frozenset[str] | None:
@@ -121,9 +117,7 @@ def session_files(
     or lies behind a link)."""
     sessions = storage / "session"
     linked = linked_root or disk.is_link(storage) or disk.is_link(sessions)
-    for project in entries(sessions, unlisted):
-        if not project.dir:
-            continue
+    for project in (p for p in entries(sessions, unlisted) if p.dir):
         for entry in entries(project.path, unlisted):
             if not entry.name.endswith(".json") or entry.dir:
                 continue
@@ -139,8 +133,7 @@ def session_files(
 
 def leftovers(storage: Path, only: frozenset[str] | None, unlisted: Unlisted) -> list[str]:
     """The sessions message dirs, todo and diff files name: what a removal
-    stopped half way (or `opencode session delete`) leaves is listed, so
-    that the next removal finds and finishes it."""
+    stopped half way (or opencode's delete) leaves, for the next to finish."""
     names: list[str] = []
     for folder, suffix in (("message", ""), ("todo", ".json"), ("session_diff", ".json")):
         if only is not None:
@@ -156,10 +149,9 @@ def leftovers(storage: Path, only: frozenset[str] | None, unlisted: Unlisted) ->
 
 
 def storage_files(sid: str, folders: dict[str, Folder], unlisted: Unlisted) -> Iterator[File]:
-    """The part dir of each of the session's messages (named by the message
-    file names), its message dir, its todo and diff files, in the order they
-    are removed; its message dir is added to `unlisted` when it cannot be
-    listed."""
+    """The part dir of each of its messages, its message dir, its todo and
+    diff files, in the order they are removed; its message dir is added to
+    `unlisted` when it cannot be listed."""
     message = folders["message"]
     messages = message.has(sid)
     if messages is not None:
