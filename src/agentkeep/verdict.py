@@ -66,10 +66,8 @@ class Names:
         ordered = sorted(set(ids))
         self._needed: dict[str, int] = {}
         for n, sid in enumerate(ordered):
-            shared = max(
-                (_common(sid, ordered[m]) for m in (n - 1, n + 1) if 0 <= m < len(ordered)),
-                default=0,
-            )
+            near = (o for o in ordered[max(0, n - 1) : n + 2] if o != sid)
+            shared = max((len(os.path.commonprefix([sid, o])) for o in near), default=0)
             self._needed[sid] = max(SHORT_ID, shared + 1)
 
     def needed(self, sid: str) -> int:
@@ -79,11 +77,6 @@ class Names:
     def __call__(self, sid: str) -> str:
         """`sid` as a person reads it."""
         return sid[: self.needed(sid)]
-
-
-def _common(a: str, b: str) -> int:
-    """The length of the prefix `a` and `b` share."""
-    return len(os.path.commonprefix([a, b]))
 
 
 class Plans:

@@ -60,7 +60,8 @@ def group_of(agent: str, kind: str) -> str:
 
 @dataclass
 class Group:
-    """One line of `du --by kind` (the du shape's group)."""
+    """One group of the du shape: apparent (st_size) and allocated bytes, and
+    of each what a prune would reclaim now."""
 
     key: str
     bytes: int = 0

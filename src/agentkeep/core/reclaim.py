@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
-from agentkeep.core.bykind import du_by_kind
+from agentkeep.core.bykind import Group, du_by_kind
 from agentkeep.core.context import Context
 from agentkeep.errors import BadParams
 from agentkeep.index import IndexedSession
@@ -24,10 +25,6 @@ Key = tuple[str, str]
 SUGGESTED_RETENTION = "30d"
 SUGGESTED_SECONDS = 30 * 86400.0
 
-# A du group: apparent (st_size) and allocated bytes, and of each what a
-# prune would reclaim now.
-_DU_FIELDS = ("bytes", "disk_bytes", "sessions", "reclaimable_bytes", "reclaimable_disk_bytes")
-
 
 def du(ctx: Context, by: str = "agent") -> dict[str, Any]:
     """The contract's du shape, by agent, workspace or kind."""
@@ -36,20 +33,14 @@ def du(ctx: Context, by: str = "agent") -> dict[str, Any]:
     reclaim = reclaimable(ctx)
     if by == "kind":
         return du_by_kind(ctx, reclaim)
-    groups: dict[str, dict[str, Any]] = {}
+    groups: dict[str, Group] = {}
     for s in ctx.index.each_session():
         key = s.agent if by == "agent" else (s.workspace or "(unknown)")
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = {"key": key} | dict.fromkeys(_DU_FIELDS, 0)
-        g["bytes"] += s.bytes
-        g["disk_bytes"] += s.disk_bytes
-        g["sessions"] += 1
-        if (s.agent, s.id) in reclaim:
-            g["reclaimable_bytes"] += s.bytes
-            g["reclaimable_disk_bytes"] += s.disk_bytes
-    ordered = sorted(groups.values(), key=lambda g: (-g["bytes"], g["key"]))
-    return {"by": by, "groups": ordered}
+        g = groups.get(key) or groups.setdefault(key, Group(key))
+        g.add(s.bytes, s.disk_bytes, reclaimable=(s.agent, s.id) in reclaim)
+        g.sessions += 1
+    ordered = sorted(groups.values(), key=lambda g: (-g.bytes, g.key))
+    return {"by": by, "groups": [asdict(g) for g in ordered]}
 
 
 def reclaimable(
@@ -61,11 +52,11 @@ def reclaimable(
     """Sessions a prune would remove now (ignoring max_removals). `retention`
     overrides the config's; `known`: states just looked at (an `ls`
     listing's); `rows`: the index's sessions, when read already."""
-    plan = indexed_plan(ctx, retention, known, rows)
+    plan = _indexed_plan(ctx, retention, known, rows)
     return set() if plan is None else {s.key for s in plan.candidates}
 
 
-def indexed_plan(
+def _indexed_plan(
     ctx: Context,
     retention: float | None = None,
     known: Mapping[Key, str] | None = None,
@@ -100,7 +91,7 @@ def indexed_plan(
 def plan_words(ctx: Context, session: dict[str, Any]) -> Verdict:
     """What the plan says of one indexed session (its `ls` row), in the words
     `show` and the `ui` use."""
-    plan = indexed_plan(ctx)
+    plan = _indexed_plan(ctx)
     now = time.time()
     if plan is None:
         return Plans(None, "no retention and no max_size are set", now, [session]).of(

@@ -37,7 +37,7 @@ FDS_BESIDE = 128
 STOP = threading.Event()
 
 
-def batch_size() -> int:
+def _batch_size() -> int:
     """BATCH, or as many sessions as fit with their leases in the files this
     process may open (its limit first raised towards what BATCH needs)."""
     soft = descriptors.allow(BATCH * FDS_PER_SESSION + FDS_BESIDE)
@@ -97,11 +97,11 @@ class Act:
 
     def run(self, plan: list[Session], why: Mapping[tuple[str, str], str]) -> None:
         """Act on `plan` (in removal order; `why` each goes) a batch at a
-        time: a batch ends at batch_size(), before a session whose child
+        time: a batch ends at _batch_size(), before a session whose child
         waits in it (a parent is checked once its children are gone), and
         at max_removals."""
         self._count(plan)
-        size = batch_size()
+        size = _batch_size()
         batch: list[_Held] = []
         waiting: set[tuple[str, str]] = set()
         for s in plan:

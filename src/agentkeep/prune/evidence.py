@@ -103,11 +103,11 @@ class Watch:
         return self._procs
 
     def lease(self, s: Session, ours: bool = True) -> str | None:
-        """A held lease of `s`, described (`ours`: see held_leases)."""
-        held = next(self.held_leases(s, ours), None)
+        """A held lease of `s`, described (`ours`: see _held_leases)."""
+        held = next(self._held_leases(s, ours), None)
         return None if held is None else f"lease {held}"
 
-    def held_leases(self, s: Session, ours: bool = True) -> Iterator[Path]:
+    def _held_leases(self, s: Session, ours: bool = True) -> Iterator[Path]:
         """The held leases of `s`: agentkeep's own (unless `ours` is False: it
         has no lease file), then the agent's lock files."""
         paths = [leases.lease_path(self.state_dir, s.agent, s.id)] if ours else []
@@ -117,7 +117,7 @@ class Watch:
     def holders(self, s: Session) -> list[Holder]:
         """Every holder of `s`, its held leases among them (what `show` lists)."""
         found = list(self.adapters[s.agent].holders(s, self.procs()))
-        found += [Holder(None, HolderKind.LEASE, str(p)) for p in self.held_leases(s)]
+        found += [Holder(None, HolderKind.LEASE, str(p)) for p in self._held_leases(s)]
         return found
 
 

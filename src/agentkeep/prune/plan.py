@@ -170,7 +170,11 @@ def decide(
                 staying.append(s.key)
     candidate_keys = {c.key for c in candidates}
     for agent, sid in staying:
-        _keep_ancestors(agent, sid, _parents(by_id[agent]), kept, candidate_keys)
+        # Invariant 3: every ancestor of a session that stays, stays (a recent
+        # one is not old enough to be in the report).
+        for parent in ancestors(sid, _parents(by_id[agent])):
+            if (agent, parent) not in kept and (agent, parent) in candidate_keys:
+                kept[(agent, parent)] = Kept(agent, parent, Reason.ANCESTOR, f"parent of {sid}")
     remaining = [s for s in candidates if s.key not in kept]
     why = {s.key: PURGE if purge else AGE for s in remaining}
     if not purge:
@@ -205,9 +209,9 @@ def _for_size(
     for limit, agents in groups.values():
         if not all(agent in by_id for agent in agents):
             continue  # a cap shared with agents this run does not list
-        cap = shapes.SizeCap(limit, [s for a in agents for s in by_id[a].values()])
         chosen += shapes.over_size(
-            cap,
+            limit,
+            [s for a in agents for s in by_id[a].values()],
             planned,
             keep,
             activity=lambda s: s.last_activity(restored.get(s.key)),
@@ -240,20 +244,6 @@ def _targets(
         for s in listed
         if (known := known_activity(s, restored.get(s.key))) is None or known < cutoff
     }
-
-
-def _keep_ancestors(
-    agent: str,
-    sid: str,
-    parent_of: Callable[[str], str | None],
-    kept: dict[Key, Kept],
-    candidates: set[Key],
-) -> None:
-    """Invariant 3: every ancestor of a session that stays, stays."""
-    for parent in ancestors(sid, parent_of):
-        if (agent, parent) in kept or (agent, parent) not in candidates:
-            continue  # kept already, or recent: not old enough to be in the report
-        kept[(agent, parent)] = Kept(agent, parent, Reason.ANCESTOR, f"parent of {sid}")
 
 
 def removal_order(

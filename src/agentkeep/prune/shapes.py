@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
 
 from agentkeep.model import Session
 from agentkeep.prune.report import Kept
@@ -38,16 +37,9 @@ def _newest_first(activity: float | None) -> float:
     return -activity if activity is not None else float("-inf")
 
 
-@dataclass(frozen=True)
-class SizeCap:
-    """One cap and every session of the agents that share it."""
-
-    limit: int
-    sessions: list[Session]
-
-
 def over_size(
-    cap: SizeCap,
+    limit: int,
+    sessions: list[Session],
     planned: set[Key],
     kept: Collection[Key],
     *,
@@ -56,16 +48,16 @@ def over_size(
     children: Callable[[Session], Iterable[Key]],
     stays: Callable[[Session], Kept | None],
 ) -> list[Session]:
-    """The sessions to remove so that what `cap` counts fits in it, longest
-    idle first: never one `planned` already, `kept`, active since `floor`,
-    or with a child that stays (invariant 3). `stays` is asked last, of
-    each one that would go."""
-    total = sum(allocated(s) for s in cap.sessions if s.key not in planned)
-    if total <= cap.limit:
+    """The sessions to remove, longest idle first, so that `sessions` (all of
+    the agents sharing a cap) fit in `limit`: never one `planned` already,
+    `kept`, active since `floor`, or with a child that stays (invariant 3).
+    `stays` is asked last, of each one that would go."""
+    total = sum(allocated(s) for s in sessions if s.key not in planned)
+    if total <= limit:
         return []
     eligible = {
         s.key: s
-        for s in cap.sessions
+        for s in sessions
         if s.key not in planned and s.key not in kept and _idle_since(activity(s), floor)
     }
     # A session waits for its children still there; the idlest ready one goes first.
@@ -79,7 +71,7 @@ def over_size(
     ready = [(activity(s) or 0.0, key) for key, s in eligible.items() if not waiting[key]]
     heapq.heapify(ready)
     chosen: list[Session] = []
-    while total > cap.limit and ready:
+    while total > limit and ready:
         _, key = heapq.heappop(ready)
         s = eligible[key]
         if stays(s) is not None:
