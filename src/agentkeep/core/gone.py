@@ -27,18 +27,14 @@ def history_list(
     folder = None if workspace is None else os.path.abspath(os.path.expanduser(workspace))
     needle = None if grep is None else grep.casefold()
     in_trash = _in_trash(state_dir)
-    found = []
-    for gone in history.read(state_dir):
-        if agent is not None and gone.agent != agent:
-            continue
-        if folder is not None and not _below(gone.workspace, folder):
-            continue
-        if needle is not None and not _mentions(gone, needle):
-            continue
-        line = gone.to_json()
-        line["restorable"] = gone.restorable and (gone.agent, encode_id(gone.id)) in in_trash
-        found.append(line)
-    return found
+    return [
+        gone.to_json()
+        | {"restorable": gone.restorable and (gone.agent, encode_id(gone.id)) in in_trash}
+        for gone in history.read(state_dir)
+        if (agent is None or gone.agent == agent)
+        and (folder is None or _below(gone.workspace, folder))
+        and (needle is None or _mentions(gone, needle))
+    ]
 
 
 def history_forget(
@@ -75,9 +71,8 @@ def _in_trash(state_dir: Path) -> set[tuple[str, str]]:
 
 
 def _below(workspace: str | None, folder: str) -> bool:
-    if workspace is None:
-        return False
-    return workspace == folder or workspace.startswith(folder.rstrip("/") + "/")
+    below = folder.rstrip("/") + "/"
+    return workspace is not None and (workspace == folder or workspace.startswith(below))
 
 
 def _mentions(gone: history.Gone, needle: str) -> bool:
