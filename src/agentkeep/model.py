@@ -150,11 +150,8 @@ class Session:
         if self.undated or self.unreadable or any(a.mtime is None for a in own):
             return None
         times = [a.mtime for a in own if a.mtime is not None]
-        if self.updated is not None:
-            times.append(self.updated)
-        if restored_at is not None:
-            times.append(restored_at)
-        return max(times) if times else None
+        times += [t for t in (self.updated, restored_at) if t is not None]
+        return max(times, default=None)
 
 
 @dataclass(frozen=True)

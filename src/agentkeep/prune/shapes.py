@@ -58,7 +58,10 @@ def over_size(
     eligible = {
         s.key: s
         for s in sessions
-        if s.key not in planned and s.key not in kept and _idle_since(activity(s), floor)
+        if s.key not in planned
+        and s.key not in kept
+        and (t := activity(s)) is not None
+        and t < floor
     }
     # A session waits for its children still there; the idlest ready one goes first.
     waiting: dict[Key, int] = {}
@@ -84,10 +87,6 @@ def over_size(
             if not waiting[parent]:
                 heapq.heappush(ready, (activity(eligible[parent]) or 0.0, parent))
     return chosen
-
-
-def _idle_since(activity: float | None, floor: float) -> bool:
-    return activity is not None and activity < floor
 
 
 def allocated(s: Session) -> int:
