@@ -106,8 +106,7 @@ def _hook(path: Path) -> Callable[[Path], None] | None:
 
 
 class Journal:
-    """`<state>/journal/batch-<ns>-<pid>.json`, one file per batch of
-    removals in progress."""
+    """`<state>/journal/batch-<ns>-<pid>.json`: one file per batch in progress."""
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir

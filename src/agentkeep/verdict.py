@@ -90,8 +90,7 @@ class Plans:
         sessions: list[dict[str, Any]],
         names: Names | None = None,
     ) -> None:
-        """`names`: how ids are said (default: among the sessions and the
-        report's entries)."""
+        """`names`: how ids are said (default: among these sessions and entries)."""
         self.report = report
         self.error = error
         self.taken_at = taken_at

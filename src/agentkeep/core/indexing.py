@@ -56,8 +56,7 @@ def scan(ctx: Context, progress: Progress | None = None) -> dict[str, Any]:
 def _scan(
     ctx: Context, agents: list[str], progress: Progress | None = None
 ) -> dict[str, tuple[int, int, int]]:
-    """Scan `agents` into the index, in one transaction: (sessions, artifacts,
-    bytes) per agent."""
+    """Scan `agents` into the index in one transaction: counts per agent."""
     # Taken before anything is listed: a directory that changes during the
     # scan then differs at the next reconcile, which lists it again.
     unlisted = {agent: base.unlisted(ctx.adapters[agent]) for agent in agents}
@@ -222,8 +221,7 @@ def _listability_changed(ctx: Context, agent: str, now: dict[str, str]) -> bool:
 def _reconcile_agent(
     ctx: Context, agent: str, adapter: Adapter, moved: set[str], progress: Progress | None
 ) -> int:
-    """What changed of one agent's sessions, listed again (past
-    listing_again_is_cheaper, one scan of the agent)."""
+    """What changed of one agent's sessions, listed again (or scanned)."""
     gone, newer, known = _changed_artifacts(ctx, agent, moved)
     unknown = [p for d in sorted(moved) for p in fsio.entry_paths(d) if p not in known]
     if listing_again_is_cheaper(len(gone) + len(newer) + len(unknown), ctx.index.count(agent)):

@@ -89,8 +89,7 @@ def _indexed_plan(
 
 
 def plan_words(ctx: Context, session: dict[str, Any]) -> Verdict:
-    """What the plan says of one indexed session (its `ls` row), in the words
-    `show` and the `ui` use."""
+    """What the plan says of one indexed session (its `ls` row), in words."""
     plan = _indexed_plan(ctx)
     now = time.time()
     if plan is None:

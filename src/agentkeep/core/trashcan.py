@@ -81,8 +81,7 @@ def trash_total(state_dir: Path) -> dict[str, int]:
 
 
 def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
-    """Put a session back from the trash (with its trashed ancestors) and
-    into the index."""
+    """Put a session (and its trashed ancestors) back, into the index too."""
     sid = ctx.session_id(agent, id)
     try:
         result = restoring.restore(ctx.state_dir, agent, sid, now=time.time())

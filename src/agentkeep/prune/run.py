@@ -110,8 +110,7 @@ class Pruner:
         return report
 
     def _leftovers(self, report: PruneReport, opts: PruneOptions) -> None:
-        """Agents leave files by the process, not the session: a prune takes
-        those no process uses any more."""
+        """A prune takes the files agents leave by the process, not the session."""
         if opts.purge is not None or self.env is None:
             return
         report.leftovers = leftovers.collect(
