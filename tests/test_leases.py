@@ -273,7 +273,8 @@ def test_one_prune_at_a_time(fake_home, spawn: Spawn) -> None:
     # Two pruner locks in one process (the daemon's threads) conflict too.
     assert PrunerLock(state).acquire(wait=False) is False
     waiter.release()
-    with PrunerLock(state) as lock:
-        assert lock.held
+    lock = PrunerLock(state)
+    assert lock.acquire(wait=True) and lock.held
+    lock.release()
     assert mine.acquire(wait=False) is True
     mine.release()

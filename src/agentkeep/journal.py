@@ -1,18 +1,11 @@
 """The removal journal: a removal that stops half way is finished next run.
 
-Invariant 5: before a session's removal starts, an entry naming it (and the
-paths it was to lose) is written and made durable; it is deleted when the
-removal is done. An entry still present at the next run means the removal
-was interrupted: the caller finishes it under the session's exclusive lease,
-after listing the session from the disk again (a path may have been renamed
-since, as Codex compresses rollouts). Entries are never trusted as a list of
-things to delete, only as names of sessions to look at again.
-
-A prune journals a batch of sessions in one file, made durable once: an
-fsync costs milliseconds on a real disk, and two per session made a prune of
-thousands take minutes. An entry whose removal never started is harmless:
-finishing a session whose primary record is still there leaves it to the
-plan.
+Invariant 5: before a session's removal starts, an entry naming it is made
+durable; it is deleted when the removal is done. An entry left at the next
+run is finished under the session's leases, after listing it from the disk
+again: entries only name sessions to look at again, never things to delete.
+A batch of sessions is journaled in one file, made durable once; an entry
+whose removal never started is harmless (its session is left to the plan).
 """
 
 from __future__ import annotations
@@ -34,9 +27,8 @@ from agentkeep.paths import ensure_private_dir
 
 log = structlog.get_logger("agentkeep.journal")
 
-# Test seam, None in production: called with the temporary file once it
-# holds the data, then with the entry it is about to be renamed to, so a
-# test can make either step fail (ENOSPC).
+# Test seam, None in production: called with the temporary file, then with
+# the entry it is about to be renamed to.
 _write_hook: Callable[[Path], None] | None = None
 
 _SUFFIX = ".json"
@@ -47,36 +39,29 @@ _journaled = False
 
 
 def began_removing() -> bool:
-    """Whether this process has begun removing the sessions of its plan (it
-    journaled a batch): a run stopped since then finishes the session it is
-    removing and records what it did (daemon/child.py). Stopped before, at
-    once, a run leaves nothing half done that the journal does not name: it
-    listed and planned, or finished what an earlier run left."""
+    """Whether this process has journaled a batch: stopped since, a run
+    finishes the session it is removing (daemon/child.py); stopped before,
+    it leaves nothing half done that the journal does not name."""
     return _journaled
 
 
 @dataclass
 class JournalEntry:
+    """One removal begun."""
+
     agent: str
     id: str
     started: float
     paths: list[str]
     trash: bool
-    # The cutoff the removal began under; None for a purge (a person named
-    # the session, whatever its age). Finishing holds the session to it.
+    # The cutoff the removal began under (finishing holds it to it); None: a purge.
     cutoff: float | None = None
-    # Where it was read from: its own file, or a batch (never written).
+    # The batch file it was read from (never written).
     file: Path | None = field(default=None, compare=False)
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "id": self.id,
-            "started": self.started,
-            "paths": self.paths,
-            "trash": self.trash,
-            "cutoff": self.cutoff,
-        }
+        """The entry as written (every field but `file`)."""
+        return {k: v for k, v in vars(self).items() if k != "file"}
 
     @classmethod
     def from_json(cls, data: Any) -> JournalEntry:
@@ -121,8 +106,7 @@ def _hook(path: Path) -> Callable[[Path], None] | None:
 
 
 class Journal:
-    """`<state>/journal/batch-<ns>-<pid>.json`, one file per batch of
-    removals in progress."""
+    """`<state>/journal/batch-<ns>-<pid>.json`: one file per batch in progress."""
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
@@ -130,10 +114,8 @@ class Journal:
 
     def begin_batch(self, entries: list[JournalEntry]) -> Path:
         """Record that the removals of `entries` start: one file, durable
-        (file and directory fsynced) before it returns. Raises OSError when
-        it cannot be, and then the caller must remove nothing: a removal
-        nobody can finish must not begin. Nothing half-written is ever left
-        to read. end_batch() forgets it."""
+        before it returns, never half written. Raises OSError when it cannot
+        be: then the caller must remove nothing."""
         for entry in entries:  # a bad name fails before anything is written
             if not valid_name(entry.agent):
                 raise ValueError(f"invalid agent name {entry.agent!r}")
@@ -149,14 +131,9 @@ class Journal:
         self._write(path, {"batch": [e.as_json() for e in entries]})
 
     def end_batch(self, path: Path) -> None:
-        """Every removal of the batch finished or never started. Not
-        fsynced: a batch that comes back after a crash names sessions
-        already gone (finishing them again finds nothing left to remove) or
-        never touched (left to the plan)."""
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            return
+        """Every removal of the batch finished or never started. Not fsynced:
+        a batch back after a crash names sessions gone or untouched."""
+        path.unlink(missing_ok=True)
 
     def _write(self, path: Path, data: dict[str, Any]) -> None:
         for directory in (self.state_dir, self.dir, path.parent):
@@ -165,18 +142,13 @@ class Journal:
 
     def settle(self, entry: JournalEntry, rest: list[JournalEntry]) -> None:
         """A pending entry was finished (or left to the plan): forget it. A
-        batch goes when none of `rest` (the pending entries still to be
-        settled) came from it."""
-        if entry.file is None or any(o.file == entry.file for o in rest):
-            return
-        try:
-            os.unlink(entry.file)
-        except FileNotFoundError:
-            return
+        batch goes when none of `rest` (still to be settled) came from it."""
+        if entry.file is not None and all(o.file != entry.file for o in rest):
+            entry.file.unlink(missing_ok=True)
 
     def pending(self) -> list[JournalEntry]:
-        """Removals that were begun and never done, oldest first. Unreadable
-        or malformed entries are logged and skipped."""
+        """Removals begun and never done, oldest first (unreadable or malformed
+        entries are logged and skipped)."""
         entries: list[JournalEntry] = []
         try:
             listed = sorted(self.dir.iterdir())

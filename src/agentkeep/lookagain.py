@@ -1,21 +1,14 @@
 """Looking again after a removal: what still names a session that was removed.
 
-An adapter removes what it knows of a session. An agent's next version may
-write a kind of artifact the adapter does not know yet, and a removal may
-leave something behind; either must show in the report's `residual`, never
-vanish (CONTRACT "JSON shapes": `residual` comes from looking again). So
-once a run has removed sessions, each agent looks again, from the disk:
+An artifact kind the adapter does not know, or something a removal left,
+must show in the report's `residual`, never vanish. So each agent looks
+again from the disk: the adapter lists the removed sessions again; every
+table of its databases with an id column holding a removed id
+(`<database>#<table>`); every entry below its roots whose name carries a
+removed id (`id_in_name`).
 
-- the adapter lists the removed sessions again: whatever it still finds;
-- every table of the agent's databases with an id column (`id`, `*_id`,
-  `*Id`) holding a removed id: `<database>#<table>`;
-- every file or directory below the agent's roots whose name carries a
-  removed id (the adapter's `id_in_name` finds ids in names).
-
-Reading only: databases are opened read-only, names are listed without a
-stat, links are never followed, and the walk stops at MAX_DEPTH below a root
-and at directories that belong to another session (their names carry an id
-that is not one removed): the rest of a big home is never walked.
+Reading only: databases read-only, links never followed, and the walk stops
+at MAX_DEPTH and at directories named for another session.
 """
 
 from __future__ import annotations
@@ -23,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from collections import defaultdict
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
@@ -47,20 +39,14 @@ def residual(adapter: Adapter, ids: Collection[str]) -> Iterator[tuple[str, str]
         return
     wanted = frozenset(ids)
     # Only what names a session still: most often nothing, of thousands.
-    found: dict[str, set[str]] = defaultdict(set)
-    for session in adapter.sessions(wanted):
-        found[session.id].update(a.path for a in session.artifacts)
-        found[session.id].update(session.residual)
+    found: set[tuple[str, str]] = set()
+    for s in adapter.sessions(wanted):
+        found.update((s.id, what) for what in [*(a.path for a in s.artifacts), *s.residual])
     for db in adapter.databases():
-        for sid, where in _rows(db, wanted):
-            found[sid].add(where)
-    pattern = adapter.id_in_name
-    if pattern is not None:
-        for sid, path in _names(adapter, pattern, wanted):
-            found[sid].add(path)
-    for sid in sorted(found):
-        for what in sorted(found[sid]):
-            yield sid, what
+        found.update(_rows(db, wanted))
+    if adapter.id_in_name is not None:
+        found.update(_names(adapter, adapter.id_in_name, wanted))
+    yield from sorted(found)
 
 
 def _rows(db: Path, ids: frozenset[str]) -> Iterator[tuple[str, str]]:
@@ -104,23 +90,15 @@ def _names(
             for name, is_dir in _entries(directory, follow=depth == 0):
                 named = _ids_in(adapter, pattern, name)
                 path = f"{directory}/{name}"
-                mine = named & ids
-                for sid in sorted(mine):
-                    yield sid, path
-                if mine or not is_dir or depth + 1 >= MAX_DEPTH:
-                    continue  # found (what is below goes with it), or too deep
-                if named:
-                    continue  # another session's own directory
-                stack.append((path, depth + 1))
+                yield from ((sid, path) for sid in named & ids)
+                # Named for a session: what is below goes with it, or is another's.
+                if is_dir and not named and depth + 1 < MAX_DEPTH:
+                    stack.append((path, depth + 1))
 
 
 def _ids_in(adapter: Adapter, pattern: re.Pattern[str], name: str) -> set[str]:
-    found = set()
-    for match in pattern.finditer(name):
-        sid = adapter.canonical_id(match.group(0))
-        if sid is not None:
-            found.add(sid)
-    return found
+    ids = (adapter.canonical_id(match.group(0)) for match in pattern.finditer(name))
+    return {sid for sid in ids if sid is not None}
 
 
 def _entries(directory: str, *, follow: bool) -> list[tuple[str, bool]]:

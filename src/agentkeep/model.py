@@ -1,8 +1,5 @@
 """The words agentkeep speaks in: sessions, artifacts, holders, reasons.
-
-These types cross every module boundary (adapters -> index -> prune -> cli),
-so they are plain dataclasses, named tuples and enums, never dicts.
-"""
+They cross every module boundary, so they are plain types, never dicts."""
 
 from __future__ import annotations
 
@@ -36,6 +33,8 @@ class Reason(StrEnum):
 
 
 class HolderKind(StrEnum):
+    """What holds a session: a process, an agent's registry, a lease."""
+
     PROCESS = "process"
     REGISTRY = "registry"
     LEASE = "lease"
@@ -50,6 +49,7 @@ class Holder:
     detail: str = ""
 
     def describe(self) -> str:
+        """The holder in a few words (`pid 42 (claude)`)."""
         if self.pid is None:
             return self.detail or self.kind.value
         return f"pid {self.pid}" + (f" ({self.detail})" if self.detail else "")
@@ -58,23 +58,14 @@ class Holder:
 class Artifact(NamedTuple):
     """One thing on disk (or one database row set) that belongs to a session.
 
-    `root` is the agent root the path lies under: removal opens that root once
-    and works relative to its descriptor, so `path` must lie below `root`.
-    `linked` marks an artifact reached through a symbolic link or lying on a
-    root another user can write to: it is never removed, only reported as
-    residual. `primary` marks the record the agent lists the session by; it is
-    removed first, and a linked primary makes the whole session `unsafe`.
-    Directory artifacts carry the summed size and newest mtime of their tree.
-    `mtime` None means a time in it could not be read (the session is undated).
-    `foreign` marks one on a root another user owns or can write to (a
-    planted `/tmp/claude-<uid>`): its times are not the user's activity, so
-    another user cannot keep the user's sessions from ever being pruned.
-    `disk_bytes` is what it takes on disk (allocated blocks, as `du` counts),
-    beside `bytes`, its apparent size; as measured only: the index keeps it
-    for `du --by kind` alone, and an artifact read back from it has 0.
-    A named tuple, immutable like a frozen dataclass: a scan makes one per
-    artifact of every session, and a frozen dataclass costs three times as
-    much to make.
+    `path` lies below `root`, the agent root removal works relative to.
+    `linked`: reached through a link or on a root another user can write to:
+    never removed, only residual. `primary`: the record the agent lists the
+    session by, removed first; a linked one makes the session `unsafe`. A
+    directory carries its tree's size and newest mtime; `mtime` None: a time
+    could not be read (undated). `foreign`: on a root another user owns or
+    can write to, so its times are not the user's activity. `disk_bytes`:
+    allocated, as measured (0 when read back from the index).
     """
 
     path: str
@@ -109,23 +100,17 @@ class Session:
     artifacts: list[Artifact] = field(default_factory=list)
     # The agent's own update time (a database column, a metadata field).
     updated: float | None = None
-    # True when some time that counts toward activity could not be read.
-    undated: bool = False
-    # Sum of st_size over the session's files, each inode counted once.
-    bytes: int = 0
+    undated: bool = False  # a time that counts could not be read
+    bytes: int = 0  # st_size over its files, each inode once
     # Things that name the session but are not the prune's to remove.
     residual: list[str] = field(default_factory=list)
-    # Places that could not be listed or read where the session could have
-    # entries (adapters.base.Unlisted): what it has there is unknown, so it
-    # is kept `unsafe` and undated (invariant 2).
+    # Places where it could have entries that could not be listed: what it
+    # has there is unknown, so it is kept `unsafe` and undated (invariant 2).
     unreadable: list[str] = field(default_factory=list)
-    # Why it is unsafe as the index recorded it (a session read back from the
-    # index, whose artifacts are not all at hand).
+    # Read back from the index, whose artifacts are not all at hand: why it
+    # is unsafe, and what it takes on disk (None: its artifacts' sum).
     recorded_unsafe: str | None = None
-    # What it takes on disk (allocated, as du counts) when its artifacts are
-    # not all at hand (None: their sum, see prune.shapes.allocated).
     disk_bytes: int | None = None
-    # (agent, id), made once: the plan looks a session up by it many times.
     key: tuple[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -133,14 +118,14 @@ class Session:
 
     @property
     def primary(self) -> list[Artifact]:
+        """The records the agent lists it by."""
         return [a for a in self.artifacts if a.primary]
 
     @property
     def unsafe(self) -> str | None:
-        """Why the session must be kept `unsafe`, or None: the record the
-        agent lists it by lies behind a link (or on a root others can write
-        to), or all of it does. Nothing of such a session can be removed
-        (invariant 6), and reporting it `removed` would say so at every run."""
+        """Why the session must be kept `unsafe` (invariant 6), or None: its
+        primary record, or all of it, lies behind a link or on an unsafe
+        root, or a place of it cannot be listed."""
         if self.recorded_unsafe:
             return self.recorded_unsafe
         for artifact in self.artifacts:
@@ -165,11 +150,8 @@ class Session:
         if self.undated or self.unreadable or any(a.mtime is None for a in own):
             return None
         times = [a.mtime for a in own if a.mtime is not None]
-        if self.updated is not None:
-            times.append(self.updated)
-        if restored_at is not None:
-            times.append(restored_at)
-        return max(times) if times else None
+        times += [t for t in (self.updated, restored_at) if t is not None]
+        return max(times, default=None)
 
 
 @dataclass(frozen=True)
@@ -191,4 +173,5 @@ def rfc3339(ts: float | None) -> str | None:
 
 
 def parse_rfc3339(text: str) -> float:
+    """An RFC 3339 time as a POSIX time."""
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()

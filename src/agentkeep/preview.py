@@ -1,16 +1,10 @@
 """A new or shorter retention waits to be seen before the daemon acts on it.
 
-Writing `retention = "30d"` used to move sessions to the trash at the
-daemon's next prune, 60 s after a restart, before the person had looked.
-Now, when the daemon's scheduled prune finds a retention it has not pruned
-with before (set for the first time, or shortened, for any agent), that run
-is a dry run: it logs and records what it would remove, and status shows
-it. The real prune comes one `prune_interval` later, or at once after a
-person's own `agentkeep prune` (which confirms the config as it is).
-
-`<state>/retention.json` holds each agent's retention as last pruned with
-(or confirmed); `<state>/preview.json` the retentions a dry run previewed,
-and when. A retention made longer removes less: it needs no preview.
+A scheduled prune under a retention shape it has not pruned with (new, or
+removing more) is a dry run whose result status shows; the real prune comes
+one `prune_interval` later, or at once after a person's `agentkeep prune`.
+`<state>/retention.json` holds the shapes last pruned with (or confirmed),
+`<state>/preview.json` those a dry run previewed, and when.
 """
 
 from __future__ import annotations
@@ -35,11 +29,9 @@ _CAP, _LAST = ":max_size", ":keep_last"
 
 
 def retentions(config: Config, agents: Iterable[str]) -> dict[str, float]:
-    """Each agent's retention shapes under `config`, as numbers that get
-    smaller when the shape would remove more: its retention (`<agent>`),
-    its size cap (`<agent>:max_size`) and its keep_last
-    (`<agent>:keep_last`, 0 when unset). Agents that remove by neither age
-    nor size are left out."""
+    """Each agent's retention shapes, as numbers that get smaller when the
+    shape removes more: `<agent>` (retention), `<agent>:max_size` and
+    `<agent>:keep_last`; agents that remove by neither age nor size left out."""
     wanted: dict[str, float] = {}
     for a in agents:
         retention, cap = config.retention_for(a), config.max_size_for(a)
@@ -54,9 +46,8 @@ def retentions(config: Config, agents: Iterable[str]) -> dict[str, float]:
 
 
 def _removes_more(key: str, value: float, seen: dict[str, float]) -> bool:
-    """A shape new since the last real prune, or one that now removes more.
-    A keep_last never seen is no change (it only keeps more): a record of
-    an earlier version names none."""
+    """A shape new since the last real prune (not a keep_last: it only keeps
+    more), or one that now removes more."""
     if key not in seen:
         return not key.endswith(_LAST)
     return value < seen[key]
@@ -78,8 +69,7 @@ def _preview(value: Any) -> tuple[dict[str, float], float]:
 
 
 def _read(state_dir: Path, name: str, check: Any) -> Any:
-    """A record that cannot be read counts as none: that only ever asks for
-    one more preview (never a prune sooner)."""
+    """A record that cannot be read counts as none (one more preview)."""
     try:
         return read_state(state_dir / name, check)
     except StateFileError as exc:
@@ -88,9 +78,8 @@ def _read(state_dir: Path, name: str, check: Any) -> Any:
 
 
 def due(state_dir: Path, wanted: dict[str, float], now: float, interval: float) -> str | None:
-    """Why this scheduled prune must only show what it would remove (None:
-    it may remove). A preview of these very retentions an interval ago lets
-    the real prune run."""
+    """Why this scheduled prune must only show what it would remove (None: it
+    may remove, as after a preview of these very shapes an interval ago)."""
     seen = _read(state_dir, SEEN, _seconds) or {}
     new = {key for key, value in wanted.items() if _removes_more(key, value, seen)}
     new |= {key for key in seen if key.endswith(_LAST) and key not in wanted}
@@ -108,8 +97,8 @@ def due(state_dir: Path, wanted: dict[str, float], now: float, interval: float) 
 
 
 def previewed(state_dir: Path, wanted: dict[str, float], now: float) -> None:
-    """A dry run showed what `wanted` would remove (the first such moment
-    stays: the wait is counted from it)."""
+    """A dry run showed what `wanted` would remove (the wait counts from the
+    first such moment)."""
     earlier = _read(state_dir, PREVIEW, _preview)
     if earlier is not None and earlier[0] == wanted:
         return
@@ -117,7 +106,6 @@ def previewed(state_dir: Path, wanted: dict[str, float], now: float) -> None:
 
 
 def confirmed(state_dir: Path, wanted: dict[str, float]) -> None:
-    """A real prune ran with `wanted` (the daemon's after its preview, or a
-    person's): later scheduled prunes remove."""
+    """A real prune ran with `wanted`: later scheduled prunes remove."""
     write_json(state_dir / SEEN, wanted)
     remove(state_dir / PREVIEW)

@@ -1,11 +1,8 @@
 """Long work telling how far it got: what it does, how many done, out of how many.
 
-The core's scan and prune (and the full scan a first `ls` does) call a
-`Progress` as they go; the CLI draws it on a terminal (render.Bar), the
-daemon passes none. A total is told only once it is known (None until
-then), from counts made before the work; it may still be off by what the
-work finds, so whoever draws it keeps the first total it is told and never
-moves a bar backwards (render.Bar).
+The core's scan and prune call a `Progress` as they go (the CLI draws it,
+the daemon passes none). A total is told once it is known (None until
+then), from counts made before the work, so it may be off (render.Bar).
 """
 
 from __future__ import annotations
@@ -25,21 +22,16 @@ _EVERY = 0.05
 
 
 def estimate(hint: int | None, indexed: int) -> int | None:
-    """How many sessions of one agent a scan will find, as far as it can be
-    told before: the agent's own cheap count (`hint`), else the index's count
-    from its last scan; None for an agent the index holds none of (never
-    scanned, or empty: either way it is quick to count by scanning it)."""
-    if hint is not None:
-        return hint
-    return indexed or None
+    """How many sessions of one agent a scan will find: the agent's own cheap
+    count (`hint`), else the index's; None when the index holds none."""
+    return hint if hint is not None else indexed or None
 
 
 class Tally:
-    """Sessions counted agent by agent toward a total that is known once
-    every agent not yet finished has an estimate. An agent finishes when it
-    is said to (`finish`), or when all of its parts were handed out
-    (`parts`) and came back (`part_done`); its estimate then gives way to
-    what it really had."""
+    """Sessions counted agent by agent toward a total known once every agent
+    not finished has an estimate. An agent finishes when told (`finish`), or
+    when its parts were all handed out and came back; then its count
+    replaces its estimate."""
 
     def __init__(self, report: Progress | None, what: str, estimates: Mapping[str, int | None]):
         self._report = report
@@ -62,6 +54,7 @@ class Tally:
         self._check(agent)
 
     def add(self, agent: str, sessions: int) -> None:
+        """`sessions` more of `agent` counted."""
         self._done[agent] += sessions
         now = time.monotonic()
         if now - self._told >= _EVERY:
@@ -69,6 +62,7 @@ class Tally:
             self._tell()
 
     def part_done(self, agent: str) -> None:
+        """A part of `agent` came back."""
         self._back[agent] += 1
         self._check(agent)
 
@@ -78,6 +72,7 @@ class Tally:
         self._tell()
 
     def total(self) -> int | None:
+        """The total, once known."""
         total = 0
         for agent, guess in self._estimates.items():
             if agent in self._finished:

@@ -1,10 +1,10 @@
 """Removing one session's artifacts, into the trash or at once.
 
-Each artifact is removed through the link-safe walk (rmtree): relative to
-its root's descriptor, never following a link, never crossing a mount
-point (invariant 6). A leaf whose whole tree is clean and on the trash's
-mount is renamed into the trash entry; anything else is removed at once and
-the entry marked partial.
+Each artifact goes through the link-safe walk (rmtree): relative to its
+root's descriptor, never following a link, never crossing a mount point
+(invariant 6). A leaf whose whole tree is clean and on the trash's mount is
+renamed into the trash entry; anything else is removed at once and the entry
+marked partial.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ log = structlog.get_logger("agentkeep.removal")
 
 class SessionRemoval:
     """The Remover (adapters.base) for one session: link-safe removal, the
-    trash and dry runs. Collects what was removed, residuals and bytes."""
+    trash and dry runs; collects what was removed, residuals and bytes."""
 
     def __init__(
         self,
@@ -54,11 +54,9 @@ class SessionRemoval:
         gone: Callable[[str], bool] = lambda session_id: False,
     ) -> None:
         """`same_fs_as`: artifacts on this path's mount are moved into the
-        trash (default: the trash entry's own directory); the rest, which no
-        rename could move, are removed at once and the entry is marked
-        partial. `parents`: cursors kept open across a batch of removals
-        (their owner closes them); without, each is opened and closed here.
-        `gone`: see Remover.gone."""
+        trash (default: the entry's own directory), the rest removed at once.
+        `parents`: cursors kept open across a batch (their owner closes
+        them). `gone`: see Remover.gone."""
         self.agent = agent
         self.gone = gone
         self.parents = parents
@@ -77,6 +75,7 @@ class SessionRemoval:
             self._trash_mount = mount_at(where)
 
     def remove_path(self, artifact: Artifact) -> None:
+        """Remove one artifact (a linked one is residual)."""
         if artifact.linked:
             self.residual(artifact.path)
             return
@@ -122,10 +121,9 @@ class SessionRemoval:
         """Rename the leaf into the trash; False when it must be removed at
         once instead (something below it stays, or it cannot be moved)."""
         assert self.trash is not None
-        # The same walk, counting only, first: a tree that holds a mount point
-        # or an unreadable part is removed at once instead (around the mount
-        # point, which stays), so the trash never holds a mount, whose
-        # expiry would empty it, or half a tree.
+        # The same walk, counting only, first: a tree holding a mount point or
+        # an unreadable part is removed at once instead, so the trash never
+        # holds a mount (whose expiry would empty it) or half a tree.
         seen = set(self._seen)
         probe = Walk(parent.root_mount, dry_run=True, seen=seen)
         try:
@@ -177,18 +175,20 @@ class SessionRemoval:
             raise RemovalError(f"trash {self.trash.path}: {exc}") from exc
 
     def removed_at_once(self, what: str, *, kept: bool = False) -> None:
+        """`what` was removed without the walk (rows); only what is gone for
+        good (not `kept` in the trash) makes the entry partial."""
         self.removed.append(what)
-        # Rows kept in the trash come back with it: only what is gone for
-        # good makes the entry partial.
         kept = kept or what in self._kept_rows
         if self.trash is not None and not self.dry_run and not kept:
             self._mark_partial(what)
 
     def residual(self, path: str) -> None:
+        """`path` names the session and is not the prune's to remove."""
         if path not in self.residuals:
             self.residuals.append(path)
 
     def keep_rows(self, rows: TableRows) -> None:
+        """Copy the session's rows into the trash before they are deleted."""
         if self.trash is None or self.dry_run:
             return
         try:

@@ -1,21 +1,18 @@
 """A session's line of the plan, in words: what `show` and the `ui` say.
 
-The plan is the configured retention's dry run (the UI's), or the plan of
-the sessions as indexed (`show`, as `du` reads it): every session old
-enough to go is in its report, removed (it would go, and why: its age,
-max_size, or a purge), kept with a reason (keep_last's is `recent`), or
-failed (invariant 9). A session in none of them is not old enough, and its
-agent's cutoff says by how much. Nothing here decides: it only reads the
-report, so neither can disagree with `agentkeep prune`. Ids are said by a
-prefix only where it tells them apart (Names).
+It only reads a plan's report (a dry run's, or the plan of the sessions as
+indexed), so it cannot disagree with `agentkeep prune`: every session old
+enough to go is removed, kept or failed there (invariant 9); one in none of
+them is not old enough. Ids are said by a prefix only where it tells them
+apart (Names).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentkeep.model import parse_rfc3339
 from agentkeep.render import age
@@ -24,6 +21,8 @@ SHORT_ID = 8
 
 
 class Fate(StrEnum):
+    """What becomes of a session at the next prune."""
+
     GOES = "goes"
     KEPT = "kept"
     WAITS = "waits"  # capped: a later run takes it
@@ -32,15 +31,15 @@ class Fate(StrEnum):
     UNKNOWN = "?"  # not in the plan although old enough: the plan is older than the listing
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
+    """A session's fate, in words; `reason`: a kept one's (model.Reason's
+    value); `why`: a removed one's ("age", "size", "purge"); `brief`: a
+    column's worth of why, where the words say more."""
+
     fate: Fate
     words: str
-    # The report's reason for a kept session (model.Reason's value).
     reason: str | None = None
-    # Why a removed one goes: "age", "size" or "purge" (the report's `why`).
     why: str | None = None
-    # A column's worth of why, where the words say more (a removal's).
     brief: str = ""
 
     @property
@@ -60,19 +59,15 @@ class Verdict:
 
 class Names:
     """Session ids as a person reads them: each by its shortest prefix of at
-    least SHORT_ID characters that no other id here starts with (pi's
-    UUIDv7 ids, made minutes apart, share their first 8 hex digits and
-    more), whole where that prefix would be all of it. An id that is not
-    here is said whole: nothing says which prefix would tell it apart."""
+    least SHORT_ID characters that no other id here starts with (pi's UUIDv7
+    ids share their first 8 hex digits); an id not here is said whole."""
 
     def __init__(self, ids: Iterable[str]) -> None:
         ordered = sorted(set(ids))
         self._needed: dict[str, int] = {}
         for n, sid in enumerate(ordered):
-            shared = max(
-                (_common(sid, ordered[m]) for m in (n - 1, n + 1) if 0 <= m < len(ordered)),
-                default=0,
-            )
+            near = (o for o in ordered[max(0, n - 1) : n + 2] if o != sid)
+            shared = max((len(os.path.commonprefix([sid, o])) for o in near), default=0)
             self._needed[sid] = max(SHORT_ID, shared + 1)
 
     def needed(self, sid: str) -> int:
@@ -80,17 +75,8 @@ class Names:
         return min(len(sid), self._needed.get(sid, len(sid)))
 
     def __call__(self, sid: str) -> str:
+        """`sid` as a person reads it."""
         return sid[: self.needed(sid)]
-
-
-def _common(a: str, b: str) -> int:
-    """The length of the prefix `a` and `b` share."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 class Plans:
@@ -104,32 +90,22 @@ class Plans:
         sessions: list[dict[str, Any]],
         names: Names | None = None,
     ) -> None:
-        """`names`: how ids are said (default: among the sessions and the
-        report's entries)."""
+        """`names`: how ids are said (default: among these sessions and entries)."""
         self.report = report
         self.error = error
         self.taken_at = taken_at
         self._sessions = {(s["agent"], s["id"]): s for s in sessions}
-        self._removed: dict[tuple[str, str], dict[str, Any]] = {}
-        self._kept: dict[tuple[str, str], dict[str, Any]] = {}
-        self._failed: dict[tuple[str, str], dict[str, Any]] = {}
-        if report is not None:
-            for name, table in (
-                ("removed", self._removed),
-                ("kept", self._kept),
-                ("failed", self._failed),
-            ):
-                for entry in report[name]:
-                    table[(entry["agent"], entry["id"])] = entry
+        self._removed, self._kept, self._failed = (
+            {(e["agent"], e["id"]): e for e in (report or {}).get(name, ())}
+            for name in ("removed", "kept", "failed")
+        )
         if names is None:
             entries = (*self._sessions, *self._removed, *self._kept, *self._failed)
             names = Names(sid for _, sid in entries)
         self.name = names
 
-    def of(self, agent: str, sid: str) -> Verdict:
-        return self._of(agent, sid, depth=0)
-
-    def _of(self, agent: str, sid: str, depth: int) -> Verdict:
+    def of(self, agent: str, sid: str, depth: int = 0) -> Verdict:
+        """What the plan says of one session (`depth`: of its parent's words)."""
         key = (agent, sid)
         if self.report is None:
             return Verdict(Fate.STAYS, f"stays: {self.error or 'no plan'}")
@@ -214,7 +190,7 @@ class Plans:
             return f"an ancestor of a session that stays ({detail})"
         s = self._sessions.get((agent, child))
         if (agent, child) in self._kept and depth < 3:
-            why = self._of(agent, child, depth + 1).words.removeprefix("kept: ")
+            why = self.of(agent, child, depth + 1).words.removeprefix("kept: ")
             return f"parent of {self.name(child)}, which is kept: {why}"
         if s is not None and s["last_activity"] is not None:
             used = age(s["last_activity"], self.taken_at)

@@ -1,18 +1,11 @@
 """`du --by kind`: the disk the agents fill, by what fills it, with what a
-prune would give back now.
+prune would give back now (`bytes` apparent, `disk_bytes` allocated).
 
-Every group counts `bytes` (apparent, st_size) and `disk_bytes` (allocated,
-as `du` counts), and of each the part a prune would reclaim now. Sessions'
-artifacts come from the index, each kind of every adapter mapped to one
-group by KIND_GROUPS (a kind not in it is counted under "other", never
-dropped); the rest is looked at on disk when asked: the agents' databases
-(their rows, and their free pages), the runtime leftovers in the tmp dirs,
-agentkeep's trash and its own state.
-
-`sessions` of a group is the number of sessions with an artifact of it (a
-session counts in each group it has artifacts in); the trash's is the
-sessions it holds; free pages, leftovers and agentkeep's state are no
-session's (0).
+Sessions' artifacts come from the index, each kind mapped to a group by
+KIND_GROUPS (an unknown kind counts as "other", never dropped); databases,
+leftovers, the trash and agentkeep's state are looked at on disk. A group's
+`sessions` counts the sessions with an artifact in it (the trash's: those it
+holds; free pages, leftovers and state: 0).
 """
 
 from __future__ import annotations
@@ -40,10 +33,7 @@ STATE = "agentkeep-state"
 OTHER = "other"
 
 # Every artifact kind of every adapter, by group. Transcripts: the
-# conversation, and the small records a session is listed, resumed and
-# locked by ("data": the other entries of a session's own dir). Tool
-# output: what its tools and subagents wrote. Snapshots: what it can
-# rewind to.
+# conversation and the records a session is listed, resumed and locked by.
 _KINDS: dict[str, tuple[str, ...]] = {
     TRANSCRIPTS: ("transcript", "rollout", "archived-rollout", "chat", "chat-copy", "chat-history")
     + ("data",)
@@ -58,19 +48,20 @@ _KINDS: dict[str, tuple[str, ...]] = {
     ROWS: ("row",),
 }
 KIND_GROUPS = {kind: group for group, kinds in _KINDS.items() for kind in kinds}
-# Where one agent's kind differs: Claude's `projects/<key>/<id>/` holds its
-# subagents' transcripts and its tools' results.
+# Claude's `projects/<key>/<id>/` holds its subagents' and tools' output.
 AGENT_KIND_GROUPS = {("claude", "session-dir"): TOOL_OUTPUT}
 ORDER = (*_KINDS, FREE_PAGES, LEFTOVERS, TRASH, STATE, OTHER)
 
 
 def group_of(agent: str, kind: str) -> str:
+    """The group an agent's artifact kind counts in."""
     return AGENT_KIND_GROUPS.get((agent, kind)) or KIND_GROUPS.get(kind, OTHER)
 
 
 @dataclass
 class Group:
-    """One line of `du --by kind` (the du shape's group)."""
+    """One group of the du shape: apparent (st_size) and allocated bytes, and
+    of each what a prune would reclaim now."""
 
     key: str
     bytes: int = 0
@@ -80,12 +71,14 @@ class Group:
     reclaimable_disk_bytes: int = 0
 
     def add(self, size: int, disk_size: int, *, reclaimable: bool = False) -> None:
+        """Count what one more thing takes."""
         self.bytes += size
         self.disk_bytes += disk_size
         if reclaimable:
             self.reclaim(size, disk_size)
 
     def reclaim(self, size: int, disk_size: int) -> None:
+        """Count what a prune would give back of it."""
         self.reclaimable_bytes += size
         self.reclaimable_disk_bytes += disk_size
 
@@ -113,8 +106,8 @@ def _sessions(ctx: Context, reclaim: set[tuple[str, str]], found: dict[str, Grou
 
 
 def _databases(ctx: Context, found: dict[str, Group]) -> None:
-    """The agents' databases: their free pages (those a prune owes to give
-    back are reclaimable), and the rest, their rows."""
+    """The agents' databases: their free pages (reclaimable where a prune owes
+    them back), and the rest, their rows."""
     owed = compaction.owed(ctx.state_dir)
     for db in {os.fspath(p) for a in ctx.adapters.values() for p in a.databases()}:
         size, disk_size = _files(db + suffix for suffix in ("", "-wal", "-shm"))
@@ -136,8 +129,7 @@ def _files(paths: Iterable[str]) -> tuple[int, int]:
 
 
 def _leftovers(ctx: Context, found: dict[str, Group]) -> None:
-    """The user's files of a leftover's name (of the enabled agents' kinds):
-    reclaimable when garbage now (the removal's lease may keep one yet)."""
+    """The user's files of a leftover's name: reclaimable when garbage now."""
     files = leftovers.find(ctx.env.tmp_dirs, leftovers.kinds_for(ctx.adapters))
     mine = [f for f in files if stat.S_ISREG(f.st.st_mode) and f.st.st_uid == ctx.env.uid]
     if not mine:
@@ -152,8 +144,8 @@ def _leftovers(ctx: Context, found: dict[str, Group]) -> None:
 
 
 def _agentkeep(ctx: Context, found: dict[str, Group]) -> None:
-    """The trash (its entries past their time reclaimable: a prune lets
-    them go) and the rest of the state dir."""
+    """The trash (entries past their time reclaimable) and the rest of the
+    state dir."""
     whole = disk.measure(ctx.state_dir)
     held = disk.measure(ctx.state_dir / "trash")
     entries = list_entries(ctx.state_dir)

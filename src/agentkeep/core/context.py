@@ -29,8 +29,8 @@ log = structlog.get_logger("agentkeep.core")
 
 
 def _open_index(path: Path) -> Index:
-    """The index; kept in memory when it cannot be written at `path` (a full
-    disk): it is a cache of the disk, so everything still works from memory."""
+    """The index; in memory when it cannot be written at `path` (a cache of
+    the disk: everything still works)."""
     if sqlite3.sqlite_version_info < SQLITE_NEEDED:
         needed = ".".join(map(str, SQLITE_NEEDED))
         raise Failed(
@@ -55,11 +55,8 @@ class Context:
     config_error: str | None
     adapters: dict[str, Adapter]
     index: Index
-    # The last prune's summary when it could not be saved (a full disk):
-    # status shows it from here.
+    # The last prune's summary when it could not be saved: status shows it.
     unsaved_prune: dict[str, Any] | None = None
-    # The trash's expiry, run by each prune and by the daemon's clock: what
-    # one read, the other need not read again.
     trash_expiry: Expiry = field(init=False)
 
     def __post_init__(self) -> None:
@@ -69,9 +66,8 @@ class Context:
 
     @classmethod
     def open(cls, env: Env) -> Context:
-        """One user's view. Refused (exit 1) when the state dir, or a folder
-        of it, is not the user's alone: someone else's pins.json or leases
-        would decide what is removed (paths.private_state_dir)."""
+        """One user's view. Refused (exit 1) when the state dir is not the
+        user's alone: someone else's pins or leases would decide removals."""
         try:
             state_dir = private_state_dir(env)
         except UnsafeDirectory as exc:
@@ -86,6 +82,7 @@ class Context:
         return ctx
 
     def reload(self) -> None:
+        """Read the config again and rebuild the adapters."""
         self.config, self.config_error = view.load(self.env, self.state_dir)
         self.adapters = adapters.build(self.env, self.config)
         self.index.forget_agents(self.adapters)
@@ -93,19 +90,21 @@ class Context:
             log.error("config invalid: pruning stops until it is fixed", error=self.config_error)
 
     def require_config(self) -> Config:
+        """The config, or ConfigInvalid when it is bad."""
         if self.config_error:
             raise ConfigInvalid(self.config_error)
         return self.config
 
     def prunes_on_schedule(self) -> bool:
-        """A scheduled prune runs only with a valid config that sets a
-        retention: without one its turn passes (and starts no process)."""
+        """A scheduled prune runs only with a valid config that sets a retention."""
         return self.config_error is None and self.config.has_retention()
 
     def fingerprint(self) -> dict[str, Any]:
+        """The config path, state dir and roots this view resolved."""
         return view.fingerprint(self.env, self.state_dir, self.adapters)
 
     def adapter(self, agent: str) -> Adapter:
+        """The enabled agent's adapter, or BadParams."""
         try:
             return self.adapters[agent]
         except KeyError:
@@ -113,15 +112,15 @@ class Context:
             raise BadParams(f"unknown or disabled agent {agent!r} (enabled: {known})") from None
 
     def session_id(self, agent: str, raw: str) -> str:
+        """A session id a person typed, canonical, or NotFound."""
         sid = self.adapter(agent).canonical_id(str(raw))
         if sid is None:
             raise NotFound(f"no such session: {agent} {raw!r} is not a valid {agent} session id")
         return sid
 
     def pins(self) -> set[tuple[str, str]]:
-        """Every pin. A damaged pins.json stops whatever needs the pins (a
-        prune above all: a lost pin would let its session go) until a person
-        fixes it."""
+        """Every pin. A damaged pins.json stops whatever needs the pins (a lost
+        pin would let its session go) until a person fixes it."""
         try:
             return Pins(self.state_dir).all()
         except StateFileError as exc:
@@ -136,9 +135,8 @@ class Context:
     def cutoffs(
         self, override: float | None, agent: str | None, now: float
     ) -> dict[str, float | None]:
-        """Each agent's cutoff: exactly now minus its retention (no rounding);
-        None for an agent with a size cap and no retention (by the config,
-        not an override: a person's --older-than asks for age alone)."""
+        """Each agent's cutoff: exactly now minus its retention; None for an
+        agent with a size cap and no retention (not with --older-than)."""
         out: dict[str, float | None] = {}
         for name in [agent] if agent else list(self.adapters):
             retention = override if override is not None else self.config.retention_for(name)
@@ -149,9 +147,8 @@ class Context:
         return out
 
     def shapes(self, override: float | None) -> dict[str, Shape]:
-        """Every agent's keep_last and max_size (prune.shapes); a person's
-        --older-than keeps keep_last (it only keeps more) and drops the
-        size caps (they would remove more than the age asked for)."""
+        """Every agent's keep_last and max_size; --older-than keeps keep_last
+        (it only keeps more) and drops the size caps (they remove more)."""
         out: dict[str, Shape] = {}
         for name in self.adapters:
             cap = self.config.max_size_for(name) if override is None else None

@@ -1,5 +1,5 @@
-"""Where a module's own error ends a request: the one place each is said to
-end it as one of errors.py's kinds, and so with which exit code."""
+"""The one place each module's own error is said to end a request as one of
+errors.py's kinds (and so with which exit code)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ if TYPE_CHECKING:
 @cache
 def _ends_as() -> tuple[tuple[type[Exception], type[Kind]], ...]:
     """The kind each error ends a request as; a subclass before its base."""
-    # Imported when first asked: a command that runs no prune imports none
-    # of the prune's modules.
+    # Imported when first asked: a command that runs no prune imports none of it.
     from agentkeep.prune.report import PruneRefused
 
     return (
@@ -37,7 +36,6 @@ def _ends_as() -> tuple[tuple[type[Exception], type[Kind]], ...]:
 
 
 def ends_as(exc: Ending, message: str | None = None) -> Failure:
-    """The error `exc` ends a request in, saying `message` (by default, what
-    `exc` says)."""
+    """The error `exc` ends a request in, saying `message` (default: `exc`'s)."""
     kind = next(kind for cls, kind in _ends_as() if isinstance(exc, cls))
     return kind(str(exc) if message is None else message)

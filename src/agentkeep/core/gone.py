@@ -1,6 +1,5 @@
-"""`agentkeep history`: the record of what went (history), as a person asks
-for it, and its lines forgotten on request. Always in-process, like the
-trash: it is this user's state dir."""
+"""`agentkeep history`: the record of what went, as a person asks for it, and
+its lines forgotten on request. Always in-process, like the trash."""
 
 from __future__ import annotations
 
@@ -23,24 +22,19 @@ def history_list(
     grep: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every line of the record that matches, oldest first. `workspace`: the
-    folder and everything below it; `grep`: text in the title, id or
-    workspace, case aside. `restorable` says whether `restore` brings the
-    session back now: it is in the trash."""
+    folder and below; `grep`: text in the title, id or workspace, case aside.
+    `restorable`: it is in the trash now."""
     folder = None if workspace is None else os.path.abspath(os.path.expanduser(workspace))
     needle = None if grep is None else grep.casefold()
     in_trash = _in_trash(state_dir)
-    found = []
-    for gone in history.read(state_dir):
-        if agent is not None and gone.agent != agent:
-            continue
-        if folder is not None and not _below(gone.workspace, folder):
-            continue
-        if needle is not None and not _mentions(gone, needle):
-            continue
-        line = gone.to_json()
-        line["restorable"] = gone.restorable and (gone.agent, encode_id(gone.id)) in in_trash
-        found.append(line)
-    return found
+    return [
+        gone.to_json()
+        | {"restorable": gone.restorable and (gone.agent, encode_id(gone.id)) in in_trash}
+        for gone in history.read(state_dir)
+        if (agent is None or gone.agent == agent)
+        and (folder is None or _below(gone.workspace, folder))
+        and (needle is None or _mentions(gone, needle))
+    ]
 
 
 def history_forget(
@@ -49,9 +43,8 @@ def history_forget(
     session_id: str | None = None,
     older_than: str | None = None,
 ) -> dict[str, int]:
-    """Forget the lines of one session (`agent` and `session_id`), or those
-    written longer ago than `older_than` (of `agent` alone, when given).
-    Nothing else: a forget must name what it removes."""
+    """Forget the lines of one session, or those older than `older_than` (of
+    `agent` alone, when given): a forget must name what it removes."""
     if session_id is not None and older_than is not None:
         raise BadParams("history --forget takes --id or --older-than, not both")
     if session_id is not None:
@@ -78,9 +71,8 @@ def _in_trash(state_dir: Path) -> set[tuple[str, str]]:
 
 
 def _below(workspace: str | None, folder: str) -> bool:
-    if workspace is None:
-        return False
-    return workspace == folder or workspace.startswith(folder.rstrip("/") + "/")
+    below = folder.rstrip("/") + "/"
+    return workspace is not None and (workspace == folder or workspace.startswith(below))
 
 
 def _mentions(gone: history.Gone, needle: str) -> bool:

@@ -1,10 +1,8 @@
-"""The index brought up to the disk: a full scan (spread over child
-processes in a big home), a re-list of named sessions (watch events), and
-reconcile, which re-lists only what changed since the last look. Both
-record what could not be listed (adapters.base.unlisted); a permission change
-moves no mtime and no watch sees it, so a reconcile scans an agent again
-whenever a directory of it could not be listed and now can, or the
-reverse."""
+"""The index brought up to the disk: a full scan (spread over child processes
+in a big home), a re-list of named sessions (watch events), and reconcile,
+which re-lists only what changed. A permission change moves no mtime, so a
+reconcile scans an agent again when a directory of it that could not be
+listed now can, or the reverse."""
 
 from __future__ import annotations
 
@@ -58,9 +56,7 @@ def scan(ctx: Context, progress: Progress | None = None) -> dict[str, Any]:
 def _scan(
     ctx: Context, agents: list[str], progress: Progress | None = None
 ) -> dict[str, tuple[int, int, int]]:
-    """Scan `agents` into the index, in one transaction: (sessions,
-    artifacts, bytes) per agent. A big home is measured in child
-    processes (see children.scan)."""
+    """Scan `agents` into the index in one transaction: counts per agent."""
     # Taken before anything is listed: a directory that changes during the
     # scan then differs at the next reconcile, which lists it again.
     unlisted = {agent: base.unlisted(ctx.adapters[agent]) for agent in agents}
@@ -69,9 +65,8 @@ def _scan(
     hints = {agent: split.expected() if split else None for agent, split in split_of.items()}
     estimates = {a: estimate(hint, ctx.index.count(a)) for a, hint in hints.items()}
     expected = sum(n or 0 for n in estimates.values())
-    # Agents that list here before they hand out parts go last, so that
-    # children run the others' parts meanwhile (and the progress total, which
-    # waits for every agent without an estimate, is known early).
+    # Agents that list here before they hand out parts go last: children
+    # run the others' parts meanwhile, and the progress total is known early.
     order = sorted(agents, key=lambda agent: hints[agent] is not None)
     # One agent that does not split its scan would be one part: nothing to spread.
     splits = len(agents) > 1 or any(hint is not None for hint in hints.values())
@@ -106,11 +101,8 @@ def _counted(tally: Tally, agent: str, rows: Iterable[Rows]) -> Iterator[Rows]:
 
 
 class CollectorPause:
-    """Python's cycle collector off while a scan runs. It makes hundreds of
-    thousands of objects (the listing, the rows coming back), none of them
-    in a cycle; the collector walked them again and again as they were
-    made: a tenth of a scan's own CPU. Counted, because daemon threads may
-    scan at once; the collector comes back (if it was on) with the last."""
+    """Python's cycle collector off while a scan runs (it makes many objects,
+    none in a cycle). Counted, as daemon threads may scan at once."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -137,8 +129,8 @@ collector_paused = CollectorPause()
 
 
 def _restored(ctx: Context) -> dict[tuple[str, str], float]:
-    """When sessions were last restored. An unreadable record only costs the
-    index its restore times (prune itself refuses to run without them)."""
+    """When sessions were last restored; an unreadable record costs the index
+    only its restore times (a prune refuses to run without them)."""
     try:
         return restored_at(ctx.state_dir)
     except TrashError as exc:
@@ -150,13 +142,8 @@ def _dir_signatures(
     adapter: Adapter, unlisted: Collection[str]
 ) -> tuple[dict[str, int | None], dict[str, int | None]]:
     """The mtimes of the agent's watched directories, and the signature the
-    index keeps of them: a directory whose mtime is too recent to vouch
-    that it will not change unseen is signed None (disk.signed), so the
-    next reconcile lists it again (else a session made in the same clock
-    tick as the change before it stayed out of the index until the
-    directory changed once more). So is one that cannot be listed
-    (`unlisted`): what it holds is unknown, so a re-list of some sessions
-    (Known) must look at it again, and find it cannot."""
+    index keeps: None for one too recent to vouch for (disk.signed) or one
+    that cannot be listed, so it is looked at again."""
     mtimes, signature = disk.signed(adapter.watch_dirs())
     return mtimes, {d: None if d in unlisted else m for d, m in signature.items()}
 
@@ -173,12 +160,9 @@ RELIST_BATCH = 256
 def relist(
     ctx: Context, agent: str, session_ids: list[str], vanished: Collection[str] = ()
 ) -> None:
-    """List sessions again from the disk into the index, a batch at a time:
-    one listing pass and one transaction per batch, not per session. Of
-    `vanished` (every path of theirs an event named is gone), those the
-    index does not know are left alone: nothing of them is left to index,
-    and after a prune (which forgot its sessions itself) listing them again
-    read the listing of every directory they shared."""
+    """List sessions again from the disk into the index, one listing pass and
+    one transaction per batch. Of `vanished` (every path an event named is
+    gone), those the index does not know are left alone."""
     adapter = ctx.adapters.get(agent)
     if vanished:
         indexed = {s.id for s in ctx.index.sessions_of(agent, vanished)}
@@ -186,9 +170,8 @@ def relist(
     if adapter is None or not session_ids:
         return
     restored = _restored(ctx)
-    # The index's own view of the disk (see adapters.base.Known): a few
-    # sessions listed again (an event's) cost a look at what they had and at
-    # what changed, not a pass over every directory all sessions share.
+    # The index's own view of the disk: a few sessions listed again cost a
+    # look at what they had and what changed, not at every shared directory.
     known = Known(ctx.index.dir_signatures(agent))
     for start in range(0, len(session_ids), RELIST_BATCH):
         batch = session_ids[start : start + RELIST_BATCH]
@@ -200,11 +183,9 @@ def relist(
 
 
 def reconcile(ctx: Context, progress: Progress | None = None) -> int:
-    """Bring the index up to date cheaply: re-list only sessions whose
-    indexed artifacts changed on disk, and those named by entries new in
-    directories whose mtime changed. Returns how many sessions were
-    re-listed (or scanned). `progress` is told of the scans (the first one
-    above all, a full scan of every agent)."""
+    """Bring the index up to date cheaply: re-list only sessions whose indexed
+    artifacts changed on disk, and those named by entries new in directories
+    whose mtime changed. Returns how many were re-listed (or scanned)."""
     olds = {name: ctx.index.dir_signatures(name) for name in ctx.adapters}
     # Never indexed: one full scan of all of them, nothing to re-list after it.
     fresh = [name for name, old in olds.items() if not old]
@@ -224,11 +205,9 @@ def reconcile(ctx: Context, progress: Progress | None = None) -> int:
 
 
 def _listability_changed(ctx: Context, agent: str, now: dict[str, str]) -> bool:
-    """Whether a directory of the agent that could not be listed now can
-    (or is gone), or one that could now cannot (`now`: base.unlisted):
-    which sessions it shows or hides is the adapter's to say, in a scan of
-    the agent (rare: a person changed a permission). Recorded meanwhile
-    when nothing changed."""
+    """Whether a directory of the agent that could not be listed now can (or
+    is gone), or one that could now cannot (`now`): then the agent is scanned.
+    Recorded meanwhile when nothing changed."""
     recorded = ctx.index.unreadable(agent).get(agent, [])
     cleared = (p for p in recorded if p not in now and fsio.list_problem(p) is None)
     if now.keys() - set(recorded) or any(cleared):
@@ -242,9 +221,7 @@ def _listability_changed(ctx: Context, agent: str, now: dict[str, str]) -> bool:
 def _reconcile_agent(
     ctx: Context, agent: str, adapter: Adapter, moved: set[str], progress: Progress | None
 ) -> int:
-    """What changed of one agent's sessions, listed again; past a quarter of
-    what the agent has indexed, one scan of the agent costs less (and needs
-    no path mapped to its session)."""
+    """What changed of one agent's sessions, listed again (or scanned)."""
     gone, newer, known = _changed_artifacts(ctx, agent, moved)
     unknown = [p for d in sorted(moved) for p in fsio.entry_paths(d) if p not in known]
     if listing_again_is_cheaper(len(gone) + len(newer) + len(unknown), ctx.index.count(agent)):
@@ -261,13 +238,10 @@ def _reconcile_agent(
 def _changed_artifacts(
     ctx: Context, agent: str, moved: set[str]
 ) -> tuple[set[str], list[tuple[str, str]], set[str]]:
-    """One lstat per indexed artifact (streamed from the index, nothing
-    read): the sessions with an artifact gone, (path, session) of the
-    artifacts newer on disk (undated ones too), and the indexed paths that
-    lie directly in the `moved` directories. Entries there that the index
-    does not hold are what is new; relisting every session named in a
-    shared directory (file-history/) whenever one came or went would relist
-    them all."""
+    """One lstat per indexed artifact: the sessions with an artifact gone,
+    (path, session) of those newer on disk (or undated), and the indexed
+    paths directly in the `moved` directories (entries there that the index
+    does not hold are what is new)."""
     gone: set[str] = set()
     newer: list[tuple[str, str]] = []
     known: set[str] = set()

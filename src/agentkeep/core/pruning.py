@@ -1,6 +1,5 @@
-"""Running a prune: the scheduled one and a person's, and purge (one named
-session, whatever its age). Each takes the prune lock, lets the Pruner
-(prune.act) plan and act, and records what it did for `status`."""
+"""Running a prune (scheduled or a person's) and purge: each takes the prune
+lock, lets the Pruner plan and act, and records what it did for `status`."""
 
 from __future__ import annotations
 
@@ -28,17 +27,6 @@ from agentkeep.trash.entries import TrashError
 log = structlog.get_logger("agentkeep.core")
 
 
-def _pruner(ctx: Context) -> Pruner:
-    return Pruner(
-        ctx.adapters,
-        ctx.state_dir,
-        index=ctx.index,
-        pins=ctx.pins(),
-        expiry=ctx.trash_expiry,
-        env=ctx.env,
-    )
-
-
 def prune(
     ctx: Context,
     *,
@@ -50,9 +38,7 @@ def prune(
 ) -> PruneReport | None:
     """Remove sessions idle past the cutoff. A scheduled prune re-reads the
     config, skips its turn when another prune runs, and honours the pause;
-    any other prune that is not a dry run waits its turn and lifts the pause.
-    The report is written by whoever asked (its removals are read back from
-    a file as they are written: see RemovedLog)."""
+    any other that is not a dry run waits its turn and lifts the pause."""
     if scheduled:
         ctx.reload()
         if not ctx.prunes_on_schedule():
@@ -92,7 +78,7 @@ def prune(
 
 
 def _save(write: Callable[..., None], *args: Any) -> None:
-    """A state write whose failure (a full disk) costs a record, not the run."""
+    """A state write whose failure costs a record, not the run."""
     try:
         write(*args)
     except OSError as exc:
@@ -112,7 +98,15 @@ def _run_locked(
             # What a writer killed half way left (its temporary file).
             clear_stale(ctx.state_dir)
         try:
-            report = _pruner(ctx).run(opts)
+            pruner = Pruner(
+                ctx.adapters,
+                ctx.state_dir,
+                index=ctx.index,
+                pins=ctx.pins(),
+                expiry=ctx.trash_expiry,
+                env=ctx.env,
+            )
+            report = pruner.run(opts)
         except PruneRefused as exc:
             raise ends_as(exc) from None
         except TrashError as exc:
@@ -125,8 +119,7 @@ def _run_locked(
             summary = report.summary(opts.now, opts.scheduled) | {"preview": preview}
         elif not opts.dry_run:
             summary = report.summary(opts.now, opts.scheduled)
-        # The report is what the run did: a record that cannot be written
-        # (a full disk) is one error line, never the report's loss.
+        # A record that cannot be written is one error line, never the report's loss.
         try:
             if summary is not None and not opts.dry_run and not opts.scheduled:
                 lift_pause(ctx.state_dir, opts.now)
@@ -150,8 +143,7 @@ def _last_ts(ctx: Context) -> dict[str, Any]:
 def purge(
     ctx: Context, *, agent: str, id: str, dry_run: bool = False, cascade: bool = False
 ) -> PruneReport:
-    """Remove one named session now, whatever its age, and nothing else:
-    refused (exit 4) when live, held, pinned or the ancestor of a session that
+    """Remove one named session now, whatever its age: refused (exit 4) when it
     stays; --cascade takes the descendants first under the same rules."""
     ctx.require_config()
     sid = ctx.session_id(agent, id)
@@ -170,22 +162,15 @@ def purge(
     )
     report = _run_locked(ctx, opts, wait=True)
     assert report is not None
-    if any(k.agent == agent and k.id == sid for k in report.kept):
-        why = _why(report, agent, sid)
-        raise Refused(f"refused: {agent} {sid} stays ({why})", report=report.to_json())
+    for k in report.kept:
+        if (k.agent, k.id) == (agent, sid):
+            why = f"{k.reason.value}: {k.detail}" if k.detail else k.reason.value
+            raise Refused(f"refused: {agent} {sid} stays ({why})", report=report.to_json())
     return report
 
 
-def _why(report: PruneReport, agent: str, sid: str) -> str:
-    for k in report.kept:
-        if k.agent == agent and k.id == sid:
-            return f"{k.reason.value}: {k.detail}" if k.detail else k.reason.value
-    return "kept"
-
-
 def _cascade(adapter: Adapter, sid: str) -> list[str]:
-    """What a --cascade purge takes first: the descendants as the disk lists
-    them now (the plan then orders them, children first)."""
+    """The descendants as the disk lists them now (the plan orders them)."""
     children: dict[str, list[str]] = {}
     for s in adapter.sessions():
         if s.parent:

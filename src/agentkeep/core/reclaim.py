@@ -1,17 +1,16 @@
-"""What the sessions take and what a prune would give back: `du`, and the
-reclaimable part that `du`, `ls` and the first-hour hint show.
-
-What a prune would remove is the prune's own plan (prune.plan.decide) for
-the sessions as indexed, so the estimate and the prune cannot disagree on a
-rule; only the disk's changes since the index last looked can differ."""
+"""What the sessions take and what a prune would give back (`du`, and the
+reclaimable part `du`, `ls` and the first-hour hint show): the prune's own
+plan (plan.decide) of the sessions as indexed, so the two never disagree on
+a rule."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
-from agentkeep.core.bykind import du_by_kind
+from agentkeep.core.bykind import Group, du_by_kind
 from agentkeep.core.context import Context
 from agentkeep.errors import BadParams
 from agentkeep.index import IndexedSession
@@ -26,32 +25,22 @@ Key = tuple[str, str]
 SUGGESTED_RETENTION = "30d"
 SUGGESTED_SECONDS = 30 * 86400.0
 
-# A du group: `bytes` the apparent size (st_size, as the contract has it),
-# `disk_bytes` what it takes on disk (allocated blocks, as `du` counts), and
-# of each what a prune would reclaim now.
-_DU_FIELDS = ("bytes", "disk_bytes", "sessions", "reclaimable_bytes", "reclaimable_disk_bytes")
-
 
 def du(ctx: Context, by: str = "agent") -> dict[str, Any]:
+    """The contract's du shape, by agent, workspace or kind."""
     if by not in ("agent", "workspace", "kind"):
         raise BadParams(f"--by must be agent, workspace or kind, not {by!r}")
     reclaim = reclaimable(ctx)
     if by == "kind":
         return du_by_kind(ctx, reclaim)
-    groups: dict[str, dict[str, Any]] = {}
+    groups: dict[str, Group] = {}
     for s in ctx.index.each_session():
         key = s.agent if by == "agent" else (s.workspace or "(unknown)")
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = {"key": key} | dict.fromkeys(_DU_FIELDS, 0)
-        g["bytes"] += s.bytes
-        g["disk_bytes"] += s.disk_bytes
-        g["sessions"] += 1
-        if (s.agent, s.id) in reclaim:
-            g["reclaimable_bytes"] += s.bytes
-            g["reclaimable_disk_bytes"] += s.disk_bytes
-    ordered = sorted(groups.values(), key=lambda g: (-g["bytes"], g["key"]))
-    return {"by": by, "groups": ordered}
+        g = groups.get(key) or groups.setdefault(key, Group(key))
+        g.add(s.bytes, s.disk_bytes, reclaimable=(s.agent, s.id) in reclaim)
+        g.sessions += 1
+    ordered = sorted(groups.values(), key=lambda g: (-g.bytes, g.key))
+    return {"by": by, "groups": [asdict(g) for g in ordered]}
 
 
 def reclaimable(
@@ -60,16 +49,14 @@ def reclaimable(
     known: Mapping[Key, str] | None = None,
     rows: list[IndexedSession] | None = None,
 ) -> set[Key]:
-    """Sessions a prune would remove now (ignoring max_removals): the plan's
-    candidates. `retention` overrides the config's (for "what would 30 days
-    reclaim"). `known`: the states of sessions just looked at (an `ls`
-    listing's), not looked at again; `rows`: the index's sessions, when
-    they were read already."""
-    plan = indexed_plan(ctx, retention, known, rows)
+    """Sessions a prune would remove now (ignoring max_removals). `retention`
+    overrides the config's; `known`: states just looked at (an `ls`
+    listing's); `rows`: the index's sessions, when read already."""
+    plan = _indexed_plan(ctx, retention, known, rows)
     return set() if plan is None else {s.key for s in plan.candidates}
 
 
-def indexed_plan(
+def _indexed_plan(
     ctx: Context,
     retention: float | None = None,
     known: Mapping[Key, str] | None = None,
@@ -89,24 +76,21 @@ def indexed_plan(
             continue  # no retention: it stays, and so do its ancestors
         sessions[r.agent].append(indexed(r))
         cutoff = cutoffs[r.agent]
-        # The use of sessions old enough by age is looked up at once; the
-        # plan asks about the rest (a size cap's) one by one, when it must.
+        # The use of those old enough by age is looked up at once; the plan
+        # asks about the rest (a size cap's) one by one, when it must.
         dated_old = cutoff is not None and r.last_activity is not None and r.last_activity < cutoff
         if dated_old and (r.agent, r.id) not in known:
             old.setdefault(r.agent, []).append(r.id)
-    # Only the old sessions' use is asked about (the plan asks no other).
     watch = ctx.watch()
     looked = survey(watch, ctx.index, old) if old else Observed(pins=frozenset(watch.pins))
-    seen = _merged(looked, _as_evidence(known))
+    seen = _with_known(looked, known)
     options = PruneOptions(cutoffs=cutoffs, now=now, shapes=ctx.shapes(retention))
     return decide(sessions, seen, options)
 
 
 def plan_words(ctx: Context, session: dict[str, Any]) -> Verdict:
-    """What the plan says of one indexed session (its `ls` row), in the
-    words `show` and the `ui` use: it goes at the next prune (and why), it
-    is kept (and why), or it stays (not old enough)."""
-    plan = indexed_plan(ctx)
+    """What the plan says of one indexed session (its `ls` row), in words."""
+    plan = _indexed_plan(ctx)
     now = time.time()
     if plan is None:
         return Plans(None, "no retention and no max_size are set", now, [session]).of(
@@ -130,23 +114,18 @@ def plan_words(ctx: Context, session: dict[str, Any]) -> Verdict:
 _LISTED_LIVE = Holder(None, HolderKind.PROCESS, "live when listed")
 
 
-def _as_evidence(known: Mapping[Key, str]) -> Observed:
-    """The states a listing just gave, as the evidence they stand for."""
+def _with_known(looked: Observed, known: Mapping[Key, str]) -> Observed:
+    """`looked`, with the states a listing just gave as the evidence they stand for."""
     return Observed(
-        holding={key: (_LISTED_LIVE,) for key, state in known.items() if state == State.LIVE},
-        leased={key: "held when listed" for key, state in known.items() if state == State.HELD},
-        pins=frozenset(key for key, state in known.items() if state == State.PINNED),
+        {**looked.holding, **{k: (_LISTED_LIVE,) for k, s in known.items() if s == State.LIVE}},
+        {**looked.leased, **{k: "held when listed" for k, s in known.items() if s == State.HELD}},
+        looked.pins | {k for k, s in known.items() if s == State.PINNED},
     )
 
 
-def _merged(a: Observed, b: Observed) -> Observed:
-    return Observed({**a.holding, **b.holding}, {**a.leased, **b.leased}, a.pins | b.pins)
-
-
 def reclaim_hint(ctx: Context, known: Mapping[Key, str] | None = None) -> dict[str, Any] | None:
-    """With no retention configured: what a 30-day retention would reclaim
-    (nothing to say while the config is bad: its error says what to fix).
-    `known`: as reclaimable() takes it."""
+    """With no retention configured (and a good config): what a 30-day
+    retention would reclaim. `known`: as reclaimable() takes it."""
     if ctx.config.has_retention() or ctx.config_error:
         return None
     rows = ctx.index.sessions()

@@ -1,8 +1,5 @@
-"""Sessions as the index holds them, with their state: `ls`, `show`, `pin`.
-
-A state comes from prune.evidence, the one rule of use the prune's plan
-also reads: `ls` surveys only the sessions something names, `show` looks at
-its session fully (every holder, every held lease)."""
+"""Sessions as the index holds them, with their state (prune.evidence, the
+rule the plan reads): `ls`, `show`, `pin`."""
 
 from __future__ import annotations
 
@@ -25,8 +22,7 @@ Key = tuple[str, str]
 
 
 def session_json(s: IndexedSession, state: State) -> dict[str, Any]:
-    """The contract's session object; `unreadable` (the places that could
-    not be listed, the session kept unsafe for them) only when it has some."""
+    """The contract's session object (`unreadable` only when it has some)."""
     doc: dict[str, Any] = {
         "agent": s.agent,
         "id": s.id,
@@ -43,8 +39,7 @@ def session_json(s: IndexedSession, state: State) -> dict[str, Any]:
 
 
 def states(ctx: Context, ids: Mapping[str, Iterable[str]]) -> dict[Key, State]:
-    """The state of each of the sessions in `ids` (by agent, each read once)
-    that is not idle."""
+    """The state of each session of `ids` (by agent) that is not idle."""
     if not ids:
         return {}
     seen = evidence.survey(ctx.watch(), ctx.index, ids)
@@ -55,9 +50,8 @@ def states(ctx: Context, ids: Mapping[str, Iterable[str]]) -> dict[Key, State]:
 
 def ls_text(ctx: Context, agent: str | None = None, idle_over: str | None = None) -> JSONText:
     """`ls` as the CLI prints it, folded (jsontext): SQLite writes each
-    session's object, and only the few that are not idle are looked at. The
-    text is read from the index as it is sent, a batch at a time, within
-    one read of the index begun here (the states and the texts agree)."""
+    session's object, read as it is sent within one read of the index begun
+    here (the states and the texts agree)."""
     if agent is not None:
         ctx.adapter(agent)
     cutoff = None
@@ -79,8 +73,7 @@ _LS_BATCH = 1000
 def _ls_parts(
     ctx: Context, rows: Iterator[tuple[str, str, str]], found: dict[Key, State]
 ) -> Iterator[str]:
-    """The rows' texts with their states, folded (jsontext.folded_list), a
-    batch at a time; ends the read ls_text() began."""
+    """The rows' texts with their states, folded; ends ls_text()'s read."""
     try:
         yield from folded_list(_with_states(ctx, batch, found) for batch in _batches(rows))
     finally:
@@ -113,7 +106,7 @@ def _with_states(
 
 def _written_here(ctx: Context, keys: list[Key], found: dict[Key, State]) -> dict[Key, str]:
     """The folded objects of the sessions SQLite cannot write as Python's
-    json does (index.written_as_python)."""
+    json does."""
     by_agent: dict[str, list[str]] = {}
     for agent, sid in keys:
         by_agent.setdefault(agent, []).append(sid)
@@ -126,8 +119,7 @@ def _written_here(ctx: Context, keys: list[Key], found: dict[Key, State]) -> dic
 
 
 def find(ctx: Context, agent: str, raw_id: str) -> IndexedSession:
-    """The indexed session a person named; listed again when the index does
-    not have it yet (it may be behind the disk)."""
+    """The indexed session a person named, listed again if the index lacks it."""
     sid = ctx.session_id(agent, raw_id)
     found = ctx.index.get(agent, sid)
     if found is None:
@@ -139,8 +131,8 @@ def find(ctx: Context, agent: str, raw_id: str) -> IndexedSession:
 
 
 def show(ctx: Context, agent: str, id: str, *, verdict: bool = True) -> dict[str, Any]:
-    """One session, with its artifacts, holders and children; `verdict`:
-    also what the prune's plan says of it (plan_words), with what to do."""
+    """One session, with its artifacts, holders and children; `verdict`: and
+    what the prune's plan says of it, with what to do."""
     found = find(ctx, agent, id)
     watch = ctx.watch()
     session = evidence.indexed(found, ctx.index.artifacts(agent, found.id))
@@ -190,6 +182,7 @@ _WHAT_TO_DO = {
 
 
 def pin(ctx: Context, agent: str, id: str, pinned: bool = True) -> dict[str, Any]:
+    """Pin (or unpin) a session."""
     found = find(ctx, agent, id)
     ctx.pins()  # a damaged file is reported, never overwritten
     Pins(ctx.state_dir).set(agent, found.id, pinned)

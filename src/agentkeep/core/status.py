@@ -1,6 +1,4 @@
-"""The fields of `status` the core knows: the index's count, the config's
-health, the last prune, whether the schedule is paused, and what could not
-be listed."""
+"""The fields of `status` the core knows."""
 
 from __future__ import annotations
 
@@ -13,11 +11,12 @@ from agentkeep.statefiles import read_json
 
 
 def status_fields(ctx: Context) -> dict[str, Any]:
-    """`unreadable`: the places the index recorded as not listable, by
-    agent, only when there are some (their sessions are kept unsafe)."""
+    """The index's count, the config's health, the last prune, the pause;
+    `unreadable` (by agent) only when there are some."""
     last = ctx.unsaved_prune or read_json(ctx.state_dir / "last_prune.json", None)
     if isinstance(last, dict):
         last = {k: v for k, v in last.items() if k != "ts"}
+    waiting = compaction.waiting_bytes(ctx.state_dir)
     fields = {
         "version": __version__,
         "sessions": ctx.index.count(),
@@ -28,18 +27,12 @@ def status_fields(ctx: Context) -> dict[str, Any]:
         },
         "last_prune": last,
         "paused": read_pause(ctx.state_dir) or state_disk_full(ctx.state_dir),
-        "compaction_waiting": _compaction_waiting(ctx),
+        # Free pages of databases a prune could not compact yet.
+        "compaction_waiting": {"bytes": sum(waiting.values()), "databases": len(waiting)}
+        if waiting
+        else None,
     }
     unreadable = ctx.index.unreadable()
     if unreadable:
         fields["unreadable"] = unreadable
     return fields
-
-
-def _compaction_waiting(ctx: Context) -> dict[str, int] | None:
-    """The free pages of databases a prune could not compact (a process had
-    them open), which a later prune gives back."""
-    waiting = compaction.waiting_bytes(ctx.state_dir)
-    if not waiting:
-        return None
-    return {"bytes": sum(waiting.values()), "databases": len(waiting)}

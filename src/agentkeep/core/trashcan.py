@@ -1,5 +1,5 @@
 """The trash as a person sees it: list, empty, restore, and its expiry.
-Always in-process: it is this user's state dir (trash holds the mechanics)."""
+Always in-process (trash holds the mechanics)."""
 
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from agentkeep.trash.restoring import RESTORED
 
 
 def expire_trash(ctx: Context) -> list[TrashEntry]:
+    """Let the trash's due entries go."""
     return ctx.trash_expiry.run(time.time())
 
 
 def compress_trash(state_dir: Path) -> dict[str, int]:
-    """Compress every trash entry still waiting (trash.packing): after a
-    prune's report is out, and hourly in the daemon."""
+    """Compress every trash entry still waiting (after a prune, and hourly)."""
     waiting = packing.waiting(state_dir)
     if not waiting:
         return {"compressed": 0, "bytes": 0, "compressed_bytes": 0, "waiting": 0}
@@ -57,12 +57,13 @@ def _entry_json(e: TrashEntry) -> dict[str, Any]:
 
 
 def trash_list(state_dir: Path) -> dict[str, Any]:
+    """Every entry in the trash."""
     return {"entries": [_entry_json(e) for e in list_entries(state_dir)]}
 
 
 def trash_empty(state_dir: Path, older_than: str | None = None) -> dict[str, Any]:
-    """Free the trash now (all of it, or what was trashed longer ago than
-    `older_than`), each entry under its session's lease as expiry takes it."""
+    """Free the trash now (all of it, or what is older than `older_than`),
+    each entry under its session's lease."""
     before = None if older_than is None else time.time() - parse_age(older_than, "--older-than")
     done = empty(state_dir, trashed_before=before)
     return {
@@ -73,16 +74,14 @@ def trash_empty(state_dir: Path, older_than: str | None = None) -> dict[str, Any
 
 
 def trash_total(state_dir: Path) -> dict[str, int]:
-    """What the trash holds: its sessions, and the bytes emptying it frees
-    (an entry's archive once it is compressed)."""
+    """What the trash holds: its sessions, and the bytes emptying it frees."""
     entries = list_entries(state_dir)
     kept = sum(e.bytes if e.packed is None else e.packed.bytes for e in entries)
     return {"bytes": kept, "sessions": len(entries)}
 
 
 def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
-    """Put a session back from the trash (with its trashed ancestors), then
-    list it again into the index."""
+    """Put a session (and its trashed ancestors) back, into the index too."""
     sid = ctx.session_id(agent, id)
     try:
         result = restoring.restore(ctx.state_dir, agent, sid, now=time.time())
@@ -105,8 +104,7 @@ def restore(ctx: Context, agent: str, id: str) -> dict[str, Any]:
 
 
 def _went(state_dir: Path, agent: str, sid: str) -> str:
-    """What the record of what went says of a session not in the trash: when
-    it went for good, and what it was ("" when it does not name it)."""
+    """What the record says of a session not in the trash ("" when nothing)."""
     last = None
     for gone in history.read(state_dir):
         if (gone.agent, gone.id) == (agent, sid):

@@ -25,14 +25,10 @@ from agentkeep.rmtree import Parents
 log = structlog.get_logger("agentkeep.prune")
 
 # Sessions checked under their leases and journaled together (one durable
-# write per batch, see journal); each holds its leases until it is removed.
-# Each batch lists again the directories its sessions share: batches this
-# big cost the check under the lease least on big homes.
+# write per batch); each holds its leases until it is removed.
 BATCH = 1024
-# Descriptors each held session takes at most (its own lease, and its
-# agent's lock file: see Adapter.lock_files), and those the rest of a
-# prune uses meanwhile (the index, the journal, the removal's cursors, a
-# trash entry's, the agents' databases).
+# Descriptors a held session takes at most (its lease, its agent's lock
+# file), and those the rest of a prune uses meanwhile.
 FDS_PER_SESSION = 2
 FDS_BESIDE = 128
 
@@ -41,10 +37,9 @@ FDS_BESIDE = 128
 STOP = threading.Event()
 
 
-def batch_size() -> int:
+def _batch_size() -> int:
     """BATCH, or as many sessions as fit with their leases in the files this
-    process may open (its limit first raised towards what BATCH needs): a
-    batch that did not fit kept its last sessions for a lease error."""
+    process may open (its limit first raised towards what BATCH needs)."""
     soft = descriptors.allow(BATCH * FDS_PER_SESSION + FDS_BESIDE)
     return max(1, min(BATCH, (soft - FDS_BESIDE) // FDS_PER_SESSION))
 
@@ -63,14 +58,14 @@ def since(why: str, agent: str, opts: PruneOptions) -> float:
 
 @dataclass
 class _Held:
-    """A planned session whose leases are held; once checked again, the
-    session as listed from the disk under them."""
+    """A planned session whose leases are held (once checked, as listed again)."""
 
     session: Session
     taken: leases.Taken
     why: str
 
     def entry(self, opts: PruneOptions) -> JournalEntry:
+        """Its journal entry."""
         s = self.session
         paths = [a.path for a in s.artifacts]
         cutoff = None if self.why == PURGE else since(self.why, s.agent, opts)
@@ -78,8 +73,7 @@ class _Held:
 
 
 class Act:
-    """One run's act on its plan: what it decided so far, told to the
-    report (and to opts.progress) as it goes."""
+    """One run's act on its plan, told to the report (and opts.progress) as it goes."""
 
     def __init__(
         self,
@@ -101,14 +95,13 @@ class Act:
         self._to_cap = False
         self.goal = 0
 
-    # -- the act ----------------------------------------------------------
     def run(self, plan: list[Session], why: Mapping[tuple[str, str], str]) -> None:
         """Act on `plan` (in removal order; `why` each goes) a batch at a
-        time: a batch ends at batch_size(), before a session whose child
+        time: a batch ends at _batch_size(), before a session whose child
         waits in it (a parent is checked once its children are gone), and
         at max_removals."""
         self._count(plan)
-        size = batch_size()
+        size = _batch_size()
         batch: list[_Held] = []
         waiting: set[tuple[str, str]] = set()
         for s in plan:
@@ -120,11 +113,11 @@ class Act:
                 self._remove_batch(self._checked(batch))
                 batch, waiting = [], set()
             if STOP.is_set():
-                self.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
+                self._stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
             elif self._capped():
-                self.stay(Kept(s.agent, s.id, Reason.CAPPED, "over max_removals"))
+                self._stay(Kept(s.agent, s.id, Reason.CAPPED, "over max_removals"))
             elif isinstance(taken := self.removing.take(s, dry_run=self.opts.dry_run), Kept):
-                self.stay(taken)
+                self._stay(taken)
             else:
                 batch.append(_Held(s, taken, why.get(s.key, AGE)))
                 waiting.add(s.key)
@@ -141,49 +134,48 @@ class Act:
         return len(self.report.removed) + pending >= self.opts.max_removals
 
     def _checked(self, batch: list[_Held]) -> list[_Held]:
-        """Invariant 4: with every lease of the batch held, its sessions
-        listed from the disk again (one pass per agent) and each checked
-        again (plan.check_again); the index may be stale, this never is.
-        Those still to go, in the plan's order, carrying their fresh
-        listing; the rest are released."""
-        ready: set[int] = set()
-        by_agent: dict[str, list[_Held]] = {}
-        for held in batch:
-            by_agent.setdefault(held.session.agent, []).append(held)
-        for agent, items in by_agent.items():
+        """Invariant 4: with every lease of the batch held, its sessions listed
+        from the disk again and each checked again (plan.check_again). Those
+        still to go, in the plan's order, as listed again; the rest released."""
+        fresh: dict[str, dict[str, Session | None]] = {}
+        for agent in dict.fromkeys(h.session.agent for h in batch):
             view = self.views[agent]
-            fresh = view.listed_again([h.session.id for h in items])
+            fresh[agent] = view.listed_again(
+                [h.session.id for h in batch if h.session.agent == agent]
+            )
             view.refresh()  # a fork made after the plan shows as a child from here on
-            # Read after every lease of the batch was taken: a process
-            # started since the plan shows.
-            evidence = self.removing.watch.evidence(fresh=True)
-            for held in items:
-                s = fresh[held.session.id]
-                kept = None
-                if s is not None:
-                    children = [c for c in view.children(s.id) if (agent, c) not in self.removed]
-                    activity = self.removing.activity(s)
-                    kept = check_again(
-                        s,
-                        activity,
-                        since=since(held.why, agent, self.opts),
-                        evidence=evidence,
-                        children=children,
-                        purge=held.why == PURGE,
-                    )
-                if s is None or kept is not None:
-                    held.taken.release()  # gone already, or it stays
-                    if kept is not None:
-                        self.stay(kept)
-                    continue
+        # Read with every lease held: a process started since the plan shows.
+        evidence = self.removing.watch.evidence(fresh=True)
+        ready = []
+        for held in batch:
+            agent = held.session.agent
+            s = fresh[agent][held.session.id]
+            kept = None
+            if s is not None:
+                kept = check_again(
+                    s,
+                    self.removing.activity(s),
+                    since=since(held.why, agent, self.opts),
+                    evidence=evidence,
+                    children=[
+                        c
+                        for c in self.views[agent].children(s.id)
+                        if (agent, c) not in self.removed
+                    ],
+                    purge=held.why == PURGE,
+                )
+            if s is None or kept is not None:
+                held.taken.release()  # gone already, or it stays
+                if kept is not None:
+                    self._stay(kept)
+            else:
                 held.session = s
-                ready.add(id(held))
-        return [held for held in batch if id(held) in ready]
+                ready.append(held)
+        return ready
 
     def _remove_batch(self, batch: list[_Held]) -> None:
         """Remove sessions held and checked. Invariant 5: the batch's journal
-        entry is durable before anything is removed, and names every removal
-        that failed half way until a run finishes it."""
+        entry is durable before anything is removed."""
         if not batch:
             return
         parents = Parents()
@@ -210,16 +202,15 @@ class Act:
             why = f"cannot write the journal {self.journal.dir}: {exc.strerror or exc}"
             log.error("journal write failed; this batch removes nothing", error=why)
             for r in batch:
-                self.fail(Failed(r.session.agent, r.session.id, why), r.session)
+                self._fail(Failed(r.session.agent, r.session.id, why), r.session)
             return None
 
     def _remove_one(self, n: int, held: _Held, parents: Parents) -> bool:
         """Remove one session of a batch; False when it failed half way (its
-        journal entry stays). The session being removed is finished when
-        agentkeep is told to stop; the rest of the batch stays."""
+        journal entry stays). Told to stop, the rest of the batch stays."""
         s = held.session
         if n and STOP.is_set():
-            self.stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
+            self._stay(Kept(s.agent, s.id, Reason.CAPPED, "agentkeep is stopping"))
             return True
         outcome = self.removing.remove(
             s,
@@ -231,14 +222,13 @@ class Act:
             why=held.why,
         )
         if isinstance(outcome, Removed):
-            outcome.why = held.why
             if not self.opts.dry_run:
                 held.taken.discard()  # the session is gone: its lease file too
             held.taken.release()
-            self.removed_one(outcome)
+            self._removed_one(outcome)
             return True
         held.taken.release()
-        self.fail(outcome, s)
+        self._fail(outcome, s)
         return False
 
     def _end_batch(self, written: Path, unfinished: list[_Held]) -> None:
@@ -252,19 +242,17 @@ class Act:
             # The whole batch stays: the next run finds the rest gone.
             log.error("journal not narrowed", path=str(written), error=str(exc))
 
-    # -- what was decided ---------------------------------------------------
     def _count(self, plan: list[Session]) -> None:
-        """What opts.progress is told: the planned sessions decided so far,
-        or, when max_removals stops the run first, the removals toward it
-        (a bar that counted every candidate would never get there)."""
+        """What opts.progress is told: the planned sessions decided so far, or,
+        when max_removals stops the run first, the removals toward it."""
         self.planned = {s.key for s in plan}
         opts, removed = self.opts, self._before[0]
         room = None if opts.max_removals is None else max(0, opts.max_removals - removed)
         self._to_cap = opts.purge is None and room is not None and room < len(plan)
         self.goal = room if self._to_cap and room is not None else len(plan)
-        self.tell()
+        self._tell()
 
-    def tell(self) -> None:
+    def _tell(self) -> None:
         if self.opts.progress is None:
             return
         r, (removed, kept, failed) = self.report, self._before
@@ -273,22 +261,24 @@ class Act:
             done += len(r.kept) - kept + len(r.failed) - failed
         self.opts.progress("checking" if self.opts.dry_run else "pruning", done, self.goal)
 
-    def removed_one(self, outcome: Removed) -> None:
+    def _removed_one(self, outcome: Removed) -> None:
         self.report.removed.append(outcome)
         self.report.residual.extend((outcome.agent, outcome.id, p) for p in outcome.residual)
         self.removed.add((outcome.agent, outcome.id))
-        self.tell()
+        self._tell()
 
-    def stay(self, outcome: Kept) -> None:
+    def _stay(self, outcome: Kept) -> None:
+        """`outcome` stays, and so does every ancestor waiting in the plan."""
         self.report.kept.append(outcome)
         self.kept.add((outcome.agent, outcome.id))
         self._ancestors_stay(outcome.agent, outcome.id)
-        self.tell()
+        self._tell()
 
-    def fail(self, outcome: Failed, session: Session) -> None:
+    def _fail(self, outcome: Failed, session: Session) -> None:
+        """`session` failed: its ancestors stay."""
         self.report.failed.append(outcome)
         self._ancestors_stay(session.agent, session.id)
-        self.tell()
+        self._tell()
 
     def _ancestors_stay(self, agent: str, sid: str) -> None:
         """A session stays: so does every ancestor still waiting in the plan

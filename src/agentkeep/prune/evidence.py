@@ -1,16 +1,10 @@
-"""Who holds a session: the evidence of use a prune's plan reads.
+"""Who holds a session: the evidence of use the prune's plan reads.
 
-A session is in use when a process holds it (the process table, read through
-the agent's adapter), when a lease of it is held (agentkeep's own, or a lock
-file of the agent's, probed with leases.is_held), or when it is pinned. The
-plan (plan.static_reason) asks only for what it needs, in that order, and
-only of sessions old enough to go: a lease probe takes a flock for a
-moment, and the process table is read at the first question. So the
-evidence is looked up on demand, and the same lookup serves the plan and the
-check under the leases (`fresh`), which asks it again.
-
-`state` names the same rule for `ls` and `show`, and `survey` looks it up for
-many indexed sessions at once, only for those something names.
+In use: a process holds it (read through the agent's adapter), a lease of it
+is held (agentkeep's own or an agent's lock file), or it is pinned. Looked up
+on demand, only for sessions old enough to go, and again, `fresh`, under the
+leases. `state` names the same rule for `ls` and `show`; `survey` looks it up
+for many indexed sessions at once.
 """
 
 from __future__ import annotations
@@ -44,7 +38,9 @@ class Evidence(Protocol):
         """A held lease of it, described (`lease <path>`), or None."""
         ...
 
-    def pinned(self, s: Session) -> bool: ...
+    def pinned(self, s: Session) -> bool:
+        """Whether it is pinned."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -56,18 +52,21 @@ class Observed:
     pins: frozenset[tuple[str, str]] = frozenset()
 
     def holders(self, s: Session) -> Sequence[Holder]:
+        """The processes seen holding it."""
         return self.holding.get(s.key, ())
 
     def lease(self, s: Session) -> str | None:
+        """Its held lease seen, described."""
         return self.leased.get(s.key)
 
     def pinned(self, s: Session) -> bool:
+        """Whether it was pinned."""
         return s.key in self.pins
 
 
 class Watch:
-    """The evidence of one user's sessions, looked up when asked: one
-    process table for a whole run, read again as it ages."""
+    """The evidence of one user's sessions, looked up when asked: one process
+    table for a whole run, read again as it ages."""
 
     def __init__(
         self,
@@ -77,8 +76,8 @@ class Watch:
         uid: int | None = None,
         procs: ProcessTable | None = None,
     ) -> None:
-        """`procs`: a process table read already, kept as the evidence for
-        this Watch's life (only a `fresh` look adds what started since)."""
+        """`procs`: a process table read already, kept for this Watch's life
+        (only a `fresh` look adds what started since)."""
         self.adapters = adapters
         self.state_dir = state_dir
         self.pins = pins
@@ -87,16 +86,14 @@ class Watch:
         self._procs_at = math.inf if procs is not None else 0.0
 
     def evidence(self, fresh: bool = False) -> Evidence:
-        """`fresh`: for the check under the lease: the process table is
-        looked at again now (see procs), once for every session checked
-        with this evidence (a batch whose leases are all held already)."""
+        """`fresh`: for the check under the leases, the process table looked
+        at again now, once for every session checked with this evidence."""
         return _Looked(self, self.procs(fresh=True) if fresh else None)
 
     def procs(self, fresh: bool = False) -> ProcessTable:
-        """The user's processes. `fresh` (the check under the lease): at least
-        every process started since the last look is read, so one that began
-        after the plan is seen; a full snapshot at most PROCESS_SNAPSHOT_TTL
-        old also catches a command line exec'd in place."""
+        """The user's processes. `fresh`: every process started since the last
+        look is read too; a full snapshot at most PROCESS_SNAPSHOT_TTL old also
+        catches a command line exec'd in place."""
         stale = time.monotonic() - self._procs_at > PROCESS_SNAPSHOT_TTL
         if self._procs is None or stale:
             self._procs = ProcessTable.snapshot(self.uid)
@@ -106,13 +103,13 @@ class Watch:
         return self._procs
 
     def lease(self, s: Session, ours: bool = True) -> str | None:
-        held = next(self.held_leases(s, ours), None)
+        """A held lease of `s`, described (`ours`: see _held_leases)."""
+        held = next(self._held_leases(s, ours), None)
         return None if held is None else f"lease {held}"
 
-    def held_leases(self, s: Session, ours: bool = True) -> Iterator[Path]:
-        """The held leases of `s`: agentkeep's own, then the agent's lock
-        files. `ours` False: its lease file is known not to exist (nothing to
-        probe)."""
+    def _held_leases(self, s: Session, ours: bool = True) -> Iterator[Path]:
+        """The held leases of `s`: agentkeep's own (unless `ours` is False: it
+        has no lease file), then the agent's lock files."""
         paths = [leases.lease_path(self.state_dir, s.agent, s.id)] if ours else []
         paths += self.adapters[s.agent].lock_files(s)
         return (path for path in paths if leases.is_held(path))
@@ -120,31 +117,33 @@ class Watch:
     def holders(self, s: Session) -> list[Holder]:
         """Every holder of `s`, its held leases among them (what `show` lists)."""
         found = list(self.adapters[s.agent].holders(s, self.procs()))
-        found += [Holder(None, HolderKind.LEASE, str(p)) for p in self.held_leases(s)]
+        found += [Holder(None, HolderKind.LEASE, str(p)) for p in self._held_leases(s)]
         return found
 
 
 @dataclass(frozen=True)
 class _Looked:
+    """The Watch's evidence (Watch.evidence)."""
+
     watch: Watch
-    # The table read for the check under the lease; None: the plan's, read
-    # at its first question.
-    procs: ProcessTable | None
+    procs: ProcessTable | None  # read for the check under the leases; None: the plan's
 
     def holders(self, s: Session) -> Sequence[Holder]:
+        """The processes holding it."""
         procs = self.procs if self.procs is not None else self.watch.procs()
         return self.watch.adapters[s.agent].holders(s, procs)
 
     def lease(self, s: Session) -> str | None:
+        """A held lease of it, described."""
         return self.watch.lease(s)
 
     def pinned(self, s: Session) -> bool:
+        """Whether it is pinned."""
         return s.key in self.watch.pins
 
 
 def state(evidence: Evidence, s: Session) -> State:
-    """The rule of use as `ls` and `show` name it, asked in static_reason's
-    order: held by a process (live), by a lease (held), pinned, or idle."""
+    """The rule of use as `ls` and `show` name it, in static_reason's order."""
     if evidence.holders(s):
         return State.LIVE
     if evidence.lease(s):
@@ -153,8 +152,7 @@ def state(evidence: Evidence, s: Session) -> State:
 
 
 def shown(watch: Watch, s: Session) -> tuple[State, list[Holder]]:
-    """Every holder of `s` (its held leases among them) and the state they
-    make, from one look: what `show` gives."""
+    """Every holder of `s` (held leases among them) and its state, from one look."""
     holders = watch.holders(s)
     held = [h.detail for h in holders if h.kind is HolderKind.LEASE]
     seen = Observed(
@@ -166,10 +164,8 @@ def shown(watch: Watch, s: Session) -> tuple[State, list[Holder]]:
 
 
 def indexed(s: IndexedSession, artifacts: list[Artifact] | None = None) -> Session:
-    """An indexed session as the plan and the evidence read one: its time
-    and unsafe reason as the index recorded them, with `artifacts` (the
-    adapters read their evidence of use, such as Claude's registry files,
-    from these)."""
+    """An indexed session as the plan reads one, with `artifacts` (those the
+    adapter reads its evidence of use from)."""
     return Session(
         s.agent,
         s.id,
@@ -185,12 +181,9 @@ def indexed(s: IndexedSession, artifacts: list[Artifact] | None = None) -> Sessi
 
 
 def survey(watch: Watch, index: Index, ids: Mapping[str, Iterable[str]]) -> Observed:
-    """The evidence of the sessions `ids` (by agent), looked up at once:
-    only the suspects are looked at one by one, so listing tens of thousands
-    of sessions costs one look for each that something names. Every other
-    one is idle for certain (see _suspects). Each agent's ids are read once,
-    as they come (an `ls` streams them from the index, never holding them
-    all); the pins given back are those of `ids`."""
+    """The evidence of the sessions `ids` (by agent, each read once), looked
+    up at once: only the suspects (_suspects) one by one; every other one is
+    idle for certain. The pins given back are those of `ids`."""
     kinds = set().union(*(a.evidence_kinds for a in watch.adapters.values()))
     arts = index.all_artifacts(next(iter(ids)) if len(ids) == 1 else None, kinds)
     procs = watch.procs()  # one table for the whole survey
@@ -225,11 +218,9 @@ _LOOKED_AT = 1000
 
 
 def _lease_named(state_dir: Path, agent: str) -> Callable[[str], bool] | None:
-    """Whether an id has a lease file (only those can be held); None when
-    none has. A lease file's name is its id percent-encoded, so the few
-    names are decoded rather than every id encoded; a name that does not
-    encode back is no id's, except a long id's cut and completed with a
-    digest, which sends every id through encode_id()."""
+    """Whether an id has a lease file (only those can be held); None when none
+    has. The few names are decoded rather than every id encoded, unless one
+    is a long id's digest form (`%%`)."""
     try:
         names = os.listdir(state_dir / "leases" / agent)
     except OSError:
@@ -256,17 +247,12 @@ def _suspects(
     found: set[str],
     lease_named: Callable[[str], bool] | None,
 ) -> tuple[list[str], set[str]]:
-    """Those of the agent's `ids` that may be other than idle, given `found`
-    (the ids with a pin, or with evidence artifacts that may_hold() them)
-    and `lease_named` (whether an id has a lease file), and those of them
-    with a lease file; every other one is idle for certain. An adapter's
-    holders() reads a session through its id (a whole token of a command
-    line), its `evidence_kinds` artifacts (as may_hold() says), and what
-    does not depend on the session (a process with the agent's database
-    open, one naming a path under a store's root), which a probe with an
-    empty id and no artifacts finds. When that probe, or a process that
-    cannot be read, could hold any session, or the adapter has lock files
-    of its own, every session is a suspect. `ids` is read once."""
+    """Those of `ids` that may be other than idle, and those of them with a
+    lease file. holders() reads a session through its id (a whole token of
+    a command line), its evidence artifacts (`found`: with those, or a pin)
+    and what no session names, which a probe with an empty id finds: when
+    that probe or an unreadable process could hold any session, or the
+    adapter has lock files of its own, every session is a suspect."""
     every = (
         adapter is None
         or bool(procs.doubtful())

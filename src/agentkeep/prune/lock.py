@@ -14,7 +14,7 @@ log = structlog.get_logger("agentkeep.leases")
 
 
 class PrunerLock:
-    """The prune lock, taken by acquire() (or `with`) and given back by release()."""
+    """The prune lock, taken by acquire() and given back by release()."""
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir
@@ -28,11 +28,8 @@ class PrunerLock:
 
     def acquire(self, *, wait: bool) -> bool:
         """Take the lock; False when another prune holds it and `wait` is
-        False. With `wait`, waits for as long as the other prune runs: a
-        prune takes minutes at most, and the one waiting says so on the log;
-        in the CLI an interrupt (Ctrl-C) ends the wait, as flock(2) returns
-        EINTR to Python's signal handler. Raises Failed when the
-        lock cannot be taken at all: then no prune runs."""
+        False, else waits as long as it runs (Ctrl-C ends the wait). Raises
+        Failed when the lock cannot be taken at all: then no prune runs."""
         if self.held:
             return True
         try:
@@ -55,10 +52,3 @@ class PrunerLock:
         if self._lease is not None:
             self._lease.release()
             self._lease = None
-
-    def __enter__(self) -> PrunerLock:
-        self.acquire(wait=True)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()

@@ -1,6 +1,5 @@
-"""The scheduled prune's pause, the one owner of the pause files
-(pause.json, pause-lifted.json) and of the record of the last prune
-(last_prune.json)."""
+"""The scheduled prune's pause: the one owner of pause.json,
+pause-lifted.json and the record of the last prune (last_prune.json)."""
 
 from __future__ import annotations
 
@@ -28,55 +27,46 @@ def pause_for(
     activity: Callable[[Session], float | None],
 ) -> str | None:
     """Why this scheduled run pauses: a pause recorded already, a full disk,
-    or a new reason (recorded in pause.json)."""
+    or a new reason (recorded in pause.json). An empty index never pauses."""
     existing = read_pause(state_dir) or state_disk_full(state_dir)
-    if existing:
+    if existing or not any(view.sessions for view in views.values()):
         return existing
-    reason = pause_reason(state_dir, views, opts, activity)
+    # Agents with a size cap alone have no cutoff: only the clock is checked.
+    cutoffs = {a: c for a, c in opts.cutoffs.items() if c is not None}
+    times = [
+        (t, agent)
+        for agent, view in views.items()
+        if agent in cutoffs
+        for s in view.sessions.values()
+        if (t := activity(s)) is not None
+    ]
+    reason = _reason(state_dir, opts.now, cutoffs, times)
     if reason:
         write_json(state_dir / "pause.json", {"reason": reason, "since": rfc3339(opts.now)})
         log.warning("scheduled prune paused", reason=reason)
     return reason
 
 
-def pause_reason(
-    state_dir: Path,
-    views: dict[str, DiskView],
-    opts: PruneOptions,
-    activity: Callable[[Session], float | None],
+def _reason(
+    state_dir: Path, now: float, cutoffs: dict[str, float], times: list[tuple[float, str]]
 ) -> str | None:
-    """The scheduled prune pauses itself when the clock or the machine looks
-    wrong: a clock behind the last prune, more than the retention since the
-    last prune, or even the newest session idle past the retention. An empty
-    index never pauses."""
-    if not any(view.sessions for view in views.values()):
-        return None  # an empty index never pauses
+    """The clock or the machine looks wrong: a clock behind the last prune,
+    more than the retention since it, or even the newest session (`times`,
+    by agent) idle past the retention."""
     try:
         last = read_state(state_dir / "last_prune.json", _summary)
     except StateFileError as exc:
         # Without it the clock cannot be checked: pause (a person's prune
         # writes it afresh).
         return f"the record of the last prune cannot be read: {exc}"
-    # Agents with a size cap alone have no cutoff: only the clock is checked.
-    cutoffs = {a: c for a, c in opts.cutoffs.items() if c is not None}
-    retention = min((opts.now - c for c in cutoffs.values()), default=None)
+    retention = min((now - c for c in cutoffs.values()), default=None)
     if last and isinstance(last.get("ts"), int | float):
-        if opts.now < last["ts"]:
-            return (
-                f"the clock reads {rfc3339(opts.now)}, before the last prune at {last.get('time')}"
-            )
-        if retention is not None and opts.now - last["ts"] > retention:
+        if now < last["ts"]:
+            return f"the clock reads {rfc3339(now)}, before the last prune at {last.get('time')}"
+        if retention is not None and now - last["ts"] > retention:
             return f"more than the retention has passed since the last prune at {last.get('time')}"
-    times = [
-        (t, view_agent)
-        for view_agent, view in views.items()
-        if view_agent in cutoffs
-        for s in view.sessions.values()
-        if (t := activity(s)) is not None
-    ]
-    all_idle = bool(times) and all(t < cutoffs[a] for t, a in times)
     acknowledged = state_dir / "pause-lifted.json"
-    if not all_idle:
+    if not times or any(t >= cutoffs[a] for t, a in times):
         remove(acknowledged)  # the machine looks normal again
         return None
     # A person who lifted this pause has seen it: the sessions a capped
@@ -113,8 +103,7 @@ _ROOM = 64 * 1024
 
 def state_disk_full(state_dir: Path) -> str | None:
     """Why the scheduled prune waits for room: the disk holding the state dir
-    is full, and every removal would fail without its journal entry. Not
-    recorded (there is no room to): it lasts as long as the disk is full."""
+    is full, so no removal could be journaled. Not recorded (no room to)."""
     try:
         st = os.statvfs(state_dir)
     except OSError:
@@ -133,4 +122,5 @@ def lift_pause(state_dir: Path, now: float) -> None:
 
 
 def record_last_prune(state_dir: Path, summary: dict[str, Any]) -> None:
+    """Record the last prune's summary (what `status` shows)."""
     write_json(state_dir / "last_prune.json", summary)

@@ -1,7 +1,6 @@
 """The prune's plan, a pure value: which sessions go, in which order, and why
-every other old session stays. decide() reads the sessions as listed, the
-evidence of use and the options; it touches no disk and no process itself
-(the evidence it is given may look, see evidence)."""
+every other old session stays. decide() touches no disk and no process
+itself (the evidence it is given may look)."""
 
 from __future__ import annotations
 
@@ -16,17 +15,13 @@ from agentkeep.prune.evidence import Evidence
 from agentkeep.prune.report import Kept, PruneOptions, PruneRefused
 
 Key = tuple[str, str]
-
-
 AGE, SIZE, PURGE = "age", "size", "purge"
 
 
 @dataclass(frozen=True)
 class PrunePlan:
-    """`candidates` in removal order (longest idle first across agents, each
-    after its descendants), with `why` each goes (AGE, SIZE or PURGE);
-    `kept`: every old session that stays, with why, in the order found
-    (each ancestor of one that stays among them)."""
+    """`candidates` in removal order, with `why` each goes (AGE, SIZE or
+    PURGE); `kept`: every old session that stays, with why, in the order found."""
 
     candidates: tuple[Session, ...]
     kept: tuple[Kept, ...]
@@ -35,8 +30,8 @@ class PrunePlan:
 
 
 def check_floor(cutoffs: Mapping[str, float | None], now: float) -> None:
-    """Invariant 1: nothing updated in the last 24 hours is ever pruned.
-    Enforced here, inside the prune, whatever the caller checked before."""
+    """Invariant 1: nothing updated in the last 24 hours is ever pruned,
+    enforced inside the prune whatever the caller checked."""
     for agent, cutoff in cutoffs.items():
         if cutoff is not None and (not math.isfinite(cutoff) or cutoff > now - MIN_RETENTION):
             raise PruneRefused(
@@ -46,8 +41,7 @@ def check_floor(cutoffs: Mapping[str, float | None], now: float) -> None:
 
 
 def ancestors(session_id: str, parent_of: Callable[[str], str | None]) -> Iterator[str]:
-    """Every ancestor of a session, nearest first; survives cycles and
-    parents that no longer exist."""
+    """Every ancestor of a session, nearest first; survives cycles."""
     seen = {session_id}
     current = parent_of(session_id)
     while current is not None and current not in seen:
@@ -57,8 +51,7 @@ def ancestors(session_id: str, parent_of: Callable[[str], str | None]) -> Iterat
 
 
 def descendants(session_id: str, children_of: Callable[[str], Iterable[str]]) -> list[str]:
-    """Every descendant of a session, each after its parent (a purge's
-    --cascade); survives cycles."""
+    """Every descendant of a session, each after its parent; survives cycles."""
     out: list[str] = []
     stack, seen = [session_id], {session_id}
     while stack:
@@ -71,8 +64,8 @@ def descendants(session_id: str, children_of: Callable[[str], Iterable[str]]) ->
 
 
 def known_activity(s: Session, restored: float | None) -> float | None:
-    """The newest time of the session that could be read (ordering and age
-    only; an unreadable time keeps it, see static_reason)."""
+    """The newest time of the session that could be read (for ordering and age
+    only: an unreadable time keeps it, see static_reason)."""
     times = [a.mtime for a in s.own_artifacts if a.mtime is not None]
     times += [t for t in (s.updated, restored) if t is not None]
     return max(times) if times else None
@@ -86,11 +79,9 @@ def static_reason(
     purge: bool = False,
     under_lease: bool = False,
 ) -> Kept | None:
-    """Why a session stays whatever its age (invariants 2 and 4). A purge
-    ignores age, so an unreadable time does not stop it. `under_lease`:
-    every lease of the session is held by the caller exclusively
-    (leases.take_session: ours and the agent's lock files), so nobody else
-    holds one, and the evidence is looked at afresh."""
+    """Why a session stays whatever its age (invariants 2 and 4); a purge
+    ignores age, and so an unreadable time. `under_lease`: the caller holds
+    every lease of it exclusively (leases.take_session), so nobody else does."""
     if not purge and activity is None:
         if s.unsafe:  # a place that cannot be listed leaves it undated too: say why
             return Kept(s.agent, s.id, Reason.UNSAFE, s.unsafe)
@@ -117,13 +108,10 @@ def check_again(
     children: Sequence[str],
     purge: bool,
 ) -> Kept | None:
-    """Invariant 4, the last word before a removal: `s` as listed again from
-    the disk while every lease of it is held (leases.take_session), and
-    checked again. Written at or after `since` (the cutoff; for a purge,
-    when it began; for a journaled removal, when that began), held by a
-    process, pinned, unsafe, or the parent of any of `children` (those
-    still on disk and not removed by this run): it stays. The prune's act
-    and the journal's finish both decide here, so the two cannot differ."""
+    """Invariant 4, the last word before a removal, for `s` listed again from
+    the disk under all its leases: written at or after `since`, live,
+    pinned, unsafe, or the parent of one of `children` (still there): it
+    stays. The act and the journal's finish both decide here."""
     if not purge and activity is None:
         return Kept(s.agent, s.id, Reason.UNDATED, "a time of it cannot be read")
     if activity is not None and activity >= since:
@@ -142,16 +130,13 @@ def decide(
     options: PruneOptions,
     restored: Mapping[Key, float] | None = None,
 ) -> PrunePlan:
-    """The plan for `sessions` (each agent's, as listed; every agent of
-    options.cutoffs). `restored`: when a session was last restored from the
-    trash. Refused (PruneRefused) under the floor, as the prune is.
+    """The plan for `sessions` (each agent's, as listed). `restored`: when a
+    session was last restored from the trash. Refused under the floor.
 
-    Old enough to go: idle past the agent's cutoff (or named by a purge).
-    Of those, each stays that is live, held, pinned, undated or unsafe
-    (static_reason), or one of its workspace's keep_last most recent
-    (shapes.recent); then every ancestor of a session that stays stays.
-    Last, while a size cap (max_size) is exceeded by what is left, the
-    longest idle others go too (shapes.over_size)."""
+    Old enough to go: idle past the agent's cutoff (or named by a purge). Of
+    those, each stays that static_reason keeps or that is one of the
+    keep_last most recent; then every ancestor of one that stays. Last,
+    while a max_size is exceeded, the longest idle others go too."""
     restored = restored or {}
     purge = options.purge is not None
     if not purge:
@@ -163,7 +148,12 @@ def decide(
     recent_keys: set[Key] = set()
     for agent, listed in by_id.items():
         targets = _targets(agent, listed.values(), options, restored)
-        recent = _recent(agent, listed.values(), options, restored) if not purge else {}
+        shape = options.shapes.get(agent)
+        recent: dict[str, str] = {}
+        if shape is not None and not purge:
+            recent = shapes.recent(
+                listed.values(), shape.keep_last, lambda s: known_activity(s, restored.get(s.key))
+            )
         recent_keys.update((agent, sid) for sid in recent)
         for s in listed.values():
             if s.id not in targets:
@@ -180,7 +170,11 @@ def decide(
                 staying.append(s.key)
     candidate_keys = {c.key for c in candidates}
     for agent, sid in staying:
-        _keep_ancestors(agent, sid, _parents(by_id[agent]), kept, candidate_keys)
+        # Invariant 3: every ancestor of a session that stays, stays (a recent
+        # one is not old enough to be in the report).
+        for parent in ancestors(sid, _parents(by_id[agent])):
+            if (agent, parent) not in kept and (agent, parent) in candidate_keys:
+                kept[(agent, parent)] = Kept(agent, parent, Reason.ANCESTOR, f"parent of {sid}")
     remaining = [s for s in candidates if s.key not in kept]
     why = {s.key: PURGE if purge else AGE for s in remaining}
     if not purge:
@@ -192,15 +186,6 @@ def decide(
     return PrunePlan(tuple(order), tuple(kept.values()), dict(options.cutoffs), why)
 
 
-def _recent(
-    agent: str, listed: Iterable[Session], options: PruneOptions, restored: Mapping[Key, float]
-) -> dict[str, str]:
-    shape = options.shapes.get(agent)
-    if shape is None or shape.keep_last <= 0:
-        return {}
-    return shapes.recent(listed, shape.keep_last, lambda s: known_activity(s, restored.get(s.key)))
-
-
 def _for_size(
     by_id: Mapping[str, Mapping[str, Session]],
     evidence: Evidence,
@@ -209,10 +194,8 @@ def _for_size(
     keep: set[Key],
     planned: set[Key],
 ) -> list[Session]:
-    """What goes for size: each cap (max_size) whose agents are all in this
-    run, applied to every session of theirs, those staying for any reason
-    (`keep`: kept in the report, or one of the last N) counted and never
-    taken (shapes.over_size)."""
+    """What goes for size under each cap whose agents are all in this run,
+    those staying for any reason (`keep`) counted and never taken."""
     groups: dict[str, tuple[int, list[str]]] = {}
     for agent, shape in options.shapes.items():
         if shape.max_size is not None:
@@ -226,9 +209,9 @@ def _for_size(
     for limit, agents in groups.values():
         if not all(agent in by_id for agent in agents):
             continue  # a cap shared with agents this run does not list
-        cap = shapes.SizeCap(limit, [s for a in agents for s in by_id[a].values()])
         chosen += shapes.over_size(
-            cap,
+            limit,
+            [s for a in agents for s in by_id[a].values()],
             planned,
             keep,
             activity=lambda s: s.last_activity(restored.get(s.key)),
@@ -263,28 +246,13 @@ def _targets(
     }
 
 
-def _keep_ancestors(
-    agent: str,
-    sid: str,
-    parent_of: Callable[[str], str | None],
-    kept: dict[Key, Kept],
-    candidates: set[Key],
-) -> None:
-    """Invariant 3: every ancestor of a session that stays, stays."""
-    for parent in ancestors(sid, parent_of):
-        if (agent, parent) in kept or (agent, parent) not in candidates:
-            continue  # kept already, or recent: not old enough to be in the report
-        kept[(agent, parent)] = Kept(agent, parent, Reason.ANCESTOR, f"parent of {sid}")
-
-
 def removal_order(
     plan: Sequence[Session],
     sessions: Mapping[str, Mapping[str, Session]],
     restored: Mapping[Key, float],
 ) -> list[Session]:
-    """Longest idle first across every agent (max_removals takes the
-    oldest), and each session after its descendants (invariant 3): a
-    session's planned descendants are pulled ahead of it, deepest first."""
+    """Longest idle first across every agent (max_removals takes the oldest),
+    each after its planned descendants, deepest first (invariant 3)."""
     planned = {s.key: s for s in plan}
     activity = {key: known_activity(s, restored.get(key)) for key, s in planned.items()}
     floor = min((t for t in activity.values() if t is not None), default=0.0)

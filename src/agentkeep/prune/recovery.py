@@ -1,6 +1,6 @@
-"""Finishing the journal: a removal killed half way is finished by the
-next run (invariant 5), through the same steps as a fresh removal (take,
-check again, remove: prune.remove and plan.check_again)."""
+"""Finishing the journal: a removal killed half way is finished by the next
+run (invariant 5), through the steps of a fresh removal (Removing.take,
+plan.check_again, Removing.remove)."""
 
 from __future__ import annotations
 
@@ -31,15 +31,10 @@ def finish_journal(
     report: PruneReport,
     trash_for: float,
 ) -> bool:
-    """Finish each removal the journal names, descendants first (as a plan
-    orders them: a child finished here no longer keeps its parent). Each is
-    taken as a fresh removal is (every lease of it, the agent's lock files
-    among them), listed from the disk again and checked again under them: a
-    session written, opened, held or pinned since, or the parent of one
-    that stays, stays. A session whose primary record is back (or never
-    went: its batch was journaled whole) is left to the plan. What is
-    finished or kept is in the report (invariant 9). True when anything
-    was removed."""
+    """Finish each removal the journal names, descendants first, each taken,
+    listed again and checked again as a fresh removal is. A session whose
+    primary record is there is left to the plan. What is finished or kept
+    is in the report (invariant 9). True when anything was removed."""
     pending = journal.pending()
     pending.sort(key=lambda e: -_depth(e, views))
     removed: set[tuple[str, str]] = set()
@@ -75,10 +70,9 @@ def _finish(
     report: PruneReport,
     trash_for: float,
 ) -> Removed | None | bool:
-    """One journaled removal: the Removed record when finished; None when
-    there is nothing to finish (gone, or left to the plan: kept ones in
-    report.kept); False when it waits for a later run (a lease of it is
-    held, or it is kept and no listing shows it)."""
+    """One journaled removal: Removed when finished; None when there is
+    nothing to finish (gone, or left to the plan); False when it waits for
+    a later run (held, or kept and no listing shows it)."""
     adapter = removing.adapters[entry.agent]
     taken = removing.take(Session(entry.agent, entry.id), dry_run=False)
     if isinstance(taken, Kept):
@@ -91,9 +85,8 @@ def _finish(
         view = views.get(entry.agent)
         children = [] if view is None else view.children(s.id)
         purge = entry.cutoff is None
-        # Activity since the removal began keeps it, or at or after the
-        # cutoff it began under (a purge named it whatever its age, but not
-        # whatever is written since).
+        # Activity since the removal began keeps it, or since the cutoff it
+        # began under (a purge: whatever its age, not whatever is written since).
         since = entry.started if purge else min(entry.started, cast(float, entry.cutoff))
         kept = check_again(
             s,
@@ -106,10 +99,8 @@ def _finish(
         if kept is not None:
             log.info("an interrupted removal is not finished", agent=s.agent, id=s.id, why=kept)
             report.kept.append(kept)
-            # A session the listing still shows is the plan's from here on;
-            # one it does not (rows a removal left without the record that
-            # lists them) has only this entry: it waits, as a held one does,
-            # so the run after the reason passes finishes it.
+            # One the listing shows is the plan's from here on; one it does not
+            # (rows left without their record) has only this entry: it waits.
             return None if view is not None and s.id in view.sessions else False
         done = removing.remove(
             s,
@@ -128,35 +119,26 @@ def _finish(
 
 
 def _activity(removing: Removing, s: Session) -> float | None:
-    """The session's activity, with the directories' own mtimes left out:
-    the interrupted removal moved them, and only a write says the session
-    was used since (a file's mtime). Rows that nothing dates any more are
-    left out too (see _undated_rows)."""
-    times = [removing.restored.get(s.key), s.updated]
-    for artifact in s.own_artifacts:
-        if _undated_rows(artifact):
-            continue
-        if artifact.root is None or not artifact.is_dir:
-            times.append(artifact.mtime)  # a file, or rows: as listed
-            if artifact.mtime is None:
-                return None
-            continue
-        newest = disk.newest_file_mtime(artifact.path)
-        if newest is None:
-            return None
-        times.append(newest)
+    """The session's activity without the directories' own mtimes (the
+    interrupted removal moved them) and without undated rows (_undated_rows)."""
     if s.undated:
         return None
+    times = [removing.restored.get(s.key), s.updated]
+    for a in s.own_artifacts:
+        if _undated_rows(a):
+            continue
+        # A file, or rows: as listed; a directory: its newest file.
+        t = a.mtime if a.root is None or not a.is_dir else disk.newest_file_mtime(a.path)
+        if t is None:
+            return None
+        times.append(t)
     known = [t for t in times if t is not None and t != -math.inf]
     return max(known) if known else -math.inf
 
 
 def _undated_rows(artifact: Artifact) -> bool:
-    """Rows with no time of their own: an adapter dates a session's rows by
-    the record it is listed by, which a removal takes first (invariant 5).
-    Left behind by a removal killed half way, they say nothing of a use
-    since it began (a write would have made a record again: then the
-    session is left to the plan), and taking them for an unreadable time
-    kept the session `undated` and forgot it, half removed, for good. A
-    database that cannot be read still makes the session undated."""
+    """Rows with no time of their own: an adapter dates rows by the record the
+    session is listed by, which a removal takes first (invariant 5), so they
+    say nothing of a use since; taken for an unreadable time they would keep
+    a half-removed session `undated` for good."""
     return artifact.root is None and not artifact.primary and artifact.mtime is None

@@ -1,6 +1,5 @@
-"""Taking, checking and removing one session: the steps the prune's act
-and the journal's finish share, so that a removal finished after a kill is
-held to exactly the rules of a fresh one (invariant 5)."""
+"""Taking and removing one session: the steps the prune's act and the
+journal's finish share, so a finished removal keeps a fresh one's rules."""
 
 from __future__ import annotations
 
@@ -23,17 +22,14 @@ from agentkeep.trash.entries import TrashError
 
 log = structlog.get_logger("agentkeep.prune")
 
-# Test seam, None in production: called once a session's leases are taken
-# and before it is listed again, so a test can write to it, fork it or hold
-# it between the plan and the act.
+# Test seam, None in production: called once a session's leases are taken,
+# before it is listed again.
 _after_lease: Callable[[str, str], None] | None = None
 
 
 @dataclass(frozen=True)
 class Removing:
-    """What taking and removing a session needs to know of the user: the
-    adapters, the state dir (leases, trash), the evidence of use, when
-    sessions were last restored, and the record of what went."""
+    """What taking and removing a session needs to know of the user."""
 
     adapters: Mapping[str, Adapter]
     state_dir: Path
@@ -42,6 +38,7 @@ class Removing:
     record: history.Record
 
     def activity(self, s: Session) -> float | None:
+        """Its last activity, its last restore counted."""
         return s.last_activity(self.restored.get(s.key))
 
     def take(self, s: Session, *, dry_run: bool) -> leases.Taken | Kept:
@@ -74,16 +71,34 @@ class Removing:
         parents: Parents | None = None,
         why: str = "age",
     ) -> Removed | Failed:
-        """Remove `s` (held and checked) through its adapter: into a trash
-        entry of its own when `trash_for`, else at once; then a line of the
-        record of what went says so (`why` it went). `gone`: whether this
-        run removed (a dry run: would have removed) another session of the
-        same agent, so a dry run takes a child it would remove first as
-        gone, as the real run finds it."""
-        # Read before anything moves: what a person knows it by.
+        """Remove `s` (held and checked) through its adapter, into a trash
+        entry when `trash_for`, and record `why` it went. `gone`: whether
+        this run removed (or would have) another session of the agent."""
         about = None if dry_run else self._about(s, why, trash_for > 0)
         try:
-            removal = self._removal(s, dry_run, trash_for, now, gone, parents, about)
+            writer = None
+            if trash_for > 0 and not dry_run:
+                from agentkeep.trash.writing import open_entry  # a run that trashes: not a dry one
+
+                writer = open_entry(
+                    self.state_dir,
+                    s.agent,
+                    s.id,
+                    parent=s.parent,
+                    keep_for=trash_for,
+                    now=now,
+                    last_activity=self.activity(s),
+                    about=about,
+                )
+            removal = SessionRemoval(
+                s.agent,
+                s.id,
+                dry_run=dry_run,
+                trash=writer,
+                same_fs_as=self.state_dir,
+                parents=parents,
+                gone=gone,
+            )
         except (TrashError, OSError) as exc:
             return Failed(s.agent, s.id, f"cannot open its trash entry: {exc}")
         try:
@@ -111,57 +126,23 @@ class Removing:
             list(removal.removed),
             list(removal.residuals),
             trashed,
-            databases=_databases(s),
-        )
-
-    def _removal(
-        self,
-        s: Session,
-        dry_run: bool,
-        trash_for: float,
-        now: float,
-        gone: Callable[[str], bool],
-        parents: Parents | None,
-        about: history.Gone | None,
-    ) -> SessionRemoval:
-        writer = None
-        if trash_for > 0 and not dry_run:
-            from agentkeep.trash.writing import open_entry  # a run that trashes: not a dry one
-
-            writer = open_entry(
-                self.state_dir,
-                s.agent,
-                s.id,
-                parent=s.parent,
-                keep_for=trash_for,
-                now=now,
-                last_activity=self.activity(s),
-                about=about,
-            )
-        return SessionRemoval(
-            s.agent,
-            s.id,
-            dry_run=dry_run,
-            trash=writer,
-            same_fs_as=self.state_dir,
-            parents=parents,
-            gone=gone,
+            why,
+            _databases(s),
         )
 
     def _about(self, s: Session, why: str, restorable: bool) -> history.Gone:
-        """Its line of the record of what went, read before it is removed
-        (an adapter's reading never fails a removal)."""
+        """Its line of the record of what went, read before it is removed."""
         try:
             described = self.adapters[s.agent].describe(s)
         except Exception as exc:  # a title is never worth a removal
             log.warning("cannot read what the session is", agent=s.agent, id=s.id, error=str(exc))
             described = Described()
         return history.Gone(
-            time=time.time(),
-            agent=s.agent,
-            id=s.id,
-            why=why,
-            restorable=restorable,
+            time.time(),
+            s.agent,
+            s.id,
+            why,
+            restorable,
             workspace=s.workspace,
             title=described.title,
             bytes=s.bytes,

@@ -27,6 +27,8 @@ class PruneRefused(Exception):
 
 @dataclass
 class Kept:
+    """A session old enough to go that stays, and why."""
+
     agent: str
     id: str
     reason: Reason
@@ -35,26 +37,24 @@ class Kept:
 
 @dataclass
 class Removed:
+    """A session removed (a dry run: that would be)."""
+
     agent: str
     id: str
     bytes: int
     last_activity: float | None
     paths: list[str]
     residual: list[str] = field(default_factory=list)
-    # Of `bytes`, what went into the trash: still on disk until it expires.
-    trashed: int = 0
-    # Why it went: "age" (idle past the cutoff), "size" (over max_size) or "purge".
-    why: str = "age"
+    trashed: int = 0  # of `bytes`, what went into the trash
+    why: str = "age"  # "age", "size" or "purge"
     # The agent's databases its rows were in: they have free pages now.
     databases: list[str] = field(default_factory=list)
 
 
 class RemovedLog:
-    """The sessions one run removed, in the order it removed them. Past a
-    few hundred they wait in a Spool, and are read back as they are
-    reported: a prune of tens of thousands holds none of their paths, most
-    of what a report weighs. A spool that cannot be written keeps the rest
-    in memory: the report loses nothing."""
+    """The sessions one run removed, in order. Past HELD they wait in a Spool
+    and are read back as they are reported; a spool that cannot be written
+    keeps the rest in memory: the report loses nothing."""
 
     HELD = 256
 
@@ -68,6 +68,7 @@ class RemovedLog:
         self.databases: set[str] = set()
 
     def append(self, removed: Removed) -> None:
+        """One more removed."""
         self._held.append(removed)
         self.bytes += removed.bytes
         self.trashed += removed.trashed
@@ -98,6 +99,8 @@ class RemovedLog:
 
 @dataclass
 class Failed:
+    """A session whose removal failed, and the error."""
+
     agent: str
     id: str
     reason: str
@@ -105,6 +108,8 @@ class Failed:
 
 @dataclass
 class PruneReport:
+    """What one run did (the contract's prune report)."""
+
     cutoff: float | None
     cutoffs: dict[str, float | None]
     dry_run: bool
@@ -113,21 +118,18 @@ class PruneReport:
     failed: list[Failed] = field(default_factory=list)
     residual: list[tuple[str, str, str]] = field(default_factory=list)
     paused: str | None = None
-    # When what this run moves to the trash expires (None: no trash).
-    trash_until: float | None = None
-    # Runtime leftovers removed (a dry run: that would be), and databases
-    # that gave their free pages back.
+    trash_until: float | None = None  # when what this run trashes expires
     leftovers: list[Leftover] = field(default_factory=list)
     compacted: list[Compacted] = field(default_factory=list)
 
     @property
     def bytes(self) -> int:
+        """Bytes of the sessions removed."""
         return self.removed.bytes
 
     @property
     def trashed(self) -> int:
-        """Bytes moved to the trash: freed only when it expires (a dry run
-        counts what it would move)."""
+        """Bytes moved to the trash, freed only when it expires."""
         if self.trash_until is None:
             return 0
         return self.bytes if self.dry_run else self.removed.trashed
@@ -139,8 +141,7 @@ class PruneReport:
         return doc
 
     def json_parts(self) -> Iterator[str]:
-        """`json.dumps(self.to_json(), indent=2)` in parts, its removals
-        read back one at a time: never held whole."""
+        """`json.dumps(self.to_json(), indent=2)` in parts, never held whole."""
         return indented_parts(self._doc(paths=True))
 
     def _doc(self, paths: bool) -> dict[str, Any]:
@@ -168,8 +169,6 @@ class PruneReport:
             "residual": [{"agent": a, "id": i, "path": p} for a, i, p in self.residual],
             "leftovers": [leftover.to_json() for leftover in self.leftovers],
             "compacted": [c.to_json() for c in self.compacted],
-            # Removed sessions wait in the trash: nothing of `bytes` is
-            # freed until then, but what could not go there (`freed_bytes`).
             "trash": None
             if self.trash_until is None
             else {
@@ -183,8 +182,7 @@ class PruneReport:
         return doc
 
     def counts(self) -> dict[str, Any]:
-        """How many sessions each outcome had: a dry run removed nothing,
-        and says what it would have removed (`would_remove`)."""
+        """How many sessions each outcome had (a dry run: `would_remove`)."""
         removed = len(self.removed)
         return {
             "removed": 0 if self.dry_run else removed,
@@ -205,8 +203,6 @@ class PruneReport:
             "bytes": 0 if self.dry_run else self.bytes,
             **({"would_free": self.bytes} if self.dry_run else {}),
             "trashed_bytes": self.trashed,
-            # Beside the sessions: leftovers removed (a dry run: that would
-            # be) and what compacting the databases gave back.
             "leftover_bytes": sum(leftover.bytes for leftover in self.leftovers),
             "compacted_bytes": sum(c.bytes_before - c.bytes_after for c in self.compacted),
             # What went wrong, in words (status must say why, not only how many).
@@ -216,10 +212,9 @@ class PruneReport:
 
 @dataclass
 class PruneOptions:
-    """One run. `cutoffs` names every agent considered and its cutoff (None:
-    no retention by age, a size cap only); `shapes` the shapes of every
-    enabled agent (a shared cap is applied only when all its agents are in
-    the run); `purge` names the sessions a person asked for (ignoring age)."""
+    """One run. `cutoffs`: every agent considered and its cutoff (None: a size
+    cap only); `shapes`: every enabled agent's; `purge`: the sessions a
+    person named (whatever their age)."""
 
     cutoffs: dict[str, float | None]
     now: float
@@ -229,5 +224,4 @@ class PruneOptions:
     scheduled: bool = False
     purge: list[tuple[str, str]] | None = None
     shapes: dict[str, Shape] = field(default_factory=dict)
-    # Told of the listing, then of the act (see _Act.tell).
     progress: Progress | None = None

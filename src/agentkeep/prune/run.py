@@ -20,7 +20,7 @@ from agentkeep.progress import Tally, estimate
 from agentkeep.prune.act import Act
 from agentkeep.prune.evidence import Watch
 from agentkeep.prune.pause import pause_for
-from agentkeep.prune.plan import PrunePlan, check_floor, decide
+from agentkeep.prune.plan import check_floor, decide
 from agentkeep.prune.recovery import finish_journal
 from agentkeep.prune.remove import Removing
 from agentkeep.prune.report import PruneOptions, PruneReport
@@ -48,8 +48,7 @@ class Pruner:
         expiry: Expiry | None = None,
         env: Env | None = None,
     ) -> None:
-        """`env`: the user's environment, whose tmp dirs hold the runtime
-        leftovers (None: none are looked for)."""
+        """`env`: whose tmp dirs hold the runtime leftovers (None: none looked for)."""
         self.adapters = adapters
         self.env = env
         self.state_dir = state_dir
@@ -70,30 +69,24 @@ class Pruner:
         report (invariant 9):
 
         1. refuse a cutoff under the 24-hour floor (invariant 1);
-        2. list every agent of the run from the disk, into the index on the
-           way (the disk is the truth, the index a cache);
+        2. list every agent from the disk, into the index on the way;
         3. a scheduled run pauses, changing nothing, when the clock or the
-           home looks wrong (prune.pause);
-        4. finish the journal's removals that a kill stopped half way, each
-           held to the rules of a fresh removal (recovery), and let the
+           home looks wrong (pause);
+        4. finish the journal's interrupted removals (recovery) and let the
            trash's due entries go: neither in a dry run;
         5. plan: the pure decision (plan.decide);
-        6. act on the plan: each candidate's leases taken, the batch listed
-           again and checked again under them, journaled, removed (act);
+        6. act: leases taken, listed and checked again, journaled, removed;
         7. forget the removed sessions in the index;
         8. look again: what still names a removed session is residual;
-        9. a prune (not a purge) removes the runtime leftovers no process
-           uses any more (leftovers; a dry run lists them);
-        10. the databases this run removed rows from, and those an earlier
-           run left waiting, give their free pages back (compaction; never
-           while a process has one open, never in a dry run)."""
+        9. a prune (not a purge) removes the runtime leftovers;
+        10. databases give back the free pages of removed rows (never while
+           a process has one open, never in a dry run)."""
         if opts.purge is None:
             check_floor(opts.cutoffs, opts.now)
         report = _report(opts)
         views = self._list_all(opts)
         if opts.scheduled:
-            # A paused run changes nothing at all: not even the trash, the
-            # last place a session can be had back from.
+            # A paused run changes nothing, not even the trash.
             report.paused = pause_for(self.state_dir, views, opts, self.removing.activity)
             if report.paused:
                 return report
@@ -101,7 +94,8 @@ class Pruner:
             if finish_journal(self.removing, self.journal, views, report, opts.trash_for):
                 views = self._list_all(opts)
             self.expiry.run(time.time())
-        plan = self._plan(views, opts)
+        sessions = {agent: list(view.sessions.values()) for agent, view in views.items()}
+        plan = decide(sessions, self.removing.watch.evidence(), opts, self.removing.restored)
         report.kept.extend(plan.kept)
         if _after_plan is not None:
             _after_plan()
@@ -116,8 +110,7 @@ class Pruner:
         return report
 
     def _leftovers(self, report: PruneReport, opts: PruneOptions) -> None:
-        """Agents leave files by the process, not the session: a prune
-        takes those no process uses any more (a purge names one session)."""
+        """A prune takes the files agents leave by the process, not the session."""
         if opts.purge is not None or self.env is None:
             return
         report.leftovers = leftovers.collect(
@@ -139,14 +132,9 @@ class Pruner:
             self.state_dir, report.removed.databases, known, uid
         )
 
-    def _plan(self, views: dict[str, DiskView], opts: PruneOptions) -> PrunePlan:
-        sessions = {agent: list(view.sessions.values()) for agent, view in views.items()}
-        return decide(sessions, self.removing.watch.evidence(), opts, self.removing.restored)
-
     def _look_again(self, report: PruneReport) -> None:
-        """What still names a removed session, found by looking again from
-        the disk, is residual (an artifact kind the adapter does not know
-        shows here, never vanishes)."""
+        """What still names a removed session, looked at again on the disk, is
+        residual (an artifact kind the adapter does not know never vanishes)."""
         by_agent: dict[str, list[str]] = {}
         for r in report.removed:
             by_agent.setdefault(r.agent, []).append(r.id)
@@ -176,23 +164,25 @@ class Pruner:
         return {agent: views[agent] for agent in opts.cutoffs}
 
     def _list(self, agent: str, tally: Tally | None = None) -> DiskView:
-        """The agent listed from the disk into a view, each session on its
-        way to the index too: neither holds every session's listing at once.
-        What the index does not take (there is none, or its write failed) is
-        listed into the view all the same; a failure of the listing itself
-        is the run's, never taken for the index's."""
+        """The agent listed from the disk into a view, each session on its way
+        to the index too. What the index does not take is listed into the
+        view all the same; a failure of the listing is the run's, never
+        taken for the index's."""
         view = DiskView(self.adapters[agent])
-        listing = _Listing(agent, self.adapters[agent].sessions(), view, tally)
+        listing = _listing(agent, self.adapters[agent].sessions(), view, tally)
         try:
             self._index_write(lambda i: i.replace_agent(agent, listing, self.removing.restored))
-            listing.finish()
+            for _ in listing:  # what the index did not take
+                pass
         except _ListingFailed as failed:
             raise failed.error from None
+        if tally is not None:
+            tally.finish(agent)
         return view
 
     def _index_write(self, write: Callable[[Index], object]) -> None:
-        """The index is a cache of the disk: a write that fails (a full disk)
-        is logged and the prune, which works from the disk, goes on."""
+        """The index is a cache of the disk: a write that fails is logged and
+        the prune, which works from the disk, goes on."""
         if self.index is None:
             return
         try:
@@ -220,33 +210,18 @@ class _ListingFailed(Exception):
         self.error = error
 
 
-class _Listing:
-    """An agent's sessions as they are listed from the disk, each put into
-    the view on its way (to the index, when one takes them)."""
-
-    def __init__(
-        self, agent: str, sessions: Iterator[Session], view: DiskView, tally: Tally | None
-    ) -> None:
-        self.agent, self._sessions, self._view, self._tally = agent, sessions, view, tally
-
-    def __iter__(self) -> Iterator[Session]:
-        return self
-
-    def __next__(self) -> Session:
+def _listing(
+    agent: str, sessions: Iterator[Session], view: DiskView, tally: Tally | None
+) -> Iterator[Session]:
+    """An agent's sessions as listed from the disk, each put into the view."""
+    while True:
         try:
-            s = next(self._sessions)
+            s = next(sessions)
         except StopIteration:
-            raise
+            return
         except Exception as exc:
             raise _ListingFailed(exc) from exc
-        self._view.add(s)
-        if self._tally is not None:
-            self._tally.add(self.agent, 1)
-        return s
-
-    def finish(self) -> None:
-        """List what is left into the view."""
-        for _ in self:
-            pass
-        if self._tally is not None:
-            self._tally.finish(self.agent)
+        view.add(s)
+        if tally is not None:
+            tally.add(agent, 1)
+        yield s

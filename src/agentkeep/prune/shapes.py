@@ -1,16 +1,12 @@
-"""Retention shapes beside age, pure like the plan that composes them
-(plan.decide): `keep_last`, the N most recently active sessions of each
-workspace stay however idle (borg's and restic's --keep-last), and
-`max_size`, while the sessions take more than a cap the longest idle go,
-even younger than the retention (journald's SystemMaxUse=). A session kept
-for any reason counts toward the size and never goes for it, and nothing
-active in the last 24 hours ever goes (invariant 1)."""
+"""Retention shapes beside age, pure like plan.decide: `keep_last` (the N most
+recently active of each workspace stay) and `max_size` (while the sessions
+take more, the longest idle go). A session kept for any reason counts toward
+the size and never goes for it; nothing active in the last 24 hours goes."""
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
 
 from agentkeep.model import Session
 from agentkeep.prune.report import Kept
@@ -20,10 +16,9 @@ Activity = Callable[[Session], float | None]
 
 
 def recent(listed: Iterable[Session], keep_last: int, activity: Activity) -> dict[str, str]:
-    """The ids among the `keep_last` most recently active of their
-    workspace (an unknown workspace is one of its own), with the words
-    that say so. A session whose time cannot be read ranks as the most
-    recent: never guess towards removing."""
+    """The ids among the `keep_last` most recently active of their workspace,
+    with the words that say so. An unreadable time ranks as the most recent:
+    never guess towards removing."""
     if keep_last <= 0:
         return {}
     by_workspace: dict[str | None, list[Session]] = {}
@@ -42,17 +37,9 @@ def _newest_first(activity: float | None) -> float:
     return -activity if activity is not None else float("-inf")
 
 
-@dataclass(frozen=True)
-class SizeCap:
-    """One cap and the sessions it counts: every session of the agents that
-    share it, each with what it takes on disk."""
-
-    limit: int
-    sessions: list[Session]
-
-
 def over_size(
-    cap: SizeCap,
+    limit: int,
+    sessions: list[Session],
     planned: set[Key],
     kept: Collection[Key],
     *,
@@ -61,22 +48,22 @@ def over_size(
     children: Callable[[Session], Iterable[Key]],
     stays: Callable[[Session], Kept | None],
 ) -> list[Session]:
-    """The sessions to remove so that what `cap` counts fits in it, longest
-    idle first: never one `planned` already (it goes anyway), `kept`, or
-    active since `floor`; never one with a child that stays (invariant 3:
-    once each of its children goes, it may). `stays` is asked last, of each
-    one that would go (the evidence of use is looked up only then). What
-    cannot fit stays: it is no removal's."""
-    total = sum(allocated(s) for s in cap.sessions if s.key not in planned)
-    if total <= cap.limit:
+    """The sessions to remove, longest idle first, so that `sessions` (all of
+    the agents sharing a cap) fit in `limit`: never one `planned` already,
+    `kept`, active since `floor`, or with a child that stays (invariant 3).
+    `stays` is asked last, of each one that would go."""
+    total = sum(allocated(s) for s in sessions if s.key not in planned)
+    if total <= limit:
         return []
     eligible = {
         s.key: s
-        for s in cap.sessions
-        if s.key not in planned and s.key not in kept and _idle_since(activity(s), floor)
+        for s in sessions
+        if s.key not in planned
+        and s.key not in kept
+        and (t := activity(s)) is not None
+        and t < floor
     }
-    # Each eligible session waits for its children still there; one with
-    # none waiting is ready, and the idlest ready one goes first.
+    # A session waits for its children still there; the idlest ready one goes first.
     waiting: dict[Key, int] = {}
     parent_of: dict[Key, Key] = {}
     for key, s in eligible.items():
@@ -87,7 +74,7 @@ def over_size(
     ready = [(activity(s) or 0.0, key) for key, s in eligible.items() if not waiting[key]]
     heapq.heapify(ready)
     chosen: list[Session] = []
-    while total > cap.limit and ready:
+    while total > limit and ready:
         _, key = heapq.heappop(ready)
         s = eligible[key]
         if stays(s) is not None:
@@ -102,11 +89,6 @@ def over_size(
     return chosen
 
 
-def _idle_since(activity: float | None, floor: float) -> bool:
-    return activity is not None and activity < floor
-
-
 def allocated(s: Session) -> int:
-    """What a session takes on disk, as `du` counts it (allocated blocks,
-    each inode once)."""
+    """What a session takes on disk, as `du` counts it."""
     return s.disk_bytes if s.disk_bytes is not None else sum(a.disk_bytes for a in s.artifacts)
