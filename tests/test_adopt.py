@@ -463,3 +463,22 @@ def test_a_record_others_can_write_to_is_never_read(fake_home: FakeHome) -> None
 
     assert code == 1 and str(fake_home.state / "adopted") in err
     assert path.read_text() == adopted
+
+
+@pytest.mark.parametrize("kind", [["replace"], {"replace": 1}, 7])
+def test_a_record_of_another_shape_is_named_damaged_and_nothing_is_written(
+    fake_home: FakeHome, kind: object
+) -> None:
+    """A record whose kind is no name adopt writes is "not a record of
+    adopt", whatever JSON stands there, and undo writes nothing."""
+    path = claude_file(fake_home, CLAUDE_SETTINGS)
+    assert adopt(fake_home, "claude")[0] == 0
+    adopted = path.read_text()
+    saved = json.loads(record(fake_home, "claude").read_text())
+    record(fake_home, "claude").write_text(json.dumps({**saved, "kind": kind}))
+
+    code, _, err = adopt(fake_home, "claude", "--undo")
+
+    assert code == 1, err
+    assert "is damaged (not a record of adopt)" in err
+    assert path.read_text() == adopted

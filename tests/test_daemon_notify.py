@@ -52,6 +52,15 @@ def test_watchdog_only_when_asked_and_for_this_process(fake_home) -> None:
     assert Notifier(mine).watchdog_interval() == pytest.approx(0.5)
 
 
+@pytest.mark.parametrize("usec", ["\u00b2", "2e6", "0", "-5", ""])
+def test_a_watchdog_usec_that_is_no_positive_number_asks_for_none(fake_home, usec: str) -> None:
+    """What the daemon starts with: a value int() refuses (a superscript
+    digit) or one not above 0 means no watchdog, never a failed start."""
+    path = str(Path(fake_home.environ["XDG_RUNTIME_DIR"]) / "n.sock")
+    notifier = Notifier({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": usec})
+    assert notifier.watchdog_interval() is None
+
+
 def test_without_notify_socket_nothing_is_sent_and_nothing_fails(fake_home) -> None:
     notifier = Notifier({})
     assert not notifier.enabled

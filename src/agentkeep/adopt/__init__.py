@@ -273,7 +273,8 @@ def _record_shape(value: Any) -> dict[str, Any]:
     """A record as adopt writes it (TypeError otherwise)."""
     texts = {"replace": ("old",), "insert": ("old", "new"), "create": ("content",)}
     kind = value.get("kind") if isinstance(value, dict) else None
-    before = value.get("before") if kind in texts else None
+    # Only a string names a kind (a list or an object would not even hash).
+    before = value.get("before") if isinstance(kind, str) and kind in texts else None
     if not isinstance(before, dict) or not isinstance(before.get("present"), bool):
         raise TypeError("not a record of adopt")
     if not isinstance(value.get("file"), str) or "after" not in value:

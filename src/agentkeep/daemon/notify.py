@@ -26,7 +26,8 @@ class Notifier:
         # WATCHDOG_PID, when set, names the process the watchdog watches.
         if environ.get("WATCHDOG_PID", str(os.getpid())) == str(os.getpid()):
             usec = environ.get("WATCHDOG_USEC") or ""
-            self._watchdog_usec = int(usec) if usec.isdigit() and int(usec) > 0 else None
+            # isdecimal, not isdigit: int() refuses a superscript digit.
+            self._watchdog_usec = int(usec) if usec.isdecimal() and int(usec) > 0 else None
 
     @property
     def enabled(self) -> bool:
