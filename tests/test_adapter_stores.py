@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from agentkeep.adapters import agent_roots, build
+from agentkeep.adapters import build
 from agentkeep.adapters.base import load
 from agentkeep.adapters.stores import StoreAdapter
+from agentkeep.agents import agent_roots
 from agentkeep.config import StoreConfig, load_config
 from agentkeep.model import Session
 from agentkeep.paths import Env

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 from agentkeep import fsio
 from agentkeep.adapters import base
 from agentkeep.adapters.base import Adapter
-from agentkeep.agents import AGENTS, agent_roots
+from agentkeep.agents import AGENTS
 from agentkeep.paths import Env
 
 if TYPE_CHECKING:
     from agentkeep.config import Config
 
-__all__ = ["agent_roots", "build", "evidence_kinds", "unreadable"]
+__all__ = ["build", "evidence_kinds", "unreadable"]
 
 
 def _adapter_class(agent: str) -> type[Adapter]:

@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from agentkeep import adapters, client, dependencies, service, watchplan
+from agentkeep.agents import agent_roots
 from agentkeep.config import Config, ConfigError, defaults, load_config
 from agentkeep.doctor.agents import check_claude, check_gemini, check_qwen
 from agentkeep.doctor.check import Check
@@ -31,7 +32,7 @@ log = structlog.get_logger("agentkeep.doctor")
 def _load(env: Env) -> tuple[Config, ConfigError | None]:
     """The user's config, or (when it is bad) the defaults with the error:
     the other checks still need to know which agents there are."""
-    roots = adapters.agent_roots(env)
+    roots = agent_roots(env)
     try:
         config = load_config(
             env.config_path, home=env.home, state_dir=env.state_dir, agent_roots=roots
