@@ -179,11 +179,11 @@ def test_data_dir_follows_xdg_data_home_wherever_it_points(fake_home: FakeHome) 
     check's to say. A relative value is no XDG value at all."""
     for value in (fake_home.home / "data", fake_home.root / "shared"):
         fake_home.environ["XDG_DATA_HOME"] = str(value)
-        assert adapter(fake_home).data_dir == Path(value) / "opencode"
+        assert adapter(fake_home).root == Path(value) / "opencode"
     fake_home.environ["XDG_DATA_HOME"] = "/srv/../data"
-    assert adapter(fake_home).data_dir == Path("/data/opencode")
+    assert adapter(fake_home).root == Path("/data/opencode")
     fake_home.environ["XDG_DATA_HOME"] = "relative/data"
-    assert adapter(fake_home).data_dir == fake_home.home / ".local" / "share" / "opencode"
+    assert adapter(fake_home).root == fake_home.home / ".local" / "share" / "opencode"
 
 
 def test_leftovers_of_a_half_removal_are_listed(fake_home: FakeHome, tree: OpencodeTree) -> None:

@@ -14,10 +14,11 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from agentkeep import disk, fsio, rootsafety
+from agentkeep import agents, disk, fsio, rootsafety
 from agentkeep.adapters.sqlite import TableRows
 from agentkeep.model import Artifact, Described, Holder, Session
 from agentkeep.paths import Env
@@ -142,6 +143,11 @@ class Adapter(ABC):
 
     def __init__(self, env: Env) -> None:
         self.env = env
+
+    @cached_property
+    def root(self) -> Path:
+        """Its first root as `env` names it (agents.roots)."""
+        return agents.roots(self.name, self.env)[0]
 
     @abstractmethod
     def roots(self) -> list[Root]:

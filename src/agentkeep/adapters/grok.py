@@ -20,7 +20,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import agents, disk, fsio
+from agentkeep import disk, fsio
 from agentkeep.adapters import dirs, heads
 from agentkeep.adapters.base import (
     Adapter,
@@ -50,10 +50,6 @@ class GrokAdapter(Adapter):
 
     name = "grok"
     canonical_id = staticmethod(name_id)
-
-    @cached_property
-    def root(self) -> Path:
-        return agents.roots(self.name, self.env)[0]
 
     @cached_property
     def sessions_dir(self) -> Path:

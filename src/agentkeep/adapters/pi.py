@@ -18,13 +18,12 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 import psutil
 import structlog
 
-from agentkeep import agents, disk, fsio
+from agentkeep import disk, fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.base import Adapter, Known, Root, each_session, session_of, unlisted
 from agentkeep.adapters.claude.ids import UUID, canonical
@@ -76,14 +75,6 @@ class PiAdapter(Adapter):
     canonical_id = staticmethod(canonical)
 
     # -- where ----------------------------------------------------------
-    @cached_property
-    def root(self) -> Path:
-        return agents.roots(self.name, self.env)[0]
-
-    @cached_property
-    def tmp(self) -> list[Path]:
-        return self.env.tmp_dirs
-
     def roots(self) -> list[Root]:
         # The tmp dirs hold the bash logs but are no root of pi's: watching
         # them, or walking them when looking again, would read all of /tmp.
@@ -163,7 +154,7 @@ class PiAdapter(Adapter):
                     self._add(found, item.name, item.path, linked or entry.link)
             else:
                 self._add(found, entry.name, entry.path, linked)
-        for tmp in self.tmp:
+        for tmp in self.env.tmp_dirs:
             root = Root.check(tmp, "tmp", self.env.uid)
             for entry in entries(tmp):
                 if BASH_LOG_NAME.fullmatch(entry.name.encode()) and not entry.dir:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
 import structlog
 
-from agentkeep import agents, fsio
+from agentkeep import fsio
 from agentkeep.adapters import dirs, heads
 from agentkeep.adapters.base import Adapter, Known, Root, each_session, name_id, session_of
 from agentkeep.adapters.times import parse_agent_time
@@ -53,10 +52,6 @@ class ZeroAdapter(Adapter):
 
     name = "zero"
     canonical_id = staticmethod(name_id)
-
-    @cached_property
-    def root(self) -> Path:
-        return agents.roots(self.name, self.env)[0]
 
     def roots(self) -> list[Root]:
         return [Root.check(self.root, "sessions", self.env.uid)]

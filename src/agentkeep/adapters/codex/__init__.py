@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from functools import cached_property
 from pathlib import Path
 
-from agentkeep import agents
 from agentkeep.adapters import heads, rows
 from agentkeep.adapters.base import Adapter, Known, Remover, Root, each_session
 from agentkeep.adapters.codex import listing, removal
@@ -40,11 +38,6 @@ class CodexAdapter(Adapter):
     name = "codex"
     evidence_kinds = frozenset(KINDS)
     id_in_name = UUID
-
-    @cached_property
-    def root(self) -> Path:
-        """$CODEX_HOME, else ~/.codex (agents.roots)."""
-        return agents.roots(self.name, self.env)[0]
 
     # -- where ----------------------------------------------------------
     def roots(self) -> list[Root]:

@@ -49,16 +49,13 @@ class CopilotAdapter(Adapter):
     canonical_id = staticmethod(canonical_id)
 
     @cached_property
-    def home(self) -> Path:
-        return agents.roots(self.name, self.env)[0]
-
-    @cached_property
     def legacy(self) -> Path:
+        """The older installs' home, under $XDG_STATE_HOME."""
         return agents.roots(self.name, self.env)[1]
 
     def roots(self) -> list[Root]:
         return [
-            Root.check(self.home, "home", self.env.uid),
+            Root.check(self.root, "home", self.env.uid),
             Root.check(self.legacy, "legacy", self.env.uid),
         ]
 
@@ -72,7 +69,7 @@ class CopilotAdapter(Adapter):
     ) -> Iterator[Session]:
         """One look at what sessions share, then each id's dirs."""
         places = self._places()
-        found = listing.look(self.env, self._stores(), [self.home, self.legacy], names)
+        found = listing.look(self.env, self._stores(), [self.root, self.legacy], names)
         ids = set(names) if names is not None else listing.ids(places, found)
         yield from each_session(ids, lambda sid: listing.session(self.name, sid, places, found))
 
@@ -144,7 +141,7 @@ class CopilotAdapter(Adapter):
         """Each real `session-state` dir once, through the path that is no
         link when there is one; one only reached through a link is linked."""
         found = []
-        for root in (self.home, self.legacy):
+        for root in (self.root, self.legacy):
             state = root / STATE
             if state.is_dir():
                 linked = root_problem(self.env, root) is not None or disk.is_link(state)
@@ -154,7 +151,7 @@ class CopilotAdapter(Adapter):
     def _stores(self) -> list[tuple[Path, bool]]:
         """Each real session-store.db once, and whether it lies behind a link."""
         found = []
-        for root in (self.home, self.legacy):
+        for root in (self.root, self.legacy):
             db = root / listing.STORE
             if sqlite.is_database_file(db):
                 found.append((db, root_problem(self.env, root) is not None or disk.is_link(db)))

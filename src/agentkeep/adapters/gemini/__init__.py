@@ -32,7 +32,7 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import agents, disk
+from agentkeep import disk
 from agentkeep.adapters.base import Adapter, Known, Root, each_session, session_of
 from agentkeep.adapters.dirs import Unlisted, entries, parts_below, root_problem, unreadable
 from agentkeep.adapters.gemini import chats
@@ -96,10 +96,6 @@ class GeminiAdapter(Adapter):
     # cannot be told apart inside other names.
     id_in_name = chats.UUID
     canonical_id = staticmethod(chats.canonical_id)
-
-    @cached_property
-    def root(self) -> Path:
-        return agents.roots(self.name, self.env)[0]
 
     @cached_property
     def tmp(self) -> Path:

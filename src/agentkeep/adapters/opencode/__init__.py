@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from functools import cached_property
 from pathlib import Path
 
-from agentkeep import agents
 from agentkeep.adapters import heads, rows, sqlite
 from agentkeep.adapters.base import Adapter, Known, Remover, Root, load
 from agentkeep.adapters.dirs import entries, parts_below, root_problem
@@ -35,32 +33,26 @@ class OpencodeAdapter(Adapter):
     # Session ids are `ses_` and 26 base62 characters (1.x to 1.18).
     id_in_name = re.compile(r"ses_[0-9A-Za-z]+")
 
-    @cached_property
-    def data_dir(self) -> Path:
-        """Its root; one on a place another user owns or can write to is a
-        root with a problem (roots()): what lies there is never removed."""
-        return agents.roots(self.name, self.env)[0]
-
     # -- where ----------------------------------------------------------
     def roots(self) -> list[Root]:
-        return [Root.check(self.data_dir, self.name, self.env.uid)]
+        return [Root.check(self.root, self.name, self.env.uid)]
 
     def databases(self) -> list[Path]:
         """opencode.db."""
-        return [self.data_dir / DB]
+        return [self.root / DB]
 
     def watch_dirs(self) -> list[Path]:
         """The data dir, the session and message folders, each project's."""
-        store = self.data_dir / "storage"
-        dirs = [self.data_dir, store / "session", store / "message"]
+        store = self.root / "storage"
+        dirs = [self.root, store / "session", store / "message"]
         dirs.extend(Path(e.path) for e in entries(store / "session") if e.dir and not e.link)
         return dirs
 
     def listed_dirs(self) -> list[Path]:
         """The watched dirs, the storage folders and the tool outputs."""
-        store = self.data_dir / "storage"
+        store = self.root / "storage"
         folders = [store, *(store / f for f in storage.FOLDERS)]
-        return [*self.watch_dirs(), *folders, self.data_dir / TOOL_OUTPUT]
+        return [*self.watch_dirs(), *folders, self.root / TOOL_OUTPUT]
 
     # -- what -----------------------------------------------------------
     def canonical_id(self, raw: str) -> str | None:
@@ -71,12 +63,12 @@ class OpencodeAdapter(Adapter):
         self, names: frozenset[str] | None = None, known: Known | None = None
     ) -> Iterator[Session]:
         """One pass over the storage and the database for all of them."""
-        linked = root_problem(self.env, self.data_dir) is not None
-        yield from listing.sessions(self.data_dir, names, linked)
+        linked = root_problem(self.env, self.root) is not None
+        yield from listing.sessions(self.root, names, linked)
 
     def session_for_path(self, path: str) -> str | None:
         """A session file's, message dir's, todo's or diff's id."""
-        parts = parts_below(path, self.data_dir)
+        parts = parts_below(path, self.root)
         if parts is None or len(parts) < 3 or parts[0] != "storage":
             return None
         kind, rest = parts[1], parts[2:]
@@ -94,7 +86,7 @@ class OpencodeAdapter(Adapter):
         --service`), which holds it for every session whether used or not."""
         found = procs.naming(session.id)
         for suffix in ("", "-wal"):
-            for pid, _mode in procs.holding_open(f"{self.data_dir / DB}{suffix}"):
+            for pid, _mode in procs.holding_open(f"{self.root / DB}{suffix}"):
                 proc = procs.alive(pid)
                 if proc is None or not {"serve", "--service"} <= set(proc.cmdline):
                     found.append(Holder(pid, HolderKind.PROCESS, f"has {DB} open"))
@@ -107,7 +99,7 @@ class OpencodeAdapter(Adapter):
         for artifact in (a for a in session.artifacts if not a.linked):
             table = rows.table_of(artifact)
             if rows.is_row(artifact) and table in listing.LISTING_TABLES:
-                row = heads.row_of(self.data_dir / DB, table, session.id, ("title", "time_created"))
+                row = heads.row_of(self.root / DB, table, session.id, ("title", "time_created"))
                 if row:
                     created = sqlite.column_time(row.get("time_created"))
                     return Described(heads.cut(row.get("title")), created)
@@ -122,7 +114,7 @@ class OpencodeAdapter(Adapter):
     def remove(self, session: Session, remover: Remover) -> None:
         """removal.remove."""
         sid = session.id
-        removal.remove(session, remover, self.env, self.data_dir, lambda: load(self, sid))
+        removal.remove(session, remover, self.env, self.root, lambda: load(self, sid))
 
 
 ADAPTER = OpencodeAdapter

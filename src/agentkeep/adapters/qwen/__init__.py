@@ -80,10 +80,12 @@ class QwenAdapter(Adapter):
 
     @cached_property
     def home_dir(self) -> Path:
+        """$QWEN_HOME, else ~/.qwen."""
         return agents.roots(self.name, self.env)[0]
 
     @cached_property
     def runtime_dir(self) -> Path:
+        """$QWEN_RUNTIME_DIR, else the home dir."""
         return agents.roots(self.name, self.env)[-1]
 
     def _roots(self) -> tuple[Root, Root]:
