@@ -140,6 +140,8 @@ class Adapter(ABC):
     # Finds the agent's session ids inside file names, for looking again
     # after a removal (lookagain.py); None where ids are not distinct enough.
     id_in_name: ClassVar[re.Pattern[str] | None] = None
+    # The kind (Root.kind) of its one root, by default its name.
+    root_kind: ClassVar[str | None] = None
 
     def __init__(self, env: Env) -> None:
         self.env = env
@@ -149,9 +151,10 @@ class Adapter(ABC):
         """Its first root as `env` names it (agents.roots)."""
         return agents.roots(self.name, self.env)[0]
 
-    @abstractmethod
     def roots(self) -> list[Root]:
-        """Every root this agent reads, whether or not it exists yet."""
+        """Every root this agent reads, whether or not it exists yet: by
+        default its first root alone."""
+        return [Root.check(self.root, self.root_kind or self.name, self.env.uid)]
 
     @abstractmethod
     def watch_dirs(self) -> list[Path]:

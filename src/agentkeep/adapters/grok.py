@@ -25,7 +25,6 @@ from agentkeep.adapters import dirs, heads
 from agentkeep.adapters.base import (
     Adapter,
     Known,
-    Root,
     each_session,
     name_id,
     session_of,
@@ -49,14 +48,12 @@ class GrokAdapter(Adapter):
     """grok's sessions."""
 
     name = "grok"
+    root_kind = "config"
     canonical_id = staticmethod(name_id)
 
     @cached_property
     def sessions_dir(self) -> Path:
         return self.root / "sessions"
-
-    def roots(self) -> list[Root]:
-        return [Root.check(self.root, "config", self.env.uid)]
 
     def watch_dirs(self) -> list[Path]:
         """sessions/ and each workspace dir in it."""

@@ -71,15 +71,13 @@ class PiAdapter(Adapter):
     """pi's sessions."""
 
     name = "pi"
+    # The tmp dirs hold the bash logs but are no root of pi's: watching
+    # them, or walking them when looking again, would read all of /tmp.
+    root_kind = "sessions"
     id_in_name = UUID
     canonical_id = staticmethod(canonical)
 
     # -- where ----------------------------------------------------------
-    def roots(self) -> list[Root]:
-        # The tmp dirs hold the bash logs but are no root of pi's: watching
-        # them, or walking them when looking again, would read all of /tmp.
-        return [Root.check(self.root, "sessions", self.env.uid)]
-
     def watch_dirs(self) -> list[Path]:
         """The root and each workspace dir in it."""
         if not self.root.is_dir():

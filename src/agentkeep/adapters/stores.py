@@ -16,7 +16,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Known, Root, each_session, session_of, valid_name
+from agentkeep.adapters.base import Adapter, Known, each_session, session_of, valid_name
 from agentkeep.adapters.dirs import entries, parts_below, root_problem, unreadable, utf8_name
 from agentkeep.config import StoreConfig
 from agentkeep.fsio import Entry
@@ -32,14 +32,13 @@ STORE_DIR = "store-dir"
 class StoreAdapter(Adapter):
     """One configured store; `name` is the store's name, per instance."""
 
+    root_kind = "store"
+
     def __init__(self, env: Env, store: StoreConfig) -> None:
         super().__init__(env)
         self.name = store.name  # type: ignore[misc]  # per store, not per class
         self.root = Path(store.root)
         self.depth = int(store.depth)
-
-    def roots(self) -> list[Root]:
-        return [Root.check(self.root, "store", self.env.uid)]
 
     def watch_dirs(self) -> list[Path]:
         """The root and every directory above the session level (what names

@@ -17,7 +17,7 @@ import structlog
 
 from agentkeep import fsio
 from agentkeep.adapters import dirs, heads
-from agentkeep.adapters.base import Adapter, Known, Root, each_session, name_id, session_of
+from agentkeep.adapters.base import Adapter, Known, each_session, name_id, session_of
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Described, Session
 
@@ -51,10 +51,8 @@ class ZeroAdapter(Adapter):
     """zero's sessions."""
 
     name = "zero"
+    root_kind = "sessions"
     canonical_id = staticmethod(name_id)
-
-    def roots(self) -> list[Root]:
-        return [Root.check(self.root, "sessions", self.env.uid)]
 
     def watch_dirs(self) -> list[Path]:
         """The root, whose entries are the sessions."""

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from agentkeep.adapters import heads, rows
-from agentkeep.adapters.base import Adapter, Known, Remover, Root, each_session
+from agentkeep.adapters.base import Adapter, Known, Remover, each_session
 from agentkeep.adapters.codex import listing, removal
 from agentkeep.adapters.codex.rollouts import (
     KINDS,
@@ -40,9 +40,6 @@ class CodexAdapter(Adapter):
     id_in_name = UUID
 
     # -- where ----------------------------------------------------------
-    def roots(self) -> list[Root]:
-        return [Root.check(self.root, self.name, self.env.uid)]
-
     def watch_dirs(self) -> list[Path]:
         """The root, the rollout dirs and every date dir."""
         root = self.root

@@ -33,7 +33,7 @@ from pathlib import Path
 import structlog
 
 from agentkeep import disk
-from agentkeep.adapters.base import Adapter, Known, Root, each_session, session_of
+from agentkeep.adapters.base import Adapter, Known, each_session, session_of
 from agentkeep.adapters.dirs import Unlisted, entries, parts_below, root_problem, unreadable
 from agentkeep.adapters.gemini import chats
 from agentkeep.adapters.gemini.chats import CHAT_HEAD, TAIL_LIMIT
@@ -92,6 +92,7 @@ class GeminiAdapter(Adapter):
     """Gemini CLI's sessions."""
 
     name = "gemini"
+    root_kind = "config"
     # Gemini's own ids are UUIDs; a --session-id may be any name, which
     # cannot be told apart inside other names.
     id_in_name = chats.UUID
@@ -100,9 +101,6 @@ class GeminiAdapter(Adapter):
     @cached_property
     def tmp(self) -> Path:
         return self.root / "tmp"
-
-    def roots(self) -> list[Root]:
-        return [Root.check(self.root, "config", self.env.uid)]
 
     def watch_dirs(self) -> list[Path]:
         """tmp/, each project dir and its areas."""

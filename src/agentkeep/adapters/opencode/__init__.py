@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agentkeep.adapters import heads, rows, sqlite
-from agentkeep.adapters.base import Adapter, Known, Remover, Root, load
+from agentkeep.adapters.base import Adapter, Known, Remover, load
 from agentkeep.adapters.dirs import entries, parts_below, root_problem
 from agentkeep.adapters.opencode import listing, removal, storage
 from agentkeep.adapters.opencode.storage import DB, KIND_SESSION, TOOL_OUTPUT, canonical_id
@@ -34,9 +34,6 @@ class OpencodeAdapter(Adapter):
     id_in_name = re.compile(r"ses_[0-9A-Za-z]+")
 
     # -- where ----------------------------------------------------------
-    def roots(self) -> list[Root]:
-        return [Root.check(self.root, self.name, self.env.uid)]
-
     def databases(self) -> list[Path]:
         """opencode.db."""
         return [self.root / DB]
