@@ -63,6 +63,24 @@ def reading(path: str | os.PathLike[str]) -> Iterator[sqlite3.Connection]:
         conn.close()
 
 
+@contextmanager
+def reading_to_remove(path: str | os.PathLike[str]) -> Iterator[sqlite3.Connection]:
+    """reading(), for a removal: a database we cannot read may hold the
+    session's rows, so any sqlite3.Error refuses it (RemovalError)."""
+    try:
+        with reading(path) as conn:
+            yield conn
+    except sqlite3.Error as exc:
+        raise RemovalError(f"cannot read {os.fspath(path)}: {exc}") from exc
+
+
+def ensure_readable(databases: Iterable[Path]) -> None:
+    """Raises RemovalError unless every one of `databases` can be read."""
+    for db in databases:
+        with reading_to_remove(db):
+            pass
+
+
 def writing(path: str | os.PathLike[str]) -> sqlite3.Connection:
     """A read-write connection in autocommit mode; never creates the database."""
     return sqlite3.connect(

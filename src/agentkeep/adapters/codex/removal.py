@@ -8,7 +8,6 @@ before the first change, so a refused removal leaves the session whole.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -51,7 +50,7 @@ def remove(session: Session, remover: Remover, env: Env, root: Path, listed: Lis
         raise RemovalError(session.unsafe)
     # Checked on every path: a state database we cannot read may hold this
     # session's row, and the look after `codex delete` could not see it either.
-    _ensure_state_readable(root)
+    sqlite.ensure_readable(db for db in databases(root) if STATE_DB.fullmatch(db.name))
     binary = owndelete.binary(env, "codex")
     # `codex delete` finds a session by its row or its rollout and fails
     # without both; rows alone are removed here.
@@ -122,15 +121,6 @@ def _can_delete(env: Env, binary: str) -> bool:
     return True
 
 
-def _ensure_state_readable(root: Path) -> None:
-    for db in (db for db in databases(root) if STATE_DB.fullmatch(db.name)):
-        try:
-            with sqlite.reading(db):
-                pass
-        except sqlite3.Error as exc:
-            raise RemovalError(f"cannot read {db}: {exc}") from exc
-
-
 def _ensure_no_subagents(session: Session, remover: Remover, root: Path, listed: Listed) -> None:
     """`codex delete` removes the session's subagent threads with it: one
     still on disk would go unlisted, unjournaled and untrashed. agentkeep
@@ -138,13 +128,10 @@ def _ensure_no_subagents(session: Session, remover: Remover, root: Path, listed:
     changed since the plan (a dry run's removed children are gone)."""
     children: set[str] = set()
     for db in databases(root):
-        try:
-            with sqlite.reading(db) as conn:
-                if {SPAWN_PARENT, SPAWN_CHILD} <= sqlite.columns(conn, SPAWN_EDGES):
-                    edged = edges(conn, frozenset({session.id}))
-                    children.update(c for p, c in edged if p == session.id)
-        except sqlite3.Error as exc:
-            raise RemovalError(f"cannot read {db}: {exc}") from exc
+        with sqlite.reading_to_remove(db) as conn:
+            if {SPAWN_PARENT, SPAWN_CHILD} <= sqlite.columns(conn, SPAWN_EDGES):
+                edged = edges(conn, frozenset({session.id}))
+                children.update(c for p, c in edged if p == session.id)
     children = {c for c in children if not remover.gone(c)}
     for child in listed(frozenset(children)) if children else ():
         if any(_listed_by(a) for a in child.artifacts):

@@ -19,7 +19,6 @@ sidebar and open-sessions state, config) are residual where they name it.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
@@ -31,7 +30,6 @@ from agentkeep.adapters.copilot import listing
 from agentkeep.adapters.copilot.events import ID, canonical_id, described
 from agentkeep.adapters.copilot.listing import KIND_INUSE_HOLD, KIND_INUSE_LOCK, OPLOCKS, Place
 from agentkeep.adapters.dirs import parts_below, root_problem
-from agentkeep.errors import RemovalError
 from agentkeep.model import Described, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
 
@@ -122,12 +120,7 @@ class CopilotAdapter(Adapter):
         while no Copilot has the database open; else reported, for later)."""
         # Checked before any change: a database that cannot be read may hold
         # the session's rows, and looking again could not see them either.
-        for db, _ in self._stores():
-            try:
-                with sqlite.reading(db):
-                    pass
-            except sqlite3.Error as exc:
-                raise RemovalError(f"cannot read {db}: {exc}") from exc
+        sqlite.ensure_readable(db for db, _ in self._stores())
         remove_files([a for a in session.artifacts if not rows.is_row(a)], remover)
         for artifact in session.artifacts:
             if rows.is_row(artifact) and artifact.linked:

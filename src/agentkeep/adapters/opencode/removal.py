@@ -119,16 +119,13 @@ def _children(db: Path, sid: str) -> list[str]:
     rows: removing the files alone would leave a session opencode lists."""
     if not os.path.lexists(db):
         return []
-    try:
-        with sqlite.reading(db) as conn:
-            return [
-                str(child)
-                for table in listing.LISTING_TABLES
-                if "parent_id" in sqlite.columns(conn, table)
-                for (child,) in conn.execute(f"SELECT id FROM {table} WHERE parent_id = ?", (sid,))
-            ]
-    except sqlite3.Error as exc:
-        raise RemovalError(f"cannot read {db}: {exc}") from exc
+    with sqlite.reading_to_remove(db) as conn:
+        return [
+            str(child)
+            for table in listing.LISTING_TABLES
+            if "parent_id" in sqlite.columns(conn, table)
+            for (child,) in conn.execute(f"SELECT id FROM {table} WHERE parent_id = ?", (sid,))
+        ]
 
 
 def _same_data_dir(env: Env, binary: str, data_dir: Path) -> bool:
