@@ -53,6 +53,29 @@ def unreadable(artifacts: Iterable[Artifact], unlisted: Iterable[str] = ()) -> l
     return sorted({*unlisted, *(path for path in found if path is not None)})
 
 
+# What a listing found of a session: (path, kind, root, linked, primary, foreign).
+Found = tuple[str | os.PathLike[str], str, str | os.PathLike[str] | None, bool, bool, bool]
+
+
+def measured(found: Iterable[Found], seen: set[tuple[int, int]] | None = None) -> list[Artifact]:
+    """Each of `found` measured, each inode counted once (in `seen`); what
+    is gone since it was listed left out."""
+    seen = set() if seen is None else seen
+    made = (
+        disk.artifact(path, kind, root, primary=primary, linked=linked, seen=seen, foreign=foreign)
+        for path, kind, root, linked, primary, foreign in found
+    )
+    return [a for a in made if a is not None]
+
+
+def own_time(updated: float | None, artifacts: Iterable[Artifact]) -> float | None:
+    """A session's own time: its row's `updated`, else its newest file's
+    mtime. Rows with no time of their own are as old as the session."""
+    if updated is not None:
+        return updated
+    return max((a.mtime for a in artifacts if a.mtime is not None), default=None)
+
+
 # -- directories whose entries are sessions' -------------------------------
 
 

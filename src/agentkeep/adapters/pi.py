@@ -23,12 +23,12 @@ from pathlib import Path
 import psutil
 import structlog
 
-from agentkeep import disk, fsio
+from agentkeep import fsio
 from agentkeep.adapters import heads
 from agentkeep.adapters.base import Adapter, Known, Root, each_session, session_of, unlisted
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.registry import START_SLACK_S
-from agentkeep.adapters.dirs import entries, parts_below, root_problem
+from agentkeep.adapters.dirs import entries, measured, parts_below, root_problem
 from agentkeep.adapters.heads import read_head
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Described, Holder, HolderKind, Session
@@ -169,26 +169,23 @@ class PiAdapter(Adapter):
 
     def _session(self, sid: str, found: _Pass) -> Session | None:
         seen: set[tuple[int, int]] = set()
-        artifacts = []
-        header, foreign = _Header(), found.foreign
-        for path, linked in sorted(found.files[sid]):
-            artifact = disk.artifact(
-                path, SESSION, self.root, primary=True, linked=linked, seen=seen, foreign=foreign
-            )
-            if artifact is None:
-                continue
-            artifacts.append(artifact)
-            if header == _Header():
-                header = _header(path, sid)
+        files = sorted(found.files[sid])
+        artifacts = measured(
+            ((path, SESSION, self.root, linked, True, found.foreign) for path, linked in files),
+            seen,
+        )
         if not artifacts:
             return None
-        for log_path, root in _logs(found, [a.path for a in artifacts], header):
-            foreign = root.problem is not None
-            artifact = disk.artifact(
-                log_path, BASH_LOG, root.path, linked=foreign, seen=seen, foreign=foreign
-            )
-            if artifact is not None:
-                artifacts.append(artifact)
+        read = (h for a in artifacts if (h := _header(a.path, sid)) != _Header())
+        header = next(read, _Header())
+        logs = _logs(found, [a.path for a in artifacts], header)
+        artifacts += measured(
+            (
+                (path, BASH_LOG, r.path, r.problem is not None, False, r.problem is not None)
+                for path, r in logs
+            ),
+            seen,
+        )
         parent = _parent(header.parent_path, sid)
         return session_of(
             self.name, sid, artifacts, workspace=header.cwd, parent=parent, undated=header.undated

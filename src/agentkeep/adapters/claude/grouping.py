@@ -15,12 +15,11 @@ from dataclasses import dataclass
 
 import structlog
 
-from agentkeep import disk
 from agentkeep.adapters.base import Known, Root
 from agentkeep.adapters.claude.ids import AGENT
 from agentkeep.adapters.claude.roots import Layout
 from agentkeep.adapters.claude.transcripts import lineage
-from agentkeep.adapters.dirs import Unlisted, unreadable
+from agentkeep.adapters.dirs import Unlisted, measured, unreadable
 from agentkeep.model import Session
 from agentkeep.spool import Spool
 
@@ -217,13 +216,8 @@ def measure(
     """What was found of a session, measured (its transcripts first, each
     inode counted once); None when all of it vanished meanwhile. `unlisted`:
     the places that could not be listed where it could have entries (_Reach)."""
-    seen: set[tuple[int, int]] = set()
     items = sorted(found, key=lambda f: (not f[4], f[0]))
-    made = (
-        disk.artifact(path, kind, root, primary=primary, linked=linked, seen=seen, foreign=foreign)
-        for path, kind, root, linked, primary, foreign in items
-    )
-    artifacts = [a for a in made if a is not None]
+    artifacts = measured(items)
     if not artifacts:
         return None
     workspace, parent = lineage(sid, [item[0] for item in items if item[4]])

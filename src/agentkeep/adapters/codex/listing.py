@@ -20,8 +20,8 @@ import structlog
 
 from agentkeep import disk, fsio
 from agentkeep.adapters import rows, sqlite
-from agentkeep.adapters.codex.rollouts import KINDS, UUID, File, Meta, read_meta, rollout_files
-from agentkeep.adapters.dirs import Unlisted, entries, unreadable
+from agentkeep.adapters.codex.rollouts import KINDS, UUID, File, read_meta, rollout_files
+from agentkeep.adapters.dirs import Unlisted, entries, measured, own_time, unreadable
 from agentkeep.model import Artifact, Session
 
 log = structlog.get_logger("agentkeep.adapters.codex")
@@ -242,27 +242,15 @@ def session(sid: str, listing: Listing) -> Session | None:
     found = listing.found.get(sid)
     if found is None:
         return None
-    seen: set[tuple[int, int]] = set()
-    artifacts: list[Artifact] = []
-    meta: Meta | None = None
-    for file in sorted(found.files, key=lambda f: str(f.path)):
-        is_rollout = file.kind in KINDS
-        root = str(listing.root)
-        item = disk.artifact(
-            file.path, file.kind, root, primary=is_rollout, linked=file.linked, seen=seen
-        )
-        if item is None:
-            continue  # gone since it was listed
-        artifacts.append(item)
-        if meta is None and is_rollout and not file.linked:
-            meta = read_meta(file.path, sid)
+    files = sorted(found.files, key=lambda f: str(f.path))
+    root = str(listing.root)
+    artifacts = measured((f.path, f.kind, root, f.linked, f.kind in KINDS, False) for f in files)
+    rollouts = (Path(a.path) for a in artifacts if a.kind in KINDS and not a.linked)
+    meta = next((m for path in rollouts if (m := read_meta(path, sid)) is not None), None)
     updated = max((t.updated for t in found.threads if t.updated is not None), default=None)
-    file_times = [a.mtime for a in artifacts if a.mtime is not None]
-    own_time = updated if updated is not None else max(file_times, default=None)
+    own = own_time(updated, artifacts)
     artifacts += [_row(t.db, THREADS, t.updated, True, listing) for t in found.threads]
-    artifacts += [
-        _row(db, table, own_time, False, listing) for db, table in dict.fromkeys(found.rows)
-    ]
+    artifacts += [_row(db, table, own, False, listing) for db, table in dict.fromkeys(found.rows)]
     if not artifacts:
         return None
     parent, workspace = (meta.parent, meta.cwd) if meta else (None, None)

@@ -29,7 +29,7 @@ from agentkeep.adapters.copilot.events import (
     canonical_id,
     read_events,
 )
-from agentkeep.adapters.dirs import directory_artifacts, entries, root_problem
+from agentkeep.adapters.dirs import directory_artifacts, entries, measured, own_time, root_problem
 from agentkeep.errors import RemovalError
 from agentkeep.model import Artifact, Session
 from agentkeep.paths import Env
@@ -173,11 +173,10 @@ def session(agent: str, sid: str, places: list[Place], listing: Listing) -> Sess
     events = read[0] if read else Events()
     own = listing.rows.get(sid, Rows())
     artifacts += _outputs(events.outputs, inuse_pids(artifacts), listing, seen)
-    file_times = [a.mtime for a in artifacts if a.mtime is not None]
-    own_time = own.updated if own.updated is not None else max(file_times, default=None)
+    session_time = own_time(own.updated, artifacts)
     # `sessions` dated by its own row, every other table by the session's time.
     artifacts += [
-        rows.row(db, table, own.updated if table == SESSIONS else own_time, False, linked)
+        rows.row(db, table, own.updated if table == SESSIONS else session_time, False, linked)
         for db, table, linked in own.tables
     ]
     if not artifacts:
@@ -219,13 +218,13 @@ def _outputs(
     named: frozenset[str], pids: set[int], listing: Listing, seen: set[tuple[int, int]]
 ) -> list[Artifact]:
     """The tool outputs its events name, or its `inuse.<pid>` processes wrote."""
-    measured = (
-        disk.artifact(path, KIND_TOOL_OUTPUT, root, linked=linked, seen=seen)
+    outputs = (
+        (path, KIND_TOOL_OUTPUT, root, linked, False, False)
         for pid, files in listing.outputs.items()
         for path, root, linked in files
         if pid in pids or os.path.basename(path) in named
     )
-    return [a for a in measured if a is not None]
+    return measured(outputs, seen)
 
 
 def _inuse_kind(artifact: Artifact) -> Artifact:

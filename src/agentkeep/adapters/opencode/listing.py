@@ -21,7 +21,7 @@ import structlog
 from agentkeep import disk
 from agentkeep.adapters import rows, sqlite
 from agentkeep.adapters.base import each_session
-from agentkeep.adapters.dirs import Unlisted, unreadable
+from agentkeep.adapters.dirs import Unlisted, measured, own_time, unreadable
 from agentkeep.adapters.opencode import storage
 from agentkeep.adapters.opencode.storage import File, Record, canonical_id
 from agentkeep.model import Session
@@ -264,23 +264,16 @@ def _session(sid: str, listing: _Listing, data_dir: Path) -> Session | None:
     if found is None:
         return None
     root = str(data_dir)
-    seen: set[tuple[int, int]] = set()
-    made = (
-        disk.artifact(f.path, f.kind, root, primary=f.primary, linked=f.linked, seen=seen)
-        for f in found.files
-    )
-    artifacts = [a for a in made if a is not None]
+    artifacts = measured((f.path, f.kind, root, f.linked, f.primary, False) for f in found.files)
     updated = max((r.updated for r in found.records if r.updated is not None), default=None)
-    # Message, part and event rows carry no time that says more than the
-    # session's own: they are as old as the session.
-    file_times = [a.mtime for a in artifacts if a.mtime is not None]
-    own_time = updated if updated is not None else max(file_times, default=None)
+    # Message, part and event rows carry no time that says more than the session's own.
+    own = own_time(updated, artifacts)
     db = data_dir / storage.DB
     linked = listing.linked_root or disk.is_link(db)
     for table in sorted(found.rows, key=listing.tables.index):
         primary = table in LISTING_TABLES
         artifacts.append(
-            rows.row(db, table, found.rows[table] if primary else own_time, primary, linked)
+            rows.row(db, table, found.rows[table] if primary else own, primary, linked)
         )
     if not artifacts:
         return None

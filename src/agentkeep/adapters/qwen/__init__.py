@@ -19,13 +19,13 @@ from pathlib import Path
 
 import structlog
 
-from agentkeep import agents, disk
+from agentkeep import agents
 from agentkeep.adapters.base import Adapter, Known, Root, each_session, session_of
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import registry_holders, registry_id
 from agentkeep.adapters.claude.transcripts import lineage
-from agentkeep.adapters.dirs import entries, parts_below
+from agentkeep.adapters.dirs import entries, measured, parts_below
 from agentkeep.adapters.gemini.chats import PROJECT_HASH, project_hash
 from agentkeep.adapters.qwen import layout
 from agentkeep.model import Described, Holder, Session
@@ -207,20 +207,18 @@ class QwenAdapter(Adapter):
         workspace, parent = lineage(sid, transcripts)
         if workspace is not None:
             items += self._outputs(found, workspace, items)
-        seen: set[tuple[int, int]] = set()
-        measured = (
-            disk.artifact(
+        artifacts = measured(
+            (
                 i.path,
                 i.kind,
                 i.root.path,
-                primary=i.kind == layout.TRANSCRIPT,
-                linked=i.linked,
-                seen=seen,
-                foreign=i.root.problem is not None,
+                i.linked,
+                i.kind == layout.TRANSCRIPT,
+                i.root.problem is not None,
             )
             for i in items
         )
-        if not (artifacts := [a for a in measured if a is not None]):
+        if not artifacts:
             return None
         return session_of(
             self.name, sid, artifacts, workspace=workspace, parent=parent, residual=residual
