@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import structlog
@@ -79,12 +79,20 @@ def own_time(updated: float | None, artifacts: Iterable[Artifact]) -> float | No
 # -- directories whose entries are sessions' -------------------------------
 
 
-def entries(directory: str | os.PathLike[str], unlisted: Unlisted | None = None) -> list[Entry]:
-    """The entries of `directory`, sorted by name; a link at `directory` is
-    listed through, so what lies behind it is reported as linked. Empty when
-    missing, or when it cannot be listed (then added to `unlisted`)."""
+def entries(
+    directory: str | os.PathLike[str],
+    unlisted: Unlisted | None = None,
+    *,
+    keep: Callable[[str], bool] | None = None,
+    follow: bool = True,
+) -> list[Entry]:
+    """The entries of `directory` whose names `keep` keeps, sorted by name,
+    a link's `dir` where it leads; with `follow` False as listed and no link
+    followed (that moves its atime). A link at `directory` is listed through,
+    so what lies behind it is reported as linked. Empty when missing, or when
+    it cannot be listed (then added to `unlisted`)."""
     try:
-        return fsio.entries(directory, resolve_links=True, sort=True)
+        return fsio.entries(directory, resolve_links=follow, keep=keep, sort=follow)
     except OSError as exc:
         if unlisted_error(exc):
             Unlisted.note(unlisted, directory, exc)

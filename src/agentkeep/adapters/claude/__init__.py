@@ -31,12 +31,12 @@ from agentkeep.adapters.claude.artifacts import (
 from agentkeep.adapters.claude.finding import find
 from agentkeep.adapters.claude.grouping import Measuring, measure
 from agentkeep.adapters.claude.ids import AGENT, UUID, canonical
-from agentkeep.adapters.claude.listing import list_entries, listable
+from agentkeep.adapters.claude.listing import listable
 from agentkeep.adapters.claude.listings import Listings
 from agentkeep.adapters.claude.registry import registry_holders
 from agentkeep.adapters.claude.roots import Layout, Paths, below
 from agentkeep.adapters.claude.transcripts import TRANSCRIPT_HEAD, described
-from agentkeep.adapters.dirs import root_problem
+from agentkeep.adapters.dirs import entries, root_problem
 from agentkeep.model import Described, Holder, Session
 from agentkeep.processes import ProcessTable
 
@@ -89,11 +89,11 @@ class ClaudeAdapter(Adapter):
         layout = self._layout(check=False)
         config, projects = layout.config.path, layout.projects.path
         dirs = [config, projects]
-        dirs += [Path(e.path) for e in list_entries(str(projects), None) if listable(e)]
+        dirs += [Path(e.path) for e in entries(str(projects), follow=False) if listable(e)]
         dirs += [config / area for area in WATCHED_AREAS]
         for root in layout.tmp:
             dirs.append(root.path)
-            dirs += [Path(e.path) for e in list_entries(str(root.path), None) if listable(e)]
+            dirs += [Path(e.path) for e in entries(str(root.path), follow=False) if listable(e)]
         return list(dict.fromkeys(dirs))
 
     # -- what -----------------------------------------------------------
@@ -162,7 +162,7 @@ class _Split:
 
     def expected(self) -> int:
         """The transcripts in the key dirs, counted by name alone."""
-        keys = filter(listable, list_entries(str(self.adapter._paths.projects), None))
+        keys = filter(listable, entries(str(self.adapter._paths.projects), follow=False))
         # One that cannot be listed counts none: the scan logs it.
         return sum(n.endswith(".jsonl") for key in keys for n in fsio.entry_names(key.path))
 

@@ -27,13 +27,14 @@ from agentkeep.adapters.claude.artifacts import (
 )
 from agentkeep.adapters.claude.grouping import Grouped
 from agentkeep.adapters.claude.ids import canonical, spellings_of
-from agentkeep.adapters.claude.listing import linked_below, list_entries, listable
+from agentkeep.adapters.claude.listing import linked_below, listable, probed
 from agentkeep.adapters.claude.listings import Listings
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import (
     alive_pids,
 )
 from agentkeep.adapters.claude.roots import Layout
+from agentkeep.adapters.dirs import entries
 from agentkeep.fsio import Entry
 
 log = structlog.get_logger("agentkeep.adapters.claude")
@@ -80,14 +81,14 @@ def _entries(
     listing reused while the directory's mtime holds."""
     only, unlisted = found.only, found.unlisted
     if only is None:
-        return list_entries(directory, None, unlisted=unlisted)
+        return entries(directory, unlisted, follow=False)
     if identify is not None and found.known is not None:
         names = found.known.names_in(directory)
         if names is not None:
-            return list_entries(directory, names, unlisted=unlisted)
+            return probed(directory, names, unlisted)
     if _few(only):
         keep = _named_by(only) if identify else None
-        return list_entries(directory, None, keep, unlisted=unlisted)
+        return entries(directory, unlisted, keep=keep, follow=False)
     if identify is None:
         return listings.entries(directory, unlisted)
     return listings.named(directory, identify, only, unlisted)
@@ -138,7 +139,7 @@ def _config_entries(
     directory = str(layout.config.path / area)
     linked = bool(layout.config.problem) or linked_below(layout.config.path, area)
     if probe is not None:
-        listing = list_entries(directory, probe, unlisted=found.unlisted)
+        listing = probed(directory, probe, found.unlisted)
     else:
         listing = _entries(listings, directory, found, identify)
     return ((entry, linked) for entry in listing)

@@ -4,7 +4,7 @@ from a directory without following it (that moves the link's atime)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from agentkeep import disk, fsio
@@ -13,31 +13,18 @@ from agentkeep.adapters.dirs import Unlisted, unlisted_error
 from agentkeep.fsio import Entry
 
 
-def list_entries(
-    directory: str,
-    probe: Sequence[str] | None,
-    keep: Callable[[str], bool] | None = None,
-    unlisted: Unlisted | None = None,
-) -> list[Entry]:
-    """The entries of `directory` (fsio.entries), or only those named in
-    `probe`, or those whose names `keep` keeps (filtered as read). One that
-    cannot be listed (or probed) has none, and is added to `unlisted`."""
-    if probe is not None:
-        found = (entry_at(directory, name, unlisted) for name in dict.fromkeys(probe))
-        return [e for e in found if e]
-    try:
-        return fsio.entries(directory, keep=keep)
-    except OSError as exc:
-        if unlisted_error(exc):
-            Unlisted.note(unlisted, directory, exc)
-        return []
+def probed(directory: str, probe: Sequence[str], unlisted: Unlisted | None = None) -> list[Entry]:
+    """The entries of `directory` named in `probe`, each looked up alone; a
+    directory that cannot be looked in has none, and is added to `unlisted`."""
+    found = (entry_at(directory, name, unlisted) for name in dict.fromkeys(probe))
+    return [e for e in found if e]
 
 
 LINK, DIR = 1, 2
 
 
 def flags_by_name(directory: str, unlisted: Unlisted | None = None) -> dict[str, int] | None:
-    """list_entries(directory, None) as {name: LINK/DIR flags}, cheaper than
+    """dirs.entries(directory, follow=False) as {name: LINK/DIR flags}, cheaper than
     an Entry each; None when it cannot be listed (added to `unlisted`), {}
     when it is missing."""
     try:
@@ -53,7 +40,7 @@ def flags_by_name(directory: str, unlisted: Unlisted | None = None) -> dict[str,
 
 
 def entry_of(directory: str, name: str, flags: int) -> Entry:
-    """The Entry list_entries() made for `name`, from its flags."""
+    """The Entry dirs.entries(follow=False) made for `name`, from its flags."""
     return Entry(name, directory.rstrip("/") + "/" + name, bool(flags & LINK), bool(flags & DIR))
 
 

@@ -11,11 +11,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
 from agentkeep import fsio
+from agentkeep.adapters import dirs
 from agentkeep.adapters.claude.listing import (
     entry_at,
     entry_of,
     flags_by_name,
-    list_entries,
 )
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import (
@@ -57,7 +57,7 @@ class Listings:
             ctime = os.stat(directory).st_ctime_ns
         except OSError:  # cannot be stat'ed: listed afresh, nothing kept
             self._named.pop(directory, None)
-            listed = list_entries(directory, None, unlisted=unlisted)
+            listed = dirs.entries(directory, unlisted, follow=False)
             return [e for e in listed if identify(e.name) in sids]
         named = self._named.get(directory)
         if named is None or named.ctime != ctime:
