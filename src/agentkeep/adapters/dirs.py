@@ -99,6 +99,11 @@ def entries(
         return []
 
 
+def real_dirs(path: str | os.PathLike[str]) -> list[Path]:
+    """The subdirectories of `path` that are no links."""
+    return [Path(e.path) for e in entries(path) if e.dir and not e.link]
+
+
 def utf8_name(name: str) -> bool:
     """A name that can be stored and reported (no undecodable bytes)."""
     try:

@@ -59,8 +59,7 @@ class GrokAdapter(Adapter):
         """sessions/ and each workspace dir in it."""
         if not os.path.isdir(self.sessions_dir):
             return []
-        workspaces = [Path(e.path) for e in dirs.entries(self.sessions_dir) if e.dir and not e.link]
-        return [self.sessions_dir, *workspaces]
+        return [self.sessions_dir, *dirs.real_dirs(self.sessions_dir)]
 
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None

@@ -28,7 +28,7 @@ from agentkeep.adapters import heads
 from agentkeep.adapters.base import Adapter, Known, Root, each_session, session_of, unlisted
 from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.registry import START_SLACK_S
-from agentkeep.adapters.dirs import entries, measured, parts_below, root_problem
+from agentkeep.adapters.dirs import entries, measured, parts_below, real_dirs, root_problem
 from agentkeep.adapters.heads import read_head
 from agentkeep.adapters.times import parse_agent_time
 from agentkeep.model import Described, Holder, HolderKind, Session
@@ -82,7 +82,7 @@ class PiAdapter(Adapter):
         """The root and each workspace dir in it."""
         if not self.root.is_dir():
             return []
-        return [self.root, *(Path(e.path) for e in entries(self.root) if e.dir and not e.link)]
+        return [self.root, *real_dirs(self.root)]
 
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None

@@ -17,7 +17,14 @@ import structlog
 
 from agentkeep import disk
 from agentkeep.adapters.base import Adapter, Known, each_session, session_of, valid_name
-from agentkeep.adapters.dirs import entries, parts_below, root_problem, unreadable, utf8_name
+from agentkeep.adapters.dirs import (
+    entries,
+    parts_below,
+    real_dirs,
+    root_problem,
+    unreadable,
+    utf8_name,
+)
 from agentkeep.config import StoreConfig
 from agentkeep.fsio import Entry
 from agentkeep.model import Holder, HolderKind, Session
@@ -49,7 +56,7 @@ class StoreAdapter(Adapter):
         level = [self.root]
         for _ in range(self.depth):
             found += level
-            level = [Path(e.path) for d in level for e in entries(d) if e.dir and not e.link]
+            level = [sub for d in level for sub in real_dirs(d)]
         return found
 
     def canonical_id(self, raw: str) -> str | None:

@@ -18,10 +18,9 @@ from agentkeep.adapters.codex.rollouts import (
     UUID,
     id_from_name,
     open_rollouts,
-    real_dirs,
     rollout_head,
 )
-from agentkeep.adapters.dirs import parts_below, root_problem
+from agentkeep.adapters.dirs import parts_below, real_dirs, root_problem
 from agentkeep.model import Artifact, Described, Holder, HolderKind, Session
 from agentkeep.processes import ProcessTable
 

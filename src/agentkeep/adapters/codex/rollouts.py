@@ -84,11 +84,6 @@ def rollout_files(
     yield from _rollouts_in(archived, KIND_ARCHIVED, only, archived_link, unlisted)
 
 
-def real_dirs(path: Path) -> list[Path]:
-    """The subdirectories of `path` that are no links."""
-    return [Path(e.path) for e in entries(path) if e.dir and not e.link]
-
-
 def _dirs(path: Path, linked: bool, unlisted: Unlisted) -> Iterator[tuple[Path, bool]]:
     """Subdirectories of `path`; one reached through a link is walked (its
     files are reported as linked, never removed)."""

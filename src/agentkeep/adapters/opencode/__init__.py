@@ -17,7 +17,7 @@ from pathlib import Path
 
 from agentkeep.adapters import heads, rows, sqlite
 from agentkeep.adapters.base import Adapter, Known, Remover, load
-from agentkeep.adapters.dirs import entries, parts_below, root_problem
+from agentkeep.adapters.dirs import parts_below, real_dirs, root_problem
 from agentkeep.adapters.opencode import listing, removal, storage
 from agentkeep.adapters.opencode.storage import DB, KIND_SESSION, TOOL_OUTPUT, canonical_id
 from agentkeep.model import Described, Holder, HolderKind, Session
@@ -42,7 +42,7 @@ class OpencodeAdapter(Adapter):
         """The data dir, the session and message folders, each project's."""
         store = self.root / "storage"
         dirs = [self.root, store / "session", store / "message"]
-        dirs.extend(Path(e.path) for e in entries(store / "session") if e.dir and not e.link)
+        dirs.extend(real_dirs(store / "session"))
         return dirs
 
     def listed_dirs(self) -> list[Path]:

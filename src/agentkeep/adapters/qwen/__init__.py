@@ -25,7 +25,7 @@ from agentkeep.adapters.claude.ids import UUID, canonical
 from agentkeep.adapters.claude.reading import read_json
 from agentkeep.adapters.claude.registry import registry_holders, registry_id
 from agentkeep.adapters.claude.transcripts import lineage
-from agentkeep.adapters.dirs import entries, measured, parts_below
+from agentkeep.adapters.dirs import entries, measured, parts_below, real_dirs
 from agentkeep.adapters.gemini.chats import PROJECT_HASH, project_hash
 from agentkeep.adapters.qwen import layout
 from agentkeep.model import Described, Holder, Session
@@ -107,7 +107,7 @@ class QwenAdapter(Adapter):
         dirs.append(runtime / "tmp" / layout.WRITER_LOCKS)
         # A project's tmp dir is not watched: the outputs there are named
         # only by a transcript, whose change is the session's news.
-        for key in (Path(e.path) for e in entries(projects) if e.dir and not e.link):
+        for key in real_dirs(projects):
             dirs += [key, key / "chats", key / "chats" / "archive", key / "subagents"]
         return [d for d in dict.fromkeys(dirs) if d.is_dir()]
 
