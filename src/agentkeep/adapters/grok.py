@@ -52,14 +52,14 @@ class GrokAdapter(Adapter):
     canonical_id = staticmethod(name_id)
 
     @cached_property
-    def sessions_dir(self) -> Path:
+    def _sessions_dir(self) -> Path:
         return self.root / "sessions"
 
     def watch_dirs(self) -> list[Path]:
         """sessions/ and each workspace dir in it."""
-        if not os.path.isdir(self.sessions_dir):
+        if not os.path.isdir(self._sessions_dir):
             return []
-        return [self.sessions_dir, *dirs.real_dirs(self.sessions_dir)]
+        return [self._sessions_dir, *dirs.real_dirs(self._sessions_dir)]
 
     def sessions(
         self, names: frozenset[str] | None = None, known: Known | None = None
@@ -87,7 +87,7 @@ class GrokAdapter(Adapter):
 
     def session_for_path(self, path: str) -> str | None:
         """The id of the session dir `path` lies in."""
-        parts = dirs.parts_below(path, self.sessions_dir)
+        parts = dirs.parts_below(path, self._sessions_dir)
         if not parts or len(parts) < 2 or not valid_name(parts[0]):
             return None
         return name_id(parts[1])
@@ -104,7 +104,7 @@ class GrokAdapter(Adapter):
     def _workspace_dirs(self) -> Iterator[tuple[str | None, Path]]:
         """(decoded workspace, directory) for every workspace dir. A linked
         one is listed through, so its sessions are reported as linked."""
-        for entry in dirs.entries(self.sessions_dir):
+        for entry in dirs.entries(self._sessions_dir):
             if entry.dir:
                 yield _decode(entry.name), Path(entry.path)
             else:
@@ -118,7 +118,7 @@ class GrokAdapter(Adapter):
         memory: list[str],
         unlisted: dirs.Unlisted,
     ) -> Session | None:
-        sessions_linked = disk.is_link(self.sessions_dir)
+        sessions_linked = disk.is_link(self._sessions_dir)
         seen: set[tuple[int, int]] = set()
         artifacts = []
         workspace: str | None = None

@@ -70,6 +70,7 @@ class ClaudeAdapter(Adapter):
         return claude_roots.layout(self._paths, problem)
 
     def roots(self) -> list[Root]:
+        """Its config root, `<config>/projects` and its tmp roots."""
         layout = self._layout()
         return [layout.config, layout.projects, *layout.tmp]
 

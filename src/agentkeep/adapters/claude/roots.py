@@ -26,6 +26,8 @@ class Paths:
 
 @dataclass(frozen=True)
 class Layout:
+    """Claude's roots, each with its problem."""
+
     config: Root
     # Always `<config>/projects`: a link there is a linked directory below
     # the config root.

@@ -52,6 +52,7 @@ class CopilotAdapter(Adapter):
         return agents.roots(self.name, self.env)[1]
 
     def roots(self) -> list[Root]:
+        """Its home and the legacy one."""
         return [
             Root.check(self.root, "home", self.env.uid),
             Root.check(self.legacy, "legacy", self.env.uid),

@@ -99,15 +99,15 @@ class GeminiAdapter(Adapter):
     canonical_id = staticmethod(chats.canonical_id)
 
     @cached_property
-    def tmp(self) -> Path:
+    def _tmp(self) -> Path:
         return self.root / "tmp"
 
     def watch_dirs(self) -> list[Path]:
         """tmp/, each project dir and its areas."""
         # os.path.isdir: Path.is_dir raises below a directory we may not search.
-        if not os.path.isdir(self.tmp):
+        if not os.path.isdir(self._tmp):
             return []
-        dirs = [self.tmp]
+        dirs = [self._tmp]
         for project in self._projects():
             dirs.append(project)
             areas = ("chats", *(area for area, _, _ in AREAS))
@@ -123,7 +123,7 @@ class GeminiAdapter(Adapter):
 
     def session_for_path(self, path: str) -> str | None:
         """The session a path below tmp/ belongs to."""
-        return _path_id(self.tmp, path)
+        return _path_id(self._tmp, path)
 
     def describe(self, session: Session) -> Described:
         """Its first prompt and its startTime, from its chat."""
@@ -134,12 +134,12 @@ class GeminiAdapter(Adapter):
 
     def _projects(self) -> list[Path]:
         """Every project temp dir (a linked one included, to be reported)."""
-        return [Path(e.path) for e in entries(self.tmp) if e.dir and e.name not in NOT_PROJECTS]
+        return [Path(e.path) for e in entries(self._tmp) if e.dir and e.name not in NOT_PROJECTS]
 
     def _collect(self, only: frozenset[str] | None) -> dict[str, list[_Found]]:
         """Every session's shares by id (only those in `only` when given)."""
         problem = root_problem(self.env, self.root)
-        linked_tmp = disk.is_link(self.tmp)
+        linked_tmp = disk.is_link(self._tmp)
         known = chats.workspaces(self.root)
         merged: dict[str, list[_Found]] = defaultdict(list)
         for project in self._projects():

@@ -95,6 +95,7 @@ class QwenAdapter(Adapter):
         return home, Root.check(self.runtime_dir, "runtime", self.env.uid)
 
     def roots(self) -> list[Root]:
+        """Its home, and its runtime dir when that is another."""
         home, runtime = self._roots()
         return [home] if home is runtime else [home, runtime]
 
