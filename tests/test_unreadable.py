@@ -32,6 +32,11 @@ from typing import Any
 
 import pytest
 
+from agentkeep.adapters import base
+from agentkeep.adapters.claude import ClaudeAdapter
+from agentkeep.adapters.codex import CodexAdapter
+from agentkeep.adapters.opencode import OpencodeAdapter
+from agentkeep.paths import Env
 from build_agents import (
     gemini_root,
     grok_root,
@@ -346,3 +351,28 @@ def test_the_daemon_lists_a_session_whole_again_once_its_dir_can_be_listed(
     daemon.wait(lambda: "unreadable" not in listed(), 20, "the session listed whole")
     assert listed()["last_activity"] is not None
     assert "unreadable" not in daemon.status()
+
+
+@pytest.mark.parametrize(
+    "agent, rel",
+    [
+        ("opencode", "opencode/tool-output"),
+        ("opencode", "opencode/storage/part"),
+        ("codex", "tui-thread-reference-capabilities"),
+        ("claude", "usage-data"),
+    ],
+)
+def test_a_dir_a_listing_reads_unwatched_is_named_when_it_cannot_be_listed(
+    fake_home: FakeHome, agent: str, rel: str
+) -> None:
+    """Directories a listing reads without watching them (opencode's tool
+    outputs and storage folders, Codex's TUI references, Claude's
+    usage-data/) are checked too: a permission change there moves no mtime,
+    so only this tells the reconcile to list the agent again."""
+    classes = {"opencode": OpencodeAdapter, "codex": CodexAdapter, "claude": ClaudeAdapter}
+    parents = {"opencode": fake_home.data, "codex": fake_home.codex, "claude": fake_home.claude}
+    place = parents[agent] / rel
+    place.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(place.name, place)  # a link to itself: listing it fails (ELOOP), as root too
+    adapter = classes[agent](Env.from_environ(fake_home.environ))
+    assert str(place) in base.unlisted(adapter)

@@ -160,6 +160,11 @@ class Adapter(ABC):
     def watch_dirs(self) -> list[Path]:
         """The directories whose entries name sessions (watched, not whole trees)."""
 
+    def listed_dirs(self) -> list[Path]:
+        """The directories a listing of every session reads, which unlisted()
+        checks: the watched ones, and any it reads without watching."""
+        return self.watch_dirs()
+
     def databases(self) -> list[Path]:
         """Its SQLite databases whose rows may name sessions (looked at
         again for the id after a removal)."""
@@ -268,9 +273,9 @@ def sessions_named(adapter: Adapter, paths: Iterable[str]) -> set[str]:
 
 
 def unlisted(adapter: Adapter) -> dict[str, str]:
-    """The agent's roots and watched dirs that cannot be listed now (path ->
+    """The agent's roots and listed dirs that cannot be listed now (path ->
     why): a change rescans it (no mtime or watch sees a permission change)."""
-    return fsio.unlisted([*(r.path for r in adapter.roots()), *adapter.watch_dirs()])
+    return fsio.unlisted([*(r.path for r in adapter.roots()), *adapter.listed_dirs()])
 
 
 # Past this many changes, or a quarter of the agent's sessions, listing the
