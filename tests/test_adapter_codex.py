@@ -232,6 +232,22 @@ def test_malformed_entries_are_skipped_with_a_log_line(
     assert load(adapter(fake_home), "../../etc/passwd") is None
 
 
+def test_a_first_line_nested_past_the_parser_is_malformed_not_fatal(
+    fake_home: FakeHome, tree: CodexTree
+) -> None:
+    """A first line (or a session_index.jsonl line) nested deeper than the
+    JSON parser recurses is read as malformed: the listing goes on, as for
+    any other bad line, instead of ending with a RecursionError."""
+    good = tree.full_session()
+    deep = new_id()
+    tree.rollout(deep, first_line="[" * 50_000)
+    with tree.index.open("a") as index:
+        index.write("[" * 50_000 + "\n")
+    sessions = by_id(fake_home)
+    assert set(sessions) == {good, deep}
+    assert sessions[deep].workspace is None and sessions[deep].parent is None
+
+
 @pytest.mark.parametrize("damage", ["not-a-database", "corrupt"])
 def test_unreadable_state_database_makes_sessions_undated(
     fake_home: FakeHome, tree: CodexTree, damage: str

@@ -19,7 +19,7 @@ from typing import TypeGuard
 import structlog
 
 from agentkeep import disk, fsio
-from agentkeep.adapters import rows, sqlite
+from agentkeep.adapters import heads, rows, sqlite
 from agentkeep.adapters.codex.rollouts import KINDS, UUID, File, read_meta, rollout_files
 from agentkeep.adapters.dirs import Unlisted, entries, measured, own_time, unreadable
 from agentkeep.model import Artifact, Session
@@ -224,11 +224,8 @@ def _index_ids(root: Path, only: frozenset[str] | None) -> set[str]:
     ids: set[str] = set()
     with handle:
         while line := handle.readline(_INDEX_LINE_LIMIT):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            sid = record.get("id") if isinstance(record, dict) else None
+            record = heads.json_object(line)
+            sid = record.get("id") if record is not None else None
             if _is_id(sid) and (only is None or sid in only):
                 ids.add(sid)
     return ids

@@ -8,7 +8,6 @@ and decompresses them under a watcher, so every listing looks for both names.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -124,13 +123,11 @@ def read_meta(path: Path, sid: str) -> Meta | None:
     line = _first_line(path)
     if line is None:
         return None
-    try:
-        record = json.loads(line)
-    except ValueError:
+    record = heads.json_object(line)
+    if record is None:
         log.warning("rollout first line is not JSON; parent and workspace unknown", path=str(path))
         return None
-    meta = isinstance(record, dict) and record.get("type") == "session_meta"
-    payload = record.get("payload") if meta else None
+    payload = record.get("payload") if record.get("type") == "session_meta" else None
     if not isinstance(payload, dict):
         log.warning("rollout does not start with session_meta", path=str(path))
         return None
