@@ -192,7 +192,8 @@ class ProcessTable:
             self.unreadable.append(pid)
             return
         cmdline = tuple(cmdline or ())
-        if _agentkeep_args(cmdline) is None:  # agentkeep's own: they name what they are asked about
+        # agentkeep's own processes are left out: they name what they are asked about.
+        if _agentkeep_args(cmdline) is None:
             self.add(Proc(pid, float(created or 0.0), cmdline))
 
     def add(self, proc: Proc) -> None:
