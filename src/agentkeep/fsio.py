@@ -85,6 +85,12 @@ def open_regular(path: StrPath, *, follow: bool = False) -> BinaryIO:
     cannot hang the open, and is refused once open). Without `follow`, a
     link at the name is refused. Raises FileNotFoundError, NotRegularFile,
     or OSError."""
+    return os.fdopen(_regular_fd(path, follow), "rb")
+
+
+def _regular_fd(path: StrPath, follow: bool) -> int:
+    """open_regular()'s descriptor: the readers below read it bare, for a
+    file object is most of the cost of a scan's thousands of small reads."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = open_noatime(path, flags)
@@ -99,14 +105,34 @@ def open_regular(path: StrPath, *, follow: bool = False) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
-    return os.fdopen(fd, "rb")
+    return fd
+
+
+# The most a read asks the kernel for at a time (os.read allocates it).
+_CHUNK = 1 << 20
+
+
+def _read_fd(fd: int, limit: int | None) -> bytes:
+    """Up to `limit` bytes (None: all) from `fd`, closed after."""
+    chunks: list[bytes] = []
+    left = limit
+    try:
+        while left is None or left > 0:
+            chunk = os.read(fd, _CHUNK if left is None else min(left, _CHUNK))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if left is not None:
+                left -= len(chunk)
+    finally:
+        os.close(fd)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def read_regular(path: StrPath, *, limit: int | None = None, follow: bool = False) -> bytes:
     """The whole regular file at `path` (open_regular()); TooLarge past
     `limit` bytes, which are never all read."""
-    with open_regular(path, follow=follow) as f:
-        data = f.read() if limit is None else f.read(limit + 1)
+    data = _read_fd(_regular_fd(path, follow), None if limit is None else limit + 1)
     if limit is not None and len(data) > limit:
         raise TooLarge(errno.EFBIG, f"over {limit} bytes", os.fspath(path))
     return data
@@ -124,8 +150,7 @@ def read_head(path: StrPath, limit: int) -> bytes | None:
     """Up to `limit` bytes from the start of the regular file at `path`
     (open_regular()); None when it cannot be read."""
     try:
-        with open_regular(path) as f:
-            return f.read(limit)
+        return _read_fd(_regular_fd(path, False), limit)
     except OSError:
         return None
 

@@ -5,7 +5,8 @@ each agent's cutoff, an age a person typed)."""
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,12 +58,15 @@ class Context:
     index: Index
     # The last prune's summary when it could not be saved: status shows it.
     unsaved_prune: dict[str, Any] | None = None
-    trash_expiry: Expiry = field(init=False)
 
-    def __post_init__(self) -> None:
-        from agentkeep.trash.expiry import Expiry  # a Context's, not every command's
+    @cached_property
+    def trash_expiry(self) -> Expiry:
+        """The trash's expiry, made when first asked for: its modules (the
+        archive's tarfile among them) are a cost of the commands that touch
+        the trash, not of every one."""
+        from agentkeep.trash.expiry import Expiry
 
-        self.trash_expiry = Expiry(self.state_dir)
+        return Expiry(self.state_dir)
 
     @classmethod
     def open(cls, env: Env) -> Context:
