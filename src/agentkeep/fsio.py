@@ -89,8 +89,7 @@ def open_regular(path: StrPath, *, follow: bool = False) -> BinaryIO:
 
 
 def _regular_fd(path: StrPath, follow: bool) -> int:
-    """open_regular()'s descriptor: the readers below read it bare, for a
-    file object is most of the cost of a scan's thousands of small reads."""
+    """open_regular()'s descriptor, read bare below (cheaper than a file object)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = open_noatime(path, flags)
@@ -115,18 +114,16 @@ _CHUNK = 1 << 20
 def _read_fd(fd: int, limit: int | None) -> bytes:
     """Up to `limit` bytes (None: all) from `fd`, closed after."""
     chunks: list[bytes] = []
-    left = limit
     try:
-        while left is None or left > 0:
-            chunk = os.read(fd, _CHUNK if left is None else min(left, _CHUNK))
+        while limit is None or limit > 0:
+            chunk = os.read(fd, _CHUNK if limit is None else min(limit, _CHUNK))
             if not chunk:
                 break
             chunks.append(chunk)
-            if left is not None:
-                left -= len(chunk)
+            limit = None if limit is None else limit - len(chunk)
     finally:
         os.close(fd)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return b"".join(chunks)  # one chunk is returned as it is, not copied
 
 
 def read_regular(path: StrPath, *, limit: int | None = None, follow: bool = False) -> bytes:
@@ -178,9 +175,8 @@ def read_small_json(path: StrPath, limit: int) -> object:
 
 
 def denied(path: StrPath) -> OSError | None:
-    """Why the file at `path` cannot be opened for reading when something
-    (a permission) stands in the way, not its being missing or a link:
-    what it says is then unknown."""
+    """Why the file at `path` cannot be read when a permission (not its
+    absence, not a link) stands in the way: what it says is then unknown."""
     try:
         open_regular(path).close()
     except (FileNotFoundError, NotADirectoryError, NotRegularFile):
@@ -378,10 +374,7 @@ def replace(
                 before_rename(tmp)
             os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        tmp.unlink(missing_ok=True)
         raise
     dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
